@@ -1,0 +1,44 @@
+"""The run's facts every tool needs: where the source and target are, what may be edited, which Python runs the target."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Editable paths relative to the target root; ``{name}`` is the migrated model's short name (reference §11).
+DEFAULT_EDITABLE = (
+    "mindspeed_mm/fsdp/models/{name}/",
+    "mindspeed_mm/fsdp/data/datasets/{name}/",
+    "examples/{name}/",
+)
+# Registry files that data branch B may extend, additively only.
+BRANCH_B_FILES = (
+    "mindspeed_mm/fsdp/data/data_utils/func_utils/template.py",
+    "mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py",
+    "mindspeed_mm/fsdp/data/dataloader/data_collator.py",
+)
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    run_dir: Path
+    source: Path  # the source HF model folder / repo (read-only)
+    target: Path  # the MindSpeed-MM checkout (stand-in or real)
+    model_name: str  # short name used for plugin dirs and examples/<name>/
+    runtime_python: str = sys.executable  # the target runtime's interpreter
+    data_path: Path | None = None  # sample training data (ShareGPT JSON); defaults to <source>/data
+    allow_branch_b: bool = True
+    extra_editable: list[str] = field(default_factory=list)
+
+    @property
+    def editable_paths(self) -> list[str]:
+        paths = [p.format(name=self.model_name) for p in DEFAULT_EDITABLE] + list(self.extra_editable)
+        if self.allow_branch_b:
+            paths += list(BRANCH_B_FILES)
+        return paths
+
+    @property
+    def work_branch(self) -> str:
+        return f"msmigrate/{self.run_id}"
