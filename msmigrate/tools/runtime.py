@@ -1,0 +1,99 @@
+"""Run code in the *target runtime* Python (DESIGN decision 3): the agent's own process never imports torch,
+transformers or the target's code. Every child gets its own process group so a timeout kills the whole tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from msmigrate.tools.base import ToolResult
+
+PROBES_DIR = Path(__file__).parent / "probes"
+# A probe prints its JSON result on one line starting with this marker; everything else it prints is log.
+RESULT_MARKER = "MSMIGRATE_PROBE_RESULT "
+
+
+@dataclass
+class ProcessOutcome:
+    argv: list[str]
+    returncode: int | None  # None when killed on timeout
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool
+
+
+def run_process(
+    argv: list[str],
+    *,
+    cwd: Path | str | None = None,
+    env_extra: dict[str, str] | None = None,
+    timeout: float = 300.0,
+) -> ProcessOutcome:
+    """Run argv (never a shell string) in a new session; on timeout kill the whole process group."""
+    env = {**os.environ, **(env_extra or {})}
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return ProcessOutcome(argv, proc.returncode, out, err, time.monotonic() - start, False)
+    except subprocess.TimeoutExpired:
+        kill_group(proc.pid)
+        out, err = proc.communicate()
+        return ProcessOutcome(argv, None, out, err, time.monotonic() - start, True)
+
+
+def kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_probe(
+    runtime_python: str,
+    probe: str,
+    args: list[str] | None = None,
+    *,
+    cwd: Path | str | None = None,
+    env_extra: dict[str, str] | None = None,
+    timeout: float = 300.0,
+) -> ToolResult:
+    """Run ``probes/<probe>.py`` in the target runtime and return its JSON result.
+
+    Expected failures (non-zero exit, no result line, timeout) come back as ``ok=False`` with the tail of stderr, so
+    the policy can read the real error message."""
+    script = PROBES_DIR / f"{probe}.py"
+    if not script.is_file():
+        raise FileNotFoundError(f"unknown probe {probe!r}")  # a bug, not an expected failure
+    outcome = run_process([runtime_python, str(script), *(args or [])], cwd=cwd, env_extra=env_extra, timeout=timeout)
+    result_lines = [ln for ln in outcome.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
+    base = {"argv": outcome.argv, "returncode": outcome.returncode, "seconds": round(outcome.seconds, 2)}
+    if outcome.timed_out:
+        return ToolResult.failure(f"probe {probe} timed out after {timeout:.0f}s", **base, stderr_tail=outcome.stderr[-4000:])
+    if not result_lines:
+        return ToolResult.failure(
+            f"probe {probe} exited {outcome.returncode} without a result", **base, stderr_tail=outcome.stderr[-4000:]
+        )
+    payload = json.loads(result_lines[-1][len(RESULT_MARKER) :])
+    if outcome.returncode != 0 or payload.get("error"):
+        return ToolResult.failure(
+            payload.get("error") or f"probe {probe} exited {outcome.returncode}",
+            **base,
+            result=payload,
+            stderr_tail=outcome.stderr[-4000:],
+        )
+    return ToolResult(ok=True, data={**base, "result": payload})
+
+
+def emit_result(payload: dict) -> None:
+    """Used *inside* probe scripts (they run in the target runtime and import nothing from msmigrate but this
+    tiny function's copy — probes are standalone files, so they re-define it; kept here as the reference)."""
+    print(RESULT_MARKER + json.dumps(payload, default=str), flush=True)
