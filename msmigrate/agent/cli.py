@@ -1,0 +1,139 @@
+"""``msmigrate`` command line: run, demo, fixtures, validate-config (chat, batch and eval live in their modules)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from msmigrate.agent.config import RunSpec, Settings
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Migrate multimodal models into MindSpeed-MM's FSDP2 plugin route, with proof.")
+fixtures_app = typer.Typer(no_args_is_help=True, help="Generate the stand-in target and known-model source fixtures.")
+app.add_typer(fixtures_app, name="fixtures")
+console = Console(stderr=True)
+
+
+def _progress_printer(kind: str, data: dict) -> None:
+    if kind == "gate_end":
+        mark = "[green]PASS[/]" if data["passed"] else "[red]FAIL[/]"
+        console.print(f"  gate {data['gate']} {mark} {data.get('summary', '')[:160]}")
+    elif kind == "decision":
+        calls = ", ".join(data.get("tool_calls") or []) or "(phase work done → gate)"
+        console.print(f"[dim]{data['phase']:>7}[/] policy → {calls}")
+    elif kind == "classify":
+        console.print(f"  classify {data['gate']} → case {data.get('case_id')} (owner {data.get('owner')}) → {data['route']}")
+    elif kind == "launch_progress":
+        console.print(f"[dim]    {data.get('label', '')} iteration {data.get('iteration')}/{data.get('total')} loss {data.get('loss')}[/]")
+    elif kind == "exit":
+        console.print(f"exit: [bold]{data['exit_status']}[/] — {data.get('detail', '')}")
+
+
+def _cli_approver(payload: dict) -> dict:
+    console.print(f"[yellow]Approval needed[/]: {payload.get('kind')} {json.dumps(payload.get('launch', payload))}")
+    answer = typer.prompt("approve / reject", default="approve")
+    return {"action": "reject" if answer.strip().lower().startswith("r") else "approve"}
+
+
+def _summary(state: dict) -> dict:
+    return {
+        "run_id": state.get("run_id"), "exit_status": state.get("exit_status"), "exit_detail": state.get("exit_detail"),
+        "gates": {g: r.get("passed") for g, r in sorted(state.get("gates", {}).items())},
+        "report": state.get("artifacts", {}).get("report"), "counters": state.get("counters", {}),
+    }
+
+
+@app.command()
+def run(
+    spec: Optional[Path] = typer.Argument(None, help="run spec YAML (source, target, model_name, policy, budgets …)"),
+    resume: Optional[str] = typer.Option(None, "--resume", help="continue the run with this id"),
+    policy: Optional[str] = typer.Option(None, help="override the spec's policy: rules | llm | replay"),
+    runs_dir: Optional[Path] = typer.Option(None, help="where runs/<run_id>/ go (env MSMIGRATE_RUNS_DIR)"),
+) -> None:
+    """Headless single migration; prints a JSON summary on stdout."""
+    from msmigrate.agent.runner import Run, new_run_id
+
+    settings = Settings(**({"runs_dir": runs_dir} if runs_dir else {}))
+    if resume:
+        r = Run.resume(resume, settings, on_event=_progress_printer)
+    elif spec is not None:
+        try:
+            s = RunSpec.load(spec)
+        except (OSError, ValueError) as exc:
+            console.print(f"[red]invalid spec {spec}[/]: {exc}")
+            raise typer.Exit(2)
+        if policy:
+            s = s.model_copy(update={"policy": policy})
+        r = Run(s, new_run_id(s.model_name), settings, on_event=_progress_printer)
+    else:
+        console.print("[red]give a SPEC.yaml or --resume RUN_ID[/]")
+        raise typer.Exit(2)
+    console.print(f"run {r.run_id} → {r.run_dir}")
+    state = r.drive(_cli_approver if r.spec.approval and sys.stdin.isatty() else None)
+    r.close()
+    print(json.dumps(_summary(state), indent=2))
+    raise typer.Exit(0 if state.get("exit_status") == "success" else 1)
+
+
+@app.command()
+def demo(
+    model: str = typer.Option("qwen2_vl", help="bundled known model to migrate (see `msmigrate fixtures list`)"),
+    workdir: Path = typer.Option(Path("demo_workdir"), help="where the stand-in target, the source and runs go"),
+) -> None:
+    """The main job on embedded defaults: offline, no LLM, no accelerator."""
+    from msmigrate.agent.demo import run_demo
+
+    state = run_demo(model, workdir, on_event=_progress_printer)
+    print(json.dumps(_summary(state), indent=2))
+    if state.get("exit_status") == "success":
+        console.print(f"[green]green report:[/] {state['artifacts']['report']}")
+    raise typer.Exit(0 if state.get("exit_status") == "success" else 1)
+
+
+@fixtures_app.command("target")
+def fixtures_target(dest: Path) -> None:
+    """Write a stand-in MindSpeed-MM checkout (git-initialised) into DEST."""
+    from msmigrate.evals.standin import write_standin
+
+    print(write_standin(dest))
+
+
+@fixtures_app.command("source")
+def fixtures_source(name: str, dest: Path) -> None:
+    """Build the tiny offline source model NAME into DEST."""
+    from msmigrate.evals.fixtures import FIXTURES, build_source
+
+    if name not in FIXTURES:
+        console.print(f"[red]unknown fixture {name}[/]; known: {', '.join(sorted(FIXTURES))}")
+        raise typer.Exit(2)
+    print(build_source(name, dest))
+
+
+@fixtures_app.command("list")
+def fixtures_list() -> None:
+    from msmigrate.evals.fixtures import FIXTURES
+
+    for name, spec in sorted(FIXTURES.items()):
+        print(f"{name}\t{getattr(spec, 'family', '')}")
+
+
+@app.command("validate-config")
+def validate_config_cmd(
+    config: Path = typer.Argument(..., help="a plugin-route YAML"),
+    target: Path = typer.Option(..., help="the MindSpeed-MM checkout the YAML is for"),
+    runtime_python: str = typer.Option(sys.executable, help="target runtime interpreter (for the schema probe)"),
+) -> None:
+    """The strict config check alone (G3 without the module tree)."""
+    from msmigrate.tools.yaml_validator import validate_in_target
+
+    result = validate_in_target(config, target, runtime_python=runtime_python)
+    print(result.to_json(max_chars=100000))
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def main() -> None:  # pragma: no cover
+    app()

@@ -1,0 +1,120 @@
+"""G0 precheck + knowledge gate: check the inputs are what they claim to be, then write the three understanding
+artifacts every later phase builds on (architecture_chain.md, contract_matrix.yaml, similar_case.md)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import git
+import yaml
+
+from msmigrate.agent.deps import RunDeps
+from msmigrate.agent.gates.evidence import evidence_item
+from msmigrate.agent.similar_case import rank_similar_cases
+from msmigrate.agent.state import EXIT_PRECHECK
+from msmigrate.tools.repo_reader import hf_summary, target_inventory
+from msmigrate.tools.runtime import run_probe
+
+TARGET_MARKERS = ("mindspeed_mm/fsdp/train/trainer.py", "mindspeed_mm/fsdp/utils/register.py",
+                  "mindspeed_mm/fsdp/models/modelhub.py")
+
+
+def precheck(deps: RunDeps) -> tuple[list[str], dict[str, Any]]:
+    ctx = deps.ctx
+    problems: list[str] = []
+    facts: dict[str, Any] = {}
+    if not (ctx.source / "config.json").is_file():
+        problems.append(f"source {ctx.source} is not a Hugging Face model folder (no config.json)")
+    if ctx.data_path is None or not Path(ctx.data_path).is_file():
+        problems.append(f"sample data {ctx.data_path} not found (ShareGPT-style JSON expected)")
+    for marker in TARGET_MARKERS:
+        if not (ctx.target / marker).is_file():
+            problems.append(f"target {ctx.target} lacks {marker}: not a MindSpeed-MM checkout with the FSDP2 route")
+    try:
+        repo = git.Repo(ctx.target)
+        facts["base_commit"] = repo.head.commit.hexsha
+        facts["target_dirty"] = repo.is_dirty(untracked_files=False)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
+        problems.append(f"target {ctx.target} is not a git repository with a commit (edits are committed there)")
+    if ctx.source.resolve() == ctx.target.resolve() or ctx.target.resolve() in ctx.source.resolve().parents:
+        problems.append("source must not live inside the target")
+    return problems, facts
+
+
+def architecture_chain(src: dict[str, Any], plan_hint: dict[str, Any]) -> str:
+    fwd = src.get("forward") or {}
+    return "\n".join([
+        f"# Architecture chain — {src.get('model_type')}",
+        "",
+        "## Source",
+        f"- architectures: {src.get('architectures')}",
+        f"- model_type: {src.get('model_type')}; sub-configs: {src.get('sub_configs')}",
+        f"- custom code: {src.get('custom_code_files')} (trust_remote_code: {src.get('needs_trust_remote_code')})",
+        f"- media tokens: {src.get('tokens', {}).get('media_tokens')}",
+        f"- forward parameters: {fwd.get('params') or fwd.get('parameters')}",
+        "",
+        "## Target (plugin-style FSDP2 route)",
+        "torchrun → mindspeed_mm/fsdp/train/trainer.py CONFIG.yaml → ConfigManager → import_plugin(training.plugin)",
+        "→ ModelHub.build (model_register[model.model_id]) → features (recompute) → fully_shard(apply_modules)",
+        "→ build_mm_dataset (data_register[dataset_type]) → template + mm_plugin → collator → model(**batch).loss",
+        "",
+        f"Most similar existing case: {plan_hint.get('similar_case')}",
+    ]) + "\n"
+
+
+def contract_matrix(ctx_name: str) -> dict[str, Any]:
+    return {
+        "model.model_id": "must equal the id in @model_register.register(...) inside a training.plugin path",
+        "data.dataset_param.dataset_type": "must equal a @data_register.register(...) id inside a training.plugin path",
+        "basic_parameters.template": "must be a name registered with _register_template (or chat_template file)",
+        "collate_param.collator_id": "must be a DATA_COLLATOR key unless the dataset defines collate_fn",
+        "training.plugin": [f"mindspeed_mm/fsdp/models/{ctx_name}", "mindspeed_mm/fsdp/data/datasets/huggingface"],
+        "parallel.fsdp_plan.apply_modules": "every pattern matches ≥1 module of the built model (module_name_match)",
+        "features.recompute_plan.apply_modules": "targets accept past_key_values (decoder layers / blocks)",
+    }
+
+
+def make_prepare_node(deps: RunDeps):
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        ctx = deps.ctx
+        started = time.time()
+        problems, facts = precheck(deps)
+        src = hf_summary(ctx.source, runtime_python=ctx.runtime_python) if not problems else None
+        inv = target_inventory(ctx.target) if not problems else None
+        env = run_probe(ctx.runtime_python, "env_probe", [str(ctx.target)], timeout=180) if not problems else None
+        if src is not None and not src.ok:
+            problems.append(f"source summary failed: {src.error}")
+        if inv is not None and not inv.ok:
+            problems.append(f"target inventory failed: {inv.error}")
+        if env is not None and not env.ok:
+            problems.append(f"target runtime probe failed: {env.error}")
+        record = {
+            "gate": "G0", "passed": not problems,
+            "summary": "; ".join(problems) if problems else
+            f"source {src.data.get('architectures')} ok; target has {len(inv.data.get('model_ids', {}))} model ids; "
+            f"runtime {(env.data.get('result') or {}).get('device', {})}",
+            "evidence": [evidence_item("precheck", [], 0 if not problems else 1, started, time.time(),
+                                       "\n".join(problems), {"env": env.data.get("result") if env else None})],
+            "failure_text": "\n".join(problems),
+        }
+        deps.trajectory.append("gate", phase="prepare", **record)
+        if problems:
+            return {"gates": {"G0": record}, "gate_history": [record], "phase": "report",
+                    "exit_status": EXIT_PRECHECK, "exit_detail": problems[0]}
+        ranked = rank_similar_cases(src.data, inv.data)
+        out = ctx.run_dir
+        (out / "architecture_chain.md").write_text(architecture_chain(src.data, {"similar_case": ranked[:1]}))
+        (out / "contract_matrix.yaml").write_text(yaml.safe_dump(contract_matrix(ctx.model_name), sort_keys=False))
+        lines = ["# Similar cases (most similar first)", ""]
+        lines += [f"- `{c['example']}` score {c['score']}: {', '.join(c['why'])}" for c in ranked[:5]]
+        (out / "similar_case.md").write_text("\n".join(lines) + "\n")
+        artifacts = {**state.get("artifacts", {}), **{k: str(v) for k, v in facts.items()},
+                     "architecture_chain": str(out / "architecture_chain.md"),
+                     "contract_matrix": str(out / "contract_matrix.yaml"), "similar_case": str(out / "similar_case.md")}
+        return {"gates": {"G0": record}, "gate_history": [record], "phase": "plan", "artifacts": artifacts,
+                "source_summary": src.data, "target_summary": {**inv.data, "similar_cases": ranked[:5]},
+                "runtime": env.data.get("result", {})}
+
+    return node

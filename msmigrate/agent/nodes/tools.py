@@ -1,0 +1,41 @@
+"""Runs the tool calls the policy proposed (LangGraph's prebuilt ToolNode) and records them.
+
+Error tiers (DESIGN decision 9): a tool's *expected* failure is already a result with ``ok: false``; a call the
+model got wrong (unknown tool, arguments that fail the schema) is answered with the format-error observation;
+anything else a tool raises is a bug and fails the run (ToolNode does not swallow it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.prebuilt import ToolNode
+from pydantic import ValidationError
+
+from msmigrate.agent.budgets import bump
+from msmigrate.agent.deps import RunDeps
+from msmigrate.prompts.render import render
+
+
+def _format_error(exc: ValidationError) -> str:
+    problems = [{"name": exc.title, "args": None, "error": str(exc)}]
+    return render("format_error", problems=problems, tools=[])
+
+
+def make_tools_node(deps: RunDeps):
+    tool_node = ToolNode(deps.tools, handle_tool_errors=_format_error)
+
+    def node(state: dict[str, Any], config: Any = None) -> dict[str, Any]:
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage) and last.tool_calls, "tools node reached without tool calls"
+        out = tool_node.invoke({"messages": state["messages"]}, config)
+        results: list[ToolMessage] = out["messages"]
+        by_id = {c["id"]: c for c in last.tool_calls}
+        for res in results:
+            call = by_id.get(res.tool_call_id, {})
+            deps.trajectory.append("tool", phase=state.get("phase"), name=call.get("name"), args=call.get("args"),
+                                   id=res.tool_call_id, result=str(res.content)[:8000], status=res.status)
+            deps.emit("tool", name=call.get("name"), status=res.status, result=str(res.content)[:300])
+        return {"messages": results, "counters": bump(state.get("counters"), tool_calls=len(results))}
+
+    return node

@@ -1,0 +1,34 @@
+"""G4 functional → G5 reliability → G6 distributed end-to-end. These gates launch training, so with approval on
+the node first asks the human (LangGraph ``interrupt``): approve, reject, or edit the launch settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.types import interrupt
+
+from msmigrate.agent.budgets import exhausted
+from msmigrate.agent.deps import RunDeps
+from msmigrate.agent.nodes.work import run_gates
+from msmigrate.agent.state import EXIT_BUDGET, EXIT_REJECTED
+
+EDITABLE_LAUNCH_KEYS = {"nproc_per_node", "device", "gate_train_iters", "timeout_s", "master_addr", "nnodes", "node_rank"}
+
+
+def make_verify_node(deps: RunDeps):
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        reason = exhausted(state, deps.spec.budgets)
+        if reason:
+            return {"phase": "report", "exit_status": EXIT_BUDGET, "exit_detail": f"{reason} (before verify)"}
+        if deps.spec.approval:
+            answer = interrupt({"kind": "launch", "gates": ["G4", "G5", "G6"], "launch": deps.spec.launch.model_dump()})
+            verdict = answer.get("action", "approve") if isinstance(answer, dict) else str(answer)
+            deps.trajectory.append("approval", what="launch", answer=answer)
+            if verdict == "reject":
+                return {"phase": "report", "exit_status": EXIT_REJECTED, "exit_detail": "launch rejected by the user"}
+            if verdict == "edit":
+                edits = {k: v for k, v in answer.get("launch", {}).items() if k in EDITABLE_LAUNCH_KEYS}
+                deps.spec.launch = deps.spec.launch.model_copy(update=edits)
+        return run_gates(deps, state, "verify")
+
+    return node

@@ -1,0 +1,60 @@
+"""The loop every work phase (model, data, config) runs, one policy decision per node visit:
+
+policy proposes tool calls → the tools node runs them → back here → … → the policy proposes nothing (it thinks the
+phase is done) → the phase gate (code) decides: pass → next phase; fail → classify (which routes to the owner phase)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, RemoveMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from msmigrate.agent.budgets import bump, exhausted
+from msmigrate.agent.deps import RunDeps
+from msmigrate.agent.policies.base import PolicyView
+from msmigrate.agent.state import EXIT_BUDGET, NEXT_PHASE, PHASE_GATES
+
+
+def clear_messages() -> list[RemoveMessage]:
+    return [RemoveMessage(id=REMOVE_ALL_MESSAGES)]
+
+
+def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any]:
+    """Run the phase's gates in order; stop at the first failure. Returns the state update."""
+    gates = dict(state.get("gates", {}))
+    history = list(state.get("gate_history", []))
+    for name in PHASE_GATES[phase]:
+        deps.emit("gate_start", gate=name, phase=phase)
+        record = deps.gates[name](deps, {**state, "gates": gates})
+        gates[name] = record
+        history.append(record)
+        deps.trajectory.append("gate", phase=phase, **record)
+        deps.emit("gate_end", gate=name, phase=phase, passed=record["passed"], summary=record.get("summary", ""))
+        if not record["passed"]:
+            return {"gates": gates, "gate_history": history, "phase": "classify", "messages": clear_messages()}
+    return {"gates": gates, "gate_history": history, "phase": NEXT_PHASE.get(phase, "report"),
+            "messages": clear_messages(), "last_failure": None}
+
+
+def make_work_node(deps: RunDeps, phase: str):
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        reason = exhausted(state, deps.spec.budgets)
+        if reason:
+            return {"phase": "report", "exit_status": EXIT_BUDGET, "exit_detail": f"{reason} (in phase {phase})"}
+        view = PolicyView(phase=phase, state=state, messages=list(state.get("messages", [])), tools=deps.tools, ctx=deps.ctx)
+        decision = deps.policy.decide(view)
+        msg: AIMessage = decision.message
+        counters = bump(state.get("counters"), policy_steps=1, tokens=decision.tokens, format_errors=decision.format_errors)
+        deps.trajectory.append(
+            "decision", phase=phase, policy=deps.policy.name, content=str(msg.content)[:4000],
+            tool_calls=[{"name": c["name"], "args": c["args"], "id": c["id"]} for c in msg.tool_calls],
+            tokens=decision.tokens,
+        )
+        deps.emit("decision", phase=phase, content=str(msg.content)[:500], tool_calls=[c["name"] for c in msg.tool_calls])
+        if msg.tool_calls:
+            return {"messages": [msg], "counters": counters, "phase": phase}
+        return {"counters": counters, **run_gates(deps, {**state, "counters": counters}, phase)}
+
+    node.__name__ = f"{phase}_node"
+    return node

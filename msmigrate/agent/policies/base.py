@@ -1,0 +1,54 @@
+"""What a policy is: given the phase, the state and the phase's conversation, propose the next tool calls.
+
+An ``AIMessage`` with no tool calls means "I believe this phase's work is done" — the phase gate (code) then decides."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.tools import BaseTool
+
+from msmigrate.tools.context import RunContext
+
+
+@dataclass
+class PolicyView:
+    phase: str
+    state: dict[str, Any]
+    messages: list[AnyMessage]
+    tools: list[BaseTool]
+    ctx: RunContext
+
+
+@dataclass
+class Decision:
+    message: AIMessage
+    tokens: int = 0
+    format_errors: int = 0
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+class PolicyError(RuntimeError):
+    """An outage the policy cannot recover from (endpoint down after retries, replay exhausted): fails the run."""
+
+
+class Policy(Protocol):
+    name: str
+
+    def decide(self, view: PolicyView) -> Decision: ...
+
+    def classify(self, failure_text: str, view: PolicyView) -> dict[str, Any] | None:
+        """Fallback classification when the failure catalog has no match; None = no opinion."""
+        ...
+
+
+def call_id(prefix: str) -> str:
+    """Unique ids for tool calls produced without an LLM (unique across resumes, unlike a counter)."""
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+def tool_call(name: str, args: dict[str, Any], prefix: str = "call") -> dict[str, Any]:
+    return {"name": name, "args": args, "id": call_id(prefix), "type": "tool_call"}

@@ -1,0 +1,137 @@
+"""The main policy: any OpenAI-compatible chat model with tool calling (vLLM, vLLM-Ascend, Ollama, hosted).
+
+- transport errors (connection, timeout, 5xx, 429) are retried with exponential backoff; nothing else is;
+- an answer whose tool calls cannot be parsed gets a format-error observation and is asked again (bounded);
+- old tool outputs are cut so each call stays within the prompt budget; tokens are counted from usage metadata.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import openai
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_openai import ChatOpenAI
+
+from msmigrate.agent.config import LLMSettings, Settings
+from msmigrate.agent.policies.base import Decision, PolicyError, PolicyView
+from msmigrate.prompts.render import render, render_system
+
+TRANSPORT_ERRORS = (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError, openai.RateLimitError)
+CHARS_PER_TOKEN = 3.5  # documented estimate; the endpoint's usage metadata is the real count
+KEEP_RECENT_TOOL_OUTPUTS = 4
+OLD_TOOL_OUTPUT_CHARS = 600
+
+
+def build_chat_model(llm: LLMSettings, settings: Settings) -> ChatOpenAI:
+    import os
+
+    api_key = settings.llm_api_key if settings.llm_api_key != "EMPTY" else os.environ.get("OPENAI_API_KEY", "EMPTY")
+    return ChatOpenAI(
+        base_url=llm.base_url or settings.llm_base_url,
+        model=llm.model or settings.llm_model,
+        api_key=api_key,
+        temperature=llm.temperature,
+        timeout=llm.timeout_s,
+        max_retries=0,  # we retry transport errors ourselves, and only those
+    )
+
+
+def prompt_vars(view: PolicyView) -> dict[str, Any]:
+    st = view.state
+    phase = view.phase
+    return {
+        "phase": phase,
+        "model_name": view.ctx.model_name,
+        "attempt": int(st.get("attempts", {}).get(phase, 0)) + 1,
+        "max_attempts": int(st.get("budgets", {}).get("phase_attempts", 0) or 0) or 4,
+        "source_summary": st.get("source_summary", {}),
+        "target_summary": st.get("target_summary", {}),
+        "plan": st.get("plan", {}),
+        "gate_results": [
+            {"gate": g, "passed": r.get("passed", False), "summary": r.get("summary", "")}
+            for g, r in sorted(st.get("gates", {}).items())
+        ],
+        "last_failure": st.get("last_failure"),
+        "instructions": st.get("instructions", ""),
+    }
+
+
+def system_vars(view: PolicyView, knowledge_index: str) -> dict[str, Any]:
+    return {
+        "model_name": view.ctx.model_name,
+        "source_path": str(view.ctx.source),
+        "target_path": str(view.ctx.target),
+        "editable_paths": view.ctx.editable_paths,
+        "knowledge_index": knowledge_index,
+        "tools": [{"name": t.name, "description": t.description} for t in view.tools],
+    }
+
+
+def fit_history(messages: list[AnyMessage], budget_tokens: int, fixed_chars: int) -> list[AnyMessage]:
+    """Cut old tool outputs (all but the most recent few), then cut harder until the estimate fits the budget."""
+    out: list[AnyMessage] = list(messages)
+    tool_idx = [i for i, m in enumerate(out) if isinstance(m, ToolMessage)]
+    for limit, keep in ((OLD_TOOL_OUTPUT_CHARS, KEEP_RECENT_TOOL_OUTPUTS), (200, 1), (120, 0)):
+        for i in tool_idx[: max(0, len(tool_idx) - keep)]:
+            content = str(out[i].content)
+            if len(content) > limit:
+                out[i] = out[i].model_copy(update={"content": content[:limit] + f" …[{len(content) - limit} chars cut]"})
+        if fixed_chars + sum(len(str(m.content)) for m in out) <= budget_tokens * CHARS_PER_TOKEN:
+            break
+    return out
+
+
+class LLMPolicy:
+    name = "llm"
+
+    def __init__(self, chat_model: Any, llm: LLMSettings, knowledge_index: str = "", sleep=time.sleep):
+        self.chat_model = chat_model
+        self.llm = llm
+        self.knowledge_index = knowledge_index
+        self._sleep = sleep
+
+    def _invoke(self, bound: Any, messages: list[AnyMessage]) -> AIMessage:
+        delay = 1.0
+        for attempt in range(self.llm.max_transport_retries + 1):
+            try:
+                return bound.invoke(messages)
+            except TRANSPORT_ERRORS as exc:
+                if attempt == self.llm.max_transport_retries:
+                    raise PolicyError(f"LLM endpoint unavailable after {attempt + 1} tries: {exc}") from exc
+                self._sleep(delay)
+                delay = min(delay * 2, 30.0)
+        raise AssertionError("unreachable")
+
+    def decide(self, view: PolicyView) -> Decision:
+        system = SystemMessage(render_system(**system_vars(view, self.knowledge_index)))
+        node = HumanMessage(render(view.phase, **prompt_vars(view)))
+        fixed = len(str(system.content)) + len(str(node.content))
+        history = fit_history(view.messages, self.llm.prompt_budget_tokens, fixed)
+        bound = self.chat_model.bind_tools(view.tools)
+        convo: list[AnyMessage] = [system, node, *history]
+        tokens = format_errors = 0
+        for _ in range(self.llm.max_format_retries + 1):
+            reply = self._invoke(bound, convo)
+            usage = getattr(reply, "usage_metadata", None) or {}
+            tokens += int(usage.get("total_tokens", 0))
+            if not reply.invalid_tool_calls:
+                return Decision(message=reply, tokens=tokens, format_errors=format_errors)
+            format_errors += 1
+            problems = [{"name": c.get("name"), "args": c.get("args"), "error": c.get("error")} for c in reply.invalid_tool_calls]
+            convo += [
+                reply.model_copy(update={"tool_calls": [], "invalid_tool_calls": []}),
+                HumanMessage(render("format_error", problems=problems, tools=system_vars(view, "")["tools"])),
+            ]
+        raise PolicyError(f"model produced malformed tool calls {format_errors} times in a row")
+
+    def classify(self, failure_text: str, view: PolicyView) -> dict[str, Any] | None:
+        """LLM fallback when the failure catalog has no match: ask for the owner phase in one word."""
+        prompt = render("classify", **prompt_vars(view), failure_text=failure_text[-4000:])
+        reply = self._invoke(self.chat_model, [HumanMessage(prompt)])
+        text = str(reply.content).lower()
+        for owner in ("model", "data", "config", "environment"):
+            if owner in text:
+                return {"owner": owner, "diagnosis": str(reply.content)[:600], "method": "llm"}
+        return None

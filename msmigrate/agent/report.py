@@ -1,0 +1,156 @@
+"""``verification_report.md`` + ``evidence.json`` + ``loss_curve.png``: what the run proved, with the evidence."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import git
+
+from msmigrate.agent.state import PHASE_GATES
+
+GATE_TITLES = {
+    "G0": "precheck (paths, target shape, runtime)",
+    "G1": "model (plugin imports, id registered, meta build, forward → finite loss)",
+    "G2": "data (dataset registered, samples map, media resolve, batch keys ⊆ forward)",
+    "G3": "config (schema, cross-references, pattern audit, not weakened)",
+    "G4": "functional (single-process steps, finite non-constant loss)",
+    "G5": "reliability (same seed → same losses; save → load round-trip)",
+    "G6": "distributed end-to-end (≥ 2 ranks, the delivered launch config)",
+}
+
+
+def _losses(gates: dict[str, Any]) -> dict[str, list[float]]:
+    series = {}
+    for name in ("G4", "G5", "G6"):
+        for ev in gates.get(name, {}).get("evidence", []):
+            losses = (ev.get("metrics") or {}).get("losses")
+            if losses:
+                series[f"{name} {ev.get('label', '')}".strip()] = losses
+    return series
+
+
+def plot_losses(series: dict[str, list[float]], path: Path) -> bool:
+    if not series:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    for label, losses in series.items():
+        ax.plot(range(1, len(losses) + 1), losses, marker="o", label=label)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("loss")
+    ax.set_title("Training loss in gate launches")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def diff_summary(target: Path, base: str | None, branch: str) -> str:
+    try:
+        repo = git.Repo(target)
+        if base is None or branch not in [h.name for h in repo.heads]:
+            return "(no edits recorded)"
+        stat = repo.git.diff("--stat", f"{base}..{branch}")
+        log = repo.git.log("--oneline", f"{base}..{branch}")
+        return f"{stat}\n\ncommits on {branch}:\n{log}" if stat else "(no changes)"
+    except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+        return f"(diff unavailable: {exc})"
+
+
+def _gate_rows(gates: dict[str, Any]) -> list[str]:
+    rows = ["| gate | what it proves | result | evidence |", "|---|---|---|---|"]
+    for group in PHASE_GATES.values():
+        for g in group:
+            rec = gates.get(g)
+            result = "not run" if rec is None else ("PASS" if rec.get("passed") else "FAIL")
+            summary = (rec or {}).get("summary", "").replace("|", "\\|").replace("\n", " ")
+            rows.append(f"| {g} | {GATE_TITLES[g]} | {result} | {summary[:300]} |")
+    return rows
+
+
+def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
+    gates = state.get("gates", {})
+    plan = state.get("plan", {})
+    c = state.get("counters", {})
+    lines = [
+        f"# Verification report — {plan.get('model_id', state.get('run_id'))}",
+        "",
+        f"- run id: `{state.get('run_id')}`",
+        f"- exit status: **{state.get('exit_status')}** — {state.get('exit_detail', '')}",
+        f"- generated: {time.strftime('%Y-%m-%d %H:%M:%S')}",
+        f"- policy steps: {int(c.get('policy_steps', 0))}, tool calls: {int(c.get('tool_calls', 0))}, "
+        f"tokens: {int(c.get('tokens', 0))}, training launches: {int(c.get('launches', 0))}",
+        "",
+        "## Gates",
+        "",
+        *_gate_rows(gates),
+        "",
+        "Every PASS above is backed by the command, exit code, timestamps, log excerpt and parsed metrics in "
+        "`evidence.json`.",
+        "",
+        "## Migration decisions",
+        "",
+    ]
+    for key in ("route", "model_id", "data_branch", "dataset_type", "template", "mm_plugin", "collator",
+                "similar_case", "plugin_dir", "example_dir"):
+        if key in plan:
+            lines.append(f"- {key}: `{plan[key]}`")
+    for reason in plan.get("reasons", []):
+        lines.append(f"  - {reason}")
+    metrics = []
+    for g in ("G4", "G5", "G6"):
+        for ev in gates.get(g, {}).get("evidence", []):
+            m = ev.get("metrics") or {}
+            if "steps" in m:
+                metrics.append(f"| {g} {ev.get('label', '')} | {m.get('steps')} | {m.get('first_loss')} | "
+                               f"{m.get('last_loss')} | {m.get('median_step_ms')} | {m.get('samples_per_s')} |")
+    if metrics:
+        lines += ["", "## Training metrics", "", "| launch | steps | first loss | last loss | median step ms | samples/s |",
+                  "|---|---|---|---|---|---|", *metrics]
+    if has_plot:
+        lines += ["", "![loss curve](loss_curve.png)"]
+    lines += ["", "## Changes in the target", "", "```", diff, "```", "", "## Risks and next actions", ""]
+    failure = state.get("last_failure")
+    if failure:
+        lines.append(f"- last failure: gate {failure.get('gate')} → case `{failure.get('case_id')}` "
+                     f"(owner {failure.get('owner')}): {str(failure.get('diagnosis', ''))[:400]}")
+    lines += [
+        "- CPU gates prove structure, data flow, sharding plan and loss plumbing — not NPU kernels, fused ops, "
+        "HCCL or throughput. Run G6 on the Ascend machine before relying on performance or precision.",
+        "- Initial weights: if the delivered YAML uses meta-device init, set `training.load` to the HF/DCP weights for "
+        "real fine-tuning (otherwise training starts from random weights).",
+        "- Precision alignment against the source implementation is a separate task (fixed seed, `use_deter_comp`).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
+    run_dir: Path = deps.ctx.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    gates = state.get("gates", {})
+    evidence = {
+        "run_id": state.get("run_id"),
+        "exit_status": state.get("exit_status"),
+        "exit_detail": state.get("exit_detail"),
+        "plan": state.get("plan", {}),
+        "gates": gates,
+        "gate_history": state.get("gate_history", []),
+        "counters": state.get("counters", {}),
+    }
+    (run_dir / "evidence.json").write_text(json.dumps(evidence, indent=2, default=str))
+    has_plot = plot_losses(_losses(gates), run_dir / "loss_curve.png")
+    diff = diff_summary(deps.ctx.target, state.get("artifacts", {}).get("base_commit"), deps.ctx.work_branch)
+    (run_dir / "verification_report.md").write_text(render_report(state, diff, has_plot))
+    out = dict(state.get("artifacts", {}))
+    out.update(report=str(run_dir / "verification_report.md"), evidence=str(run_dir / "evidence.json"))
+    if has_plot:
+        out["loss_curve"] = str(run_dir / "loss_curve.png")
+    return out

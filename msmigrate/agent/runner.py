@@ -1,0 +1,139 @@
+"""Start, resume and drive one migration run: run dir, checkpointer (thread id = run id), policy, tools, gates.
+
+This is one of the two boundaries allowed a catch-all: a bug anywhere in a run ends it with ``exit_status: error``
+and the traceback in the trajectory, never a crash of the caller (the batch face relies on it)."""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
+
+from msmigrate.agent.config import RunSpec, Settings
+from msmigrate.agent.deps import RunDeps
+from msmigrate.agent.graph import build_graph
+from msmigrate.agent.policies.base import Policy
+from msmigrate.agent.state import EXIT_ERROR
+from msmigrate.agent.trajectory import Trajectory
+from msmigrate.tools.context import RunContext
+
+Approver = Callable[[dict[str, Any]], Any]
+
+
+def new_run_id(model_name: str) -> str:
+    return f"{model_name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def build_policy(spec: RunSpec, settings: Settings) -> Policy:
+    if spec.policy == "rules":
+        from msmigrate.agent.policies.rules import RulesPolicy
+
+        return RulesPolicy()
+    if spec.policy == "replay":
+        from msmigrate.agent.policies.replay import ReplayPolicy
+
+        if spec.replay_trajectory is None:
+            raise ValueError("policy 'replay' needs replay_trajectory in the spec")
+        return ReplayPolicy(spec.replay_trajectory)
+    from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model
+    from msmigrate.knowledge.catalog import knowledge_index
+
+    return LLMPolicy(build_chat_model(spec.llm, settings), spec.llm, knowledge_index())
+
+
+def build_tools(ctx: RunContext) -> list:
+    from msmigrate.knowledge.catalog import knowledge_tools
+    from msmigrate.tools.file_writer import file_writer_tools
+    from msmigrate.tools.repo_reader import repo_reader_tools
+    from msmigrate.tools.yaml_validator import validator_tools
+
+    return [*repo_reader_tools(ctx), *file_writer_tools(ctx), *validator_tools(ctx), *knowledge_tools()]
+
+
+def build_gates() -> dict[str, Any]:
+    from msmigrate.agent.gates import GATES
+
+    return dict(GATES)
+
+
+class Run:
+    """One run: its directory, its checkpointer and its compiled graph."""
+
+    def __init__(self, spec: RunSpec, run_id: str, settings: Settings, *, policy: Policy | None = None,
+                 on_event: Callable[[str, dict[str, Any]], None] | None = None, tools: list | None = None,
+                 gates: dict[str, Any] | None = None):
+        self.spec, self.run_id, self.settings = spec, run_id, settings
+        self.run_dir = (settings.runs_dir / run_id).resolve()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        spec_file = self.run_dir / "spec.yaml"
+        if not spec_file.exists():  # the spec a resume reloads
+            spec_file.write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+        self.ctx = RunContext(
+            run_id=run_id, run_dir=self.run_dir, source=spec.source, target=spec.target, model_name=spec.model_name,
+            runtime_python=spec.runtime_python or settings.runtime_python,
+            data_path=spec.data or (spec.source / "data" / "train.json"),
+            allow_branch_b=spec.allow_branch_b, extra_editable=list(spec.extra_editable),
+        )
+        self.trajectory = Trajectory(self.run_dir / "trajectory.jsonl")
+        self.deps = RunDeps(
+            ctx=self.ctx, spec=spec, policy=policy or build_policy(spec, settings),
+            tools=tools if tools is not None else build_tools(self.ctx), gates=gates or build_gates(),
+            trajectory=self.trajectory, on_event=on_event or (lambda kind, data: None),
+        )
+        self._conn = sqlite3.connect(str(self.run_dir / "checkpoints.sqlite"), check_same_thread=False)
+        self.graph = build_graph(self.deps, SqliteSaver(self._conn))
+        self.config = {"configurable": {"thread_id": run_id},
+                       "recursion_limit": 4 * spec.budgets.policy_steps + 200}
+
+    @classmethod
+    def resume(cls, run_id: str, settings: Settings, **kw: Any) -> "Run":
+        spec_file = settings.runs_dir / run_id / "spec.yaml"
+        if not spec_file.is_file():
+            raise FileNotFoundError(f"no run {run_id} under {settings.runs_dir}")
+        spec = RunSpec.model_validate(yaml.safe_load(spec_file.read_text()))
+        return cls(spec, run_id, settings, **kw)
+
+    def initial_state(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "phase": "prepare", "attempts": {}, "gates": {}, "gate_history": [],
+                "artifacts": {}, "counters": {}, "last_failure": None, "started_at": time.time(),
+                "exit_status": None, "exit_detail": "", "instructions": self.spec.instructions}
+
+    def snapshot(self) -> dict[str, Any]:
+        return dict(self.graph.get_state(self.config).values)
+
+    def pending_interrupt(self) -> dict[str, Any] | None:
+        state = self.graph.get_state(self.config)
+        for task in state.tasks:
+            for intr in task.interrupts:
+                return intr.value
+        return None
+
+    def drive(self, approver: Approver | None = None, *, resume_value: Any = None) -> dict[str, Any]:
+        """Run (or continue) until the graph ends or waits for a human with no approver given."""
+        started = bool(self.graph.get_state(self.config).values)
+        inp: Any = Command(resume=resume_value) if resume_value is not None else (None if started else self.initial_state())
+        self.trajectory.append("drive", resumed=started)
+        try:
+            while True:
+                self.graph.invoke(inp, self.config)
+                payload = self.pending_interrupt()
+                if payload is None:
+                    return self.snapshot()
+                if approver is None:
+                    return {**self.snapshot(), "interrupt": payload}
+                inp = Command(resume=approver(payload))
+        except Exception as exc:  # boundary: a bug fails the run with a status, not the caller
+            tb = traceback.format_exc()
+            self.trajectory.append("error", error=repr(exc), traceback=tb)
+            (self.run_dir / "error.txt").write_text(tb)
+            return {**self.snapshot(), "exit_status": EXIT_ERROR, "exit_detail": f"{type(exc).__name__}: {exc}"}
+
+    def close(self) -> None:
+        self._conn.close()

@@ -1,0 +1,51 @@
+"""The one typed state of a migration run. Everything a node needs lives here (and is checkpointed)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+Phase = Literal["prepare", "plan", "model", "data", "config", "verify", "classify", "report", "done"]
+WORK_PHASES = ("model", "data", "config")
+# Which gates each phase must pass before the run moves on.
+PHASE_GATES = {"prepare": ("G0",), "model": ("G1",), "data": ("G2",), "config": ("G3",), "verify": ("G4", "G5", "G6")}
+NEXT_PHASE = {"model": "data", "data": "config", "config": "verify"}
+
+# exit_status values (every exit ends with one, mini-swe-agent style)
+EXIT_OK = "success"
+EXIT_GATE_FAILED = "gates_failed"  # attempts for the owner phase exhausted
+EXIT_BUDGET = "budget_exhausted"  # steps / wall time / tokens / launches
+EXIT_PRECHECK = "precheck_failed"
+EXIT_ERROR = "error"  # a bug or an infrastructure outage
+EXIT_REJECTED = "rejected_by_user"
+
+
+class GateRecord(TypedDict, total=False):
+    gate: str
+    passed: bool
+    summary: str
+    evidence: list[dict[str, Any]]  # command, exit_code, started, ended, log_excerpt, metrics
+    failure_text: str  # what classify reads when the gate fails
+    finding_codes: list[str]
+
+
+class MigrationState(TypedDict, total=False):
+    run_id: str
+    phase: Phase
+    source_summary: dict[str, Any]
+    target_summary: dict[str, Any]
+    plan: dict[str, Any]
+    messages: Annotated[list[AnyMessage], add_messages]  # the current phase's policy conversation
+    attempts: dict[str, int]  # gate failures per phase
+    gates: dict[str, GateRecord]  # latest record per gate
+    gate_history: list[GateRecord]
+    artifacts: dict[str, str]
+    counters: dict[str, float]  # policy_steps, tool_calls, tokens, launches, format_errors
+    last_failure: dict[str, Any] | None  # classify's verdict: case_id, owner, diagnosis, autofix, excerpt
+    runtime: dict[str, Any]  # what the env probe found in the target runtime
+    instructions: str  # free text from the user (spec or chat)
+    started_at: float
+    exit_status: str | None
+    exit_detail: str

@@ -1,0 +1,45 @@
+"""Append-only ``trajectory.jsonl``: every policy decision and every tool call/result, secrets masked.
+
+The replay policy reads the decisions back, so the record shape is part of the contract (see ``replay.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)", re.I)
+_SECRET_VALUE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9._\-]{8,})")
+
+
+def mask(obj: Any) -> Any:
+    """Mask values under secret-looking keys and secret-looking substrings anywhere."""
+    if isinstance(obj, dict):
+        return {k: ("***" if _SECRET_KEY.search(str(k)) and v else mask(v)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [mask(v) for v in obj]
+    if isinstance(obj, str):
+        return _SECRET_VALUE.sub("***", obj)
+    return obj
+
+
+class Trajectory:
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, kind: str, **record: Any) -> None:
+        line = json.dumps(mask({"t": round(time.time(), 3), "kind": kind, **record}), default=str, ensure_ascii=False)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def records(self, kind: str | None = None) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        out = [json.loads(ln) for ln in self.path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        return [r for r in out if kind is None or r["kind"] == kind]
