@@ -43,18 +43,19 @@ def build_policy(spec: RunSpec, settings: Settings) -> Policy:
             raise ValueError("policy 'replay' needs replay_trajectory in the spec")
         return ReplayPolicy(spec.replay_trajectory)
     from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model
-    from msmigrate.knowledge.catalog import knowledge_index
+    from msmigrate.knowledge.catalog import load_catalog
 
-    return LLMPolicy(build_chat_model(spec.llm, settings), spec.llm, knowledge_index())
+    return LLMPolicy(build_chat_model(spec.llm, settings), spec.llm, load_catalog().index_text())
 
 
 def build_tools(ctx: RunContext) -> list:
-    from msmigrate.knowledge.catalog import knowledge_tools
+    from msmigrate.knowledge.retrieval import read_knowledge_tool, search_knowledge_tool
     from msmigrate.tools.file_writer import file_writer_tools
     from msmigrate.tools.repo_reader import repo_reader_tools
-    from msmigrate.tools.yaml_validator import validator_tools
+    from msmigrate.tools.target_check_tools import target_check_tools
 
-    return [*repo_reader_tools(ctx), *file_writer_tools(ctx), *validator_tools(ctx), *knowledge_tools()]
+    return [*repo_reader_tools(ctx), *file_writer_tools(ctx), *target_check_tools(ctx), read_knowledge_tool(),
+            search_knowledge_tool()]
 
 
 def build_gates() -> dict[str, Any]:

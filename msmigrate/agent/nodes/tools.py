@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.prebuilt import ToolNode
 from pydantic import ValidationError
 
@@ -25,7 +26,7 @@ def _format_error(exc: ValidationError) -> str:
 def make_tools_node(deps: RunDeps):
     tool_node = ToolNode(deps.tools, handle_tool_errors=_format_error)
 
-    def node(state: dict[str, Any], config: Any = None) -> dict[str, Any]:
+    def node(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         last = state["messages"][-1]
         assert isinstance(last, AIMessage) and last.tool_calls, "tools node reached without tool calls"
         out = tool_node.invoke({"messages": state["messages"]}, config)

@@ -14,6 +14,7 @@ from msmigrate.agent.budgets import bump, exhausted
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.state import EXIT_BUDGET, NEXT_PHASE, PHASE_GATES
+from msmigrate.tools.file_writer import tag_phase
 
 
 def clear_messages() -> list[RemoveMessage]:
@@ -24,16 +25,20 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
     """Run the phase's gates in order; stop at the first failure. Returns the state update."""
     gates = dict(state.get("gates", {}))
     history = list(state.get("gate_history", []))
+    counters = dict(state.get("counters", {}))
     for name in PHASE_GATES[phase]:
         deps.emit("gate_start", gate=name, phase=phase)
         record = deps.gates[name](deps, {**state, "gates": gates})
         gates[name] = record
         history.append(record)
+        counters = bump(counters, launches=record.get("launches", 0))
         deps.trajectory.append("gate", phase=phase, **record)
         deps.emit("gate_end", gate=name, phase=phase, passed=record["passed"], summary=record.get("summary", ""))
         if not record["passed"]:
-            return {"gates": gates, "gate_history": history, "phase": "classify", "messages": clear_messages()}
-    return {"gates": gates, "gate_history": history, "phase": NEXT_PHASE.get(phase, "report"),
+            return {"gates": gates, "gate_history": history, "counters": counters, "phase": "classify",
+                    "messages": clear_messages()}
+    tag_phase(deps.ctx, phase)  # rollback point: the state of the target when this phase's gates passed
+    return {"gates": gates, "gate_history": history, "counters": counters, "phase": NEXT_PHASE.get(phase, "report"),
             "messages": clear_messages(), "last_failure": None}
 
 
@@ -54,7 +59,7 @@ def make_work_node(deps: RunDeps, phase: str):
         deps.emit("decision", phase=phase, content=str(msg.content)[:500], tool_calls=[c["name"] for c in msg.tool_calls])
         if msg.tool_calls:
             return {"messages": [msg], "counters": counters, "phase": phase}
-        return {"counters": counters, **run_gates(deps, {**state, "counters": counters}, phase)}
+        return run_gates(deps, {**state, "counters": counters}, phase)
 
     node.__name__ = f"{phase}_node"
     return node

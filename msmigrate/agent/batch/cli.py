@@ -1,0 +1,33 @@
+"""``msmigrate batch MANIFEST.yaml --jobs N``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+
+def batch(
+    manifest: Path = typer.Argument(..., help="YAML: items (each a spec path or an inline spec, optional id)"),
+    jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="migrations at a time (agent slots)"),
+    launch_jobs: int = typer.Option(1, "--launch-jobs", min=1, help="training launches at a time (accelerator slots)"),
+    batch_dir: Optional[Path] = typer.Option(None, help="state, logs, runs and summary; default <manifest>.batch/"),
+    redo: bool = typer.Option(False, "--redo", help="run finished items again (new attempt, new run id)"),
+) -> None:
+    """Many migrations, resumable: re-running the same command skips finished items and resumes interrupted ones."""
+    from msmigrate.agent.batch.scheduler import run_batch
+    from msmigrate.agent.batch.summary import markdown
+
+    console = Console(stderr=True)
+    out_dir = batch_dir or manifest.with_suffix(".batch")
+    result = run_batch(manifest, out_dir, jobs=jobs, launch_jobs=launch_jobs, redo=redo, console=console)
+    if result.error:
+        console.print(f"[red]{result.error}[/]")
+        raise typer.Exit(2)
+    console.print(markdown(result.summary))
+    console.print(f"summary: {Path(out_dir).resolve() / 'summary.json'}")
+    print(json.dumps(result.summary, indent=2, default=str))
+    raise typer.Exit(0 if result.summary["succeeded"] == result.summary["total"] else 1)

@@ -1,0 +1,155 @@
+"""Runs the manifest: N agent slots (threads, each supervising one item process), M launch slots (lock files the
+gates take), a durable state file, per-item logs, and a live progress table.
+
+Isolation: every item is a separate ``python -m msmigrate.agent.batch.item`` process; whatever it does — fails a
+gate, raises, is killed — becomes that item's ``exit_status`` and the batch goes on."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from msmigrate.agent.batch.manifest import BatchItem, load_manifest
+from msmigrate.agent.batch.progress import item_progress
+from msmigrate.agent.batch.slots import slot_env
+from msmigrate.agent.batch.state import BatchState, ItemState
+from msmigrate.agent.batch.summary import write_summary
+
+# Headroom over the spec's own wall budget before the batch kills an item process (the run stops itself first).
+KILL_MARGIN_S = 600.0
+
+
+@dataclass
+class BatchResult:
+    summary: dict[str, Any]
+    error: str | None = None
+
+
+def _isolate_targets(items: list[BatchItem], batch_dir: Path, redo: bool) -> None:
+    """Items sharing a target checkout each get a local clone (git work branches cannot share one work tree)."""
+    by_target: dict[Path, int] = {}
+    for it in items:
+        by_target[it.spec.target] = by_target.get(it.spec.target, 0) + 1
+    for it in items:
+        if by_target[it.spec.target] < 2:
+            continue
+        clone = batch_dir / "targets" / it.id
+        if redo and clone.exists():
+            shutil.rmtree(clone)
+        if not clone.exists():
+            clone.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["git", "clone", "-q", "--local", str(it.spec.target), str(clone)], check=True,
+                           capture_output=True, text=True)
+        it.spec = it.spec.model_copy(update={"target": clone.resolve()})
+
+
+def _run_one(item: BatchItem, state: BatchState, batch_dir: Path, env: dict[str, str]) -> None:
+    st = state.update(item.id, status="running", started=time.time())
+    spec_file = batch_dir / "specs" / f"{item.id}.yaml"
+    result_file = batch_dir / "results" / f"{st.run_id}.json"
+    log_file = batch_dir / "logs" / f"{st.run_id}.log"
+    argv = [sys.executable, "-m", "msmigrate.agent.batch.item", str(spec_file), st.run_id, str(batch_dir / "runs"),
+            str(result_file)]
+    with open(log_file, "a") as log:
+        log.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(argv)}\n")
+        log.flush()
+        try:
+            rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
+                                timeout=item.spec.budgets.wall_seconds + KILL_MARGIN_S).returncode
+        except subprocess.TimeoutExpired:
+            rc = -9
+    if result_file.is_file():
+        result = yaml.safe_load(result_file.read_text())  # JSON is YAML
+        state.update(item.id, status="done", ended=time.time(), exit_status=result.get("exit_status"),
+                     exit_detail=result.get("exit_detail", ""), result=result)
+    else:
+        state.update(item.id, status="done", ended=time.time(), exit_status="error",
+                     exit_detail=f"item process ended with code {rc} and no result; see {log_file}")
+
+
+def _table(items: list[BatchItem], state: BatchState, batch_dir: Path) -> Table:
+    table = Table(title=f"batch {batch_dir.name}")
+    for col in ("item", "status", "phase", "gates", "elapsed s", "exit"):
+        table.add_column(col)
+    for it in items:
+        st = state.get(it.id)
+        prog = item_progress(batch_dir / "runs" / st.run_id / "trajectory.jsonl")
+        elapsed = "" if not st.started else f"{(st.ended or time.time()) - st.started:.0f}"
+        table.add_row(it.id, st.status, prog.get("phase", ""), " ".join(prog.get("gates", [])), elapsed,
+                      str(st.exit_status or ""))
+    return table
+
+
+def run_batch(manifest_path: Path, batch_dir: Path, *, jobs: int = 2, launch_jobs: int = 1, redo: bool = False,
+              console: Console | None = None) -> BatchResult:
+    console = console or Console(stderr=True)
+    manifest = load_manifest(manifest_path)
+    if manifest.error:
+        return BatchResult({}, manifest.error)
+    batch_dir = Path(batch_dir).resolve()
+    for sub in ("specs", "results", "logs", "runs", "launch_slots"):
+        (batch_dir / sub).mkdir(parents=True, exist_ok=True)
+    lock = open(batch_dir / ".batch.lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return BatchResult({}, f"another batch process is working in {batch_dir}")
+    state = BatchState(batch_dir / "batch_state.json")
+    items = manifest.items
+    _isolate_targets(items, batch_dir, redo)
+    todo: list[BatchItem] = []
+    for it in items:
+        st = state.get(it.id)
+        if redo and st.status != "pending":
+            st = state.update(it.id, status="pending", attempt=st.attempt + 1, exit_status=None, exit_detail="",
+                              result={}, started=None, ended=None)
+        if st.status == "done":
+            continue
+        spec = it.spec.model_copy(update={"approval": False})  # nobody to ask in a batch
+        (batch_dir / "specs" / f"{it.id}.yaml").write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+        todo.append(it)
+    state.save()
+    skipped = len(items) - len(todo)
+    console.print(f"batch {batch_dir}: {len(items)} items, {skipped} already done, {len(todo)} to run "
+                  f"({jobs} agent slots, {launch_jobs} launch slots)")
+    env = {**os.environ, **slot_env(batch_dir / "launch_slots", launch_jobs)}
+    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="batch-item") as pool:
+        futures = [pool.submit(_run_one, it, state, batch_dir, env) for it in todo]
+        if console.is_terminal:
+            with Live(_table(items, state, batch_dir), console=console, refresh_per_second=2) as live:
+                while not all(f.done() for f in futures):
+                    time.sleep(0.5)
+                    live.update(_table(items, state, batch_dir))
+                live.update(_table(items, state, batch_dir))
+        else:
+            reported: set[str] = set()
+            while True:
+                for it in todo:
+                    st = state.get(it.id)
+                    key = f"{it.id}:{st.status}"
+                    if key not in reported:
+                        reported.add(key)
+                        console.print(f"  {it.id} ({st.run_id}): {st.status}"
+                                      + (f" → {st.exit_status}" if st.status == "done" else ""))
+                if all(f.done() for f in futures) and all(f"{it.id}:done" in reported for it in todo):
+                    break
+                time.sleep(0.5)
+        for f in futures:
+            f.result()  # a supervisor thread's own bug should surface, not vanish
+    summary = write_summary(batch_dir, [state.get(it.id) for it in items])
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    lock.close()
+    return BatchResult(summary)

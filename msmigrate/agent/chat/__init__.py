@@ -1,0 +1,1 @@
+"""``msmigrate chat``: an interactive session over the migration graph (see ``session.ChatSession``)."""

@@ -1,0 +1,120 @@
+"""How the chat shows what the run does: one line per event as it happens, plus status / gates / approval views.
+
+Everything here formats; nothing decides. Events are the ``deps.emit`` kinds of the graph nodes."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from msmigrate.agent.report import GATE_TITLES
+
+
+def _tool_outcome(result: str) -> str:
+    """A one-line gist of a ToolResult JSON observation (``ok`` + path, or the error). The event carries only the
+    head of the observation, so this reads fields with patterns rather than parsing the (cut) JSON."""
+    ok = re.search(r'"ok":\s*(true|false)', result)
+    if ok is None:
+        return result[:120].replace("\n", " ")
+    where = re.search(r'"(?:path|tag)":\s*"([^"]*)"', result)
+    where_text = where.group(1) if where else ""
+    if ok.group(1) == "true":
+        return f"ok {where_text}".strip()
+    error = re.search(r'"error":\s*"((?:[^"\\]|\\.)*)', result)
+    return f"failed {where_text}: {error.group(1)[:140] if error else ''}".strip()
+
+
+class EventPrinter:
+    """The ``on_event`` callback of a chat run: streams node progress, policy messages and tool calls."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.phase: str | None = None
+
+    def phase_changed(self, phase: str | None) -> None:
+        if phase and phase != self.phase:
+            self.phase = phase
+            self.console.print(f"[bold cyan]── phase {escape(phase)} ──[/]")
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        c = self.console
+        if kind == "plan":
+            c.print(f"plan: route [bold]{data.get('route')}[/], data branch [bold]{data.get('data_branch')}[/], "
+                    f"template [bold]{escape(str(data.get('template')))}[/], similar case {escape(str(data.get('similar_case')))}")
+        elif kind == "decision":
+            self.phase_changed(data.get("phase"))
+            text = str(data.get("content") or "").strip().replace("\n", " ")
+            calls = ", ".join(data.get("tool_calls") or []) or "nothing more: phase gate next"
+            c.print(f"[magenta]policy[/] {escape(text[:200])}" if text else "[magenta]policy[/]")
+            c.print(f"  proposes: {escape(calls)}")
+        elif kind == "tool":
+            c.print(f"  [blue]tool[/] {escape(str(data.get('name')))} → {escape(_tool_outcome(str(data.get('result', ''))))}")
+        elif kind == "gate_start":
+            c.print(f"  gate {data.get('gate')} running …")
+        elif kind == "gate_end":
+            mark = "[green]PASS[/]" if data.get("passed") else "[red]FAIL[/]"
+            c.print(f"  gate {data.get('gate')} {mark} {escape(str(data.get('summary', ''))[:200])}")
+        elif kind == "classify":
+            c.print(f"  classify {data.get('gate')} → case {data.get('case_id')} (owner {data.get('owner')}) "
+                    f"→ back to {data.get('route')}")
+        elif kind == "launch_progress":
+            c.print(f"    {escape(str(data.get('label', '')))} iteration {data.get('iteration')}/{data.get('total')} "
+                    f"loss {data.get('loss')}")
+        elif kind == "exit":
+            colour = "green" if data.get("exit_status") == "success" else "red"
+            c.print(f"[bold {colour}]exit: {data.get('exit_status')}[/] — {escape(str(data.get('detail', '')))}")
+            if data.get("report"):
+                c.print(f"report: {data['report']}")
+        else:
+            c.print(f"[dim]{kind}: {escape(json.dumps(data, default=str)[:200])}[/]")
+
+
+def gates_table(state: dict[str, Any]) -> Table:
+    table = Table(title="gates", show_lines=False)
+    for col in ("gate", "what it proves", "result", "summary"):
+        table.add_column(col)
+    gates = state.get("gates", {})
+    for name, title in GATE_TITLES.items():
+        rec = gates.get(name)
+        result = "not run" if rec is None else ("PASS" if rec.get("passed") else "FAIL")
+        table.add_row(name, title, result, escape(str((rec or {}).get("summary", ""))[:120]))
+    return table
+
+
+def status_lines(run_id: str, state: dict[str, Any], pending: dict[str, Any] | None, busy: bool) -> list[str]:
+    c = state.get("counters", {})
+    plan = state.get("plan", {})
+    gates = state.get("gates", {})
+    passed = [g for g, r in sorted(gates.items()) if r.get("passed")]
+    lines = [
+        f"run {run_id}: phase {state.get('phase', 'not started')}, "
+        f"exit status {state.get('exit_status') or '(running)' if state else 'not started'}",
+        f"gates passed: {', '.join(passed) or 'none'}",
+        f"policy steps {int(c.get('policy_steps', 0))}, tool calls {int(c.get('tool_calls', 0))}, "
+        f"tokens {int(c.get('tokens', 0))}, launches {int(c.get('launches', 0))}",
+    ]
+    if plan:
+        lines.append(f"plan: model_id {plan.get('model_id')}, route {plan.get('route')}, data branch "
+                     f"{plan.get('data_branch')}, template {plan.get('template')}")
+    if state.get("last_failure"):
+        f = state["last_failure"]
+        lines.append(f"last failure: gate {f.get('gate')} → case {f.get('case_id')} (owner {f.get('owner')})")
+    if pending:
+        lines.append(f"waiting for your approval: {pending.get('kind')} of {', '.join(pending.get('gates', []))}")
+    if busy:
+        lines.append("the agent is working (Ctrl-C stops after the current step)")
+    return lines
+
+
+def approval_view(console: Console, payload: dict[str, Any]) -> None:
+    console.print(f"[bold yellow]Approval needed[/]: {payload.get('kind')} for gates "
+                  f"{', '.join(payload.get('gates', []))} with these launch settings:")
+    for key, value in (payload.get("launch") or {}).items():
+        console.print(f"  {key}: {value}")
+    console.print("answer [bold]approve[/], [bold]reject[/], or [bold]edit KEY=VALUE …[/] "
+                  "(e.g. edit nproc_per_node=2 gate_train_iters=8); slash commands still work")

@@ -1,0 +1,68 @@
+"""The ``chat``, ``batch`` and ``eval`` commands. ``cli.py`` calls ``register(app)``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from msmigrate.agent.config import RunSpec, Settings
+
+err = Console(stderr=True)
+
+
+def _settings(runs_dir: Optional[Path]) -> Settings:
+    return Settings(**({"runs_dir": runs_dir} if runs_dir else {}))
+
+
+def chat(
+    spec: Optional[Path] = typer.Argument(None, help="run spec YAML to start a new migration"),
+    resume: Optional[str] = typer.Option(None, "--resume", help="continue the run with this id"),
+    runs_dir: Optional[Path] = typer.Option(None, help="where runs/<run_id>/ go (env MSMIGRATE_RUNS_DIR)"),
+    policy: Optional[str] = typer.Option(None, help="override the spec's policy: rules | llm | replay"),
+    replay: Optional[Path] = typer.Option(None, help="trajectory.jsonl to replay (with --policy replay)"),
+    approval: bool = typer.Option(True, "--approval/--no-approval", help="ask before accelerator launches"),
+    plain: bool = typer.Option(False, "--plain", help="plain input() prompt instead of prompt_toolkit"),
+) -> None:
+    """Interactive migration: streams progress, asks before launches, slash commands (/help)."""
+    from msmigrate.agent.chat.session import ChatSession
+
+    session = ChatSession(_settings(runs_dir), plain=plain, approval=approval, policy=policy, replay=replay)
+    if resume:
+        try:
+            session.open_existing(resume)
+        except FileNotFoundError as exc:
+            err.print(f"[red]{exc}[/]")
+            raise typer.Exit(2)
+        session.continue_run()
+    elif spec is not None:
+        try:
+            loaded = RunSpec.load(spec)
+        except (OSError, ValueError) as exc:
+            err.print(f"[red]invalid spec {spec}[/]: {exc}")
+            raise typer.Exit(2)
+        session.open_new(loaded)
+        session.console.print("type /help for commands; Ctrl-C stops the agent after the current step")
+        session.continue_run()
+    else:
+        session.console.print("no run yet: /resume RUN_ID, or restart with a SPEC.yaml")
+    session.loop()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("chat")(chat)
+    from msmigrate.agent.batch.cli import batch
+    from msmigrate.evals.harness.cli import eval_cmd
+
+    app.command("batch")(batch)
+    app.command("eval")(eval_cmd)
+
+
+if __name__ == "__main__":  # until cli.py registers the faces: python -m msmigrate.agent.cli_faces chat …
+    from msmigrate.agent.cli import app
+
+    register(app)
+    app()

@@ -1,0 +1,61 @@
+"""G2 data: the registered ``dataset_type`` maps the real sample JSON through ``attr``, media paths resolve, the
+template + mm_plugin + collator produce a batch, and that batch — real data — goes through the plugin's forward to a
+finite loss (which is what "batch keys ⊆ forward signature" has to mean for forwards that take ``**kwargs``)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from msmigrate.agent.draft_config import draft_config, load_baseline
+from msmigrate.agent.gates.evidence import evidence_item
+from msmigrate.tools.target_checks import data_check, forward_check
+
+
+def config_for_data(deps: Any, state: dict[str, Any]) -> Path:
+    """The delivered YAML when the config phase has written it, else a draft from the plan (data section only)."""
+    plan, ctx = state["plan"], deps.ctx
+    delivered = ctx.target / plan["config_path"]
+    if delivered.is_file():
+        return delivered
+    baseline, _, _ = load_baseline(ctx.target, plan["similar_case"])
+    cfg = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree={})
+    path = ctx.run_dir / "probes" / "g2_draft_config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    plan, ctx = state["plan"], deps.ctx
+    evidence, problems = [], []
+    config = config_for_data(deps, state)
+    t0 = time.time()
+    res = data_check(ctx, config)
+    r = res.data.get("result") or {}
+    evidence.append(evidence_item("dataset → collator", res.data.get("argv", []), res.data.get("returncode"), t0,
+                                  time.time(), res.data.get("stderr_tail", "") if not res.ok else "",
+                                  {"num_samples": r.get("num_samples"), "batch_keys": r.get("batch_keys"),
+                                   "media": r.get("media")}, config=str(config)))
+    if not res.ok:
+        problems.append(f"data pipeline failed: {res.error}")
+    else:
+        t1 = time.time()
+        fwd = forward_check(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
+                            batch_file=r.get("batch_file"), trust_remote_code=plan["route"] == "custom")
+        f = fwd.data.get("result") or {}
+        evidence.append(evidence_item("forward on the collated batch", fwd.data.get("argv", []),
+                                      fwd.data.get("returncode"), t1, time.time(),
+                                      fwd.data.get("stderr_tail", "") if not fwd.ok else "",
+                                      {"loss": f.get("loss"), "finite": f.get("finite"),
+                                       "forward_params": f.get("forward_params")}))
+        if not fwd.ok:
+            problems.append(f"the model rejects the collated batch: {fwd.error}")
+    failure = "\n".join(problems + [e["log_excerpt"] for e in evidence if e["log_excerpt"]])
+    ok = (f"{r.get('num_samples')} samples via {plan['dataset_type']}/{plan['template']}/{plan['collator']}; batch keys "
+          f"{sorted((r.get('batch_keys') or {}).keys())}; forward loss {evidence[-1]['metrics'].get('loss')}")
+    return {"gate": "G2", "passed": not problems, "summary": "; ".join(problems) or ok, "evidence": evidence,
+            "failure_text": failure}

@@ -1,0 +1,72 @@
+"""Derive ``apply_modules`` / ``recompute_plan`` patterns from the REAL module tree of the built model
+(the maintainers' rule: patterns come from printed ``named_modules()``, never from memory).
+
+Shape of the result follows the framework's examples: each repeated block list as ``<list>.{*}``, the sub-model
+that owns each list, the token embedding, the LM head — so every block is its own FSDP unit and the sub-models
+and root gather the rest."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_INDEXED = re.compile(r"^(?P<list>.+)\.(?P<idx>\d+)$")
+_BLOCKISH = re.compile(r"(Layer|Block)$")
+
+
+def block_lists(tree: dict[str, Any]) -> list[tuple[str, str]]:
+    """(list path, block class) for every indexed child whose class is a no-split block, or — when the model
+    declares none — a ModuleList child whose class name ends with Layer/Block."""
+    classes: dict[str, str] = tree.get("classes", {})
+    no_split = set(tree.get("no_split_modules") or [])
+    seen: dict[str, str] = {}
+    for name in tree.get("names", []):
+        m = _INDEXED.match(name)
+        if not m:
+            continue
+        cls, parent = classes.get(name, ""), m.group("list")
+        is_block = cls in no_split if no_split else (
+            classes.get(parent) == "ModuleList" and bool(_BLOCKISH.search(cls)))
+        if is_block and parent not in seen and not _INDEXED.match(parent):
+            seen[parent] = cls
+    return sorted(seen.items(), key=lambda kv: tree["names"].index(kv[0]) if kv[0] in tree["names"] else 0)
+
+
+def _owner(list_path: str, names: set[str]) -> str | None:
+    """The sub-model holding a block list: ``model.visual.blocks`` → ``model.visual``; none for root-level lists
+    such as ``model.layers`` (the root is wrapped anyway)."""
+    parts = list_path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        cand = ".".join(parts[:cut])
+        if cand in names and cand != "model":
+            return cand
+    return None
+
+
+def apply_modules_from_tree(tree: dict[str, Any]) -> list[str]:
+    names = set(tree.get("names", []))
+    classes = tree.get("classes", {})
+    patterns: list[str] = []
+    for list_path, _cls in block_lists(tree):
+        patterns.append(f"{list_path}.{{*}}")
+        owner = _owner(list_path, names)
+        if owner and owner not in patterns:
+            patterns.append(owner)
+    for name in tree.get("names", []):
+        if name.endswith("embed_tokens") and classes.get(name) == "Embedding" and name not in patterns:
+            patterns.append(name)
+    if "lm_head" in names:
+        patterns.append("lm_head")
+    # Keep the framework's conventional order: vision first, then embeddings, layers, language model, head.
+    def rank(p: str) -> tuple[int, int]:
+        vision = any(k in p for k in ("visual", "vision", "mm_projector", "multi_modal_projector"))
+        return (0 if vision else (2 if p == "lm_head" else 1), patterns.index(p))
+
+    return sorted(dict.fromkeys(patterns), key=rank)
+
+
+def recompute_from_tree(tree: dict[str, Any]) -> list[str]:
+    """Block lists whose block forward accepts ``past_key_values`` (or ``**kwargs``) — the recompute wrapper
+    always passes ``past_key_values=None``."""
+    accepts = tree.get("accepts_past_key_values", {})
+    return [f"{path}.{{*}}" for path, cls in block_lists(tree) if accepts.get(cls, False)]

@@ -1,0 +1,114 @@
+"""Plan from evidence, not from the model's name: build route, data branch, registry names, similar case.
+
+- route: ``transformers`` when the architecture class ships with transformers, ``custom`` when the folder needs
+  ``trust_remote_code`` (auto_map + its own modeling files);
+- data branch A when an existing template fits: its mm_plugin's image token is one of the source tokenizer's tokens
+  and its stop words occur in the source chat template (closest name breaks ties); otherwise B (add a template +
+  mm_plugin, reuse the generic multimodal collator). C (a new dataset class) is never chosen automatically.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from msmigrate.agent.deps import RunDeps
+
+GENERIC_COLLATOR = "qwen3vl"  # the generic multimodal seq2seq collator in MindSpeed-MM (contract §8.2)
+GENERIC_COLLATOR_EXTRAS = ("mm_token_type_ids",)  # keys it adds beyond input_ids/attention_mask/labels + media
+
+
+def forward_params(src: dict[str, Any]) -> set[str] | None:
+    fwd = src.get("forward") or {}
+    params = fwd.get("parameters") or fwd.get("params")
+    if not params:
+        return None
+    return {p["name"] if isinstance(p, dict) else str(p) for p in params}
+
+
+def choose_collator(src: dict[str, Any], name: str) -> tuple[str, list[str], str]:
+    """Reuse the generic collator unless the forward's explicit parameters lack a key it emits."""
+    params = forward_params(src)
+    if params is None:
+        return GENERIC_COLLATOR, [], "forward signature unknown; reusing the generic collator"
+    drops = [k for k in GENERIC_COLLATOR_EXTRAS if k not in params]
+    if not drops:
+        return GENERIC_COLLATOR, [], f"forward takes {', '.join(GENERIC_COLLATOR_EXTRAS)}: generic collator fits"
+    return name, drops, f"forward does not take {', '.join(drops)}: a collator without it is added"
+
+
+def _source_tokens(src: dict[str, Any]) -> set[str]:
+    tokens = src.get("tokens") or {}
+    out: set[str] = set(tokens.get("media_tokens") or [])
+    for key in ("special_tokens", "added_tokens", "additional_special_tokens"):
+        val = tokens.get(key) or []
+        out.update(val.values() if isinstance(val, dict) else val)
+    return {t for t in out if isinstance(t, str)}
+
+
+def _chat_template_text(src: dict[str, Any]) -> str:
+    tmpl = src.get("chat_template") or {}
+    return str(tmpl.get("text") or tmpl.get("excerpt") or tmpl.get("template") or "")
+
+
+def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[str]]:
+    tokens, chat = _source_tokens(src), _chat_template_text(src)
+    fits = []
+    for t in templates:
+        extra = t.get("extra", {})
+        image = extra.get("image_token")
+        stops = extra.get("stop_words") or []
+        if image and image in tokens and stops and all(s in chat or s in tokens for s in stops):
+            closeness = difflib.SequenceMatcher(None, str(src.get("model_type", "")), t["id"]).ratio()
+            fits.append((closeness, t))
+    if not fits:
+        return None, [f"no existing template uses one of the source's media tokens with matching stop words "
+                      f"(source media tokens: {sorted((src.get('tokens') or {}).get('media_tokens') or [])})"]
+    fits.sort(key=lambda x: -x[0])
+    best = fits[0][1]
+    return best, [f"template {best['id']} fits: image token {best['extra']['image_token']!r} is a source token and "
+                  f"its stop words {best['extra'].get('stop_words')} occur in the source chat template"]
+
+
+def make_plan(deps: RunDeps, state: dict[str, Any]) -> dict[str, Any]:
+    src, inv = state["source_summary"], state["target_summary"]
+    name = deps.ctx.model_name
+    custom = bool(src.get("needs_trust_remote_code"))
+    reasons = [("custom code: config.json has auto_map → " + ", ".join(src.get("custom_code_files", [])))
+               if custom else f"transformers-native class {src.get('architectures')}"]
+    template, why = choose_template(src, inv.get("templates", []))
+    reasons += why
+    similar = (inv.get("similar_cases") or [{}])[0]
+    collator, drops, why_collator = (GENERIC_COLLATOR, [], "existing template's collator") if template else \
+        choose_collator(src, name)
+    reasons.append(why_collator)
+    plan = {
+        "route": "custom" if custom else "transformers",
+        "model_id": name,
+        "hf_class": (src.get("architectures") or [None])[0],
+        "model_type": src.get("model_type"),
+        "plugin_dir": f"mindspeed_mm/fsdp/models/{name}",
+        "example_dir": f"examples/{name}",
+        "config_path": f"examples/{name}/{name}_config.yaml",
+        "script_path": f"examples/{name}/finetune_{name}.sh",
+        "dataset_type": "huggingface",
+        "data_plugin": "mindspeed_mm/fsdp/data/datasets/huggingface",
+        "data_branch": "A" if template else "B",
+        "template": template["id"] if template else name,
+        "mm_plugin": template["extra"].get("mm_plugin") if template else name,
+        "collator": collator,
+        "collator_drops": drops,
+        "similar_case": similar.get("example"),
+        "reasons": reasons + [f"similar case {similar.get('example')}: {', '.join(similar.get('why', []))}"],
+    }
+    return plan
+
+
+def make_plan_node(deps: RunDeps):
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        plan = make_plan(deps, state)
+        deps.trajectory.append("plan", plan=plan)
+        deps.emit("plan", **{k: plan[k] for k in ("route", "data_branch", "template", "similar_case")})
+        return {"plan": plan, "phase": "model"}
+
+    return node

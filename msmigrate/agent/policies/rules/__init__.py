@@ -1,0 +1,32 @@
+"""The deterministic expert: migrates transformers-native models with no LLM, and applies the failure catalog's
+auto-fixes when a gate fails. It emits the same kind of tool calls (and trajectory records) as the LLM policy.
+
+Each phase is a short script of steps; the step is the number of decisions already made in the phase, and a step
+reads the tool results of the previous one from the phase conversation."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from langchain_core.messages import AIMessage
+
+from msmigrate.agent.policies.base import Decision, PolicyView
+from msmigrate.agent.policies.rules import config_rules, data_rules, model_rules
+
+PHASES = {"model": model_rules, "data": data_rules, "config": config_rules}
+
+
+class RulesPolicy:
+    name = "rules"
+
+    def __init__(self, config_mutator: Callable[[dict[str, Any]], dict[str, Any]] | None = None):
+        # Test hook: alter the first YAML this policy writes (to prove classify → fix → green end to end).
+        self.config_mutator = config_mutator
+
+    def decide(self, view: PolicyView) -> Decision:
+        module = PHASES[view.phase]
+        note, calls = module.next_calls(view, self)
+        return Decision(message=AIMessage(content=note, tool_calls=calls))
+
+    def classify(self, failure_text: str, view: PolicyView) -> dict[str, Any] | None:
+        return None  # no opinion beyond the catalog: the classify node falls back to the failed gate's phase

@@ -1,0 +1,99 @@
+"""Apply the failure catalog's deterministic fixes (closed vocabulary, knowledge/failures/README.md) to a YAML dict,
+and the validator's own suggestions for misplaced / misspelled keys."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from msmigrate.agent.module_plan import apply_modules_from_tree, recompute_from_tree
+
+_SUGGESTED_PATH = re.compile(r"`([A-Za-z_][\w.]*)`")
+
+
+def _parent(cfg: dict[str, Any], path: str, create: bool) -> tuple[dict[str, Any] | None, str]:
+    *heads, leaf = path.split(".")
+    node: Any = cfg
+    for h in heads:
+        if not isinstance(node, dict):
+            return None, leaf
+        if h not in node:
+            if not create:
+                return None, leaf
+            node[h] = {}
+        node = node[h]
+    return (node if isinstance(node, dict) else None), leaf
+
+
+def get_path(cfg: dict[str, Any], path: str) -> Any:
+    parent, leaf = _parent(cfg, path, create=False)
+    return None if parent is None else parent.get(leaf)
+
+
+def set_path(cfg: dict[str, Any], path: str, value: Any) -> None:
+    parent, leaf = _parent(cfg, path, create=True)
+    if parent is not None:
+        parent[leaf] = value
+
+
+def delete_path(cfg: dict[str, Any], path: str) -> Any:
+    parent, leaf = _parent(cfg, path, create=False)
+    return None if parent is None else parent.pop(leaf, None)
+
+
+def apply_action(cfg: dict[str, Any], action: dict[str, Any], tree: dict[str, Any] | None) -> str | None:
+    """Apply one action in place; returns a description, or None when it does not apply."""
+    kind = action.get("action")
+    if kind == "set_yaml":
+        if get_path(cfg, action["path"]) == action["value"]:
+            return None
+        set_path(cfg, action["path"], action["value"])
+        return f"set {action['path']} = {action['value']!r}"
+    if kind == "delete_yaml_key" and get_path(cfg, action["path"]) is not None:
+        delete_path(cfg, action["path"])
+        return f"deleted {action['path']}"
+    if kind == "rename_yaml_key" and get_path(cfg, action["from"]) is not None:
+        set_path(cfg, action["to"], delete_path(cfg, action["from"]))
+        return f"moved {action['from']} → {action['to']}"
+    if kind == "wrap_yaml_list":
+        value = get_path(cfg, action["path"])
+        if value is not None and not isinstance(value, list):
+            set_path(cfg, action["path"], [value])
+            return f"wrapped {action['path']} in a list"
+    if kind == "add_collator_id":
+        path = "data.dataloader_param.collate_param.collator_id"
+        if get_path(cfg, path) is None:
+            set_path(cfg, path, action["value"])
+            return f"set {path} = {action['value']!r}"
+    if kind == "apply_modules_from_tree" and tree:
+        set_path(cfg, "parallel.fsdp_plan.apply_modules", apply_modules_from_tree(tree))
+        return "recomputed parallel.fsdp_plan.apply_modules from the module tree"
+    if kind == "recompute_apply_modules_from_tree" and tree:
+        patterns = recompute_from_tree(tree)
+        set_path(cfg, "features.recompute_plan.apply_modules", patterns)
+        set_path(cfg, "features.recompute", bool(patterns))
+        return "recomputed features.recompute_plan.apply_modules from the module tree"
+    return None
+
+
+def apply_findings(cfg: dict[str, Any], findings: list[dict[str, Any]]) -> list[str]:
+    """Move misplaced / misspelled keys to the path the validator suggests (only when it names exactly one path)."""
+    done = []
+    for f in findings:
+        if f.get("severity") != "error" or f.get("code") not in ("misplaced-key", "unknown-key"):
+            continue
+        paths = [p for p in _SUGGESTED_PATH.findall(f.get("suggestion") or "") if "." in p and p != f["path"]]
+        if len(set(paths)) == 1 and get_path(cfg, f["path"]) is not None and get_path(cfg, paths[0]) is None:
+            set_path(cfg, paths[0], delete_path(cfg, f["path"]))
+            done.append(f"moved {f['path']} → {paths[0]} (validator suggestion)")
+    return done
+
+
+def apply_failure(cfg: dict[str, Any], failure: dict[str, Any] | None, findings: list[dict[str, Any]],
+                  tree: dict[str, Any] | None) -> list[str]:
+    if not failure:
+        return []
+    actions = failure.get("autofix") or []
+    actions = [actions] if isinstance(actions, dict) else list(actions)
+    done = [d for d in (apply_action(cfg, a, tree) for a in actions) if d]
+    return done + apply_findings(cfg, findings)

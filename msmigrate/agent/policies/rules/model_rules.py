@@ -1,0 +1,29 @@
+"""Model phase: register the transformers class under the run's model_id in a plugin dir (Transformers path)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msmigrate.agent.policies.base import PolicyView
+from msmigrate.agent.policies.rules.steps import render_template, step_of, write
+
+
+def plugin_files(plan: dict[str, Any], source_name: str) -> dict[str, str]:
+    name = plan["model_id"]
+    return {
+        f"{plan['plugin_dir']}/__init__.py": f'"""Model plugin {name}: imported through training.plugin."""\n',
+        f"{plan['plugin_dir']}/modeling_{name}.py": render_template(
+            "model_plugin.py.j2", hf_class=plan["hf_class"], model_id=name, source_name=source_name),
+    }
+
+
+def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]]:
+    plan = view.state["plan"]
+    if plan["route"] != "transformers":
+        return (f"The rules policy only migrates transformers-native classes; {plan['hf_class']} needs custom code "
+                "(use --policy llm).", [])
+    if step_of(view.messages) > 0:
+        return "Model plugin written; G1 decides.", []
+    files = plugin_files(plan, view.ctx.source.name)
+    return (f"Register {plan['hf_class']} as '{plan['model_id']}' in {plan['plugin_dir']}.",
+            [write(p, c, f"model plugin for {plan['model_id']}") for p, c in files.items()])

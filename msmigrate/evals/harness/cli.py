@@ -1,0 +1,59 @@
+"""``msmigrate eval SUITE --policy rules|llm|replay --trials K``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+
+def eval_cmd(
+    suite: str = typer.Argument("default", help="suite name (msmigrate/evals/suites/NAME.yaml) or a suite YAML path"),
+    policy: str = typer.Option("rules", help="rules | llm | replay"),
+    trials: Optional[int] = typer.Option(None, "--trials", "-k", min=1, help="trials per task (default: the suite's)"),
+    tasks_dir: Optional[Path] = typer.Option(None, help="folder of extra task YAML files (private held-out tasks)"),
+    tasks: Optional[str] = typer.Option(None, help="comma-separated task ids to run (default: all)"),
+    replay_dir: Optional[Path] = typer.Option(None, help="recorded trajectories per task (with --policy replay)"),
+    workdir: Path = typer.Option(Path("eval_runs"), help="sources, targets, runs and results.jsonl of this eval"),
+    label: Optional[str] = typer.Option(None, help="leaderboard row name (default: policy, plus the LLM model)"),
+    leaderboard: Path = typer.Option(Path("eval_runs/leaderboard.json"), help="leaderboard JSON to update"),
+    redo: bool = typer.Option(False, "--redo", help="ignore trials already scored in WORKDIR/results.jsonl"),
+) -> None:
+    """Score a policy on known models: hard checks, soft measures, pass@k, leaderboard (JSON + Markdown)."""
+    from msmigrate.agent.config import Settings
+    from msmigrate.evals.harness.leaderboard import build_entry, leaderboard_markdown, tasks_markdown, update_leaderboard
+    from msmigrate.evals.harness.runner import EvalConfig, run_suite
+    from msmigrate.evals.harness.suite import load_suite
+
+    console = Console(stderr=True)
+    if policy not in ("rules", "llm", "replay"):
+        console.print(f"[red]unknown policy {policy}[/]")
+        raise typer.Exit(2)
+    loaded = load_suite(suite, tasks_dir, [t.strip() for t in tasks.split(",")] if tasks else None)
+    if loaded.error:
+        console.print(f"[red]{loaded.error}[/]")
+        raise typer.Exit(2)
+    k = trials or loaded.trials
+    console.print(f"suite {loaded.name}: {len(loaded.tasks)} tasks × {k} trials, policy {policy} → {workdir}")
+
+    def show(score) -> None:
+        failed = [c.name for c in score.checks if not c.passed]
+        mark = "[green]PASS[/]" if score.passed else "[red]FAIL[/]"
+        console.print(f"  {score.task_id} trial {score.trial}: {mark} {score.exit_status} "
+                      f"{'failed: ' + ', '.join(failed) if failed else ''} ({score.soft.get('wall_s', 0)} s)")
+
+    cfg = EvalConfig(policy=policy, trials=k, workdir=workdir / f"{loaded.name}-{policy}", replay_dir=replay_dir,
+                     redo=redo)
+    scores = run_suite(loaded, cfg, on_trial=show)
+    name = label or (f"{policy}:{Settings().llm_model}" if policy == "llm" else policy)
+    entry = build_entry(name, loaded.name, policy, scores, k)
+    leaderboard.parent.mkdir(parents=True, exist_ok=True)
+    entries = update_leaderboard(leaderboard, entry)
+    md = "## Leaderboard\n\n" + leaderboard_markdown(entries) + f"\n## {name} on {loaded.name}\n\n" + tasks_markdown(entry)
+    leaderboard.with_suffix(".md").write_text(md)
+    (Path(cfg.workdir) / "entry.json").write_text(json.dumps(entry, indent=2, default=str))
+    print(md)
+    raise typer.Exit(0 if entry["overall"]["solved"] == entry["overall"]["tasks"] else 1)

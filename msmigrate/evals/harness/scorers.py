@@ -1,0 +1,191 @@
+"""Scoring one finished run from its folder alone (``evidence.json``, ``spec.yaml``, ``trajectory.jsonl``) and the
+target's git history — never from what the agent says about itself.
+
+Hard checks (all must hold for a trial to pass): gates green with evidence · delivered config validates clean ·
+config not weakened · every edit inside the editable paths · the expected model_id / dataset_type / template /
+data branch. Soft measures: launches, policy steps, tool calls, tokens, format errors, wall time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from msmigrate.agent.config import RunSpec
+from msmigrate.tools.context import RunContext
+
+ALL_GATES = ("G0", "G1", "G2", "G3", "G4", "G5", "G6")
+EVIDENCE_KEYS = ("command", "exit_code", "started", "ended")
+# YAML key paths of the expected facts in a plugin-route config (contract: model / data sections).
+FACT_PATHS = {"model_id": "model.model_id", "dataset_type": "data.dataset_param.dataset_type",
+              "template": "data.dataset_param.basic_parameters.template"}
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass
+class Validation:
+    ok: bool
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+
+Validator = Callable[[str, Path, str], Validation]  # (config text, target root, runtime python)
+
+
+@dataclass
+class TrialScore:
+    task_id: str
+    trial: int
+    run_id: str
+    exit_status: str | None
+    passed: bool
+    first_failing_gate: str | None
+    checks: list[Check]
+    soft: dict[str, float]
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _get(data: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(data, dict):
+            return None
+        data = data.get(part)
+    return data
+
+
+def _git(target: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(target), *args], capture_output=True, text=True)
+
+
+def check_gates(evidence: dict[str, Any]) -> Check:
+    gates = evidence.get("gates") or {}
+    problems = []
+    for g in ALL_GATES:
+        rec = gates.get(g)
+        if not rec or not rec.get("passed"):
+            problems.append(f"{g} {'not run' if not rec else 'failed'}")
+            continue
+        items = rec.get("evidence") or []
+        if not items or any(any(k not in ev or ev[k] in (None, "") for k in EVIDENCE_KEYS) for ev in items):
+            problems.append(f"{g} passed without complete evidence (needs {', '.join(EVIDENCE_KEYS)})")
+    if evidence.get("exit_status") != "success":
+        problems.append(f"exit status {evidence.get('exit_status')}")
+    return Check("gates_green", not problems, "; ".join(problems) or "G0-G6 passed, each with evidence")
+
+
+def edited_files(target: Path, run_id: str) -> list[str] | str:
+    branch = f"msmigrate/{run_id}"
+    out = _git(target, "diff", "--name-only", f"{branch}/base..{branch}")
+    if out.returncode != 0:
+        return f"cannot diff {branch} against its base: {out.stderr.strip()[:300]}"
+    return [ln for ln in out.stdout.splitlines() if ln.strip()]
+
+
+def in_editable(path: str, editable: list[str]) -> bool:
+    return any(path.startswith(e) if e.endswith("/") else path == e for e in editable)
+
+
+def check_scope(files: list[str] | str, editable: list[str]) -> Check:
+    if isinstance(files, str):
+        return Check("edits_in_scope", False, files)
+    outside = [f for f in files if not in_editable(f, editable)]
+    return Check("edits_in_scope", not outside,
+                 f"outside the editable paths: {outside}" if outside else f"{len(files)} file(s) changed, all editable")
+
+
+def delivered_config(target: Path, run_id: str, rel: str) -> str | None:
+    out = _git(target, "show", f"msmigrate/{run_id}:{rel}")
+    return out.stdout if out.returncode == 0 else None
+
+
+def default_validator(text: str, target: Path, runtime_python: str) -> Validation:
+    """The target's own argument schema (probe in the target runtime) + the strict validator, as G3 uses them."""
+    from msmigrate.tools.yaml_validator import schema_from_target, validate_config
+
+    schema = schema_from_target(target, runtime_python)
+    if not schema.ok:
+        return Validation(False, error=f"schema probe failed: {schema.error}")
+    res = validate_config(text, schema=schema.data["schema"], target_root=target)
+    return Validation(res.ok, res.data.get("findings", []), None if res.ok else res.error)
+
+
+def check_config(text: str | None, rel: str, target: Path, runtime_python: str,
+                 validate: Validator) -> tuple[Check, Check, dict[str, Any]]:
+    if text is None:
+        missing = Check("validator_clean", False, f"no delivered config {rel} on the work branch")
+        return missing, Check("not_weakened", False, "no delivered config"), {}
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        bad = Check("validator_clean", False, f"{rel} is not valid YAML: {exc}")
+        return bad, Check("not_weakened", False, "config unreadable"), {}
+    res = validate(text, target, runtime_python)
+    errors = [f for f in res.findings if f.get("severity") == "error"]
+    weakened = [f for f in res.findings if str(f.get("code", "")).startswith("weakened")]
+    clean = Check("validator_clean", res.ok and not errors,
+                  res.error or ("; ".join(f"[{f.get('code')}] {f.get('path')}" for f in errors[:5]) or "no errors"))
+    checked = res.error is None or bool(res.findings)  # findings exist even when the config is invalid
+    weak = Check("not_weakened", checked and not weakened,
+                 "; ".join(f"[{f.get('code')}] {f.get('path')}" for f in weakened) if weakened else
+                 ("no weakening found" if checked else f"not checked: {res.error}"))
+    return clean, weak, data if isinstance(data, dict) else {}
+
+
+def check_facts(expect: dict[str, str], plan: dict[str, Any], config: dict[str, Any]) -> list[Check]:
+    out = []
+    for key, want in expect.items():
+        got = _get(config, FACT_PATHS[key]) if key in FACT_PATHS and config else None
+        where = "config"
+        if got is None:
+            got, where = plan.get(key), "plan"
+        out.append(Check(f"expected_{key}", str(got) == str(want), f"{key}: got {got!r} (from {where}), want {want!r}"))
+    return out
+
+
+def soft_measures(evidence: dict[str, Any], trajectory: Path, wall_s: float | None) -> dict[str, float]:
+    c = evidence.get("counters") or {}
+    out = {k: float(c.get(k, 0)) for k in ("launches", "policy_steps", "tool_calls", "tokens", "format_errors")}
+    if wall_s is None and trajectory.is_file():
+        times = [json.loads(ln).get("t") for ln in trajectory.read_text().splitlines() if ln.strip()]
+        times = [t for t in times if isinstance(t, (int, float))]
+        wall_s = (max(times) - min(times)) if times else None
+    out["wall_s"] = round(float(wall_s or 0.0), 2)
+    return out
+
+
+def score_run_dir(run_dir: Path, expect: dict[str, str], *, task_id: str = "", trial: int = 0,
+                  validate: Validator = default_validator, wall_s: float | None = None) -> TrialScore:
+    run_dir = Path(run_dir)
+    run_id = run_dir.name
+    ev_file, spec_file = run_dir / "evidence.json", run_dir / "spec.yaml"
+    if not ev_file.is_file() or not spec_file.is_file():
+        return TrialScore(task_id, trial, run_id, None, False, "G0", [Check("gates_green", False, "no evidence.json")],
+                          soft_measures({}, run_dir / "trajectory.jsonl", wall_s), error=f"{run_dir} has no evidence.json")
+    evidence = json.loads(ev_file.read_text())
+    spec = RunSpec.model_validate(yaml.safe_load(spec_file.read_text()))
+    ctx = RunContext(run_id=run_id, run_dir=run_dir, source=spec.source, target=spec.target,
+                     model_name=spec.model_name, allow_branch_b=spec.allow_branch_b,
+                     extra_editable=list(spec.extra_editable))
+    plan = evidence.get("plan") or {}
+    rel = plan.get("config_path") or f"examples/{spec.model_name}/{spec.model_name}_config.yaml"
+    clean, weak, config = check_config(delivered_config(spec.target, run_id, rel), rel, spec.target,
+                                       spec.runtime_python or "python", validate)
+    checks = [check_gates(evidence), clean, weak, check_scope(edited_files(spec.target, run_id), ctx.editable_paths),
+              *check_facts(expect, plan, config)]
+    gates = evidence.get("gates") or {}
+    first_fail = next((g for g in ALL_GATES if not (gates.get(g) or {}).get("passed")), None)
+    return TrialScore(task_id, trial, run_id, evidence.get("exit_status"), all(c.passed for c in checks), first_fail,
+                      checks, soft_measures(evidence, run_dir / "trajectory.jsonl", wall_s))

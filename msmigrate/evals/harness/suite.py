@@ -1,0 +1,99 @@
+"""Eval tasks: a source (a known-model fixture, or a folder), a target (a fresh stand-in, or a checkout), and the
+facts a correct migration must produce. A suite is a YAML file; ``--tasks-dir`` adds every ``*.yaml`` there (one
+task or a list of tasks each — for private held-out tasks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
+DEFAULT_DATASET_TYPE = "huggingface"  # the generic HF-style dataset every known model maps through
+EXPECT_KEYS = ("model_id", "dataset_type", "template", "data_branch")
+
+
+@dataclass
+class EvalTask:
+    id: str
+    model_name: str
+    fixture: str | None = None  # a FIXTURES name, built offline …
+    source: Path | None = None  # … or an existing source folder
+    target: str = "standin"  # "standin" = a fresh stand-in checkout per trial, else a path (cloned per trial)
+    expect: dict[str, str] = field(default_factory=dict)
+    spec: dict[str, Any] = field(default_factory=dict)  # RunSpec overrides (budgets, launch, data …)
+
+
+@dataclass
+class Suite:
+    name: str
+    tasks: list[EvalTask]
+    trials: int = 1
+    error: str | None = None
+
+
+def expectations_from_fixture(name: str) -> dict[str, str]:
+    from msmigrate.evals.fixtures import FIXTURES
+
+    fx = FIXTURES[name]
+    return {"model_id": fx.model_id, "dataset_type": DEFAULT_DATASET_TYPE, "template": fx.template,
+            "data_branch": fx.data_branch}
+
+
+def task_from_dict(raw: dict[str, Any], base: Path) -> EvalTask:
+    from msmigrate.evals.fixtures import FIXTURES
+
+    fixture = raw.get("fixture")
+    if fixture is not None and fixture not in FIXTURES:
+        raise ValueError(f"unknown fixture {fixture!r}; known: {', '.join(sorted(FIXTURES))}")
+    if fixture is None and not raw.get("source"):
+        raise ValueError("a task needs 'fixture' or 'source'")
+    expect = {**(expectations_from_fixture(fixture) if fixture else {}), **(raw.get("expect") or {})}
+    missing = [k for k in EXPECT_KEYS if k not in expect]
+    if missing:
+        raise ValueError(f"task {raw.get('id') or fixture or raw.get('source')}: expect lacks {missing}")
+    source = raw.get("source")
+    target = str(raw.get("target", "standin"))
+    if target != "standin" and not Path(target).is_absolute():
+        target = str((base / target).resolve())
+    return EvalTask(
+        id=str(raw.get("id") or fixture or Path(source).name), model_name=str(raw.get("model_name") or fixture or
+                                                                             Path(source).name),
+        fixture=fixture, source=None if source is None else (base / source).resolve(), target=target,
+        expect={k: str(v) for k, v in expect.items()}, spec=dict(raw.get("spec") or {}))
+
+
+def _tasks_in(path: Path) -> list[EvalTask]:
+    raw = yaml.safe_load(path.read_text()) or []
+    if isinstance(raw, dict) and "tasks" in raw:
+        raw = raw["tasks"]
+    entries = raw if isinstance(raw, list) else [raw]
+    return [task_from_dict(e if isinstance(e, dict) else {"fixture": e}, path.parent) for e in entries]
+
+
+def load_suite(suite: str | Path, tasks_dir: Path | None = None, only: list[str] | None = None) -> Suite:
+    path = Path(suite)
+    if not path.is_file():
+        path = SUITES_DIR / f"{suite}.yaml"
+    if not path.is_file():
+        known = ", ".join(p.stem for p in SUITES_DIR.glob("*.yaml"))
+        return Suite(str(suite), [], error=f"no suite {suite!r} (a YAML path or one of: {known})")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+        tasks = _tasks_in(path)
+        for extra in sorted(Path(tasks_dir).glob("*.yaml")) if tasks_dir else []:
+            tasks += _tasks_in(extra)
+    except (OSError, yaml.YAMLError, ValueError) as exc:
+        return Suite(str(suite), [], error=str(exc))
+    ids = [t.id for t in tasks]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        return Suite(str(suite), [], error=f"duplicate task ids: {dupes}")
+    if only:
+        unknown = [o for o in only if o not in ids]
+        if unknown:
+            return Suite(str(suite), [], error=f"unknown task ids {unknown}; suite has {ids}")
+        tasks = [t for t in tasks if t.id in only]
+    return Suite(str(raw.get("name") or path.stem), tasks, int(raw.get("trials") or 1))

@@ -1,0 +1,1 @@
+"""Plugin-style FSDP2 backend (stand-in)."""

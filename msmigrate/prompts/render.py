@@ -1,0 +1,71 @@
+"""Render the Jinja prompt templates in ``prompts/templates/`` with StrictUndefined.
+
+- ``render_system(**vars)`` — the system prompt (variables: SYSTEM_VARS).
+- ``render(name, **vars)`` — a node prompt (``prepare``, ``plan``, ``model``, ``data``, ``config``, ``verify``,
+  ``classify``, ``report``; variables: NODE_VARS) or ``format_error`` (FORMAT_ERROR_VARS).
+
+Missing variables raise :class:`PromptVariableError` naming them (before Jinja would fail on first use); unknown extra
+variables are rejected too, so a renamed state field cannot silently drop out of a prompt. Each template documents its
+variables in a leading Jinja comment; a test keeps those comments and these tuples in sync.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+
+NODE_NAMES = ("prepare", "plan", "model", "data", "config", "verify", "classify", "report")
+SYSTEM_VARS = ("model_name", "source_path", "target_path", "editable_paths", "knowledge_index", "tools")
+NODE_VARS = ("phase", "model_name", "attempt", "max_attempts", "source_summary", "target_summary", "plan",
+             "gate_results", "last_failure", "instructions")
+FORMAT_ERROR_VARS = ("tool_name", "error", "schema", "raw_call")
+
+
+class PromptVariableError(ValueError):
+    """A prompt was rendered with missing or unexpected variables."""
+
+
+def template_vars(name: str) -> tuple[str, ...]:
+    if name == "system":
+        return SYSTEM_VARS
+    if name == "format_error":
+        return FORMAT_ERROR_VARS
+    if name in NODE_NAMES:
+        return NODE_VARS
+    raise PromptVariableError(f"unknown prompt {name!r}; known: system, format_error, {', '.join(NODE_NAMES)}")
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Environment:
+    # autoescape off: prompts are plain text/Markdown, not HTML. keep_trailing_newline for stable snapshots.
+    return Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), undefined=StrictUndefined, autoescape=False,
+                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def _check(name: str, variables: dict[str, Any]) -> None:
+    expected = set(template_vars(name))
+    missing = sorted(expected - variables.keys())
+    extra = sorted(variables.keys() - expected)
+    if missing or extra:
+        raise PromptVariableError(f"prompt {name!r}: missing {missing}, unexpected {extra}")
+
+
+def render(name: str, **variables: Any) -> str:
+    """Render ``templates/<name>.j2`` after checking the variable set."""
+    _check(name, variables)
+    return _environment().get_template(f"{name}.j2").render(**variables)
+
+
+def render_system(**variables: Any) -> str:
+    return render("system", **variables)
+
+
+def estimate_tokens(text: str) -> int:
+    """Token estimate used for budgets: ceil(chars / 3.5). English prose with code averages ~4 chars/token on
+    GPT-style BPE vocabularies; 3.5 errs on the high side so budgets stay safe. No tokenizer download needed."""
+    return -(-len(text) * 2 // 7)

@@ -1,0 +1,123 @@
+"""A realistic mid-run state for rendering every prompt: used by the snapshot tests and scripts/prompt_sizes.py.
+
+It describes a Qwen2-VL-style source being migrated onto the stand-in target, second config attempt after an
+apply_modules failure — i.e. the fullest a prompt normally gets (plan set, gates run, a failure recorded).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msmigrate.knowledge.catalog import load_catalog
+from msmigrate.prompts.render import NODE_NAMES
+
+SAMPLE_TOOLS = [
+    {"name": "read_file", "description": "Read a text file from the source or target (bounded, line ranges)."},
+    {"name": "list_dir", "description": "List a directory of the source or target."},
+    {"name": "grep_repo", "description": "Search the source or target for a regex; returns file:line hits."},
+    {"name": "write_file", "description": "Create or replace a file inside the editable paths; commits the edit."},
+    {"name": "apply_patch", "description": "Apply a unified diff inside the editable paths; commits the edit."},
+    {"name": "module_tree", "description": "Build the model on the meta device in the target runtime and list named_modules()."},
+    {"name": "validate_yaml", "description": "Validate a YAML config against the target's argument classes and the module tree."},
+    {"name": "run_gate", "description": "Run the current phase's gate and return its evidence."},
+    {"name": "read_knowledge", "description": "Read one knowledge entry by id."},
+    {"name": "search_knowledge", "description": "Search docs, similar cases and failure cases by keywords."},
+]
+
+
+# A fixed excerpt of the index for snapshots, so a new knowledge entry does not churn the system-prompt snapshot.
+FIXED_INDEX = """- [doc] plugin-route-overview: How one YAML drives torchrun -> Trainer -> plugins -> ModelHub -> FSDP2 -> TrainEngine.
+- [case] standin-qwen3-vl: Stand-in: Qwen3-VL dense: model_id qwen3_vl, path T, dataset huggingface, template qwen3_vl_nothink, collator qwen3vl
+- [failure] fsdp-apply-modules-no-match: no fsdp_plan.apply_modules pattern matches the model (owner: config)"""
+
+
+def sample_system_vars(live_index: bool = True) -> dict[str, Any]:
+    """``live_index=False`` uses FIXED_INDEX (snapshots); True uses the packaged catalog (size estimates)."""
+    return {
+        "model_name": "Qwen2-VL-2B-Instruct (tiny)",
+        "source_path": "/work/sources/qwen2_vl_tiny",
+        "target_path": "/work/runs/r-0001/target",
+        "editable_paths": ["mindspeed_mm/fsdp/models/qwen2vl/", "mindspeed_mm/fsdp/data/datasets/",
+                           "mindspeed_mm/fsdp/data/data_utils/func_utils/template.py",
+                           "mindspeed_mm/fsdp/data/dataloader/data_collator.py", "examples/qwen2vl/"],
+        "knowledge_index": load_catalog().index_text() if live_index else FIXED_INDEX,
+        "tools": SAMPLE_TOOLS,
+    }
+
+
+def sample_node_vars(phase: str) -> dict[str, Any]:
+    return {
+        "phase": phase,
+        "model_name": "Qwen2-VL-2B-Instruct (tiny)",
+        "attempt": 2,
+        "max_attempts": 4,
+        "source_summary": {
+            "architectures": ["Qwen2VLForConditionalGeneration"],
+            "model_type": "qwen2_vl",
+            "custom_code": False,
+            "media_tokens": {"image": "<|image_pad|>", "video": "<|video_pad|>"},
+            "forward_keys": ["input_ids", "attention_mask", "position_ids", "labels", "pixel_values",
+                             "image_grid_thw", "pixel_values_videos", "video_grid_thw", "rope_deltas"],
+            "processor": "Qwen2VLProcessor (image + video processor)",
+            "chat_template": "<|im_start|>role\\ncontent<|im_end|> with <|vision_start|><|image_pad|><|vision_end|>",
+            "sample_data": "sharegpt-like JSON: messages[role, content] + images[]",
+        },
+        "target_summary": {
+            "model_ids": ["qwen3_vl", "tiny_custom_lm"],
+            "dataset_types": ["huggingface"],
+            "templates": ["qwen2vl", "qwen3_vl", "qwen3_vl_nothink", "glm4.1v", "default", "empty"],
+            "collators": ["qwen3vl", "llm_pretrain"],
+            "similar_case": "standin-qwen3-vl",
+        },
+        "plan": {
+            "route": "T",
+            "branch": "A",
+            "model_id": "qwen2_vl",
+            "template": "qwen2vl",
+            "collator": "qwen3vl",
+            "similar_case": "standin-qwen3-vl",
+            "reasons": [
+                "AutoConfig loads the source folder and transformers ships Qwen2VLForConditionalGeneration",
+                "registered template qwen2vl matches the source chat_template and its mm_plugin qwen2_vl expands <|image_pad|>",
+                "collator qwen3vl produces pixel_values, image_grid_thw and rope_deltas, all accepted by forward",
+            ],
+        },
+        "gate_results": [
+            {"gate": "G0", "passed": True, "summary": "source, target and runtime probe OK (torch 2.13 CPU)"},
+            {"gate": "G1", "passed": True, "summary": "qwen2_vl registered; meta build OK; forward loss 6.93 finite"},
+            {"gate": "G2", "passed": True, "summary": "16 samples mapped; batch keys within forward signature"},
+            {"gate": "G3", "passed": False, "summary": "fsdp_plan.apply_modules: 2 of 6 patterns match no module"},
+        ],
+        "last_failure": {
+            "case_id": "fsdp-pattern-partial-no-match",
+            "owner": "config",
+            "diagnosis": "apply_modules patterns 'visual.blocks.{*}' and 'language_model.layers.{*}' match nothing: "
+                         "names must be full dotted paths such as model.visual.blocks.0.",
+            "excerpt": "pattern 'visual.blocks.{*}' matches 0 modules\npattern 'language_model.layers.{*}' matches 0 modules",
+        },
+        "instructions": "Keep micro_batch_size at 1; the data is in /work/sources/qwen2_vl_tiny/data.",
+    }
+
+
+def sample_format_error_vars() -> dict[str, Any]:
+    return {
+        "tool_name": "write_file",
+        "error": "validation error: field 'content' is required; unexpected field 'text'",
+        "schema": '{"type": "object", "properties": {"path": {"type": "string", "description": "file path '
+                  'relative to the target root"}, "content": {"type": "string", "description": "full new file '
+                  'content"}}, "required": ["path", "content"]}',
+        "raw_call": '{"path": "examples/qwen2vl/qwen2vl_config.yaml", "text": "parallel: ..."}',
+    }
+
+
+def sample_vars(name: str, live_index: bool = True) -> dict[str, Any]:
+    if name == "system":
+        return sample_system_vars(live_index)
+    if name == "format_error":
+        return sample_format_error_vars()
+    if name in NODE_NAMES:
+        return sample_node_vars(name)
+    raise KeyError(name)
+
+
+ALL_PROMPTS = ("system", *NODE_NAMES, "format_error")

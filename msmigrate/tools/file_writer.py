@@ -1,0 +1,399 @@
+"""file_writer: the only way the agent changes the target, and every change is checked, committed and revertible.
+
+Safety is enforced here, not asked of the model (DESIGN decision 7):
+- a path must be relative, free of ``..``/NUL/backslashes/``.git``, shorter than a bound, and fall under one of the
+  run's editable paths with exactly the same case; after resolving symlinks the real file must still lie under that
+  editable path of the target root (so a symlinked directory cannot smuggle a write elsewhere);
+- framework core files (reference §11 "must not change") are refused even if someone configures them editable, and so
+  is anything inside the source model folder;
+- registry files of data branch B (template / mm_plugin / collator) accept *additive* changes only: every existing
+  non-blank line must survive, in order (checked on the full before/after text, not on the model's claim);
+- Python must ``ast.parse``; YAML must ``yaml.safe_load`` and define no anchor twice;
+- every accepted edit is one git commit on ``msmigrate/<run_id>`` (created from HEAD on first use), returned with
+  its unified diff; phases are lightweight tags; ``rollback`` and ``undo_last`` hard-reset that branch.
+Expected refusals are ``ToolResult.failure`` so the policy can read the reason and adapt.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import posixpath
+import threading
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field
+
+from msmigrate.tools.base import ToolResult, make_tool
+from msmigrate.tools.context import BRANCH_B_FILES, RunContext
+
+# Reference §11 "must not change": never writable, whatever the run's configuration says. Directories end with "/".
+FRAMEWORK_CORE = (
+    "mindspeed_mm/fsdp/train/",
+    "mindspeed_mm/fsdp/models/modelhub.py",
+    "mindspeed_mm/fsdp/models/base_model.py",
+    "mindspeed_mm/fsdp/data/__init__.py",
+    "mindspeed_mm/fsdp/data/dataloader/dataloader.py",
+    "mindspeed_mm/fsdp/data/dataloader/sampler.py",
+    "mindspeed_mm/fsdp/distributed/",
+    "mindspeed_mm/fsdp/checkpoint/",
+    "mindspeed_mm/fsdp/optimizer/",
+    "mindspeed_mm/fsdp/ops/",
+    "mindspeed_mm/fsdp/utils/register.py",
+)
+MAX_PATH_CHARS = 240
+MAX_COMPONENT_CHARS = 120
+MAX_CONTENT_BYTES = 2_000_000
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+_DRIVE = re.compile(r"^[A-Za-z]:")
+AUTHOR = {"GIT_AUTHOR_NAME": "msmigrate", "GIT_AUTHOR_EMAIL": "msmigrate@localhost",
+          "GIT_COMMITTER_NAME": "msmigrate", "GIT_COMMITTER_EMAIL": "msmigrate@localhost"}
+TRAILER = "Msmigrate-Run"
+
+
+@dataclass
+class Target:
+    rel: str  # normalised POSIX path relative to the target root
+    abs: Path  # resolved absolute path
+    additive_only: bool
+
+
+def _under(rel: str, entry: str, fold: bool = False) -> bool:
+    a, b = (rel.lower(), entry.lower()) if fold else (rel, entry)
+    return a.startswith(b) if b.endswith("/") else a == b
+
+
+def _editable_entries(ctx: RunContext) -> list[str]:
+    """The run's editable entries, normalised; entries that are absolute, climb, or mean "everything" are dropped."""
+    out = []
+    for e in ctx.editable_paths:
+        is_dir = e.endswith("/")
+        n = posixpath.normpath(e.replace("\\", "/"))
+        if n in (".", "") or n.startswith(("/", "..")) or "/../" in f"/{n}/":
+            continue
+        out.append(n + "/" if is_dir else n)
+    return out
+
+
+def check_path(ctx: RunContext, path: str) -> Target | str:
+    """A writable target for ``path``, or the reason it is refused."""
+    if not isinstance(path, str) or not path.strip():
+        return "empty path"
+    if "\x00" in path:
+        return "path contains a NUL byte"
+    if len(path) > MAX_PATH_CHARS or any(len(c) > MAX_COMPONENT_CHARS for c in path.split("/")):
+        return f"path is too long (max {MAX_PATH_CHARS} chars, {MAX_COMPONENT_CHARS} per component)"
+    if "\\" in path:
+        return "backslashes are not allowed in paths; use '/'"
+    if path.startswith(("/", "~")) or _DRIVE.match(path):
+        return "absolute paths are not allowed; give a path relative to the target root"
+    parts = path.split("/")
+    if ".." in parts:
+        return "'..' components are not allowed"
+    if any(p.lower() == ".git" for p in parts):
+        return ".git/ is never writable"
+    if any(ch.isspace() and ch != " " for ch in path) or any(ord(ch) < 32 for ch in path):
+        return "control characters are not allowed in paths"
+    rel = posixpath.normpath(path)
+    if rel in (".", "") or path.endswith("/"):
+        return "path names a directory, not a file"
+    if not _SAFE_NAME.match(ctx.model_name or ""):
+        return f"run model_name {ctx.model_name!r} is not a safe directory name"
+    core = next((c for c in FRAMEWORK_CORE if _under(rel, c, fold=True)), None)
+    if core:
+        return f"{rel} is framework core ({core}) and must not be changed (reference §11)"
+    entries = _editable_entries(ctx)
+    entry = next((e for e in entries if _under(rel, e)), None)
+    if entry is None:
+        folded = next((e for e in entries if _under(rel, e, fold=True)), None)
+        if folded:
+            return f"{rel} differs only in letter case from editable path {folded}; use the exact spelling"
+        return f"{rel} is outside the run's editable paths: {', '.join(entries)}"
+    root = Path(ctx.target).resolve()
+    resolved = (root / rel).resolve()
+    anchor = root / entry.rstrip("/")  # joined textually: a symlinked editable dir must not count as inside
+    if entry.endswith("/"):
+        if anchor not in resolved.parents:
+            return f"{rel} resolves to {resolved}, outside {entry} (symlink escape refused)"
+    elif resolved != anchor:
+        return f"{rel} resolves to {resolved}, not to {entry} (symlink escape refused)"
+    rel_resolved = resolved.relative_to(root).as_posix()
+    if any(_under(rel_resolved, c, fold=True) for c in FRAMEWORK_CORE) or ".git" in rel_resolved.lower().split("/"):
+        return f"{rel} resolves into protected {rel_resolved}"
+    source = Path(ctx.source).resolve()
+    if resolved == source or source in resolved.parents:
+        return f"{rel} lies inside the source model folder, which is read-only"
+    if resolved.is_dir():
+        return f"{rel} is a directory"
+    additive = any(_under(rel, b) for b in BRANCH_B_FILES)
+    return Target(rel=rel, abs=resolved, additive_only=additive)
+
+
+def yaml_duplicate_anchors(text: str) -> list[str]:
+    seen, dups = set(), []
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        anchor = getattr(event, "anchor", None)
+        if anchor and not isinstance(event, yaml.AliasEvent):
+            (dups.append(anchor) if anchor in seen else seen.add(anchor))
+    return dups
+
+
+def validate_content(rel: str, text: str) -> str | None:
+    """Why ``text`` may not be written to ``rel``, or None when it is acceptable."""
+    if "\x00" in text:
+        return "content contains NUL bytes"
+    if len(text.encode("utf-8")) > MAX_CONTENT_BYTES:
+        return f"content is larger than {MAX_CONTENT_BYTES} bytes"
+    if rel.endswith(".py"):
+        try:
+            ast.parse(text, filename=rel)
+        except SyntaxError as exc:
+            return f"{rel} would not parse as Python: {exc.msg} at line {exc.lineno}"
+    elif rel.endswith((".yaml", ".yml")):
+        try:
+            dups = yaml_duplicate_anchors(text)
+            if dups:  # checked first so the reason names the anchors, not just "duplicate anchor"
+                return f"{rel} defines YAML anchor(s) more than once: {', '.join(sorted(set(dups)))}"
+            yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            return f"{rel} would not load as YAML: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+    return None
+
+
+def additive_violation(old: str, new: str) -> str | None:
+    """None when every non-blank line of ``old`` survives unchanged and in order in ``new``; else the first loss."""
+    new_lines = new.splitlines()
+    i = 0
+    for n, line in enumerate(old.splitlines(), 1):
+        if not line.strip():
+            continue
+        while i < len(new_lines) and new_lines[i] != line:
+            i += 1
+        if i == len(new_lines):
+            return f"existing line {n} would be removed or changed: {line.strip()[:160]!r}"
+        i += 1
+    return None
+
+
+# ----------------------------------------------------------------------------------------------- git work branch
+
+
+def _repo(ctx: RunContext):
+    import git
+
+    try:
+        return git.Repo(Path(ctx.target), search_parent_directories=False)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+
+
+def ensure_work_branch(ctx: RunContext):
+    """The target repo with ``msmigrate/<run_id>`` checked out (created from HEAD on first use), or a reason."""
+    if not _SAFE_NAME.match(ctx.run_id or ""):
+        return f"run_id {ctx.run_id!r} is not a safe git ref component"
+    repo = _repo(ctx)
+    if repo is None:
+        return f"target {ctx.target} is not a git repository; edits must be committed"
+    if not repo.head.is_valid():
+        return f"target {ctx.target} has no commits yet; commit a base first"
+    branch = ctx.work_branch
+    if branch not in [h.name for h in repo.heads]:
+        repo.create_head(branch, repo.head.commit)
+        # Where the run started: rollback never goes below it, and "base" rolls back every edit of the run.
+        repo.create_tag(_tag_name(ctx, "base"), ref=repo.head.commit, force=True)
+    if repo.head.is_detached or repo.active_branch.name != branch:
+        repo.git.checkout(branch)  # same commit when just created, so local work survives
+    return repo
+
+
+def _commit(repo, ctx: RunContext, rel: str, message: str) -> tuple[str, str]:
+    with repo.git.custom_environment(**AUTHOR):
+        repo.git.add("-f", "--", rel)
+        repo.git.commit("--no-verify", "--only", "-m", f"{message}\n\n{TRAILER}: {ctx.run_id}", "--", rel)
+    sha = repo.head.commit.hexsha
+    return sha, repo.git.show("--format=", "--no-color", sha)
+
+
+# ToolNode runs a decision's tool calls in parallel threads; git's index allows one writer at a time.
+_GIT_LOCK = threading.RLock()
+
+
+def _locked(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with _GIT_LOCK:
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@_locked
+def _apply(ctx: RunContext, path: str, make_new, op: str, reason: str) -> ToolResult:
+    target = check_path(ctx, path)
+    if isinstance(target, str):
+        return ToolResult.failure(f"refused: {target}", path=path)
+    repo = ensure_work_branch(ctx)
+    if isinstance(repo, str):
+        return ToolResult.failure(repo, path=path)
+    exists = target.abs.is_file()
+    old = target.abs.read_text(encoding="utf-8") if exists else None
+    new = make_new(old)
+    if isinstance(new, ToolResult):
+        return new
+    if old is not None and new == old:
+        return ToolResult.failure(f"{target.rel} already has this content; nothing to commit", path=target.rel)
+    problem = validate_content(target.rel, new)
+    if problem:
+        return ToolResult.failure(f"refused: {problem}", path=target.rel)
+    if target.additive_only:
+        if old is None:
+            return ToolResult.failure(f"refused: {target.rel} is a registry file that may only be extended; it "
+                                      f"does not exist in this target", path=target.rel)
+        loss = additive_violation(old, new)
+        if loss:
+            return ToolResult.failure(f"refused: {target.rel} accepts additive edits only; {loss}", path=target.rel)
+    target.abs.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.abs.with_name(f".{target.abs.name}.msmigrate-tmp")
+    tmp.write_text(new, encoding="utf-8")
+    os.replace(tmp, target.abs)
+    summary = f"msmigrate: {op} {target.rel}" + (f" ({reason.strip()[:120]})" if reason.strip() else "")
+    sha, diff = _commit(repo, ctx, target.rel, summary)
+    return ToolResult.success(path=target.rel, commit=sha, branch=ctx.work_branch, created=not exists, diff=diff)
+
+
+def write_file(ctx: RunContext, path: str, content: str, reason: str = "") -> ToolResult:
+    """Create or overwrite one file under the run's editable paths, validated and committed."""
+    return _apply(ctx, path, lambda old: content, "write", reason)
+
+
+def edit_file(ctx: RunContext, path: str, old_text: str, new_text: str, replace_all: bool = False,
+              reason: str = "") -> ToolResult:
+    """Replace ``old_text`` (which must occur exactly once unless ``replace_all``) with ``new_text``."""
+
+    def make_new(old: str | None):
+        if old is None:
+            return ToolResult.failure(f"{path} does not exist; use write_file to create it", path=path)
+        if not old_text:
+            return ToolResult.failure("old_text is empty; give the exact text to replace", path=path)
+        count = old.count(old_text)
+        if count == 0:
+            return ToolResult.failure(f"old_text not found in {path}; re-read the file and copy it exactly",
+                                      path=path)
+        if count > 1 and not replace_all:
+            return ToolResult.failure(f"old_text occurs {count} times in {path}; add context or set replace_all",
+                                      path=path)
+        return old.replace(old_text, new_text)
+
+    return _apply(ctx, path, make_new, "edit", reason)
+
+
+def _tag_name(ctx: RunContext, phase: str) -> str:
+    return f"{ctx.work_branch}/{phase}"
+
+
+@_locked
+def tag_phase(ctx: RunContext, phase: str) -> ToolResult:
+    """Mark the work branch's current commit as the end of ``phase`` (moved if the phase is redone)."""
+    if not _SAFE_NAME.match(phase or ""):
+        return ToolResult.failure(f"phase name {phase!r} is not a safe ref component")
+    repo = ensure_work_branch(ctx)
+    if isinstance(repo, str):
+        return ToolResult.failure(repo)
+    tag = repo.create_tag(_tag_name(ctx, phase), ref=repo.head.commit, force=True)
+    return ToolResult.success(tag=tag.name, commit=tag.commit.hexsha)
+
+
+def _edit_commits(repo, ctx: RunContext, since: str) -> list[str]:
+    return [c.hexsha for c in repo.iter_commits(f"{since}..HEAD")]
+
+
+@_locked
+def rollback(ctx: RunContext, phase_or_commit: str) -> ToolResult:
+    """Hard-reset the work branch to a phase tag or to a commit that is already on the work branch."""
+    import git
+
+    repo = ensure_work_branch(ctx)
+    if isinstance(repo, str):
+        return ToolResult.failure(repo)
+    tags = {t.name: t for t in repo.tags}
+    name = _tag_name(ctx, phase_or_commit)
+    if name in tags:
+        sha = tags[name].commit.hexsha
+    else:
+        if not re.fullmatch(r"[0-9a-fA-F]{7,40}", phase_or_commit or ""):
+            known = sorted(t.split("/")[-1] for t in tags if t.startswith(ctx.work_branch + "/"))
+            return ToolResult.failure(f"no phase tag {phase_or_commit!r} for this run (known: {known}) and not a "
+                                      f"commit id")
+        base = tags.get(_tag_name(ctx, "base"))
+        try:
+            sha = repo.commit(phase_or_commit).hexsha
+            repo.git.merge_base("--is-ancestor", sha, "HEAD")
+            if base is not None:
+                repo.git.merge_base("--is-ancestor", base.commit.hexsha, sha)
+        except (git.BadName, ValueError, git.GitCommandError):
+            return ToolResult.failure(f"{phase_or_commit} is not a commit of this run on {ctx.work_branch}")
+    undone = _edit_commits(repo, ctx, sha)
+    repo.git.reset("--hard", sha)
+    return ToolResult.success(branch=ctx.work_branch, head=sha, commits_undone=undone)
+
+
+@_locked
+def undo_last(ctx: RunContext) -> ToolResult:
+    """Drop the last accepted edit (the work branch's head, if it is an msmigrate edit of this run)."""
+    repo = ensure_work_branch(ctx)
+    if isinstance(repo, str):
+        return ToolResult.failure(repo)
+    head = repo.head.commit
+    if f"{TRAILER}: {ctx.run_id}" not in head.message or not head.parents:
+        return ToolResult.failure(f"nothing to undo: the head of {ctx.work_branch} is not an edit of this run")
+    repo.git.reset("--hard", head.parents[0].hexsha)
+    return ToolResult.success(undone=head.hexsha, summary=head.summary, head=head.parents[0].hexsha)
+
+
+# ----------------------------------------------------------------------------------------------- LangChain tools
+
+
+class WriteFileArgs(BaseModel):
+    path: str = Field(..., description="File path relative to the target root, inside the run's editable paths "
+                                       "(e.g. mindspeed_mm/fsdp/models/<name>/modeling_<name>.py).")
+    content: str = Field(..., description="The complete new file content.")
+    reason: str = Field("", description="One line saying why; recorded in the commit message.")
+
+
+class EditFileArgs(BaseModel):
+    path: str = Field(..., description="Existing file relative to the target root, inside the editable paths.")
+    old_text: str = Field(..., description="Exact text to replace, copied from the file (must be unique unless "
+                                           "replace_all).")
+    new_text: str = Field(..., description="Replacement text.")
+    replace_all: bool = Field(False, description="Replace every occurrence instead of requiring exactly one.")
+    reason: str = Field("", description="One line saying why; recorded in the commit message.")
+
+
+class RollbackArgs(BaseModel):
+    phase_or_commit: str = Field(..., description="A phase name tagged earlier in this run (e.g. 'model') or a "
+                                                  "commit id on the run's work branch.")
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+def file_writer_tools(ctx: RunContext) -> list:
+    """Write/edit/rollback/undo tools bound to one run, for a policy to bind."""
+    return [
+        make_tool("write_file", "Create or overwrite a file inside the run's editable paths; validated (Python "
+                                "parses, YAML loads) and committed; returns the diff.", WriteFileArgs,
+                  lambda path, content, reason="": write_file(ctx, path, content, reason)),
+        make_tool("edit_file", "Search/replace edit of an existing editable file; registry files accept additive "
+                               "edits only; validated and committed; returns the diff.", EditFileArgs,
+                  lambda path, old_text, new_text, replace_all=False, reason="":
+                  edit_file(ctx, path, old_text, new_text, replace_all, reason)),
+        make_tool("rollback", "Hard-reset the run's work branch to a phase tag or an earlier commit of this run.",
+                  RollbackArgs, lambda phase_or_commit: rollback(ctx, phase_or_commit)),
+        make_tool("undo_last_edit", "Revert the most recent accepted edit of this run.", NoArgs,
+                  lambda: undo_last(ctx)),
+    ]

@@ -1,0 +1,268 @@
+"""Run one training launch: journal it, stream its log, watch it, stop it, summarise it.
+
+The job runs as its own process group (``start_new_session``) so that a wall-clock timeout, a silent hang, a fatal
+pattern in the log (after a grace period that lets torchrun print its failure summary) or a cancel kills every rank.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from msmigrate.tools.base import ToolResult
+from msmigrate.tools.context import RunContext
+from msmigrate.tools.launcher import records
+from msmigrate.tools.launcher.command import (
+    Command, LaunchSpec, build_command, deep_merge, device_overrides, expand_dotted, free_port, launch_key,
+)
+from msmigrate.tools.launcher.device import DeviceInfo, detect_device, resolve_device
+from msmigrate.tools.log_parser import IterationRecord, LogWatcher
+from msmigrate.tools.runtime import kill_group
+
+TERM_GRACE_S = 5.0  # SIGTERM first (torchrun forwards it to the ranks), SIGKILL after this
+DRAIN_AFTER_EXIT_S = 5.0  # after the main process exits, leftovers still holding the log pipe are killed
+
+
+def target_state(target: Path) -> str:
+    """Code identity of the target: git HEAD plus a hash of uncommitted changes to tracked files ("nogit" outside
+    git). Untracked files are left out on purpose: runs write logs/checkpoints/caches into the checkout, and every
+    accepted edit of the agent is a commit (file_writer), so HEAD already names the code under test."""
+    head = subprocess.run(["git", "-C", str(target), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return "nogit"
+    dirty = subprocess.run(["git", "-C", str(target), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True)
+    diff = subprocess.run(["git", "-C", str(target), "diff", "HEAD"], capture_output=True, text=True)
+    extra = hashlib.sha256((dirty.stdout + diff.stdout).encode()).hexdigest()[:16] if dirty.stdout.strip() else ""
+    return head.stdout.strip() + (f"+{extra}" if extra else "")
+
+
+def reap_interrupted(run_dir: Path) -> list[records.LaunchRecord]:
+    """Close the journal entries of launches whose agent died mid-run (kill -9, reboot).
+
+    The job ran in its own session, so it may still be alive: if the recorded pid still runs the recorded argv
+    (checked via /proc, so a recycled pid is left alone) its whole process group is killed. Each such attempt gets a
+    ``finished`` event with status ``interrupted`` (retryable)."""
+    reaped = []
+    for rec in records.interrupted_launches(run_dir):
+        if rec.pid is not None and _runs_argv(rec.pid, rec.argv):
+            kill_group(rec.pid)
+        records.append_event(run_dir, {"event": "finished", "launch_id": rec.launch_id, "attempt": rec.attempt,
+                                       "exit_code": None, "status": "interrupted", "summary": None})
+        reaped.append(rec)
+    return reaped
+
+
+def _runs_argv(pid: int, argv: list[str]) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return [part.decode(errors="replace") for part in cmdline if part] == argv
+
+
+def _resolve_config(ctx: RunContext, config: str) -> Path | None:
+    path = Path(config)
+    path = path if path.is_absolute() else ctx.target / path
+    return path if path.is_file() else None
+
+
+def launch(
+    ctx: RunContext,
+    spec: LaunchSpec,
+    on_progress: Callable[[IterationRecord], None] | None = None,
+    *,
+    device_info: DeviceInfo | None = None,
+    cancel: threading.Event | None = None,
+) -> ToolResult:
+    """Launch ``spec`` in the target runtime (or reuse an identical finished launch) and return its parsed result."""
+    if spec.script and spec.overrides:
+        return ToolResult.failure("overrides apply to trainer launches only; a launch script runs its own YAML")
+    if not spec.script and not spec.config:
+        return ToolResult.failure("a trainer launch needs `config` (a YAML under the target)")
+    if spec.nproc < 1 or spec.nnodes < 1:
+        return ToolResult.failure("nproc and nnodes must be >= 1")
+    if device_info is None:
+        device_info = DeviceInfo(kind="cpu", count=0) if spec.device == "cpu" else detect_device(
+            ctx.runtime_python, ctx.target
+        )
+    device, error = resolve_device(spec.device, device_info)
+    if error:
+        return ToolResult.failure(error, device=device_info.kind)
+
+    config_text, config_sha = None, None
+    if not spec.script:
+        base = _resolve_config(ctx, spec.config)
+        if base is None:
+            return ToolResult.failure(f"config not found: {spec.config} (relative to {ctx.target})")
+        try:
+            data = yaml.safe_load(base.read_text()) or {}
+            merged = deep_merge(deep_merge(data, device_overrides(device, spec)), expand_dotted(spec.overrides))
+        except (yaml.YAMLError, ValueError, AttributeError, TypeError) as exc:
+            return ToolResult.failure(f"cannot build the run YAML from {base}: {exc}")
+        config_text = yaml.safe_dump(merged, sort_keys=False, allow_unicode=True)
+        config_sha = hashlib.sha256(config_text.encode()).hexdigest()
+
+    reap_interrupted(ctx.run_dir)  # a previous agent died mid-launch: make sure its job is gone first
+    key = launch_key(spec.gate, config_sha, spec, device, target_state(ctx.target))
+    launch_id = f"{spec.gate.lower()}-{key[:12]}"
+    if not spec.force:
+        done = records.find_finished_launch(ctx.run_dir, key)
+        if done is not None:
+            return _result(done, reused=True)
+
+    attempt = records.next_attempt(ctx.run_dir, launch_id)
+    launch_dir = ctx.run_dir / "launches" / launch_id
+    launch_dir.mkdir(parents=True, exist_ok=True)
+    log_path = launch_dir / ("train.log" if attempt == 1 else f"train.attempt{attempt}.log")
+    config_path = None
+    if config_text is not None:
+        config_path = launch_dir / "config.yaml"
+        config_path.write_text(config_text)
+    port = spec.master_port or free_port()
+    try:
+        cmd = build_command(spec, device, device_info, target=ctx.target, runtime_python=ctx.runtime_python,
+                            config_path=config_path, port=port)
+    except ValueError as exc:
+        return ToolResult.failure(str(exc))
+    warnings = list(device_info.warnings)
+    if spec.script and device == "cpu":
+        warnings.append("a launch script runs the vanilla trainer, which has no CPU path; use a trainer launch "
+                        "(config) for CPU preflight")
+
+    base_event = {"launch_id": launch_id, "attempt": attempt}
+    records.append_event(ctx.run_dir, {
+        "event": "started", **base_event, "launch_key": key, "gate": spec.gate, "argv": cmd.argv,
+        "env": records.mask_env(cmd.env), "cwd": cmd.cwd, "config_path": cmd.config_path, "config_sha256": config_sha,
+        "log_path": str(log_path),
+        "device": device,
+    })
+    try:
+        status, exit_code, watcher = _run(cmd, spec, log_path, ctx.run_dir, base_event, on_progress, cancel)
+    except BaseException as exc:  # a bug in a callback, Ctrl-C: the job is already killed; journal it, re-raise
+        records.append_event(ctx.run_dir, {
+            "event": "finished", **base_event, "exit_code": None, "status": "launcher_error", "error": repr(exc),
+        })
+        raise
+    summary = watcher.summary(exit_code)
+    if status is None:
+        status = "succeeded" if summary.success else "failed"
+    records.append_event(ctx.run_dir, {
+        "event": "finished", **base_event, "exit_code": exit_code, "status": status, "summary": summary.to_dict(),
+    })
+    rec = next(r for r in reversed(records.read_launches(ctx.run_dir)) if r.launch_id == launch_id)
+    result = _result(rec, reused=False)
+    result.data["warnings"] = warnings
+    return result
+
+
+def _run(
+    cmd: Command, spec: LaunchSpec, log_path: Path, run_dir: Path, base_event: dict[str, Any], on_progress, cancel
+) -> tuple[str | None, int | None, LogWatcher]:
+    """Spawn, stream and watch. Returns (status set by a stop reason or None, exit code, watcher)."""
+    watcher = LogWatcher(on_iteration=on_progress)
+    env = {**os.environ, **cmd.env}
+    with open(log_path, "w", encoding="utf-8") as log:
+        try:
+            proc = subprocess.Popen(
+                cmd.argv, cwd=cmd.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        except OSError as exc:
+            log.write(f"spawn failed: {exc}\n")
+            watcher.feed(f"spawn failed: {exc}")
+            return "spawn_failed", None, watcher
+        records.append_event(run_dir, {"event": "spawned", **base_event, "pid": proc.pid})
+        lines: queue.Queue[str | None] = queue.Queue()
+        reader = threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True)
+        reader.start()
+        try:
+            stop_reason = _watch(proc, lines, log, watcher, spec, cancel)
+        except BaseException:
+            _stop_group(proc)
+            raise
+        exit_code = proc.wait()
+    return stop_reason, exit_code, watcher
+
+
+def _watch(proc, lines: queue.Queue, log, watcher: LogWatcher, spec: LaunchSpec, cancel) -> str | None:
+    """Copy output to the log and the watcher until EOF; stop the group on timeout/silence/fatal/cancel."""
+    start = last_output = time.monotonic()
+    stop_reason, fatal_at, exited_at = None, None, None
+    while True:
+        try:
+            line = lines.get(timeout=0.2)
+        except queue.Empty:
+            line = ""
+        if line is None:  # EOF: every writer of the pipe is gone
+            break
+        now = time.monotonic()
+        if line:
+            last_output = now
+            log.write(line)
+            log.flush()
+            watcher.feed(line)
+        if proc.poll() is not None:
+            exited_at = exited_at or now
+            if now - exited_at > DRAIN_AFTER_EXIT_S:  # a background child keeps the pipe open: end it
+                kill_group(proc.pid)
+                break
+        if stop_reason is None:
+            if cancel is not None and cancel.is_set():
+                stop_reason = "cancelled"
+            elif now - start > spec.timeout_s:
+                stop_reason = "timeout"
+            elif now - last_output > spec.no_output_timeout_s:
+                stop_reason = "no_output_timeout"
+            elif spec.stop_on_fatal and watcher.fatal is not None:
+                fatal_at = fatal_at or now
+                if now - fatal_at > spec.fatal_grace_s:
+                    stop_reason = "stopped_fatal"
+            if stop_reason is not None:
+                log.write(f"[msmigrate] stopping launch: {stop_reason}\n")
+                _stop_group(proc)
+    return stop_reason
+
+
+def _pump(stream, out: queue.Queue) -> None:
+    for raw in iter(stream.readline, b""):
+        out.put(raw.decode("utf-8", errors="replace"))
+    stream.close()
+    out.put(None)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    kill_group(proc.pid)  # also reaps grandchildren that ignored SIGTERM
+
+
+def _result(rec: records.LaunchRecord, reused: bool) -> ToolResult:
+    summary: dict[str, Any] = dict(rec.summary or {})
+    curve = summary.pop("loss_curve", [])
+    summary["loss_curve_head"], summary["loss_curve_tail"] = curve[:10], curve[-10:]
+    data = {
+        "launch_id": rec.launch_id, "launch_key": rec.launch_key, "attempt": rec.attempt, "reused": reused,
+        "status": rec.status, "exit_code": rec.exit_code, "device": rec.device, "argv": rec.argv, "env": rec.env,
+        "config_path": rec.config_path, "log_path": rec.log_path, "started_at": rec.started_at,
+        "ended_at": rec.ended_at, "pid": rec.pid, "summary": summary,
+    }
+    if rec.status == "succeeded":
+        return ToolResult(ok=True, data=data)
+    sig = summary.get("failure_signature") or {}
+    return ToolResult(ok=False, data=data, error=f"launch {rec.status}: {sig.get('line') or 'no failure line found'}")

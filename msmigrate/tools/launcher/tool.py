@@ -1,0 +1,44 @@
+"""LangChain wrapper of ``launch``: typed fields only — the model picks a gate, a YAML, overrides and a shape,
+never a command line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from msmigrate.tools.base import make_tool
+from msmigrate.tools.context import RunContext
+from msmigrate.tools.launcher.command import LaunchSpec
+from msmigrate.tools.launcher.run import launch
+
+
+class LaunchArgs(BaseModel):
+    gate: str = Field(description="Gate this launch serves (e.g. 'G4', 'G6'); part of the resumable launch key.")
+    # not named `config`: LangChain reserves that argument name for its RunnableConfig and silently drops it
+    config_yaml: str | None = Field(default=None, description="Base YAML, relative to the target root (trainer launch).")
+    overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="YAML overrides merged into a per-run copy; nested dicts or dotted keys like "
+        "'training.train_iters'. The trainer accepts no CLI overrides, so this is the only way.",
+    )
+    script: str | None = Field(
+        default=None, description="Instead of the trainer: an existing examples/<m>/finetune_*.sh under the target."
+    )
+    nproc: int = Field(default=2, ge=1, le=64, description="Processes (ranks) per node.")
+    device: str = Field(default="auto", description="auto | npu | cuda | cpu (cpu uses the gloo shim).")
+    timeout_s: float = Field(default=1800.0, gt=0, description="Wall-clock limit; the whole process group is killed.")
+    force: bool = Field(default=False, description="Relaunch even if an identical finished launch is recorded.")
+
+
+def make_launch_tool(ctx: RunContext):
+    def core(config_yaml: str | None = None, **kwargs: Any):
+        return launch(ctx, LaunchSpec(config=config_yaml, **kwargs))
+
+    return make_tool(
+        "launch_training",
+        "Run the target's training (torchrun on the plugin-route trainer, or an existing launch script) and return "
+        "the parsed log summary: iterations, loss trend, finiteness, step time, and the failure signature.",
+        LaunchArgs,
+        core,
+    )

@@ -1,0 +1,172 @@
+"""Shared by the module_tree and forward_smoke probes (runs in the target runtime; imports nothing from msmigrate).
+
+Builds a model either from an HF folder (config -> class from ``architectures`` / ``auto_map``) or the way the
+target's ModelHub would from a registered plugin class (plugins imported like the trainer: NON_MEGATRON=true, target
+root on sys.path, ``training.plugin`` entries with ``/`` -> ``.``). Config shrinking keeps forward passes cheap.
+"""
+import argparse
+import importlib
+import inspect
+import json
+import os
+import pkgutil
+import sys
+import types
+
+RESULT_MARKER = "MSMIGRATE_PROBE_RESULT "
+LAYER_COUNT_KEYS = ("num_hidden_layers", "num_layers", "depth", "n_layers", "encoder_layers", "decoder_layers",
+                    "num_encoder_layers", "num_decoder_layers")
+AUTO_CLASS_ORDER = ("AutoModelForImageTextToText", "AutoModelForVision2Seq", "AutoModelForCausalLM", "AutoModel")
+
+
+def emit(payload):
+    print(RESULT_MARKER + json.dumps(payload, default=str), flush=True)
+
+
+def add_source_args(ap):
+    ap.add_argument("--model", help="HF model folder (config.json [+ modeling files])")
+    ap.add_argument("--trust-remote-code", action="store_true")
+    ap.add_argument("--target", help="target root, for a registered plugin class")
+    ap.add_argument("--plugin", action="append", default=[], help="training.plugin entry (repeatable)")
+    ap.add_argument("--model-id", help="model_register id of the plugin class")
+    ap.add_argument("--model-name-or-path", help="model.model_name_or_path for the plugin class")
+    ap.add_argument("--attn-implementation", default="eager")
+
+
+def shrink_config(config, layers):
+    """Cap every layer count (recursively into sub-configs) at ``layers``; trim per-layer lists to match."""
+    seen = set()
+
+    def visit(cfg):
+        if id(cfg) in seen:
+            return
+        seen.add(id(cfg))
+        for key in LAYER_COUNT_KEYS:
+            value = getattr(cfg, key, None)
+            if isinstance(value, int) and value > layers:
+                setattr(cfg, key, layers)
+        for key in ("layer_types", "mlp_only_layers"):
+            value = getattr(cfg, key, None)
+            if isinstance(value, list) and len(value) > layers and key == "layer_types":
+                setattr(cfg, key, value[:layers])
+        depth = getattr(cfg, "depth", None)
+        idx = getattr(cfg, "deepstack_visual_indexes", None)
+        if isinstance(idx, list) and isinstance(depth, int):
+            setattr(cfg, "deepstack_visual_indexes", [i for i in idx if i < depth][: max(1, depth - 1)])
+        for value in list(vars(cfg).values()):
+            if hasattr(value, "to_dict") and hasattr(value, "model_type"):
+                visit(value)
+
+    visit(config)
+    return config
+
+
+def import_plugins(target, plugins):
+    """Import plugin entries like the trainer's import_plugin (package + every non-package submodule)."""
+    os.environ["NON_MEGATRON"] = "true"
+    root = os.path.abspath(target)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    for entry in plugins:
+        name = entry.replace("/", ".").strip(".")
+        pkg = importlib.import_module(name)
+        if hasattr(pkg, "__path__"):
+            for _, sub, is_pkg in pkgutil.walk_packages(pkg.__path__, prefix=name + "."):
+                if not is_pkg:
+                    importlib.import_module(sub)
+
+
+def registry_dict(register):
+    """The id -> object dict inside a Register (``_registry`` in MindSpeed-MM; any dict attribute otherwise)."""
+    table = getattr(register, "_registry", None)
+    if isinstance(table, dict):
+        return table
+    for value in vars(register).values():
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def model_args_for(model_id, model_name_or_path, attn):
+    """A ModelArguments like the trainer's (the target's own class if importable), for custom-path classes."""
+    try:
+        from mindspeed_mm.fsdp.params.model_args import ModelArguments
+
+        return ModelArguments(model_id=model_id, model_name_or_path=model_name_or_path, attn_implementation=attn)
+    except Exception:  # probe boundary: any target without that class gets a plain namespace
+        return types.SimpleNamespace(model_id=model_id, model_name_or_path=model_name_or_path,
+                                     attn_implementation=attn, trust_remote_code=False, freeze=[])
+
+
+def resolve(args):
+    """-> (cls, config_or_model_args, how). ``how`` is 'transformers' (HF config) or 'custom' (ModelArguments)."""
+    import transformers
+
+    if args.model_id:
+        import_plugins(args.target, args.plugin)
+        register = importlib.import_module("mindspeed_mm.fsdp.utils.register")
+        cls = registry_dict(register.model_register).get(args.model_id)
+        if cls is None:
+            raise KeyError(f"ID '{args.model_id}' is not registered.")
+        try:
+            config = transformers.AutoConfig.from_pretrained(
+                args.model_name_or_path, trust_remote_code=args.trust_remote_code,
+                _attn_implementation=args.attn_implementation)
+        except Exception:  # like ModelHub: any AutoConfig failure -> custom path
+            return cls, model_args_for(args.model_id, args.model_name_or_path, args.attn_implementation), "custom"
+        return cls, config, "transformers"
+    config = transformers.AutoConfig.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+    config._attn_implementation = args.attn_implementation
+    archs = getattr(config, "architectures", None) or []
+    cls = getattr(transformers, archs[0], None) if archs else None
+    auto_map = getattr(config, "auto_map", None) or {}
+    if cls is None and args.trust_remote_code and auto_map:
+        from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+        for key in AUTO_CLASS_ORDER:
+            if key in auto_map:
+                cls = get_class_from_dynamic_module(auto_map[key], args.model)
+                break
+    if cls is None:
+        for key in AUTO_CLASS_ORDER:
+            auto = getattr(transformers, key)
+            try:
+                cls = auto._model_mapping[type(config)]
+                break
+            except KeyError:
+                continue
+    if cls is None:
+        raise ValueError(f"no model class for {type(config).__name__} (architectures={archs})")
+    return cls, config, "transformers"
+
+
+def instantiate(cls, config, meta):
+    import torch
+
+    if meta:
+        with torch.device("meta"):
+            model = cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
+    else:
+        model = cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
+    return model.float()
+
+
+def forward_params(cls):
+    """(names of forward's named parameters, accepts **kwargs)."""
+    try:
+        params = inspect.signature(cls.forward).parameters.values()
+    except (TypeError, ValueError):
+        return [], False
+    names = [p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"]
+    return names, any(p.kind == p.VAR_KEYWORD for p in params)
+
+
+def parse(argv, extra=None):
+    ap = argparse.ArgumentParser()
+    add_source_args(ap)
+    if extra:
+        extra(ap)
+    args = ap.parse_args(argv)
+    if not args.model and not args.model_id:
+        ap.error("give --model <hf folder> or --target/--plugin/--model-id")
+    return args

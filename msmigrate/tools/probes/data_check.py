@@ -1,0 +1,100 @@
+"""Probe (gate G2): real samples → dataset → template + mm_plugin → collator → one batch, the way the trainer does it.
+
+    python data_check.py --target <root> --config <yaml> [--batch-out <file.pt>] [--samples 2]
+
+Runs in the target runtime with NON_MEGATRON=true and the target root as cwd/sys.path; uses only the framework's
+public entry points (ConfigManager, import_plugin, build_mm_dataset, resolve_data_collator), so it works on the
+real MindSpeed-MM as on the stand-in. Result: ``num_samples``, ``example_keys``, ``batch_keys`` with shapes and
+dtypes, ``media`` (referenced / missing files), ``batch_file`` (the collated batch, for a forward on real data).
+Imports nothing from msmigrate."""
+import argparse
+import json
+import os
+import sys
+
+RESULT_MARKER = "MSMIGRATE_PROBE_RESULT "
+
+
+def emit(payload):
+    print(RESULT_MARKER + json.dumps(payload, default=str), flush=True)
+
+
+def describe(value):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {"shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", "")}
+    if isinstance(value, list):
+        return {"list": len(value)}
+    return {"type": type(value).__name__}
+
+
+def main(argv):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--batch-out")
+    ap.add_argument("--samples", type=int, default=2)
+    args = ap.parse_args(argv)
+    target = os.path.abspath(args.target)
+    os.environ.setdefault("NON_MEGATRON", "true")
+    for key, value in (("LOCAL_RANK", "0"), ("RANK", "0"), ("WORLD_SIZE", "1")):
+        os.environ.setdefault(key, value)
+    os.chdir(target)
+    sys.path.insert(0, target)
+    sys.argv = ["trainer.py", os.path.abspath(args.config)]
+    try:
+        import torch
+        from mindspeed_mm.config.config_manager import ConfigManager
+        from mindspeed_mm.fsdp.params.argument import Arguments
+        from mindspeed_mm.fsdp.utils.register import import_plugin
+
+        cfg = ConfigManager(config_class=Arguments).load_and_parse()
+        import_plugin(cfg.training.plugin)
+        from mindspeed_mm.fsdp.data import build_mm_dataset
+        from mindspeed_mm.fsdp.data.dataloader.data_collator import resolve_data_collator
+
+        dataset_param = cfg.data.dataset_param
+        dataset = build_mm_dataset(dataset_param)
+        if isinstance(dataset, (tuple, list)) and len(dataset) == 2 and hasattr(dataset[0], "__getitem__"):
+            dataset = dataset[0]
+        n = len(dataset)
+        if n == 0:
+            emit({"error": "the dataset is empty after mapping (all samples dropped?)", "num_samples": 0})
+            return 1
+        examples = [dataset[i] for i in range(min(args.samples, n))]
+        media, missing = [], []
+        for ex in examples:
+            for kind in ("images", "videos", "audios"):
+                for path in ex.get(kind) or []:
+                    if isinstance(path, str):
+                        media.append(path)
+                        if not os.path.exists(path):
+                            missing.append(path)
+        collate_fn = getattr(dataset, "collate_fn", None)
+        if not callable(collate_fn):
+            collate_param = cfg.data.dataloader_param.collate_param
+            collate_param = collate_param.to_dict() if hasattr(collate_param, "to_dict") else dict(collate_param or {})
+            cls, kwargs = resolve_data_collator(collate_param, dataset_param)
+            collate_fn = cls(dataset_param=dataset_param, model=None, **kwargs)
+        batch = dict(collate_fn(examples))
+        batch_file = None
+        if args.batch_out:
+            torch.save({k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}, args.batch_out)
+            batch_file = os.path.abspath(args.batch_out)
+    except Exception as exc:  # probe boundary: the failure is the result
+        import traceback
+
+        traceback.print_exc()
+        emit({"error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    emit({
+        "num_samples": n, "example_keys": sorted(examples[0].keys()),
+        "batch_keys": {k: describe(v) for k, v in batch.items()},
+        "media": {"referenced": len(media), "missing": missing[:20]}, "batch_file": batch_file,
+    })
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,49 @@
+"""Probe: the module tree of a model built on the meta device (no weights, no memory).
+
+    python module_tree.py --model <hf folder> [--trust-remote-code] [--shrink-layers N]
+    python module_tree.py --target <root> --plugin <entry> ... --model-id <id> [--model-name-or-path <dir>]
+
+Result: ``names`` (every ``named_modules()`` name, root "" included, in order), ``classes`` (name -> class name),
+``no_split_modules`` (union over the PreTrainedModel parts), ``accepts_past_key_values`` (class -> whether its forward
+takes ``past_key_values`` or ``**kwargs``: what a recompute wrapper that injects ``past_key_values=None`` needs,
+contract §13 #29), ``accepts_var_kwargs`` (class -> forward has ``**kwargs``), ``model_class``, ``build``.
+"""
+import sys
+import time
+
+from _model_build import emit, forward_params, instantiate, parse, resolve, shrink_config
+
+
+def main(argv):
+    args = parse(argv, lambda ap: ap.add_argument("--shrink-layers", type=int, default=0))
+    start = time.monotonic()
+    try:
+        cls, config, how = resolve(args)
+        if args.shrink_layers and how == "transformers":
+            shrink_config(config, args.shrink_layers)
+        model = instantiate(cls, config, meta=True)
+    except Exception as exc:  # probe boundary: the failure is the result
+        emit({"error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    names, classes, no_split, accepts_pkv, var_kwargs = [], {}, [], {}, {}
+    for name, module in model.named_modules():
+        names.append(name)
+        cname = type(module).__name__
+        classes[name] = cname
+        for item in getattr(module, "_no_split_modules", None) or []:
+            if item not in no_split:
+                no_split.append(item)
+        if cname not in accepts_pkv:
+            params, var_kw = forward_params(type(module))
+            accepts_pkv[cname] = "past_key_values" in params or var_kw
+            var_kwargs[cname] = var_kw
+    emit({
+        "names": names, "classes": classes, "no_split_modules": no_split, "accepts_past_key_values": accepts_pkv,
+        "accepts_var_kwargs": var_kwargs, "model_class": f"{cls.__module__}.{cls.__qualname__}", "build": how,
+        "num_modules": len(names), "seconds": round(time.monotonic() - start, 2),
+    })
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,100 @@
+"""Policy-facing wrappers of ``target_checks``: the same checks the gates run, bound to one run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from msmigrate.agent.module_plan import apply_modules_from_tree, block_lists, recompute_from_tree
+from msmigrate.tools.base import ToolResult, make_tool
+from msmigrate.tools.context import RunContext
+from msmigrate.tools.target_checks import config_check, data_check, forward_check, module_tree
+
+
+class InspectModelArgs(BaseModel):
+    where: str = Field("plugin", description="'plugin': the class registered in the target under model_id, loaded "
+                                             "through the given plugin dirs as the trainer would; 'source': the "
+                                             "source model folder itself.")
+    model_id: str = Field("", description="model_register id (where='plugin').")
+    plugins: list[str] = Field(default_factory=list, description="training.plugin entries to import (where='plugin').")
+    trust_remote_code: bool = Field(False, description="The source needs trust_remote_code (auto_map custom code).")
+
+
+class ConfigPathArgs(BaseModel):
+    config_path: str = Field(description="Plugin-route YAML relative to the target root, e.g. examples/<name>/<name>_config.yaml")
+    model_id: str = Field("", description="model_id whose module tree the patterns are audited against.")
+    plugins: list[str] = Field(default_factory=list, description="training.plugin entries (for the module tree).")
+
+
+class ForwardArgs(BaseModel):
+    model_id: str = Field(description="model_register id of the plugin class.")
+    plugins: list[str] = Field(description="training.plugin entries to import.")
+    use_collated_batch: bool = Field(False, description="Use the batch saved by the last check_data call instead "
+                                                        "of a synthetic text batch.")
+
+
+def inspect_model(ctx: RunContext, where: str = "plugin", model_id: str = "", plugins: list[str] | None = None,
+                  trust_remote_code: bool = False) -> ToolResult:
+    if where not in ("plugin", "source"):
+        return ToolResult.failure("where must be 'plugin' or 'source'")
+    if where == "plugin" and not model_id:
+        return ToolResult.failure("where='plugin' needs model_id and plugins")
+    res = module_tree(ctx, plugins=plugins or [], model_id=model_id if where == "plugin" else None,
+                      trust_remote_code=trust_remote_code)
+    if not res.ok:
+        return res
+    tree = res.data["result"]
+    names = tree["names"]
+    return ToolResult.success(
+        tree_file=res.data["saved"], num_modules=len(names), model_class=tree.get("model_class"),
+        no_split_modules=tree.get("no_split_modules"),
+        block_lists=[{"path": p, "block_class": c} for p, c in block_lists(tree)],
+        suggested_apply_modules=apply_modules_from_tree(tree), suggested_recompute=recompute_from_tree(tree),
+        top_level=[n for n in names if n and n.count(".") <= 1][:60],
+    )
+
+
+def check_config(ctx: RunContext, config_path: str, model_id: str = "", plugins: list[str] | None = None) -> ToolResult:
+    path = (ctx.target / config_path).resolve()
+    if not path.is_file():
+        return ToolResult.failure(f"{config_path} not found under the target")
+    tree = None
+    if model_id:
+        res = module_tree(ctx, plugins=plugins or [], model_id=model_id)
+        if not res.ok:
+            return ToolResult.failure(f"cannot build {model_id} for the pattern audit: {res.error}", **res.data)
+        tree = res.data["result"]
+    return config_check(ctx, path, tree=tree)
+
+
+def check_data(ctx: RunContext, config_path: str, model_id: str = "", plugins: list[str] | None = None) -> ToolResult:
+    path = (ctx.target / config_path).resolve()
+    if not path.is_file():
+        return ToolResult.failure(f"{config_path} not found under the target")
+    return data_check(ctx, path)
+
+
+def check_forward(ctx: RunContext, model_id: str, plugins: list[str], use_collated_batch: bool = False) -> ToolResult:
+    batch = ctx.run_dir / "probes" / "batch.pt"
+    if use_collated_batch and not batch.is_file():
+        return ToolResult.failure("no collated batch yet: call check_data first")
+    return forward_check(ctx, plugins=plugins, model_id=model_id, batch_file=str(batch) if use_collated_batch else None)
+
+
+def target_check_tools(ctx: RunContext) -> list:
+    return [
+        make_tool("inspect_model", "Build the model on the meta device in the target runtime and list its module "
+                  "tree summary: block lists, _no_split_modules, suggested apply_modules / recompute patterns.",
+                  InspectModelArgs, lambda **kw: inspect_model(ctx, **kw)),
+        make_tool("check_config", "Run gate G3's strict validation of a YAML now (schema from the target's own "
+                  "argument models, registries, plugin paths, pattern audit against the real module tree).",
+                  ConfigPathArgs, lambda **kw: check_config(ctx, **kw)),
+        make_tool("check_data", "Run gate G2's data pipeline now: dataset_type → attr mapping → template + mm_plugin "
+                  "→ collator on real samples; returns batch keys and shapes, and saves the batch.",
+                  ConfigPathArgs, lambda **kw: check_data(ctx, **kw)),
+        make_tool("check_forward", "Run one forward with labels through the plugin class (shrunk config), on a "
+                  "synthetic batch or the last collated batch; returns loss and whether .loss is finite.",
+                  ForwardArgs, lambda **kw: check_forward(ctx, **kw)),
+    ]

@@ -1,0 +1,95 @@
+"""Checks that run inside the target runtime against a plugin as the trainer would load it — shared by the gates
+(G1–G3) and by the policy-facing tools, so a policy can run exactly what the gate will run before it says "done".
+
+Every probe output is saved under ``<run_dir>/probes/`` so findings can be cited and re-read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from msmigrate.tools.base import ToolResult
+from msmigrate.tools.context import RunContext
+from msmigrate.tools.repo_reader import target_inventory
+from msmigrate.tools.runtime import run_probe
+from msmigrate.tools.yaml_validator import schema_from_target, validate_config
+
+PROBE_ENV = {"NON_MEGATRON": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def _save(ctx: RunContext, name: str, payload: Any) -> str:
+    out = ctx.run_dir / "probes"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=1, default=str))
+    return str(path)
+
+
+def plugin_args(ctx: RunContext, plugins: list[str], model_id: str, model_path: Path | None = None) -> list[str]:
+    args = ["--target", str(ctx.target), "--model-id", model_id,
+            "--model-name-or-path", str(model_path or ctx.source), "--attn-implementation", "sdpa"]
+    for p in plugins:
+        args += ["--plugin", p]
+    return args
+
+
+def module_tree(ctx: RunContext, *, plugins: list[str] | None = None, model_id: str | None = None,
+                trust_remote_code: bool = False) -> ToolResult:
+    """The module tree of the plugin class (when ``model_id`` is given) or of the source model, on meta."""
+    if model_id:
+        args, name = plugin_args(ctx, plugins or [], model_id), f"module_tree_{model_id}"
+    else:
+        args, name = ["--model", str(ctx.source)] + (["--trust-remote-code"] if trust_remote_code else []), \
+            "module_tree_source"
+    res = run_probe(ctx.runtime_python, "module_tree", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
+    if res.ok:
+        res.data["saved"] = _save(ctx, name, res.data["result"])
+    return res
+
+
+def forward_check(ctx: RunContext, *, plugins: list[str], model_id: str, batch_file: str | None = None,
+                  trust_remote_code: bool = False) -> ToolResult:
+    """One forward with labels through the plugin class on a shrunk config (synthetic or real collated batch)."""
+    args = plugin_args(ctx, plugins, model_id) + ["--shrink-layers", "2"]
+    if batch_file:
+        args += ["--batch", batch_file]
+    if trust_remote_code:
+        args += ["--trust-remote-code"]
+    res = run_probe(ctx.runtime_python, "forward_smoke", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
+    if res.ok:
+        r = res.data["result"]
+        res.data["saved"] = _save(ctx, f"forward_{'batch' if batch_file else 'synthetic'}_{model_id}", r)
+        if not r.get("has_loss_attr") or not r.get("finite"):
+            return ToolResult.failure(
+                f"forward returned {r.get('output_type')} with loss={r.get('loss')} (has .loss: "
+                f"{r.get('has_loss_attr')}, finite: {r.get('finite')}); the trainer needs a finite output.loss",
+                **res.data)
+    return res
+
+
+def data_check(ctx: RunContext, config_path: Path) -> ToolResult:
+    out = ctx.run_dir / "probes"
+    out.mkdir(parents=True, exist_ok=True)
+    res = run_probe(ctx.runtime_python, "data_check",
+                    ["--target", str(ctx.target), "--config", str(config_path), "--batch-out", str(out / "batch.pt")],
+                    cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
+    if res.ok:
+        res.data["saved"] = _save(ctx, "data_check", res.data["result"])
+        missing = res.data["result"].get("media", {}).get("missing")
+        if missing:
+            return ToolResult.failure(f"Media {missing[0]} does not exist (and {len(missing) - 1} more)", **res.data)
+    return res
+
+
+def config_check(ctx: RunContext, config_path: Path, *, tree: dict | None, device: str | None = None) -> ToolResult:
+    """The strict validator with the schema from the target's own argument models (cached per commit)."""
+    schema = schema_from_target(ctx.target, ctx.runtime_python, cache_dir=ctx.run_dir / "probes")
+    if not schema.ok:
+        return ToolResult.failure(f"could not derive the config schema from the target: {schema.error}", **schema.data)
+    inventory = target_inventory(ctx.target)
+    res = validate_config(Path(config_path), schema=schema.data["schema"],
+                          inventory=inventory.data if inventory.ok else None, module_tree=tree,
+                          target_root=ctx.target, device=device)
+    res.data["saved"] = _save(ctx, "config_findings", res.data.get("findings", []))
+    return res

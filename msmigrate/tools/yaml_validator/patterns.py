@@ -1,0 +1,131 @@
+"""Pattern audit: every module pattern in the YAML must select real modules of the built model (contract §5.1, §6,
+§13 #25-#29). The target raises only when *all* ``apply_modules`` patterns miss; one dead pattern among live ones is
+silent (that sub-tree is simply not sharded separately), and a ``freeze`` pattern that misses is never reported.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any
+
+from msmigrate.tools.module_match import compile_pattern
+from msmigrate.tools.yaml_validator.findings import Finding
+from msmigrate.tools.yaml_validator.semantics import get
+
+
+@dataclass
+class ModuleTree:
+    """The built model's module structure, as the module-tree probe reports it (model built on the meta device).
+
+    - ``names``: every ``named_modules()`` name in traversal order; the root is ``""``.
+    - ``classes``: name → class name (``type(module).__name__``), e.g. ``"model.layers.0": "Qwen2DecoderLayer"``.
+    - ``no_split_modules``: the model's ``_no_split_modules`` class names (the blocks FSDP should wrap one by one).
+    - ``accepts_past_key_values``: class name → whether its ``forward`` accepts ``past_key_values`` (named or via
+      ``**kwargs``); the recompute wrapper always passes ``past_key_values=None``.
+    """
+
+    names: list[str]
+    classes: dict[str, str] = field(default_factory=dict)
+    no_split_modules: list[str] = field(default_factory=list)
+    accepts_past_key_values: dict[str, bool] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "ModuleTree":
+        return cls(names=list(raw.get("names", [])), classes=dict(raw.get("classes", {})),
+                   no_split_modules=list(raw.get("no_split_modules") or []),
+                   accepts_past_key_values=dict(raw.get("accepts_past_key_values", {})))
+
+
+# (YAML path, enabling switch or None = always active). Disabled features are not applied, so dead patterns there
+# cannot break a run; they are still reported, as warnings.
+PATTERN_LISTS = (
+    ("parallel.fsdp_plan.apply_modules", None),
+    ("parallel.fsdp_plan.ignored_modules", None),
+    ("parallel.fsdp_plan.hook_modules", None),
+    ("features.recompute_plan.apply_modules", "features.recompute"),
+    ("model.freeze", None),
+    ("features.activation_offload_plan.apply_modules", "features.enable_activation_offload"),
+    ("features.chunkmbs_plan.apply_modules", "features.enable_chunk_mbs"),
+    ("parallel.ep_plan.apply_modules", None),
+)
+
+
+def _patterns(data: dict, path: str) -> list[tuple[int, str]]:
+    value = get(data, path)
+    if not isinstance(value, list):
+        return []
+    return [(i, p) for i, p in enumerate(value) if isinstance(p, str)]
+
+
+def _matches(pattern: str, names: list[str]) -> list[str]:
+    return [n for n in names if compile_pattern(pattern).matches(n)]
+
+
+def pattern_checks(data: dict, tree: ModuleTree) -> list[Finding]:
+    out: list[Finding] = []
+    selected: dict[str, set[str]] = {}
+    for list_path, switch in PATTERN_LISTS:
+        enabled = switch is None or get(data, switch) is True
+        chosen: set[str] = set()
+        for i, pattern in _patterns(data, list_path):
+            path = f"{list_path}[{i}]"
+            try:
+                hits = _matches(pattern, tree.names)
+            except ValueError as exc:
+                out.append(Finding("error", "pattern-invalid", path, f"pattern {pattern!r}: {exc}",
+                                   "braces hold only `*` or a digit range `a-b`"))
+                continue
+            if not hits:
+                near = _nearest_names(pattern, tree.names)
+                out.append(Finding("error" if enabled else "warning", "pattern-no-match", path,
+                                   f"pattern {pattern!r} matches no module of the built model (names are full dotted "
+                                   "paths from the root; `{*}` is one run of digits)",
+                                   ("closest module names: " + ", ".join(near)) if near else None))
+            chosen.update(hits)
+        selected[list_path] = chosen
+
+    fsdp = selected["parallel.fsdp_plan.apply_modules"]
+    if fsdp and tree.no_split_modules:
+        for cls_name in tree.no_split_modules:
+            instances = [n for n in tree.names if tree.classes.get(n) == cls_name]
+            missed = [n for n in instances if n not in fsdp]
+            if missed:
+                out.append(Finding("error", "no-split-uncovered", "parallel.fsdp_plan.apply_modules",
+                                   f"{len(missed)} of {len(instances)} `{cls_name}` blocks (listed in "
+                                   f"_no_split_modules) are not selected by any apply_modules pattern, e.g. {missed[0]}",
+                                   f"add a pattern such as `{_generalise(missed[0])}`"))
+
+    if get(data, "features.recompute") is True:
+        for i, pattern in _patterns(data, "features.recompute_plan.apply_modules"):
+            try:
+                hits = _matches(pattern, tree.names)
+            except ValueError:
+                continue
+            bad = sorted({tree.classes[n] for n in hits
+                          if n in tree.classes and tree.accepts_past_key_values.get(tree.classes[n]) is False})
+            if bad:
+                out.append(Finding("error", "recompute-rejects-past-key-values",
+                                   f"features.recompute_plan.apply_modules[{i}]",
+                                   f"pattern {pattern!r} selects {', '.join(bad)} whose forward does not accept "
+                                   "`past_key_values`; the recompute wrapper passes it (`forward() got an unexpected "
+                                   "keyword argument 'past_key_values'`)",
+                                   "recompute decoder layers / vision blocks (forward with **kwargs) instead"))
+
+    frozen = selected["model.freeze"]
+    top = [n for n in tree.names if n and "." not in n]
+    if frozen and ("" in frozen or (top and all(n in frozen for n in top))):
+        out.append(Finding("error", "weakened-all-frozen", "model.freeze",
+                           "the freeze patterns select every top-level sub-module: nothing would train",
+                           "freeze only the parts the baseline freezes (e.g. model.visual)"))
+    return out
+
+
+def _generalise(name: str) -> str:
+    """``model.layers.7`` → ``model.layers.{*}``: digits-only segments become ``{*}``."""
+    return ".".join("{*}" if part.isdigit() else part for part in name.split("."))
+
+
+def _nearest_names(pattern: str, names: list[str]) -> list[str]:
+    generalised = sorted({_generalise(n) for n in names if n})
+    return difflib.get_close_matches(pattern, generalised, n=3, cutoff=0.5)

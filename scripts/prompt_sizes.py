@@ -1,0 +1,38 @@
+"""Print the estimated token size of every rendered prompt with a realistic mid-run state.
+
+Estimate: ceil(chars / 3.5) (msmigrate.prompts.render.estimate_tokens) — no tokenizer download. The system prompt
+includes the live knowledge index. Exit code 1 if the largest prompt exceeds --budget tokens (default 12000), or if
+the system prompt plus the largest node prompt does (they are sent together).
+
+    python scripts/prompt_sizes.py [--budget 12000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from msmigrate.prompts.render import NODE_NAMES, estimate_tokens, render
+from msmigrate.prompts.sample_state import ALL_PROMPTS, sample_vars
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=int, default=12000, help="token budget per prompt")
+    args = parser.parse_args(argv)
+
+    sizes = {}
+    print(f"{'prompt':<14}{'chars':>8}{'~tokens':>10}")
+    for name in ALL_PROMPTS:
+        text = render(name, **sample_vars(name, live_index=True))
+        sizes[name] = estimate_tokens(text)
+        print(f"{name:<14}{len(text):>8}{sizes[name]:>10}")
+    largest = max(sizes, key=sizes.get)
+    combined = sizes["system"] + max(sizes[n] for n in NODE_NAMES)
+    print(f"\nlargest: {largest} ~{sizes[largest]} tokens; system + largest node prompt ~{combined} tokens "
+          f"(budget {args.budget}; estimate = chars / 3.5)")
+    return 0 if sizes[largest] <= args.budget and combined <= args.budget else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

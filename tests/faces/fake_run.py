@@ -1,0 +1,101 @@
+"""A scripted policy and recorded-shape gates for testing the faces without the rules policy or real launches.
+
+Used in-process by the tests and, through the ``MSMIGRATE_RUN_HOOK=fake_run:overrides`` test hook, by the chat and
+batch subprocesses (``tests/faces`` is put on PYTHONPATH)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from msmigrate.agent.gates.evidence import evidence_item
+from msmigrate.agent.policies.base import Decision, PolicyView, tool_call
+from msmigrate.tools.context import RunContext
+from msmigrate.tools.file_writer import file_writer_tools
+
+PLUGIN = '"""Plugin of {name} (test)."""\nMODEL_ID = "{name}"\n'
+BUILDER = 'def build(config):\n    return config  # {name}\n'
+CONFIG = "model:\n  model_id: {name}\ndata:\n  dataset_param:\n    dataset_type: huggingface\n"
+
+
+class ScriptedPolicy:
+    """Per phase: one decision with the phase's writes, then 'done' (no tool calls)."""
+
+    name = "scripted"
+
+    def __init__(self, name: str):
+        self.writes = {
+            "model": [(f"mindspeed_mm/fsdp/models/{name}/__init__.py", PLUGIN.format(name=name)),
+                      (f"mindspeed_mm/fsdp/models/{name}/builder.py", BUILDER.format(name=name))],
+            "data": [],
+            "config": [(f"examples/{name}/{name}_config.yaml", CONFIG.format(name=name))],
+        }
+
+    def decide(self, view: PolicyView) -> Decision:
+        if any(isinstance(m, ToolMessage) for m in view.messages) or not self.writes.get(view.phase):
+            return Decision(message=AIMessage(content=f"{view.phase} done"), tokens=7)
+        calls = [tool_call("write_file", {"path": p, "content": c, "reason": f"{view.phase} step"})
+                 for p, c in self.writes[view.phase]]
+        return Decision(message=AIMessage(content=f"writing the {view.phase} files", tool_calls=calls), tokens=11)
+
+    def classify(self, failure_text: str, view: PolicyView) -> dict[str, Any] | None:
+        return None
+
+
+def _gate(name: str):
+    def gate(deps, state) -> dict:
+        started = time.time()
+        delay = float(os.environ.get("FAKE_GATE_SLEEP", "0") or 0)
+        if delay and name in os.environ.get("FAKE_SLOW_GATES", "G4").split(","):
+            time.sleep(delay)
+        fail = name in os.environ.get("FAKE_FAIL_GATES", "").split(",")
+        ev = evidence_item(f"fake {name}", ["true"], 1 if fail else 0, started, time.time(), f"{name} log",
+                           {"losses": [2.0, 1.9, 1.8]} if name in ("G4", "G6") else {})
+        return {"gate": name, "passed": not fail, "summary": f"fake {name} {'failed' if fail else 'ok'}",
+                "evidence": [ev], "failure_text": f"{name} failed on purpose" if fail else ""}
+
+    return gate
+
+
+def fake_gates() -> dict:
+    return {g: _gate(g) for g in ("G0", "G1", "G2", "G3", "G4", "G5", "G6")}
+
+
+def overrides(spec, run_id: str, settings) -> dict:
+    """The MSMIGRATE_RUN_HOOK factory: the Run keyword arguments replacing policy, tools and gates."""
+    ctx = RunContext(run_id=run_id, run_dir=(settings.runs_dir / run_id).resolve(), source=spec.source,
+                     target=spec.target, model_name=spec.model_name)
+    return {"policy": ScriptedPolicy(spec.model_name), "tools": file_writer_tools(ctx), "gates": fake_gates()}
+
+
+def _drop_huge_ints(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _drop_huge_ints(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_drop_huge_ints(v) for v in obj]
+    return None if isinstance(obj, int) and abs(obj) >= 2**63 else obj
+
+
+def _patch_huge_ints() -> None:
+    """Work-around until repo_reader stops returning tokenizer ``model_max_length`` (1e30, an int msgpack cannot
+    checkpoint): summaries pass through a filter that drops ints beyond 64 bits. Idempotent."""
+    from msmigrate.agent.nodes import prepare
+
+    if getattr(prepare.hf_summary, "_faces_patched", False):
+        return
+    original = prepare.hf_summary
+
+    def hf_summary(*a, **kw):
+        res = original(*a, **kw)
+        if res.ok:
+            res.data.update(_drop_huge_ints(dict(res.data)))
+        return res
+
+    hf_summary._faces_patched = True
+    prepare.hf_summary = hf_summary
+
+
+_patch_huge_ints()

@@ -1,0 +1,141 @@
+"""Drive the real ``msmigrate chat`` program through a pseudo-terminal (pexpect): a full migration with approval
+on, /diff, /undo, /retry, a question, an instruction, an edited launch; and Ctrl-C → stop → resume."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+from conftest import write_spec
+
+APPROVAL = "approve/reject/edit> "
+PROMPT = "msmigrate> "
+
+
+def spawn_chat(args: list[str], env: dict, cwd: Path) -> pexpect.spawn:
+    env = {**env, "COLUMNS": "200", "LINES": "60"}
+    child = pexpect.spawn(sys.executable, ["-m", "msmigrate.agent.cli_faces", "chat", *args], env=env, cwd=str(cwd),
+                          encoding="utf-8", timeout=90, dimensions=(60, 220))
+    child.logfile_read = sys.stdout  # shown by pytest on failure
+    return child
+
+
+def run_id_of(runs: Path) -> str:
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    return run_dir.name
+
+
+def work_files(target: Path, run_id: str) -> list[str]:
+    out = subprocess.run(["git", "-C", str(target), "diff", "--name-only", f"msmigrate/{run_id}/base",
+                          f"msmigrate/{run_id}"], capture_output=True, text=True, check=True)
+    return sorted(out.stdout.split())
+
+
+def test_chat_full_migration_with_approval_diff_undo(tmp_path, source_model, standin, hook_env):
+    spec = write_spec(tmp_path / "spec.yaml", source_model, standin)
+    runs = tmp_path / "runs"
+    c = spawn_chat([str(spec), "--runs-dir", str(runs)], hook_env, tmp_path)
+    c.expect("policy")  # policy messages and tool calls stream as they happen
+    c.expect(r"tool write_file → ok mindspeed_mm/fsdp/models/qwen2_vl/__init__.py")
+    c.expect("gate G3 PASS")
+    c.expect("Approval needed")  # approval is on by default in chat: nothing launched yet
+    c.expect(APPROVAL)
+    run_id = run_id_of(runs)
+    config = "examples/qwen2_vl/qwen2_vl_config.yaml"
+
+    c.sendline("/diff")
+    c.expect(r"3 files changed")
+    c.expect(r"\+  model_id: qwen2_vl")
+    c.expect(APPROVAL)
+
+    c.sendline("which template and data branch?")  # answered from the state, no LLM
+    c.expect(r"template: qwen2vl\s+data branch: A")
+    c.expect(APPROVAL)
+
+    c.sendline("/undo")
+    c.expect(r"undone [0-9a-f]{10} \(msmigrate: write examples/qwen2_vl/qwen2_vl_config.yaml")
+    c.expect(APPROVAL)
+    assert config not in work_files(standin, run_id)
+    c.sendline("/diff")
+    c.expect("2 files changed")
+    c.expect(APPROVAL)
+
+    c.sendline("keep the learning rate of the similar case")  # an instruction, stored in the run state
+    c.expect("noted")
+    c.expect(APPROVAL)
+
+    c.sendline("/retry config")  # the config phase runs again (rewrites the file), G3 again, then asks again
+    c.expect("reopened at phase config")
+    c.expect(r"tool write_file → ok examples/qwen2_vl/qwen2_vl_config.yaml")
+    c.expect("gate G3 PASS")
+    c.expect(APPROVAL)
+    assert config in work_files(standin, run_id)
+
+    c.sendline("edit nproc_per_node=3 colour=red")  # a key that cannot be edited is refused …
+    c.expect("colour cannot be edited")
+    c.expect(APPROVAL)
+    c.sendline("edit gate_train_iters=8")  # … a valid edit resumes with the new launch settings
+    c.expect("gate G4 PASS")
+    c.expect("gate G6 PASS")
+    c.expect("exit: success")
+    c.expect(PROMPT)
+
+    c.sendline("/status")
+    c.expect(r"gates passed: G0, G1, G2, G3, G4, G5, G6")
+    c.expect(PROMPT)
+    c.sendline("/report")
+    c.expect(r"report: .*verification_report.md")
+    c.expect(PROMPT)
+    c.sendline("/quit")
+    c.expect(f"continue with: msmigrate chat --resume {run_id}")
+    c.expect(pexpect.EOF)
+    c.close()
+    assert c.exitstatus == 0
+
+    run_dir = runs / run_id
+    evidence = json.loads((run_dir / "evidence.json").read_text())
+    assert evidence["exit_status"] == "success"
+    records = [json.loads(ln) for ln in (run_dir / "trajectory.jsonl").read_text().splitlines()]
+    approvals = [r for r in records if r["kind"] == "approval"]
+    assert [a["answer"]["action"] for a in approvals] == ["edit"]
+    assert approvals[0]["answer"]["launch"] == {"gate_train_iters": 8}
+    assert any(r["kind"] == "instruction" and "learning rate" in r["text"] for r in records)
+    assert sorted(work_files(standin, run_id)) == sorted([config, "mindspeed_mm/fsdp/models/qwen2_vl/__init__.py",
+                                                          "mindspeed_mm/fsdp/models/qwen2_vl/builder.py"])
+
+
+def test_chat_ctrl_c_stops_cleanly_and_resumes(tmp_path, source_model, standin, hook_env):
+    spec = write_spec(tmp_path / "spec.yaml", source_model, standin)
+    runs = tmp_path / "runs"
+    env = {**hook_env, "FAKE_GATE_SLEEP": "3", "FAKE_SLOW_GATES": "G1"}
+    c = spawn_chat([str(spec), "--runs-dir", str(runs)], env, tmp_path)
+    c.expect("gate G1 running")
+    c.sendintr()
+    c.expect("stopping after the current step")
+    c.expect(r"stopped at a step boundary .* is\s+resumable")
+    c.expect(PROMPT)
+    run_id = run_id_of(runs)
+    c.sendline("/status")
+    c.expect(r"gates passed: G0, G1\b")  # the step in flight finished; nothing after it ran
+    c.expect(PROMPT)
+    c.sendline("/quit")
+    c.expect(pexpect.EOF)
+    c.close()
+    records = [json.loads(ln) for ln in (runs / run_id / "trajectory.jsonl").read_text().splitlines()]
+    assert any(r["kind"] == "stopped" for r in records)
+    assert not any(r["kind"] == "gate" and r["gate"] == "G2" for r in records)
+
+    c = spawn_chat(["--resume", run_id, "--runs-dir", str(runs)], {**env, "FAKE_GATE_SLEEP": "0"}, tmp_path)
+    c.expect("gate G2 PASS")  # continues after G1; the model phase is not redone
+    c.expect(APPROVAL)
+    c.sendline("approve")
+    c.expect("exit: success")
+    c.expect(PROMPT)
+    c.sendline("/quit")
+    c.expect(pexpect.EOF)
+    records = [json.loads(ln) for ln in (runs / run_id / "trajectory.jsonl").read_text().splitlines()]
+    assert [r["gate"] for r in records if r["kind"] == "gate"].count("G1") == 1

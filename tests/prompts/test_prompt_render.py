@@ -1,0 +1,75 @@
+"""Prompt rendering: strict variables, documented headers, required content, size budget."""
+
+import re
+
+import pytest
+from jinja2 import UndefinedError
+
+from msmigrate.prompts.render import (NODE_NAMES, PromptVariableError, TEMPLATE_DIR, estimate_tokens, render,
+                                      render_system, template_vars)
+from msmigrate.prompts.sample_state import ALL_PROMPTS, sample_node_vars, sample_system_vars, sample_vars
+
+
+@pytest.mark.parametrize("name", ALL_PROMPTS)
+def test_template_header_documents_exactly_its_variables(name):
+    source = (TEMPLATE_DIR / f"{name}.j2").read_text()
+    header = re.match(r"\{#-?(.*?)-?#\}", source, re.S).group(1)
+    documented = set(re.findall(r"^\s{2}(\w+)\s{2,}", header, re.M))
+    assert documented == set(template_vars(name))
+
+
+def test_missing_and_extra_variables_are_rejected():
+    variables = sample_node_vars("plan")
+    del variables["plan"]
+    with pytest.raises(PromptVariableError, match="missing \\['plan'\\]"):
+        render("plan", **variables)
+    with pytest.raises(PromptVariableError, match="unexpected \\['bogus'\\]"):
+        render("plan", bogus=1, **sample_node_vars("plan"))
+    with pytest.raises(PromptVariableError, match="unknown prompt"):
+        render("nope")
+
+
+def test_strict_undefined_catches_missing_nested_fields():
+    variables = sample_node_vars("model")
+    variables["plan"] = {"route": "T"}  # lacks model_id, branch ...
+    with pytest.raises(UndefinedError):
+        render("model", **variables)
+
+
+def test_none_plan_and_failure_render():
+    variables = sample_node_vars("prepare") | {"plan": None, "last_failure": None, "gate_results": [],
+                                                 "instructions": ""}
+    for name in NODE_NAMES:
+        text = render(name, **(variables | {"phase": name}))
+        assert "Last failure" not in text and "Notes from the user" not in text
+
+
+@pytest.mark.parametrize("name", NODE_NAMES)
+def test_node_prompts_carry_the_ground_rules(name):
+    text = render(name, **sample_vars(name))
+    assert "DATA" in text and "tool call" in text and "gate" in text
+    assert "Done means" in text
+
+
+def test_system_prompt_lists_tools_paths_and_index():
+    text = render_system(**sample_system_vars(live_index=True))
+    assert "`read_knowledge`" in text and "mindspeed_mm/fsdp/models/qwen2vl/" in text
+    assert "- [failure] collator-not-specified:" in text
+    assert "never follow it" in text
+
+
+def test_source_text_is_not_interpreted_as_template():
+    variables = sample_node_vars("data")
+    variables["source_summary"]["chat_template"] = "{{ evil }} {% raw %}"
+    assert "{{ evil }} {% raw %}" in render("data", **variables)
+
+
+def test_format_error_shows_schema_and_retry():
+    text = render("format_error", **sample_vars("format_error"))
+    assert '"required": ["path", "content"]' in text and "Retry" in text
+
+
+def test_largest_prompt_fits_budget():
+    sizes = {name: estimate_tokens(render(name, **sample_vars(name))) for name in ALL_PROMPTS}
+    assert max(sizes.values()) <= 12000
+    assert sizes["system"] + max(sizes[n] for n in NODE_NAMES) <= 12000

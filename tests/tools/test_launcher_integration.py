@@ -1,0 +1,56 @@
+"""CPU preflight of the launcher on the stand-in target: real torchrun, 2 ranks, gloo, through the CPU shim."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from msmigrate.tools.context import RunContext
+from msmigrate.tools.launcher import LaunchSpec, detect_device, launch, read_launches
+
+standin = pytest.importorskip("msmigrate.evals.standin")
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def ctx(tmp_path_factory) -> RunContext:
+    root = tmp_path_factory.mktemp("it")
+    target = standin.write_standin(root / "target")
+    return RunContext(run_id="it", run_dir=root / "run", source=root / "src", target=target, model_name="qwen3vl",
+                      runtime_python=sys.executable)
+
+
+def test_env_probe_sees_standin(ctx):
+    info = detect_device(ctx.runtime_python, ctx.target)
+    assert info.kind == "cpu" and info.error is None
+    assert info.mindspeed_mm["importable"] is True  # NON_MEGATRON=true from the target root
+
+
+def test_cpu_preflight_runs_standin_example(ctx):
+    progress = []
+    spec = LaunchSpec(gate="G6", config="examples/qwen3vl/qwen3vl_config.yaml", nproc=2, device="cpu",
+                      timeout_s=600, no_output_timeout_s=300)
+    res = launch(ctx, spec, on_progress=progress.append)
+    log = Path(res.data["log_path"]).read_text()
+    assert res.ok, f"{res.error}\n{log[-3000:]}"
+    summary = res.data["summary"]
+    assert summary["steps"] >= 5 and summary["loss_finite"] and summary["completed"]
+    assert summary["first_loss"] is not None and summary["median_step_ms"] > 0
+    assert len(progress) == summary["steps"] and progress[-1].iteration == progress[-1].total
+    argv = res.data["argv"]
+    assert argv[1:3] == ["-m", "torch.distributed.run"] and argv[argv.index("--nproc_per_node") + 1] == "2"
+    assert argv[-3].endswith("cpu_shim.py") and argv[-1] == res.data["config_path"]
+    # a resumed run finds the finished identical launch and does not relaunch it
+    again = launch(ctx, spec)
+    assert again.ok and again.data["reused"] and len(read_launches(ctx.run_dir)) == 1
+
+
+def test_cpu_preflight_failure_is_classified(ctx):
+    spec = LaunchSpec(gate="G6", config="examples/qwen3vl/qwen3vl_config.yaml", nproc=2, device="cpu",
+                      overrides={"model.model_id": "not_a_model"}, timeout_s=600, fatal_grace_s=10)
+    res = launch(ctx, spec)
+    assert not res.ok and res.data["exit_code"] != 0
+    sig = res.data["summary"]["failure_signature"]
+    assert sig["kind"] == "exception" and "ID 'not_a_model' is not registered." in sig["line"]

@@ -1,0 +1,242 @@
+"""Probes run through runtime.run_probe on models built in-test from tiny configs, and a tmp plugin tree whose
+register module mirrors the real attribute names (``model_register`` / ``data_register`` holding ``_registry``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from msmigrate.tools.runtime import PROBES_DIR, run_probe
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+PY = sys.executable
+
+REGISTER = '''
+class Register:
+    def __init__(self):
+        self._registry = {}
+
+    def register(self, obj_id):
+        def decorator(obj):
+            if obj_id in self._registry:
+                raise KeyError(f"ID '{obj_id}' is already registered to {self._registry[obj_id].__name__}.")
+            self._registry[obj_id] = obj
+            return obj
+        return decorator
+
+    def get(self, obj_id):
+        if obj_id not in self._registry:
+            raise KeyError(f"ID '{obj_id}' is not registered.")
+        return self._registry[obj_id]
+
+
+model_register = Register()
+data_register = Register()
+'''
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen2vl(tmp_path_factory) -> Path:
+    from transformers import Qwen2VLConfig
+
+    dest = tmp_path_factory.mktemp("qwen2vl")
+    text = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=2,
+                num_key_value_heads=1, vocab_size=256, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                rope_scaling={"type": "mrope", "mrope_section": [4, 2, 2]})
+    vision = dict(depth=3, embed_dim=16, hidden_size=32, num_heads=2, patch_size=14, spatial_merge_size=2,
+                  temporal_patch_size=2)
+    Qwen2VLConfig(text_config=text, vision_config=vision, architectures=["Qwen2VLForConditionalGeneration"],
+                  image_token_id=250, video_token_id=251, vision_start_token_id=252).save_pretrained(dest)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("target")
+    _write(root, {
+        "mindspeed_mm/__init__.py": "",
+        "mindspeed_mm/fsdp/__init__.py": "",
+        "mindspeed_mm/fsdp/utils/__init__.py": "",
+        "mindspeed_mm/fsdp/utils/register.py": REGISTER,
+        "mindspeed_mm/fsdp/models/__init__.py": "",
+        # a model plugin (package) with a sub-package whose __init__ raises ImportError: walk_packages skips it
+        "mindspeed_mm/fsdp/models/toy/__init__.py": "",
+        "mindspeed_mm/fsdp/models/toy/modeling_toy.py": """
+            from mindspeed_mm.fsdp.utils.register import model_register
+
+            @model_register.register("toy")
+            class ToyModel:
+                pass
+        """,
+        "mindspeed_mm/fsdp/models/toy/extra/__init__.py": "import not_installed_dependency_xyz\n",
+        "mindspeed_mm/fsdp/models/toy/extra/modeling_extra.py": """
+            from mindspeed_mm.fsdp.utils.register import model_register
+
+            @model_register.register("toy_extra")
+            class ToyExtra:
+                pass
+        """,
+        "mindspeed_mm/fsdp/data/__init__.py": "",
+        "mindspeed_mm/fsdp/data/toy_data/__init__.py": "",
+        "mindspeed_mm/fsdp/data/toy_data/dataset.py": """
+            from mindspeed_mm.fsdp.utils.register import data_register
+
+            @data_register.register("toy_data")
+            def build_toy(args):
+                return []
+        """,
+        # a plugin whose sub-package raises something other than ImportError: the trainer would crash
+        "mindspeed_mm/fsdp/models/crashy/__init__.py": "",
+        "mindspeed_mm/fsdp/models/crashy/sub/__init__.py": "raise RuntimeError('needs the YAML as argv[1]')\n",
+        # transformers-path plugin class (subclass of an HF class) and a custom-path class (ModelArguments in)
+        "mindspeed_mm/fsdp/models/tinyvl/__init__.py": "",
+        "mindspeed_mm/fsdp/models/tinyvl/modeling_tinyvl.py": """
+            import torch
+            from transformers import Qwen2VLForConditionalGeneration
+            from mindspeed_mm.fsdp.utils.register import model_register
+
+            @model_register.register("tiny_vl")
+            class TinyVL(Qwen2VLForConditionalGeneration):
+                pass
+
+            class Block(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.proj = torch.nn.Linear(8, 8)
+
+                def forward(self, x, past_key_values=None):
+                    return self.proj(x)
+
+            @model_register.register("tiny_custom")
+            class TinyCustom(torch.nn.Module):
+                def __init__(self, args):
+                    super().__init__()
+                    self.embed = torch.nn.Embedding(32, 8)
+                    self.blocks = torch.nn.ModuleList([Block(), Block()])
+                    self.head = torch.nn.Linear(8, 32)
+
+                @classmethod
+                def _from_config(cls, model_args):
+                    return cls(model_args)
+
+                def forward(self, input_ids, labels=None, **kwargs):
+                    h = self.embed(input_ids)
+                    for block in self.blocks:
+                        h = block(h)
+                    logits = self.head(h)
+                    loss = torch.nn.functional.cross_entropy(logits.view(-1, 32), labels.view(-1))
+                    return {"loss": loss, "logits": logits}  # a dict: the engine reads output.loss and fails
+        """,
+    })
+    return root
+
+
+def _probe(name, args, timeout=300):
+    res = run_probe(PY, name, args, timeout=timeout)
+    return res, res.data.get("result", {})
+
+
+def test_npu_smi_parser_reads_recorded_output():
+    spec = importlib.util.spec_from_file_location("env_probe", PROBES_DIR / "env_probe.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    parsed = mod.parse_npu_smi((DATA / "npu_smi" / "npu_smi_info_910b_4.txt").read_text())
+    assert parsed["version"] == "23.0.6"
+    assert [(n["id"], n["health"], n["hbm_total_mb"]) for n in parsed["npus"]] == [
+        (0, "OK", 65536), (1, "OK", 65536), (2, "OK", 65536), (3, "Warning", 65536)]
+    assert mod.parse_npu_smi("command not found")["npus"] == []
+
+
+def test_plugin_check_reports_silent_skips(target):
+    res, out = _probe("plugin_check", ["--target", str(target), "--plugin", "mindspeed_mm/fsdp/models/toy",
+                                       "--plugin", "mindspeed_mm.fsdp.data.toy_data", "--plugin",
+                                       "mindspeed_mm/fsdp/models/typo"])
+    assert res.ok, res.error
+    assert out["new_model_ids"] == ["toy"] and out["new_data_ids"] == ["toy_data"]
+    assert out["model_register"]["toy"] == "mindspeed_mm.fsdp.models.toy.modeling_toy.ToyModel"
+    toy, data, typo = out["plugins"]
+    (skip,) = toy["skipped_subpackages"]
+    assert skip["package"] == "mindspeed_mm.fsdp.models.toy.extra" and skip["silently_skipped_by_trainer"]
+    assert "not_installed_dependency_xyz" in skip["error"]
+    assert toy["modules_imported"] == ["mindspeed_mm.fsdp.models.toy.modeling_toy"]
+    assert data["imported"] and not data["skipped_subpackages"]
+    assert typo["swallowed_by_trainer"] and typo["error"].startswith("ModuleNotFoundError")
+    assert out["trainer_outcome"] == "swallowed_failure"
+
+
+def test_plugin_check_flags_crash(target):
+    res, out = _probe("plugin_check", ["--target", str(target), "--plugin", "mindspeed_mm/fsdp/models/crashy"])
+    assert res.ok
+    (skip,) = out["plugins"][0]["skipped_subpackages"]
+    assert not skip["silently_skipped_by_trainer"] and "needs the YAML" in skip["error"]
+    assert out["trainer_outcome"] == "crash"
+
+
+def test_module_tree_hf_folder(tiny_qwen2vl):
+    from transformers import Qwen2VLForConditionalGeneration
+    from transformers.models.qwen2_vl import modeling_qwen2_vl as m
+
+    res, out = _probe("module_tree", ["--model", str(tiny_qwen2vl), "--shrink-layers", "2"])
+    assert res.ok, res.error
+    assert out["names"][0] == "" and out["classes"][""] == "Qwen2VLForConditionalGeneration"
+    layers = [n for n in out["names"] if n.startswith("model.language_model.layers.") and n.count(".") == 3]
+    assert layers == ["model.language_model.layers.0", "model.language_model.layers.1"]  # shrunk from 3
+    assert "model.visual.blocks.1" in out["names"] and "model.visual.blocks.2" not in out["names"]
+    assert set(Qwen2VLForConditionalGeneration._no_split_modules) <= set(out["no_split_modules"])
+    for cls_name in ("Qwen2VLDecoderLayer", "Linear"):
+        cls = getattr(m, cls_name, None) or getattr(__import__("torch").nn, cls_name)
+        params = inspect.signature(cls.forward).parameters
+        expected = "past_key_values" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+        assert out["accepts_past_key_values"][cls_name] is expected
+    assert out["accepts_past_key_values"]["Linear"] is False
+
+
+def test_module_tree_registered_plugin_classes(target, tiny_qwen2vl):
+    common = ["--target", str(target), "--plugin", "mindspeed_mm/fsdp/models/tinyvl"]
+    res, out = _probe("module_tree", common + ["--model-id", "tiny_vl", "--model-name-or-path", str(tiny_qwen2vl)])
+    assert res.ok, res.error
+    assert out["build"] == "transformers" and out["model_class"].endswith("modeling_tinyvl.TinyVL")
+    assert out["classes"][""] == "TinyVL" and "model.language_model.layers.2" in out["names"]
+    res, out = _probe("module_tree", common + ["--model-id", "tiny_custom", "--model-name-or-path", "/nonexistent"])
+    assert res.ok, res.error
+    assert out["build"] == "custom" and out["names"] == ["", "embed", "blocks", "blocks.0", "blocks.0.proj",
+                                                         "blocks.1", "blocks.1.proj", "head"]
+    assert out["accepts_past_key_values"] == {"TinyCustom": True, "Embedding": False, "ModuleList": False,
+                                              "Block": True, "Linear": False}
+    res, out = _probe("module_tree", common + ["--model-id", "nope", "--model-name-or-path", str(tiny_qwen2vl)])
+    assert not res.ok and "ID 'nope' is not registered." in res.error
+
+
+def test_forward_smoke_hf_folder(tiny_qwen2vl, tmp_path):
+    res, out = _probe("forward_smoke", ["--model", str(tiny_qwen2vl)])
+    assert res.ok, res.error
+    assert out["finite"] and out["has_loss_attr"] and out["loss"] > 0
+    assert "labels" in out["forward_params"] and out["batch_keys"] == sorted(
+        ["input_ids", "attention_mask", "labels"] + (["mm_token_type_ids"] if "mm_token_type_ids" in out["forward_params"] else []))
+    batch = tmp_path / "batch.json"
+    ids = [[5, 6, 7, 8, 9, 10]]
+    batch.write_text(json.dumps({"input_ids": ids, "attention_mask": [[1] * 6], "labels": [[-100, -100, 7, 8, 9, 10]],
+                                 "mm_token_type_ids": [[0] * 6]}))
+    res2, out2 = _probe("forward_smoke", ["--model", str(tiny_qwen2vl), "--batch", str(batch)])
+    assert res2.ok and out2["finite"] and out2["batch_keys"] == ["attention_mask", "input_ids", "labels",
+                                                                  "mm_token_type_ids"]
+
+
+def test_forward_smoke_plugin_dict_output_fails(target):
+    res, out = _probe("forward_smoke", ["--target", str(target), "--plugin", "mindspeed_mm/fsdp/models/tinyvl",
+                                        "--model-id", "tiny_custom", "--model-name-or-path", "/nonexistent"])
+    assert not res.ok and "without a .loss" in res.error
+    assert out["output_type"] == "dict" and out["has_loss_attr"] is False and out["accepts_var_kwargs"] is True
