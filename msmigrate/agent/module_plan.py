@@ -52,6 +52,11 @@ def apply_modules_from_tree(tree: dict[str, Any]) -> list[str]:
         owner = _owner(list_path, names)
         if owner and owner not in patterns:
             patterns.append(owner)
+    no_split = set(tree.get("no_split_modules") or [])
+    for name in tree.get("names", []):
+        # a no-split class that is not part of an indexed list (e.g. CLIP's vision embeddings) is its own unit
+        if name and classes.get(name) in no_split and not _INDEXED.match(name) and name not in patterns:
+            patterns.append(name)
     for name in tree.get("names", []):
         if name.endswith("embed_tokens") and classes.get(name) == "Embedding" and name not in patterns:
             patterns.append(name)

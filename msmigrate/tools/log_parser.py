@@ -211,6 +211,8 @@ class LogWatcher:
         Stretches of lines without any rare marker go through one compiled ``finditer`` for iteration lines (no
         per-line Python); a line holding a marker, and the lines after it while a multi-line block is open
         (traceback, Dynamic Fields list, torchrun summary), go through ``feed``."""
+        if not text:
+            return
         n, pos = len(text), 0
         if text[-1:] != "\n":
             text += "\n"

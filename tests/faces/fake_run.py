@@ -16,9 +16,18 @@ from msmigrate.agent.policies.base import Decision, PolicyView, tool_call
 from msmigrate.tools.context import RunContext
 from msmigrate.tools.file_writer import file_writer_tools
 
-PLUGIN = '"""Plugin of {name} (test)."""\nMODEL_ID = "{name}"\n'
+PLUGIN = ('"""Plugin of {name} (test)."""\nfrom mindspeed_mm.fsdp.utils.register import model_register\n\n\n'
+          '@model_register.register("{name}")\nclass Model:\n    pass\n')
 BUILDER = 'def build(config):\n    return config  # {name}\n'
-CONFIG = "model:\n  model_id: {name}\ndata:\n  dataset_param:\n    dataset_type: huggingface\n"
+
+
+def config_text(target, name: str) -> str:
+    """The stand-in's Qwen3-VL example re-pointed at this model (valid for the real validator); FAKE_WEAKEN=1
+    shrinks train_iters to 1 (a weakened config the scorers must catch)."""
+    text = (target / "examples/qwen3vl/qwen3vl_config.yaml").read_text()
+    text = (text.replace("model_id: qwen3_vl", f"model_id: {name}").replace("template: qwen3_vl_nothink", "template: qwen2vl")
+            .replace("mindspeed_mm/fsdp/models/qwen3vl", f"mindspeed_mm/fsdp/models/{name}"))
+    return text.replace("train_iters: 6", "train_iters: 1") if os.environ.get("FAKE_WEAKEN") == "1" else text
 
 
 class ScriptedPolicy:
@@ -27,18 +36,23 @@ class ScriptedPolicy:
     name = "scripted"
 
     def __init__(self, name: str):
-        self.writes = {
-            "model": [(f"mindspeed_mm/fsdp/models/{name}/__init__.py", PLUGIN.format(name=name)),
-                      (f"mindspeed_mm/fsdp/models/{name}/builder.py", BUILDER.format(name=name))],
-            "data": [],
-            "config": [(f"examples/{name}/{name}_config.yaml", CONFIG.format(name=name))],
-        }
+        self.model = name
+
+    def _writes(self, phase: str, target) -> list[tuple[str, str]]:
+        name = self.model
+        if phase == "model":
+            return [(f"mindspeed_mm/fsdp/models/{name}/__init__.py", PLUGIN.format(name=name)),
+                    (f"mindspeed_mm/fsdp/models/{name}/builder.py", BUILDER.format(name=name))]
+        if phase == "config":
+            return [(f"examples/{name}/{name}_config.yaml", config_text(target, name))]
+        return []
 
     def decide(self, view: PolicyView) -> Decision:
-        if any(isinstance(m, ToolMessage) for m in view.messages) or not self.writes.get(view.phase):
+        writes = self._writes(view.phase, view.ctx.target)
+        if any(isinstance(m, ToolMessage) for m in view.messages) or not writes:
             return Decision(message=AIMessage(content=f"{view.phase} done"), tokens=7)
         calls = [tool_call("write_file", {"path": p, "content": c, "reason": f"{view.phase} step"})
-                 for p, c in self.writes[view.phase]]
+                 for p, c in writes]
         return Decision(message=AIMessage(content=f"writing the {view.phase} files", tool_calls=calls), tokens=11)
 
     def classify(self, failure_text: str, view: PolicyView) -> dict[str, Any] | None:

@@ -146,6 +146,8 @@ def test_successful_launch_journal_and_reuse(tmp_path):
     d = res.data
     assert d["status"] == "succeeded" and d["exit_code"] == 0 and not d["reused"]
     assert seen == [1, 2, 3, 4, 5]
+    full = json.loads(Path(d["summary_path"]).read_text())
+    assert [p[0] for p in full["loss_curve"]] == [1, 2, 3, 4, 5] and full["steps"] == 5
     assert d["summary"]["steps"] == 5 and d["summary"]["loss_trend"] == "decreasing"
     log = Path(d["log_path"]).read_text()
     assert log.startswith("ranks=2 port=") and "nm=true" in log

@@ -26,6 +26,10 @@ def test_env_probe_sees_standin(ctx):
     info = detect_device(ctx.runtime_python, ctx.target)
     assert info.kind == "cpu" and info.error is None
     assert info.mindspeed_mm["importable"] is True  # NON_MEGATRON=true from the target root
+    from msmigrate.tools.runtime import run_probe
+
+    positional = run_probe(ctx.runtime_python, "env_probe", [str(ctx.target)])  # the form the prepare node uses
+    assert positional.ok and positional.data["result"]["mindspeed_mm"]["importable"] is True
 
 
 def test_cpu_preflight_runs_standin_example(ctx):

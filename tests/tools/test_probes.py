@@ -195,6 +195,9 @@ def test_module_tree_hf_folder(tiny_qwen2vl):
     layers = [n for n in out["names"] if n.startswith("model.language_model.layers.") and n.count(".") == 3]
     assert layers == ["model.language_model.layers.0", "model.language_model.layers.1"]  # shrunk from 3
     assert "model.visual.blocks.1" in out["names"] and "model.visual.blocks.2" not in out["names"]
+    assert out["patterns"]["model.language_model.layers.{*}"] == 2
+    assert out["patterns"]["model.language_model.layers.{*}.self_attn.q_proj"] == 2
+    assert out["patterns"]["model.visual.merger.mlp.{*}"] == 3 and out["patterns"][""] == 1
     assert set(Qwen2VLForConditionalGeneration._no_split_modules) <= set(out["no_split_modules"])
     for cls_name in ("Qwen2VLDecoderLayer", "Linear"):
         cls = getattr(m, cls_name, None) or getattr(__import__("torch").nn, cls_name)

@@ -29,17 +29,20 @@ class Driver:
         self.run = run
         self.on_step = on_step or (lambda node, update: None)
         self._stop = threading.Event()
+        self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self.outcome: DriveOutcome | None = None
 
     @property
     def busy(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        # Our own flag, not Thread.is_alive(): a Ctrl-C landing inside Thread.join() can leave is_alive() wrong.
+        return self._thread is not None and not self._done.is_set()
 
     def start(self, resume_value: Any = None) -> None:
         if self.busy:
             raise RuntimeError("a drive is already in progress")
         self._stop.clear()
+        self._done.clear()
         self.outcome = None
         self._thread = threading.Thread(target=self._work, args=(resume_value,), name="msmigrate-drive", daemon=True)
         self._thread.start()
@@ -49,11 +52,15 @@ class Driver:
 
     def join(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds; True when the drive is over (``outcome`` is set)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return not self.busy
+        return self._done.wait(timeout) if self._thread is not None else True
 
     def _work(self, resume_value: Any) -> None:
+        try:
+            self._drive(resume_value)
+        finally:
+            self._done.set()
+
+    def _drive(self, resume_value: Any) -> None:
         run = self.run
         started = bool(run.graph.get_state(run.config).values)
         if resume_value is not None:

@@ -21,6 +21,18 @@ TARGET_MARKERS = ("mindspeed_mm/fsdp/train/trainer.py", "mindspeed_mm/fsdp/utils
                   "mindspeed_mm/fsdp/models/modelhub.py")
 
 
+def checkpoint_safe(obj: Any) -> Any:
+    """Values read from source files go into the checkpoint (msgpack): integers beyond 64 bits — e.g. tokenizers'
+    ``model_max_length`` of 1e30 — become strings."""
+    if isinstance(obj, dict):
+        return {k: checkpoint_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [checkpoint_safe(v) for v in obj]
+    if isinstance(obj, int) and not isinstance(obj, bool) and not -(2**63) <= obj < 2**63:
+        return str(obj)
+    return obj
+
+
 def precheck(deps: RunDeps) -> tuple[list[str], dict[str, Any]]:
     ctx = deps.ctx
     problems: list[str] = []
@@ -114,7 +126,8 @@ def make_prepare_node(deps: RunDeps):
                      "architecture_chain": str(out / "architecture_chain.md"),
                      "contract_matrix": str(out / "contract_matrix.yaml"), "similar_case": str(out / "similar_case.md")}
         return {"gates": {"G0": record}, "gate_history": [record], "phase": "plan", "artifacts": artifacts,
-                "source_summary": src.data, "target_summary": {**inv.data, "similar_cases": ranked[:5]},
-                "runtime": env.data.get("result", {})}
+                "source_summary": checkpoint_safe(src.data),
+                "target_summary": checkpoint_safe({**inv.data, "similar_cases": ranked[:5]}),
+                "runtime": checkpoint_safe(env.data.get("result", {}))}
 
     return node

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import yaml
+from pydantic import ValidationError
 
 from msmigrate.agent.config import RunSpec
 from msmigrate.tools.context import RunContext
@@ -174,8 +175,12 @@ def score_run_dir(run_dir: Path, expect: dict[str, str], *, task_id: str = "", t
     if not ev_file.is_file() or not spec_file.is_file():
         return TrialScore(task_id, trial, run_id, None, False, "G0", [Check("gates_green", False, "no evidence.json")],
                           soft_measures({}, run_dir / "trajectory.jsonl", wall_s), error=f"{run_dir} has no evidence.json")
-    evidence = json.loads(ev_file.read_text())
-    spec = RunSpec.model_validate(yaml.safe_load(spec_file.read_text()))
+    try:
+        evidence = json.loads(ev_file.read_text())
+        spec = RunSpec.model_validate(yaml.safe_load(spec_file.read_text()))
+    except (json.JSONDecodeError, yaml.YAMLError, ValidationError) as exc:
+        return TrialScore(task_id, trial, run_id, None, False, None, [Check("gates_green", False, "unreadable run")],
+                          {}, error=f"{run_dir}: unreadable evidence.json / spec.yaml: {exc}")
     ctx = RunContext(run_id=run_id, run_dir=run_dir, source=spec.source, target=spec.target,
                      model_name=spec.model_name, allow_branch_b=spec.allow_branch_b,
                      extra_editable=list(spec.extra_editable))

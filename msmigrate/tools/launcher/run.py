@@ -7,6 +7,7 @@ pattern in the log (after a grace period that lets torchrun print its failure su
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import queue
 import signal
@@ -156,6 +157,9 @@ def launch(
     summary = watcher.summary(exit_code)
     if status is None:
         status = "succeeded" if summary.success else "failed"
+    # the full summary (with the whole, decimated loss curve) next to the log, for plots and evidence
+    (launch_dir / ("summary.json" if attempt == 1 else f"summary.attempt{attempt}.json")).write_text(
+        json.dumps(summary.to_dict(), indent=1, default=str))
     records.append_event(ctx.run_dir, {
         "event": "finished", **base_event, "exit_code": exit_code, "status": status, "summary": summary.to_dict(),
     })
@@ -252,14 +256,23 @@ def _stop_group(proc: subprocess.Popen) -> None:
     kill_group(proc.pid)  # also reaps grandchildren that ignored SIGTERM
 
 
+def _summary_path(rec: records.LaunchRecord) -> str | None:
+    if not rec.log_path:
+        return None
+    name = "summary.json" if rec.attempt == 1 else f"summary.attempt{rec.attempt}.json"
+    path = Path(rec.log_path).with_name(name)
+    return str(path) if path.is_file() else None
+
+
 def _result(rec: records.LaunchRecord, reused: bool) -> ToolResult:
     summary: dict[str, Any] = dict(rec.summary or {})
     curve = summary.pop("loss_curve", [])
-    summary["loss_curve_head"], summary["loss_curve_tail"] = curve[:10], curve[-10:]
+    summary["loss_curve_head"], summary["loss_curve_tail"] = curve[:10], curve[-10:]  # full curve: summary_path
     data = {
         "launch_id": rec.launch_id, "launch_key": rec.launch_key, "attempt": rec.attempt, "reused": reused,
         "status": rec.status, "exit_code": rec.exit_code, "device": rec.device, "argv": rec.argv, "env": rec.env,
         "config_path": rec.config_path, "log_path": rec.log_path, "started_at": rec.started_at,
+        "summary_path": _summary_path(rec),
         "ended_at": rec.ended_at, "pid": rec.pid, "summary": summary,
     }
     if rec.status == "succeeded":

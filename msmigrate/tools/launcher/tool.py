@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from msmigrate.tools.base import make_tool
 from msmigrate.tools.context import RunContext
 from msmigrate.tools.launcher.command import LaunchSpec
+from msmigrate.tools.launcher.device import DeviceInfo, detect_device
 from msmigrate.tools.launcher.run import launch
 
 
@@ -32,8 +33,14 @@ class LaunchArgs(BaseModel):
 
 
 def make_launch_tool(ctx: RunContext):
+    detected: list[DeviceInfo] = []  # the runtime's devices do not change during a run: probe once
+
     def core(config_yaml: str | None = None, **kwargs: Any):
-        return launch(ctx, LaunchSpec(config=config_yaml, **kwargs))
+        spec = LaunchSpec(config=config_yaml, **kwargs)
+        if spec.device != "cpu" and not detected:
+            detected.append(detect_device(ctx.runtime_python, ctx.target))
+        info = detected[0] if detected else None
+        return launch(ctx, spec, device_info=info)
 
     return make_tool(
         "launch_training",

@@ -1,6 +1,6 @@
 """Probe: what the target runtime offers (runs IN the target runtime; imports nothing from msmigrate).
 
-    python env_probe.py [--target <MindSpeed-MM root>]
+    python env_probe.py [--target] [<MindSpeed-MM root>]
 
 Prints one line ``MSMIGRATE_PROBE_RESULT {json}`` with: python/torch/transformers versions; torch_npu (found,
 importable, error); ``npu-smi info`` (present, NPUs listed with health and HBM); torch.npu / torch.cuda device counts;
@@ -156,6 +156,8 @@ def main(argv):
     target = None
     if "--target" in argv:
         target = argv[argv.index("--target") + 1]
+    elif argv and not argv[0].startswith("-"):  # also accepted: the target root as the only positional argument
+        target = argv[0]
     info = {"python": platform.python_version(), "python_executable": sys.executable}
     info["npu_smi"] = probe_npu_smi()
     info.update(probe_torch_side())

@@ -3,11 +3,13 @@
     python module_tree.py --model <hf folder> [--trust-remote-code] [--shrink-layers N]
     python module_tree.py --target <root> --plugin <entry> ... --model-id <id> [--model-name-or-path <dir>]
 
-Result: ``names`` (every ``named_modules()`` name, root "" included, in order), ``classes`` (name -> class name),
+Result: ``names`` (every ``named_modules()`` name, root "" included, in order), ``patterns`` (names with layer
+indices as ``{*}`` -> count, e.g. ``model.language_model.layers.{*}: 2``), ``classes`` (name -> class name),
 ``no_split_modules`` (union over the PreTrainedModel parts), ``accepts_past_key_values`` (class -> whether its forward
 takes ``past_key_values`` or ``**kwargs``: what a recompute wrapper that injects ``past_key_values=None`` needs,
 contract §13 #29), ``accepts_var_kwargs`` (class -> forward has ``**kwargs``), ``model_class``, ``build``.
 """
+import re
 import sys
 import time
 
@@ -37,8 +39,13 @@ def main(argv):
             params, var_kw = forward_params(type(module))
             accepts_pkv[cname] = "past_key_values" in params or var_kw
             var_kwargs[cname] = var_kw
+    # the same tree with every layer index as {*} (the apply_modules pattern syntax), with how many modules each has
+    patterns = {}
+    for name in names:
+        pattern = re.sub(r"(?<=\.)\d+(?=\.|$)", "{*}", name)
+        patterns[pattern] = patterns.get(pattern, 0) + 1
     emit({
-        "names": names, "classes": classes, "no_split_modules": no_split, "accepts_past_key_values": accepts_pkv,
+        "names": names, "patterns": patterns, "classes": classes, "no_split_modules": no_split, "accepts_past_key_values": accepts_pkv,
         "accepts_var_kwargs": var_kwargs, "model_class": f"{cls.__module__}.{cls.__qualname__}", "build": how,
         "num_modules": len(names), "seconds": round(time.monotonic() - start, 2),
     })

@@ -95,26 +95,38 @@ def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
     if count is None:
         return f"Cannot tell how many tokens an image becomes: {count_source}.", []
     cls = _camel(name) + "Plugin"
-    calls = []
+    calls, kept = [], []
     plugin_text = (ctx.target / PLUGIN_FILE).read_text()
+    template_text_t = (ctx.target / TEMPLATE_FILE).read_text()
+    collator_text = (ctx.target / COLLATOR_FILE).read_text()
+    # Idempotent on repair: an entry this run (or an earlier one) already added is kept, not added twice.
+    has_plugin = f'"{name}": ' in plugin_text
+    has_template = f'name="{name}"' in template_text_t or f"name='{name}'" in template_text_t
+    has_collator = f'_register_data_collator("{name}"' in collator_text
+    kept = [what for what, present in (("mm_plugin", has_plugin), ("template", has_template),
+                                       ("collator", has_collator)) if present]
     plugin_code = render_template("mm_plugin_class.py.j2", cls=cls, family=plan["hf_class"], count=count,
                                   count_source=count_source, **exp)
     new_plugin = _insert_before(plugin_text, "PLUGINS = {", plugin_code)
     new_plugin = _plugins_entry(new_plugin, name, cls) if new_plugin else None
     if new_plugin is None:
         return f"{PLUGIN_FILE} has no `PLUGINS = {{` dict literal to extend.", []
-    calls.append(write(PLUGIN_FILE, new_plugin, f"mm_plugin {name}: {exp['token']} x {count} per image"))
-    template_text_t = (ctx.target / TEMPLATE_FILE).read_text()
+    if not has_plugin:
+        calls.append(write(PLUGIN_FILE, new_plugin, f"mm_plugin {name}: {exp['token']} x {count} per image"))
     call = render_template("template_call.py.j2", name=name, fmt=fmt, plugin=name, token=exp["token"],
                            replace_eos=bool(fmt.stop_word and fmt.stop_word != tokens.get("eos_token")))
-    calls.append(write(TEMPLATE_FILE, template_text_t.rstrip("\n") + "\n" + call,
-                       f"template {name} derived from the source chat template"))
-    if plan["collator"] == name:
-        collator_text = (ctx.target / COLLATOR_FILE).read_text()
+    if not has_template:
+        calls.append(write(TEMPLATE_FILE, template_text_t.rstrip("\n") + "\n" + call,
+                           f"template {name} derived from the source chat template"))
+    if plan["collator"] == name and not has_collator:
         code = render_template("collator_class.py.j2", cls=f"DataCollatorFor{_camel(name)}", family=plan["hf_class"],
                                hf_class=plan["hf_class"], drop=plan.get("collator_drops", []), name=name)
         calls.append(write(COLLATOR_FILE, collator_text.rstrip("\n") + "\n" + code,
                            f"collator {name}: generic minus {plan.get('collator_drops')}"))
+    if kept:
+        note = f"Branch B entries already present, kept as they are: {', '.join(kept)}. "
+        if not calls:
+            return note + "Nothing else to add; G2 decides.", []
     return (f"Branch B: template '{name}' from the source chat template, mm_plugin '{name}' "
             f"({exp['token']} x {count} per image, from {count_source})"
             + (f", collator '{name}'" if plan["collator"] == name else "") + ".", calls)

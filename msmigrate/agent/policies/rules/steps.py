@@ -34,11 +34,11 @@ def last_results(messages: list) -> dict[str, dict[str, Any]]:
     return out
 
 
-def render_template(name: str, **values: Any) -> str:
+def render_template(template_file: str, **values: Any) -> str:
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True)
-    return env.get_template(name).render(**values)
+    return env.get_template(template_file).render(**values)
 
 
 def write(path: str, content: str, reason: str) -> dict[str, Any]:

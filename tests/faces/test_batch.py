@@ -1,0 +1,142 @@
+"""``msmigrate batch``: a 3-item batch with --jobs 2 survives a SIGKILL of its process group and resumes without
+redoing finished items; a broken item becomes its exit status; launch slots are a cross-process semaphore."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import write_spec
+
+from msmigrate.agent.batch import launch_slots
+from msmigrate.agent.batch.manifest import load_manifest
+from msmigrate.agent.batch.slots import slot_env
+
+
+def batch_cmd(manifest: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "msmigrate.agent.cli_faces", "batch", str(manifest), *extra]
+
+
+def read_state(batch_dir: Path) -> dict:
+    path = batch_dir / "batch_state.json"
+    return json.loads(path.read_text())["items"] if path.is_file() else {}
+
+
+def drives(run_dir: Path) -> int:
+    lines = (run_dir / "trajectory.jsonl").read_text().splitlines()
+    return sum(1 for ln in lines if json.loads(ln)["kind"] == "drive")
+
+
+def gates_recorded(run_dir: Path) -> bool:
+    traj = run_dir / "trajectory.jsonl"
+    return traj.is_file() and '"kind": "gate"' in traj.read_text()
+
+
+def test_batch_three_items_killed_and_resumed(tmp_path, source_model, standin, hook_env):
+    spec = write_spec(tmp_path / "qwen.yaml", source_model, standin)
+    manifest = tmp_path / "manifest.yaml"
+    # Three items on ONE target checkout: the batch gives each its own clone (work branches cannot share a tree).
+    manifest.write_text(
+        "items:\n"
+        f"  - spec: {spec.name}\n"
+        "  - id: second\n"
+        f"    spec: {{source: {source_model}, target: {standin}, model_name: qwen2_vl_b}}\n"
+        "  - id: third\n"
+        f"    spec: {{source: {source_model}, target: {standin}, model_name: qwen2_vl_c}}\n")
+    batch_dir = tmp_path / "b"
+    env = {**hook_env, "FAKE_GATE_SLEEP": "4", "FAKE_SLOW_GATES": "G4"}
+    proc = subprocess.Popen(batch_cmd(manifest, "--jobs", "2", "--batch-dir", str(batch_dir)), env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline:  # kill once one item is done and another is mid-run (past a gate)
+        st = read_state(batch_dir)
+        if any(v["status"] == "done" for v in st.values()) and any(
+                v["status"] == "running" and gates_recorded(batch_dir / "runs" / f"{k}-1") for k, v in st.items()):
+            break
+        assert proc.poll() is None, proc.stdout.read().decode()
+        time.sleep(0.3)
+    else:
+        pytest.fail("batch never had a finished and a running item at once")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = read_state(batch_dir)
+    done_before = {k for k, v in before.items() if v["status"] == "done"}
+    interrupted = {k for k, v in before.items() if v["status"] == "running"
+                   and gates_recorded(batch_dir / "runs" / f"{k}-1")}
+    assert done_before and interrupted
+    assert all(before[k]["exit_status"] == "success" for k in done_before)
+    result_mtimes = {k: (batch_dir / "results" / f"{k}-1.json").stat().st_mtime for k in done_before}
+
+    out = subprocess.run(batch_cmd(manifest, "--jobs", "2", "--batch-dir", str(batch_dir)),
+                         env={**hook_env, "COLUMNS": "200"}, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    summary = json.loads((batch_dir / "summary.json").read_text())
+    assert summary["succeeded"] == 3 and summary["total"] == 3
+    assert {r["id"] for r in summary["items"]} == {"qwen2_vl", "second", "third"}
+    assert "| qwen2_vl | qwen2_vl-1 | success | ✔✔✔✔✔✔✔ |" in (batch_dir / "summary.md").read_text()
+    for k in done_before:  # finished items were skipped: same result file, one drive in their run
+        assert (batch_dir / "results" / f"{k}-1.json").stat().st_mtime == result_mtimes[k]
+        assert drives(batch_dir / "runs" / f"{k}-1") == 1
+    for k in interrupted:  # interrupted items continued from their checkpoint
+        result = json.loads((batch_dir / "results" / f"{k}-1.json").read_text())
+        assert result["resumed"] is True and result["exit_status"] == "success"
+        assert drives(batch_dir / "runs" / f"{k}-1") == 2
+    # each item edited its own clone, never the shared checkout
+    for k in ("qwen2_vl", "second", "third"):
+        assert (batch_dir / "targets" / k / ".git").is_dir()
+    branches = subprocess.run(["git", "-C", str(standin), "branch"], capture_output=True, text=True).stdout
+    assert "msmigrate/" not in branches
+
+
+def test_batch_item_failure_is_its_exit_status(tmp_path, source_model, standin, hook_env):
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(
+        f"- id: broken\n  spec: {{source: {tmp_path / 'nowhere'}, target: {standin}, model_name: ghost}}\n")
+    out = subprocess.run(batch_cmd(manifest, "--batch-dir", str(tmp_path / "b")), env=hook_env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["items"][0]["exit_status"] == "precheck_failed"
+    # a second invocation skips it (finished, even though it failed) unless --redo
+    again = subprocess.run(batch_cmd(manifest, "--batch-dir", str(tmp_path / "b")), env=hook_env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+    assert "1 already done, 0 to run" in again.stderr
+    redo = subprocess.run(batch_cmd(manifest, "--batch-dir", str(tmp_path / "b"), "--redo"), env=hook_env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert json.loads(redo.stdout)["items"][0]["run_id"] == "broken-2"
+
+
+def test_manifest_errors_and_ids(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("items: []\n")
+    assert "non-empty" in load_manifest(bad).error
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("defaults: {policy: llm}\nitems:\n"
+                  "  - spec: {source: s, target: t, model_name: abc}\n"
+                  "  - spec: {source: s, target: t, model_name: abc, policy: rules}\n")
+    m = load_manifest(ok)
+    assert m.error is None
+    assert [i.id for i in m.items] == ["abc", "abc-2"]
+    assert [i.spec.policy for i in m.items] == ["llm", "rules"]
+    assert m.items[0].spec.source == (tmp_path / "s").resolve()
+
+
+def test_launch_slots_limit_holders(tmp_path, monkeypatch):
+    with launch_slots() as free:  # outside a batch: no limit
+        assert free is None
+    for k, v in slot_env(tmp_path / "slots", 1).items():
+        monkeypatch.setenv(k, v)
+    with launch_slots() as slot:
+        assert slot == 0
+        with pytest.raises(TimeoutError):  # the only slot is held (flock is per open file, even in one process)
+            with launch_slots(timeout_s=0.3, poll_s=0.05):
+                pass
+    with launch_slots(timeout_s=0.3) as slot:  # released on exit
+        assert slot == 0

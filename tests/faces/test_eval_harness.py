@@ -1,0 +1,147 @@
+"""The eval harness: scorers on hand-made run folders, pass@k, suites and task folders, the runner and the
+leaderboard with fake runs, and (one) real ``msmigrate eval`` through the scripted policy and the real validator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from run_dirs import make_run, make_target
+
+from msmigrate.evals.fixtures import FIXTURES
+from msmigrate.evals.harness.leaderboard import build_entry, leaderboard_markdown, pass_at_k, update_leaderboard
+from msmigrate.evals.harness.runner import EvalConfig, run_suite
+from msmigrate.evals.harness.scorers import Validation, score_run_dir
+from msmigrate.evals.harness.suite import load_suite
+
+EXPECT = {"model_id": "mm", "dataset_type": "huggingface", "template": "tmpl", "data_branch": "A"}
+
+
+def clean(text, target, python) -> Validation:
+    return Validation(True, [])
+
+
+def weakened(text, target, python) -> Validation:
+    return Validation(False, [{"severity": "error", "code": "weakened-train-iters", "path": "training.train_iters"}],
+                      "config invalid")
+
+
+def failed_checks(score) -> set[str]:
+    return {c.name for c in score.checks if not c.passed}
+
+
+def test_scorers_on_hand_made_runs(tmp_path):
+    target = make_target(tmp_path / "t")
+    runs = tmp_path / "runs"
+    good = score_run_dir(make_run(runs, "good", target), EXPECT, validate=clean)
+    assert good.passed, good.checks
+    assert good.soft == {"launches": 3.0, "policy_steps": 6.0, "tool_calls": 4.0, "tokens": 0.0, "format_errors": 0.0,
+                         "wall_s": 12.5}
+    assert good.first_failing_gate is None
+
+    outside = score_run_dir(make_run(runs, "outside", target, outside_edit=True), EXPECT, validate=clean)
+    assert failed_checks(outside) == {"edits_in_scope"}
+    assert "mindspeed_mm/fsdp/train/trainer.py" in next(c.detail for c in outside.checks if c.name == "edits_in_scope")
+
+    no_evidence = score_run_dir(make_run(runs, "noev", target, drop_evidence_of="G5"), EXPECT, validate=clean)
+    assert failed_checks(no_evidence) == {"gates_green"}
+
+    g4 = score_run_dir(make_run(runs, "g4", target, failing_gate="G4"), EXPECT, validate=clean)
+    assert "gates_green" in failed_checks(g4) and g4.first_failing_gate == "G4"
+
+    wrong = score_run_dir(make_run(runs, "wrong", target, template="other",
+                                   plan={"model_id": "mm", "data_branch": "B", "template": "tmpl"}), EXPECT, validate=clean)
+    # the delivered config wins over the plan for template; the branch comes from the plan
+    assert failed_checks(wrong) == {"expected_template", "expected_data_branch"}
+
+    weak = score_run_dir(make_run(runs, "weak", target), EXPECT, validate=weakened)
+    assert failed_checks(weak) == {"validator_clean", "not_weakened"}
+
+    missing = score_run_dir(runs / "nothing", EXPECT, validate=clean)
+    assert not missing.passed and missing.error
+
+
+def test_pass_at_k():
+    assert pass_at_k(5, 0, 1) == 0.0
+    assert pass_at_k(5, 5, 3) == 1.0
+    assert pass_at_k(5, 1, 1) == pytest.approx(0.2)
+    assert pass_at_k(5, 1, 5) == 1.0
+    assert pass_at_k(3, 1, 2) == pytest.approx(1 - 1 / 3)
+
+
+def test_default_suite_covers_every_fixture_and_task_dirs_add_tasks(tmp_path):
+    suite = load_suite("default")
+    assert suite.error is None
+    assert sorted(t.fixture for t in suite.tasks) == sorted(FIXTURES)
+    llava = next(t for t in suite.tasks if t.id == "llava")
+    assert llava.expect == {"model_id": "llava", "dataset_type": "huggingface", "template": "llava", "data_branch": "B"}
+    extra = tmp_path / "private"
+    extra.mkdir()
+    (extra / "held_out.yaml").write_text("- id: secret_vlm\n  source: ../src\n  model_name: secret_vlm\n  expect: "
+                                         "{model_id: secret_vlm, dataset_type: huggingface, template: s, data_branch: B}\n")
+    with_extra = load_suite("default", extra)
+    assert len(with_extra.tasks) == len(FIXTURES) + 1
+    secret = with_extra.tasks[-1]
+    assert secret.source == (tmp_path / "src").resolve() and secret.fixture is None
+    (extra / "dupe.yaml").write_text("fixture: llava\n")
+    assert "duplicate" in load_suite("default", extra).error
+    (extra / "dupe.yaml").write_text("- source: x\n  id: y\n")
+    assert "expect lacks" in load_suite("default", extra).error
+    assert "no suite" in load_suite("nonexistent").error
+
+
+def test_runner_and_leaderboard_with_fake_runs(tmp_path):
+    base = make_target(tmp_path / "base")
+    suite_file = tmp_path / "suite.yaml"
+    suite_file.write_text(f"name: mini\ntrials: 2\ntasks:\n  - id: m\n    source: src\n    model_name: mm\n"
+                          f"    target: {base}\n    expect: {json.dumps(EXPECT)}\n")
+    suite = load_suite(suite_file)
+    assert suite.error is None
+    calls = []
+
+    def fake_run(spec, run_id, settings):  # trial 0 passes, trial 1 fails G4
+        calls.append((spec.policy, spec.target))
+        make_run(settings.runs_dir, run_id, spec.target, failing_gate="G4" if len(calls) == 2 else None)
+        return {}
+
+    cfg = EvalConfig(policy="rules", workdir=tmp_path / "w")
+    scores = run_suite(suite, cfg, run_fn=fake_run, validate=clean)
+    assert [s.passed for s in scores] == [True, False]
+    assert len({t for _, t in calls}) == 2  # a fresh clone of the target per trial
+    again = run_suite(suite, cfg, run_fn=lambda *a: pytest.fail("scored trials must not run again"), validate=clean)
+    assert [s.passed for s in again] == [True, False]
+
+    entry = build_entry("rules", "mini", "rules", scores, 2)
+    assert entry["tasks"]["m"]["pass@1"] == 0.5 and entry["tasks"]["m"]["pass@2"] == 1.0
+    assert entry["tasks"]["m"]["first_failing_gate"] == "G4"
+    assert entry["tasks"]["m"]["soft"]["launches"]["mean"] == 3.0
+    board = tmp_path / "lb.json"
+    update_leaderboard(board, build_entry("worse", "mini", "llm", scores[1:], 1))
+    entries = update_leaderboard(board, entry)
+    assert [e["label"] for e in entries] == ["rules", "worse"]
+    md = leaderboard_markdown(entries)
+    assert "| 1 | rules | mini | 1 | 0.50 | 1.00 (2) | 1/1 |" in md
+
+
+def test_eval_cli_scripted_policy_real_validator(tmp_path, source_model, hook_env):
+    """The real command on one task: a clean migration passes; the same migration with a weakened config (which
+    the fake G3 lets through) is caught by the harness's own validator check."""
+    fx = FIXTURES["qwen2_vl"]
+    suite = tmp_path / "one.yaml"
+    suite.write_text(f"name: one\ntasks:\n  - fixture: qwen2_vl\n    source: {source_model}\n")
+    base = [sys.executable, "-m", "msmigrate.agent.cli_faces", "eval", str(suite), "--policy", "rules",
+            "--workdir", str(tmp_path / "w"), "--leaderboard", str(tmp_path / "lb.json")]
+    ok = subprocess.run(base, env=hook_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "| 1 | rules | one | 1 | 1.00 | 1.00 (1) | 1/1 |" in ok.stdout
+    assert f"| {fx.name} | 1/1 |" in ok.stdout
+    weak = subprocess.run([*base, "--label", "weakened", "--redo"], env={**hook_env, "FAKE_WEAKEN": "1"},
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert weak.returncode == 1
+    assert "| 2 | weakened | one | 1 | 0.00 | 0.00 (1) | 0/1 |" in weak.stdout
+    entry = json.loads((tmp_path / "w" / "one-rules" / "entry.json").read_text())
+    rates = entry["tasks"]["qwen2_vl"]["check_pass_rate"]
+    assert rates["not_weakened"] == 0.0 and rates["gates_green"] == 1.0 and rates["expected_template"] == 1.0
