@@ -137,3 +137,7 @@ def validate_config_cmd(
 
 def main() -> None:  # pragma: no cover
     app()
+
+
+if __name__ == "__main__":  # python -m msmigrate.agent.cli
+    app()

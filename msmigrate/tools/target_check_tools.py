@@ -26,6 +26,7 @@ class ConfigPathArgs(BaseModel):
     config_path: str = Field(description="Plugin-route YAML relative to the target root, e.g. examples/<name>/<name>_config.yaml")
     model_id: str = Field("", description="model_id whose module tree the patterns are audited against.")
     plugins: list[str] = Field(default_factory=list, description="training.plugin entries (for the module tree).")
+    trust_remote_code: bool = Field(False, description="The source needs trust_remote_code (auto_map custom code).")
 
 
 class ForwardArgs(BaseModel):
@@ -33,6 +34,7 @@ class ForwardArgs(BaseModel):
     plugins: list[str] = Field(description="training.plugin entries to import.")
     use_collated_batch: bool = Field(False, description="Use the batch saved by the last check_data call instead "
                                                         "of a synthetic text batch.")
+    trust_remote_code: bool = Field(False, description="The source needs trust_remote_code (auto_map custom code).")
 
 
 def inspect_model(ctx: RunContext, where: str = "plugin", model_id: str = "", plugins: list[str] | None = None,
@@ -56,31 +58,35 @@ def inspect_model(ctx: RunContext, where: str = "plugin", model_id: str = "", pl
     )
 
 
-def check_config(ctx: RunContext, config_path: str, model_id: str = "", plugins: list[str] | None = None) -> ToolResult:
+def check_config(ctx: RunContext, config_path: str, model_id: str = "", plugins: list[str] | None = None,
+                 trust_remote_code: bool = False) -> ToolResult:
     path = (ctx.target / config_path).resolve()
     if not path.is_file():
         return ToolResult.failure(f"{config_path} not found under the target")
     tree = None
     if model_id:
-        res = module_tree(ctx, plugins=plugins or [], model_id=model_id)
+        res = module_tree(ctx, plugins=plugins or [], model_id=model_id, trust_remote_code=trust_remote_code)
         if not res.ok:
             return ToolResult.failure(f"cannot build {model_id} for the pattern audit: {res.error}", **res.data)
         tree = res.data["result"]
     return config_check(ctx, path, tree=tree)
 
 
-def check_data(ctx: RunContext, config_path: str, model_id: str = "", plugins: list[str] | None = None) -> ToolResult:
+def check_data(ctx: RunContext, config_path: str, model_id: str = "", plugins: list[str] | None = None,
+               trust_remote_code: bool = False) -> ToolResult:
     path = (ctx.target / config_path).resolve()
     if not path.is_file():
         return ToolResult.failure(f"{config_path} not found under the target")
     return data_check(ctx, path)
 
 
-def check_forward(ctx: RunContext, model_id: str, plugins: list[str], use_collated_batch: bool = False) -> ToolResult:
+def check_forward(ctx: RunContext, model_id: str, plugins: list[str], use_collated_batch: bool = False,
+                  trust_remote_code: bool = False) -> ToolResult:
     batch = ctx.run_dir / "probes" / "batch.pt"
     if use_collated_batch and not batch.is_file():
         return ToolResult.failure("no collated batch yet: call check_data first")
-    return forward_check(ctx, plugins=plugins, model_id=model_id, batch_file=str(batch) if use_collated_batch else None)
+    return forward_check(ctx, plugins=plugins, model_id=model_id, batch_file=str(batch) if use_collated_batch else None,
+                         trust_remote_code=trust_remote_code)
 
 
 def target_check_tools(ctx: RunContext) -> list:

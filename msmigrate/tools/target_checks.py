@@ -40,8 +40,9 @@ def module_tree(ctx: RunContext, *, plugins: list[str] | None = None, model_id: 
     if model_id:
         args, name = plugin_args(ctx, plugins or [], model_id), f"module_tree_{model_id}"
     else:
-        args, name = ["--model", str(ctx.source)] + (["--trust-remote-code"] if trust_remote_code else []), \
-            "module_tree_source"
+        args, name = ["--model", str(ctx.source)], "module_tree_source"
+    if trust_remote_code:  # the plugin build loads the source's AutoConfig too (custom code needs the flag)
+        args += ["--trust-remote-code"]
     res = run_probe(ctx.runtime_python, "module_tree", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
     if res.ok:
         res.data["saved"] = _save(ctx, name, res.data["result"])

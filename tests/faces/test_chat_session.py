@@ -111,9 +111,13 @@ def test_chat_full_migration_with_approval_diff_undo(tmp_path, source_model, sta
 def test_chat_ctrl_c_stops_cleanly_and_resumes(tmp_path, source_model, standin, hook_env):
     spec = write_spec(tmp_path / "spec.yaml", source_model, standin)
     runs = tmp_path / "runs"
-    env = {**hook_env, "FAKE_GATE_SLEEP": "3", "FAKE_SLOW_GATES": "G1"}
+    env = {**hook_env, "FAKE_GATE_SLEEP": "5", "FAKE_SLOW_GATES": "G1"}
     c = spawn_chat([str(spec), "--runs-dir", str(runs)], env, tmp_path)
     c.expect("gate G1 running")
+    c.sendline("/status")  # the prompt stays live while the agent works
+    c.expect("the agent is working")
+    c.sendline("prefer sdpa attention")
+    c.expect("noted")
     c.sendintr()
     c.expect("stopping after the current step")
     c.expect(r"stopped at a step boundary .* is\s+resumable")
@@ -121,6 +125,9 @@ def test_chat_ctrl_c_stops_cleanly_and_resumes(tmp_path, source_model, standin, 
     run_id = run_id_of(runs)
     c.sendline("/status")
     c.expect(r"gates passed: G0, G1\b")  # the step in flight finished; nothing after it ran
+    c.expect(PROMPT)
+    c.sendline("what instructions did I give?")
+    c.expect(r"instructions given: prefer sdpa attention")
     c.expect(PROMPT)
     c.sendline("/quit")
     c.expect(pexpect.EOF)
@@ -139,3 +146,24 @@ def test_chat_ctrl_c_stops_cleanly_and_resumes(tmp_path, source_model, standin, 
     c.expect(pexpect.EOF)
     records = [json.loads(ln) for ln in (runs / run_id / "trajectory.jsonl").read_text().splitlines()]
     assert [r["gate"] for r in records if r["kind"] == "gate"].count("G1") == 1
+
+
+def test_chat_terminal_prompt_completes_slash_commands(tmp_path, hook_env):
+    """On a real terminal (TERM=xterm) the prompt is prompt_toolkit: Tab completes slash commands, Ctrl-C at the
+    prompt only hints, /quit leaves."""
+    env = {**hook_env, "TERM": "xterm"}
+    c = pexpect.spawn(sys.executable, ["-m", "msmigrate.agent.cli_faces", "chat", "--runs-dir", str(tmp_path / "runs")],
+                      env=env, cwd=str(tmp_path), encoding="utf-8", timeout=60, dimensions=(40, 150))
+    c.expect("no run yet")
+    c.expect("msmigrate>")
+    c.send("/sta\t")
+    c.expect("tus")  # completed to /status
+    c.send("\r")
+    c.expect("no run open")
+    c.sendcontrol("c")
+    c.expect("/quit leaves")
+    c.send("/quit\r")
+    c.expect(pexpect.EOF)
+    c.close()
+    assert c.exitstatus == 0
+    assert "/status" in (tmp_path / "runs" / ".chat_history").read_text()

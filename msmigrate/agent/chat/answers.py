@@ -49,6 +49,8 @@ def answer(text: str, state: dict[str, Any]) -> str:
         c = state.get("counters", {})
         out.append(f"launches {int(c.get('launches', 0))}, policy steps {int(c.get('policy_steps', 0))}, "
                    f"tool calls {int(c.get('tool_calls', 0))}, tokens {int(c.get('tokens', 0))}")
+    if "instruction" in q:
+        out.append("instructions given: " + (state.get("instructions") or "(none)").replace("\n", " | "))
     if "report" in q:
         out.append(f"report: {(state.get('artifacts') or {}).get('report') or 'not written yet (written at the end)'}")
     if not out:  # a general status answer

@@ -30,6 +30,8 @@ class Driver:
         self.on_step = on_step or (lambda node, update: None)
         self._stop = threading.Event()
         self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._instructions: list[str] = []
         self._thread: threading.Thread | None = None
         self.outcome: DriveOutcome | None = None
 
@@ -60,6 +62,24 @@ class Driver:
         finally:
             self._done.set()
 
+    def add_instruction(self, text: str) -> None:
+        """Queue free text for the agent; the worker writes it into the state at the next step boundary."""
+        with self._lock:
+            self._instructions.append(text)
+
+    def apply_instructions(self) -> bool:
+        """Write queued instructions into the run's state (only while no drive runs, or from the worker itself)."""
+        with self._lock:
+            texts, self._instructions = self._instructions, []
+        if not texts:
+            return False
+        run = self.run
+        current = run.snapshot().get("instructions", "")
+        run.graph.update_state(run.config, {"instructions": "\n".join(t for t in (current, *texts) if t)})
+        for text in texts:
+            run.trajectory.append("instruction", text=text)
+        return True
+
     def _drive(self, resume_value: Any) -> None:
         run = self.run
         started = bool(run.graph.get_state(run.config).values)
@@ -69,14 +89,23 @@ class Driver:
             inp = None if started else run.initial_state()
         run.trajectory.append("drive", resumed=started, face="chat")
         try:
-            for chunk in run.graph.stream(inp, run.config, stream_mode="updates"):
-                for node, update in chunk.items():
-                    if not node.startswith("__"):
-                        self.on_step(node, update if isinstance(update, dict) else {})
-                if self._stop.is_set():
-                    run.trajectory.append("stopped", by="user")
-                    self.outcome = DriveOutcome("stopped", run.snapshot())
-                    return
+            while True:
+                paused = False
+                for chunk in run.graph.stream(inp, run.config, stream_mode="updates"):
+                    for node, update in chunk.items():
+                        if not node.startswith("__"):
+                            self.on_step(node, update if isinstance(update, dict) else {})
+                    if self._stop.is_set():
+                        run.trajectory.append("stopped", by="user")
+                        self.outcome = DriveOutcome("stopped", run.snapshot())
+                        return
+                    if self._instructions and not run.pending_interrupt():
+                        paused = True  # leave the stream at this step boundary to write the instruction
+                        break
+                if not paused:
+                    break
+                self.apply_instructions()
+                inp = None  # continue from the checkpoint just written
         except Exception as exc:  # boundary (as Run.drive): a bug ends this drive with a message, not the session
             tb = traceback.format_exc()
             run.trajectory.append("error", error=repr(exc), traceback=tb)

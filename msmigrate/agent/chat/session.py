@@ -1,13 +1,15 @@
 """The chat session: open or resume a run, drive it in the background, stream its events, ask before launches,
 and answer slash commands, questions and instructions in between.
 
-Input comes from prompt_toolkit (history + slash-command completion) on a terminal, from ``input()`` otherwise
-(pipes, ``TERM=dumb``, ``--plain``). Ctrl-C while the agent works stops it at the next step boundary (the run stays
-resumable); a second Ctrl-C leaves at once (the SQLite checkpoint is already on disk)."""
+The agent works in a background thread (``Driver``) and input is read in another (``InputPump``), so the prompt
+stays live while the run streams: /status, /gates, /diff, /report and questions answer at once; an instruction is
+written into the run's state at the next step boundary. Ctrl-C while the agent works stops it at the next step
+boundary (the run stays resumable); a second Ctrl-C leaves at once (the SQLite checkpoint is already on disk)."""
 
 from __future__ import annotations
 
 import os
+import queue
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from msmigrate.agent.chat.answers import answer, is_question
 from msmigrate.agent.chat.commands import COMMANDS
 from msmigrate.agent.chat.driver import Driver
 from msmigrate.agent.chat.hook import run_overrides
+from msmigrate.agent.chat.input_pump import CTRL_C, EOF_MARK, InputPump
 from msmigrate.agent.chat.render import EventPrinter, approval_view
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.nodes.verify import EDITABLE_LAUNCH_KEYS
@@ -27,29 +30,6 @@ from msmigrate.agent.runner import Run, new_run_id
 
 APPROVE_WORDS = {"approve", "a", "y", "yes", "ok", "go"}
 REJECT_WORDS = {"reject", "r", "n", "no"}
-
-
-class LineReader:
-    def __init__(self, history_file: Path, plain: bool):
-        self.session = None
-        if not plain and sys.stdin.isatty() and os.environ.get("TERM", "") != "dumb":
-            from prompt_toolkit import PromptSession
-            from prompt_toolkit.completion import WordCompleter
-            from prompt_toolkit.history import FileHistory
-
-            history_file.parent.mkdir(parents=True, exist_ok=True)
-            words = [*COMMANDS, "approve", "reject", "edit"]
-            self.session = PromptSession(history=FileHistory(str(history_file)),
-                                         completer=WordCompleter(words, sentence=True))
-
-    def read(self, prompt: str) -> str | None:
-        """One line, or None at end of input."""
-        try:
-            if self.session is not None:
-                return self.session.prompt(prompt)
-            return input(prompt)
-        except EOFError:
-            return None
 
 
 def parse_edit(arg: str) -> dict[str, Any] | str:
@@ -70,12 +50,15 @@ class ChatSession:
                  approval: bool = True, policy: str | None = None, replay: Path | None = None):
         self.settings = settings
         self.console = console or Console(highlight=False, soft_wrap=True)  # ids and paths stay copyable
-        self.reader = LineReader(settings.runs_dir / ".chat_history", plain)
+        self.pump = InputPump(settings.runs_dir / ".chat_history", plain, [*COMMANDS, "approve", "reject", "edit"],
+                              self.prompt_text)
         self.approval, self.policy, self.replay = approval, policy, replay
         self.printer = EventPrinter(self.console)
         self.run: Run | None = None
         self.driver: Driver | None = None
         self.pending: dict[str, Any] | None = None
+        self._stopping = False
+        self._prompted = False
 
     # ------------------------------------------------------------------------------------------------ runs
     def _attach(self, run: Run) -> None:
@@ -132,13 +115,16 @@ class ChatSession:
 
     # ------------------------------------------------------------------------------------------------ driving
     def drive(self, resume_value: Any = None) -> None:
+        """Start the agent in the background; the loop reports the outcome when it ends."""
         self.pending = None
+        self._stopping = False
         self.driver.start(resume_value)
-        self._wait()
-        out = self.driver.outcome
+        self.pump.refresh()
+
+    def _finish_drive(self) -> None:
+        out, self.driver.outcome = self.driver.outcome, None
         run_id = self.run.run_id
-        if out is None:
-            return
+        self.driver.apply_instructions()  # any that arrived as the drive ended
         if out.kind == "interrupt":
             self.pending = out.interrupt
             approval_view(self.console, out.interrupt)
@@ -151,22 +137,24 @@ class ChatSession:
         else:
             self.console.print(f"[red]the drive failed[/]: {escape(out.error)} (details in {self.run.run_dir}/error.txt); "
                                "/retry continues from the last checkpoint")
+        self.pump.refresh()
 
-    def _wait(self) -> None:
-        stopping = False
-        while True:
-            try:
-                if self.driver.join(0.2):
-                    return
-            except KeyboardInterrupt:
-                if stopping:
-                    self.console.print(f"left at once. Resume with: msmigrate chat --resume {self.run.run_id}")
-                    sys.stdout.flush()
-                    os._exit(130)
-                stopping = True
-                self.driver.request_stop()
-                self.console.print("stopping after the current step … (Ctrl-C again to leave now; the run stays "
-                                   "resumable)")
+    def _ctrl_c(self) -> None:
+        if not (self.driver and self.driver.busy):
+            self.console.print("(/quit leaves; the run stays resumable)")
+            return
+        if self._stopping:
+            self.console.print(f"left at once. Resume with: msmigrate chat --resume {self.run.run_id}")
+            sys.stdout.flush()
+            os._exit(130)
+        self._stopping = True
+        self.driver.request_stop()
+        self.console.print("stopping after the current step … (Ctrl-C again to leave now; the run stays resumable)")
+
+    def prompt_text(self) -> str:
+        if self.driver is not None and self.driver.busy:
+            return "(working; Ctrl-C stops) > "
+        return "approve/reject/edit> " if self.pending else "msmigrate> "
 
     # ------------------------------------------------------------------------------------------------ input
     def _answer_approval(self, line: str) -> bool:
@@ -207,25 +195,52 @@ class ChatSession:
         if is_question(line):
             self.console.print(escape(answer(line, state)))
             return True
-        text = "\n".join(t for t in (state.get("instructions", ""), line) if t)
-        self.run.graph.update_state(self.run.config, {"instructions": text})
-        self.run.trajectory.append("instruction", text=line)
+        self.driver.add_instruction(line)
+        if not self.driver.busy:
+            self.driver.apply_instructions()
         self.console.print("noted: the agent reads it at its next decision"
                            + (" (answer the approval first)" if self.pending else ""))
         return True
 
-    def loop(self) -> None:
+    def _next_input(self) -> object | None:
+        """The next line/mark from the pump, or None after a short wait (so drive outcomes are noticed)."""
+        if self.driver is not None and self.driver.outcome is not None and not self.driver.busy:
+            self._finish_drive()
+        idle = not (self.driver and self.driver.busy)
+        if self.pump.plain and idle and not self._prompted:
+            print(self.prompt_text(), end="", flush=True)
+            self._prompted = True
         try:
-            while True:
-                prompt = "approve/reject/edit> " if self.pending else "msmigrate> "
-                try:
-                    line = self.reader.read(prompt)
-                except KeyboardInterrupt:
-                    self.console.print("(/quit leaves; the run stays resumable)")
-                    continue
-                if line is None or not self.handle_line(line):
-                    break
+            return self.pump.lines.get(timeout=0.2)
+        except queue.Empty:
+            return None
+        except KeyboardInterrupt:  # plain mode: the terminal's SIGINT lands in the main thread
+            return CTRL_C
+
+    def loop(self) -> None:
+        self.pump.start()
+        try:
+            with self.pump.stdout_guard():
+                while True:
+                    try:
+                        item = self._next_input()
+                        if item is None:
+                            continue
+                        self._prompted = False
+                        if item is CTRL_C:
+                            self._ctrl_c()
+                            continue
+                        if item is EOF_MARK or not self.handle_line(str(item)):
+                            break
+                        self.pump.refresh()
+                    except KeyboardInterrupt:  # plain mode: SIGINT may land anywhere in the main thread
+                        self._ctrl_c()
         finally:
+            if self.driver is not None and self.driver.busy:
+                self.driver.request_stop()
+                self.console.print("waiting for the current step to end …")
+                while not self.driver.join(0.5):
+                    pass
             if self.run is not None:
                 self.console.print(f"bye. Run {self.run.run_id} is saved in {self.run.run_dir}; "
                                    f"continue with: msmigrate chat --resume {self.run.run_id}")

@@ -6,25 +6,37 @@ anything else a tool raises is a bug and fails the run (ToolNode does not swallo
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.prebuilt import ToolNode
-from pydantic import ValidationError
+from langgraph.prebuilt.tool_node import ToolInvocationError
 
 from msmigrate.agent.budgets import bump
 from msmigrate.agent.deps import RunDeps
 from msmigrate.prompts.render import render
 
 
-def _format_error(exc: ValidationError) -> str:
-    problems = [{"name": exc.title, "args": None, "error": str(exc)}]
-    return render("format_error", problems=problems, tools=[])
+def tool_schema(tools: list, name: str) -> str:
+    """The argument schema of tool ``name`` as JSON, or the list of known tool names when there is no such tool."""
+    for t in tools:
+        if t.name == name:
+            return json.dumps(t.tool_call_schema.model_json_schema(), ensure_ascii=False)
+    return json.dumps({"known_tools": [t.name for t in tools]})
 
 
 def make_tools_node(deps: RunDeps):
-    tool_node = ToolNode(deps.tools, handle_tool_errors=_format_error)
+    # ToolNode re-raises a pydantic ValidationError of the arguments as ToolInvocationError, and catches only the
+    # exception type this handler is annotated with: every other exception (a bug) still propagates.
+    def on_invalid_args(exc: ToolInvocationError) -> str:
+        error = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg')}" for e in exc.filtered_errors or [])
+        raw = json.dumps(exc.tool_kwargs, default=str, ensure_ascii=False)
+        return render("format_error", tool_name=exc.tool_name, error=error or str(exc.source),
+                      schema=tool_schema(deps.tools, exc.tool_name), raw_call=raw[:2000])
+
+    tool_node = ToolNode(deps.tools, handle_tool_errors=on_invalid_args)
 
     def node(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         last = state["messages"][-1]

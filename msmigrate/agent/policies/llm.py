@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -48,7 +49,8 @@ def prompt_vars(view: PolicyView) -> dict[str, Any]:
         "max_attempts": int(st.get("budgets", {}).get("phase_attempts", 0) or 0) or 4,
         "source_summary": st.get("source_summary", {}),
         "target_summary": st.get("target_summary", {}),
-        "plan": st.get("plan", {}),
+        # the prompts say ``branch`` for what the plan node calls ``data_branch``
+        "plan": {**st["plan"], "branch": st["plan"].get("data_branch")} if st.get("plan") else {},
         "gate_results": [
             {"gate": g, "passed": r.get("passed", False), "summary": r.get("summary", "")}
             for g, r in sorted(st.get("gates", {}).items())
@@ -67,6 +69,20 @@ def system_vars(view: PolicyView, knowledge_index: str) -> dict[str, Any]:
         "knowledge_index": knowledge_index,
         "tools": [{"name": t.name, "description": t.description} for t in view.tools],
     }
+
+
+def format_error_text(call: dict[str, Any], tools: list[Any]) -> str:
+    """The format-error observation for one unparseable tool call: what was sent and the schema it must match."""
+    name = call.get("name") or ""
+    tool = next((t for t in tools if t.name == name), None)
+    if tool is None:
+        schema = json.dumps({"known_tools": [t.name for t in tools]})
+        error = call.get("error") or f"unknown tool {name!r}"
+    else:
+        schema = json.dumps(tool.tool_call_schema.model_json_schema(), indent=1)
+        error = call.get("error") or "the arguments are not valid JSON"
+    return render("format_error", tool_name=name or "(none)", error=str(error),
+                  schema=schema, raw_call=str(call.get("args"))[:2000])
 
 
 def fit_history(messages: list[AnyMessage], budget_tokens: int, fixed_chars: int) -> list[AnyMessage]:
@@ -119,16 +135,20 @@ class LLMPolicy:
             if not reply.invalid_tool_calls:
                 return Decision(message=reply, tokens=tokens, format_errors=format_errors)
             format_errors += 1
-            problems = [{"name": c.get("name"), "args": c.get("args"), "error": c.get("error")} for c in reply.invalid_tool_calls]
+            # The bad reply goes back as plain text: an assistant turn that still carried tool_calls (even in
+            # additional_kwargs) without matching tool results is rejected by OpenAI-compatible servers.
             convo += [
-                reply.model_copy(update={"tool_calls": [], "invalid_tool_calls": []}),
-                HumanMessage(render("format_error", problems=problems, tools=system_vars(view, "")["tools"])),
+                AIMessage(content=str(reply.content or "(tool call with unparseable arguments)")),
+                HumanMessage("\n\n".join(format_error_text(c, view.tools) for c in reply.invalid_tool_calls)),
             ]
         raise PolicyError(f"model produced malformed tool calls {format_errors} times in a row")
 
     def classify(self, failure_text: str, view: PolicyView) -> dict[str, Any] | None:
         """LLM fallback when the failure catalog has no match: ask for the owner phase in one word."""
-        prompt = render("classify", **prompt_vars(view), failure_text=failure_text[-4000:])
+        values = prompt_vars(view)  # the failure being classified is not in the state yet: show its text
+        values["last_failure"] = {**(values["last_failure"] or {}), "excerpt": failure_text[-4000:]}
+        values["last_failure"].setdefault("diagnosis", "not classified yet")
+        prompt = render("classify", **values)
         reply = self._invoke(self.chat_model, [HumanMessage(prompt)])
         text = str(reply.content).lower()
         for owner in ("model", "data", "config", "environment"):

@@ -1,0 +1,81 @@
+"""Human approval before the training launches (spec.approval): interrupt payload, reject, approve, edit."""
+
+from __future__ import annotations
+
+from conftest import FakeGates, ScriptedPolicy, make_run
+
+
+def _paused(ws, tmp_path, gates):
+    run = make_run(ws, tmp_path, ScriptedPolicy(), gates, approval=True)
+    out = run.drive()
+    return run, out
+
+
+def test_drive_without_approver_pauses_with_launch_interrupt(fast_prepare, tmp_path):
+    gates = FakeGates()
+    run, out = _paused(fast_prepare, tmp_path, gates)
+    try:
+        payload = out["interrupt"]
+        assert payload["kind"] == "launch" and payload["gates"] == ["G4", "G5", "G6"]
+        assert payload["launch"]["nproc_per_node"] == 2
+        assert out["exit_status"] is None and out["phase"] == "verify"
+        assert gates.calls == ["G1", "G2", "G3"]  # nothing launched before the answer
+        assert run.pending_interrupt() == payload
+    finally:
+        run.close()
+
+
+def test_reject_ends_with_rejected_by_user(fast_prepare, tmp_path):
+    gates = FakeGates()
+    run, _ = _paused(fast_prepare, tmp_path, gates)
+    try:
+        out = run.drive(resume_value={"action": "reject"})
+        assert out["exit_status"] == "rejected_by_user" and "interrupt" not in out
+        assert gates.calls == ["G1", "G2", "G3"]
+        assert (run.run_dir / "verification_report.md").is_file()
+        assert run.trajectory.records("approval")[0]["answer"] == {"action": "reject"}
+    finally:
+        run.close()
+
+
+def test_approve_continues_to_the_launch_gates(fast_prepare, tmp_path):
+    gates = FakeGates()
+    run, _ = _paused(fast_prepare, tmp_path, gates)
+    try:
+        out = run.drive(resume_value={"action": "approve"})
+        assert out["exit_status"] == "success"
+        assert gates.calls == ["G1", "G2", "G3", "G4", "G5", "G6"]
+    finally:
+        run.close()
+
+
+def test_approver_callback_and_launch_edits(fast_prepare, tmp_path):
+    gates = FakeGates()
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates, approval=True)
+    seen = []
+
+    def approver(payload):
+        seen.append(payload)
+        return {"action": "edit", "launch": {"nproc_per_node": 4, "not_editable": 1}}
+
+    try:
+        out = run.drive(approver)
+        assert out["exit_status"] == "success" and len(seen) == 1
+        assert run.deps.spec.launch.nproc_per_node == 4
+    finally:
+        run.close()
+
+
+def test_a_resumed_run_finds_its_pending_interrupt(fast_prepare, tmp_path):
+    from msmigrate.agent.runner import Run
+
+    gates = FakeGates()
+    run, _ = _paused(fast_prepare, tmp_path, gates)
+    run.close()
+    again = Run.resume(run.run_id, run.settings, policy=ScriptedPolicy(), tools=[], gates=gates.as_dict())
+    try:
+        assert again.pending_interrupt()["kind"] == "launch"
+        out = again.drive(resume_value={"action": "approve"})
+        assert out["exit_status"] == "success"
+    finally:
+        again.close()

@@ -1,0 +1,90 @@
+"""End to end through the LLM policy: LangChain's ChatOpenAI talks HTTP to a scripted OpenAI-compatible server on
+127.0.0.1, whose tool calls migrate the custom-code fixture ``patchlm`` into a fresh stand-in through the same graph
+and gates as every run (G0–G6, the last a 2-rank torchrun). Also exercised: transport retry on 503, the
+format-error observation for a malformed tool call, and token counting from the endpoint's usage."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fake_openai_server import ScriptedChatServer  # noqa: E402
+from patchlm_script import build_script  # noqa: E402
+
+from msmigrate.agent.config import LaunchSettings, LLMSettings, RunSpec, Settings  # noqa: E402
+from msmigrate.agent.runner import Run  # noqa: E402
+
+ALL_GATES = ("G0", "G1", "G2", "G3", "G4", "G5", "G6")
+
+
+def tool_names(request: dict) -> set[str]:
+    return {t["function"]["name"] for t in request.get("tools") or []}
+
+
+@pytest.mark.integration
+def test_llm_policy_migrates_custom_code_fixture_over_http(tmp_path):
+    from msmigrate.evals.fixtures import build_source
+    from msmigrate.evals.standin import write_standin
+
+    source = build_source("patchlm", tmp_path / "sources" / "patchlm")
+    target = write_standin(tmp_path / "target")
+    script = build_script(source, target, source / "data" / "train.json")
+
+    with ScriptedChatServer(script, fail_first=2) as server:
+        spec = RunSpec(source=source, target=target, model_name="patchlm", policy="llm",
+                       llm=LLMSettings(base_url=server.base_url, model="scripted", timeout_s=30),
+                       launch=LaunchSettings(gate_train_iters=5))
+        run = Run(spec, "patchlm-http", Settings(runs_dir=tmp_path / "runs", llm_api_key="sk-test"))
+        try:
+            final = run.drive()
+        finally:
+            run.close()
+
+    run_dir = tmp_path / "runs" / "patchlm-http"
+    assert final["exit_status"] == "success", (final.get("exit_detail"), (run_dir / "error.txt").read_text()
+                                               if (run_dir / "error.txt").is_file() else "")
+    assert final["plan"]["route"] == "custom" and final["plan"]["data_branch"] == "B"
+
+    # every gate passed on evidence it collected itself, and the evidence file says so
+    evidence = json.loads((run_dir / "evidence.json").read_text())
+    text = json.dumps(evidence)
+    for gate in ALL_GATES:
+        assert final["gates"][gate]["passed"], (gate, final["gates"][gate].get("summary"))
+        assert final["gates"][gate]["evidence"], gate
+        assert f'"{gate}"' in text, gate
+    assert final["gates"]["G6"]["evidence"][0]["exit_code"] == 0
+    assert final["gates"]["G6"]["evidence"][0]["metrics"]["steps"] >= 5
+
+    # the migration really is in the target: plugin + additive registry edits + example
+    assert (target / "mindspeed_mm/fsdp/models/patchlm/upstream/modeling_patchlm.py").is_file()
+    assert '"patchlm": PatchLMPlugin,' in (target / "mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py").read_text()
+    assert 'name="patchlm"' in (target / "mindspeed_mm/fsdp/data/data_utils/func_utils/template.py").read_text()
+    assert "examples/patchlm/patchlm_config.yaml" in (target / "examples/patchlm/finetune_patchlm.sh").read_text()
+
+    # transport: two 503s, then retried; every later request was well-formed (no 400 for a bad message sequence)
+    assert server.statuses[:2] == [503, 503]
+    assert set(server.statuses[2:]) == {200}
+
+    # the endpoint was offered the graph's tools and got their results back
+    offered = tool_names(server.requests[-1])
+    assert {"write_file", "edit_file", "read_file", "inspect_model", "check_forward", "check_config"} <= offered
+    tool_results = [m for r in server.requests for m in r["messages"] if m["role"] == "tool"]
+    assert any('"ok": true' in m["content"] for m in tool_results)
+    assert any("class PatchLMForCausalLM" in m["content"] for m in tool_results)  # read_file of the remote code
+
+    # the malformed call was answered with the format-error observation, then the turn was retried
+    assert server.malformed_sent == [("model", 1, 1)]
+    follow_ups = [r for r in server.requests
+                  if any(m["role"] == "user" and "could not be executed" in str(m["content"]) for m in r["messages"])]
+    assert follow_ups and "write_file" in str(follow_ups[0]["messages"][-1]["content"])
+    assert final["counters"]["format_errors"] == 1
+
+    # tokens come from the endpoint's usage
+    assert final["counters"]["tokens"] > 1000
+    decisions = [json.loads(line) for line in (run_dir / "trajectory.jsonl").read_text().splitlines()]
+    assert all(d["policy"] == "llm" for d in decisions if d.get("kind") == "decision")
