@@ -37,9 +37,19 @@ def _section(cfg: dict[str, Any], *keys: str) -> dict[str, Any]:
     return cfg
 
 
+def tied_embeddings(source: Path) -> bool:
+    """Whether the top-level model ties its LM head to the token embedding (config.json)."""
+    try:
+        cfg = json.loads((Path(source) / "config.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return bool(cfg.get("tie_word_embeddings", False))
+
+
 def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path, data_json: Path,
                  tree: dict[str, Any]) -> dict[str, Any]:
     cfg = copy.deepcopy(baseline)
+    tree = {**tree, "tied_embeddings": tied_embeddings(source)}
     model = _section(cfg, "model")
     for stale in ("model_name_or_path", "model_id", "freeze"):
         model.pop(stale, None)

@@ -44,12 +44,19 @@ def _owner(list_path: str, names: set[str]) -> str | None:
 
 
 def apply_modules_from_tree(tree: dict[str, Any]) -> list[str]:
+    """``tree["tied_embeddings"]`` (from the model config): the LM head shares its weight with the token embedding,
+    and FSDP2 refuses a parameter managed by two groups — so neither the head, the embedding, nor the sub-model
+    holding the embedding gets its own unit; the root unit owns the shared weight."""
     names = set(tree.get("names", []))
     classes = tree.get("classes", {})
+    tied = bool(tree.get("tied_embeddings"))
+    embeds = [n for n in tree.get("names", []) if n.endswith("embed_tokens")]
     patterns: list[str] = []
     for list_path, _cls in block_lists(tree):
         patterns.append(f"{list_path}.{{*}}")
         owner = _owner(list_path, names)
+        if tied and owner and any(e.startswith(owner + ".") for e in embeds):
+            continue
         if owner and owner not in patterns:
             patterns.append(owner)
     no_split = set(tree.get("no_split_modules") or [])
@@ -57,15 +64,17 @@ def apply_modules_from_tree(tree: dict[str, Any]) -> list[str]:
         # a no-split class that is not part of an indexed list (e.g. CLIP's vision embeddings) is its own unit
         if name and classes.get(name) in no_split and not _INDEXED.match(name) and name not in patterns:
             patterns.append(name)
-    for name in tree.get("names", []):
-        if name.endswith("embed_tokens") and classes.get(name) == "Embedding" and name not in patterns:
-            patterns.append(name)
-    if "lm_head" in names:
-        patterns.append("lm_head")
+    if not tied:
+        for name in embeds:
+            if classes.get(name) == "Embedding" and name not in patterns:
+                patterns.append(name)
+        if "lm_head" in names:
+            patterns.append("lm_head")
     # Keep the framework's conventional order: vision first, then embeddings, layers, language model, head.
     def rank(p: str) -> tuple[int, int]:
         vision = any(k in p for k in ("visual", "vision", "mm_projector", "multi_modal_projector"))
-        return (0 if vision else (2 if p == "lm_head" else 1), patterns.index(p))
+        group = 0 if vision else 1 if p.endswith("embed_tokens") else 3 if p == "lm_head" else 2
+        return (group, patterns.index(p))
 
     return sorted(dict.fromkeys(patterns), key=rank)
 

@@ -11,7 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)", re.I)
+# Keys whose value is a credential. Not every key containing "token": token counts ("tokens", "total_tokens") and
+# tokenizer facts ("eos_token", "media_tokens") are data the trajectory must keep.
+_SECRET_KEY = re.compile(r"(api[_-]?key|secret|passw(or)?d|authorization|^token$|"
+                         r"(access|auth|api|bearer|refresh|session|hf|github)[_-]?token)", re.I)
 _SECRET_VALUE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9._\-]{8,})")
 
 

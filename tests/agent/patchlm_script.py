@@ -43,6 +43,8 @@ from mindspeed_mm.fsdp.utils.register import model_register
 class PatchLMForCausalLM(_UpstreamPatchLM):
     # The framework normalises the loss itself (features.loss_cfg); HF's loss-kwargs path stays off.
     accepts_loss_kwargs = False
+    # Upstream attention already is torch's scaled_dot_product_attention, so `attn_implementation: sdpa` is true.
+    _supports_sdpa = True
 
     def forward(self, input_ids, attention_mask=None, image_patches=None, labels=None, **kwargs):
         # kwargs: what the generic collator adds beyond the model's inputs (mm_token_type_ids) and use_cache
@@ -100,6 +102,21 @@ _register_template(
 )
 '''
 
+PROCESSOR_DIR = "examples/patchlm/processor"
+PROCESSOR_CODE = '''"""PatchLM's processor: its tokenizer + its image processor, which the remote code ships without a processor
+class. The framework's load_tokenizer keeps only an AutoProcessor that has an image_processor, so the data
+pipeline loads this folder (preprocess_parameters.model_name_or_path, trust_remote_code)."""
+from transformers.processing_utils import ProcessorMixin
+
+
+class PatchLMProcessor(ProcessorMixin):
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+        super().__init__(image_processor, tokenizer, chat_template=chat_template)
+'''
+PROCESSOR_CONFIG = json.dumps({"processor_class": "PatchLMProcessor",
+                               "auto_map": {"AutoProcessor": "processing_patchlm.PatchLMProcessor"}}, indent=2) + "\n"
+COPIED_FROM_SOURCE = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "preprocessor_config.json")
+
 LAST_TEMPLATE = '''_register_template(
     name="empty",
     params=RegisterParams(format_assistant=StringFormatter(slots=["{{content}}"])),
@@ -118,6 +135,12 @@ def vendored(source: Path) -> dict[str, str]:
         f"{PLUGIN_DIR}/upstream/configuration_patchlm.py": (source / "configuration_patchlm.py").read_text(),
         f"{PLUGIN_DIR}/upstream/modeling_patchlm.py": modeling,
     }
+
+
+def processor_files(source: Path) -> dict[str, str]:
+    files = {f"{PROCESSOR_DIR}/{name}": (source / name).read_text() for name in COPIED_FROM_SOURCE}
+    return {**files, f"{PROCESSOR_DIR}/processing_patchlm.py": PROCESSOR_CODE,
+            f"{PROCESSOR_DIR}/processor_config.json": PROCESSOR_CONFIG}
 
 
 def config_yaml(source: Path, data: Path) -> str:
@@ -142,7 +165,8 @@ data:
       user_tag: user
       assistant_tag: assistant
     preprocess_parameters:
-      model_name_or_path: &HF_MODEL_LOAD_PATH {source}
+      model_name_or_path: {PROCESSOR_DIR}
+      trust_remote_code: true
     basic_parameters:
       cutoff_len: 256
       template: patchlm
@@ -163,7 +187,7 @@ data:
 
 model:
   model_id: patchlm
-  model_name_or_path: *HF_MODEL_LOAD_PATH
+  model_name_or_path: {source}
   trust_remote_code: true
   attn_implementation: sdpa
   freeze: []
@@ -222,8 +246,10 @@ def build_script(source: Path, target: Path, data: Path) -> dict[str, list[dict[
         ],
         "data": [
             {"tool_calls": [call("read_file", where="target", path=MM_PLUGIN_FILE),
-                            call("read_file", where="target", path=TEMPLATE_FILE)]},
-            {"content": "Branch B: mm_plugin and template for patchlm (additive edits).",
+                            call("read_file", where="target", path=TEMPLATE_FILE),
+                            call("read_file", where="source", path="preprocessor_config.json")]},
+            {"content": "Branch B: mm_plugin + template (additive), a processor folder (the source has no processor "
+                        "class, so load_tokenizer would return none), and the YAML the data gate will read.",
              "tool_calls": [
                  call("edit_file", path=MM_PLUGIN_FILE, old_text="\n\nPLUGINS = {\n",
                       new_text="\n\n" + MM_PLUGIN_CLASS + "PLUGINS = {\n", reason="mm_plugin patchlm class"),
@@ -231,13 +257,22 @@ def build_script(source: Path, target: Path, data: Path) -> dict[str, list[dict[
                       new_text='    "glm4.1v": GLM4VPlugin,\n    "patchlm": PatchLMPlugin,\n}',
                       reason="register mm_plugin patchlm"),
                  call("edit_file", path=TEMPLATE_FILE, old_text=LAST_TEMPLATE, new_text=LAST_TEMPLATE + TEMPLATE_CALL,
-                      reason="template patchlm from the source chat template")]},
-            {"content": "Branch B entries written; G2 decides."},
+                      reason="template patchlm from the source chat template"),
+                 *[call("write_file", path=p, content=c, reason="patchlm processor folder")
+                   for p, c in processor_files(source).items()],
+                 call("write_file", path=CONFIG_PATH, content=config_yaml(source, data), reason="patchlm config")]},
+            # one call per turn: tool calls of one turn run concurrently, and check_forward reads check_data's batch
+            {"tool_calls": [call("check_data", config_path=CONFIG_PATH)]},
+            {"tool_calls": [call("check_forward", model_id="patchlm", plugins=[PLUGIN_DIR], use_collated_batch=True,
+                                 trust_remote_code=True)]},
+            {"content": "Real samples collate and the collated batch gives a finite loss; G2 decides."},
         ],
         "config": [
-            {"tool_calls": [
-                call("write_file", path=CONFIG_PATH, content=config_yaml(source, data), reason="patchlm config"),
-                call("write_file", path=SCRIPT_PATH, content=launch, reason="launch script mirroring qwen3vl")]},
+            {"tool_calls": [call("inspect_model", where="plugin", model_id="patchlm", plugins=[PLUGIN_DIR],
+                                 trust_remote_code=True),
+                            call("read_file", where="target", path="examples/qwen3vl/finetune_qwen3vl.sh")]},
+            {"tool_calls": [call("write_file", path=SCRIPT_PATH, content=launch,
+                                 reason="launch script mirroring qwen3vl")]},
             {"tool_calls": [call("check_config", config_path=CONFIG_PATH, model_id="patchlm", plugins=PLUGINS,
                                  trust_remote_code=True)]},
             {"content": "Config and launch script written and checked; G3 decides."},

@@ -31,6 +31,7 @@ def test_happy_path_reaches_report_with_success(fast_prepare, tmp_path):
     assert (run.run_dir / "verification_report.md").is_file() and (run.run_dir / "evidence.json").is_file()
     kinds = [r["kind"] for r in run.trajectory.records()]
     assert kinds[0] == "drive" and kinds[-1] == "exit" and kinds.count("decision") == 6 and kinds.count("tool") == 3
+    assert [r["tokens"] for r in run.trajectory.records("decision")] == [5] * 6
 
 
 def test_config_failure_is_classified_and_retried_in_config(fast_prepare, tmp_path):

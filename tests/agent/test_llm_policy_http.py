@@ -86,5 +86,10 @@ def test_llm_policy_migrates_custom_code_fixture_over_http(tmp_path):
 
     # tokens come from the endpoint's usage
     assert final["counters"]["tokens"] > 1000
-    decisions = [json.loads(line) for line in (run_dir / "trajectory.jsonl").read_text().splitlines()]
-    assert all(d["policy"] == "llm" for d in decisions if d.get("kind") == "decision")
+    records = [json.loads(line) for line in (run_dir / "trajectory.jsonl").read_text().splitlines()]
+    assert all(r["policy"] == "llm" for r in records if r["kind"] == "decision")
+    # a correct script: every tool call succeeded (the checks it ran before each gate were green too)
+    tools = [r for r in records if r["kind"] == "tool"]
+    assert {r["name"] for r in tools} >= {"check_data", "check_forward", "check_config", "inspect_model"}
+    assert [r for r in tools if not r["result"].startswith('{"ok": true')] == []
+    assert [r["gate"] for r in records if r["kind"] == "gate" and not r["passed"]] == []

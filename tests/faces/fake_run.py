@@ -84,32 +84,3 @@ def overrides(spec, run_id: str, settings) -> dict:
                      target=spec.target, model_name=spec.model_name)
     return {"policy": ScriptedPolicy(spec.model_name), "tools": file_writer_tools(ctx), "gates": fake_gates()}
 
-
-def _drop_huge_ints(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _drop_huge_ints(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_drop_huge_ints(v) for v in obj]
-    return None if isinstance(obj, int) and abs(obj) >= 2**63 else obj
-
-
-def _patch_huge_ints() -> None:
-    """Work-around until repo_reader stops returning tokenizer ``model_max_length`` (1e30, an int msgpack cannot
-    checkpoint): summaries pass through a filter that drops ints beyond 64 bits. Idempotent."""
-    from msmigrate.agent.nodes import prepare
-
-    if getattr(prepare.hf_summary, "_faces_patched", False):
-        return
-    original = prepare.hf_summary
-
-    def hf_summary(*a, **kw):
-        res = original(*a, **kw)
-        if res.ok:
-            res.data.update(_drop_huge_ints(dict(res.data)))
-        return res
-
-    hf_summary._faces_patched = True
-    prepare.hf_summary = hf_summary
-
-
-_patch_huge_ints()

@@ -3,7 +3,8 @@
 - route: ``transformers`` when the architecture class ships with transformers, ``custom`` when the folder needs
   ``trust_remote_code`` (auto_map + its own modeling files);
 - data branch A when an existing template fits: its mm_plugin's image token is one of the source tokenizer's tokens
-  and its stop words occur in the source chat template (closest name breaks ties); otherwise B (add a template +
+  and its first stop word (the end of an assistant turn) occurs in the source chat template (closest name
+  breaks ties); otherwise B (add a template +
   mm_plugin, reuse the generic multimodal collator). C (a new dataset class) is never chosen automatically.
 """
 
@@ -58,7 +59,8 @@ def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tup
         extra = t.get("extra", {})
         image = extra.get("image_token")
         stops = extra.get("stop_words") or []
-        if image and image in tokens and stops and all(s in chat or s in tokens for s in stops):
+        # the first stop word is what ends an assistant turn (it replaces eos); the others are extras
+        if image and image in tokens and stops and (stops[0] in chat or stops[0] in tokens):
             closeness = difflib.SequenceMatcher(None, str(src.get("model_type", "")), t["id"]).ratio()
             fits.append((closeness, t))
     if not fits:
@@ -67,7 +69,7 @@ def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tup
     fits.sort(key=lambda x: -x[0])
     best = fits[0][1]
     return best, [f"template {best['id']} fits: image token {best['extra']['image_token']!r} is a source token and "
-                  f"its stop words {best['extra'].get('stop_words')} occur in the source chat template"]
+                  f"its turn end {best['extra'].get('stop_words', [''])[0]!r} occurs in the source chat template"]
 
 
 def make_plan(deps: RunDeps, state: dict[str, Any]) -> dict[str, Any]:

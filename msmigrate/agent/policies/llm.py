@@ -91,7 +91,7 @@ def fit_history(messages: list[AnyMessage], budget_tokens: int, fixed_chars: int
     tool_idx = [i for i, m in enumerate(out) if isinstance(m, ToolMessage)]
     for limit, keep in ((OLD_TOOL_OUTPUT_CHARS, KEEP_RECENT_TOOL_OUTPUTS), (200, 1), (120, 0)):
         for i in tool_idx[: max(0, len(tool_idx) - keep)]:
-            content = str(out[i].content)
+            content = str(messages[i].content)  # cut the original, so the marker counts every cut char
             if len(content) > limit:
                 out[i] = out[i].model_copy(update={"content": content[:limit] + f" …[{len(content) - limit} chars cut]"})
         if fixed_chars + sum(len(str(m.content)) for m in out) <= budget_tokens * CHARS_PER_TOKEN:
@@ -146,8 +146,9 @@ class LLMPolicy:
     def classify(self, failure_text: str, view: PolicyView) -> dict[str, Any] | None:
         """LLM fallback when the failure catalog has no match: ask for the owner phase in one word."""
         values = prompt_vars(view)  # the failure being classified is not in the state yet: show its text
-        values["last_failure"] = {**(values["last_failure"] or {}), "excerpt": failure_text[-4000:]}
-        values["last_failure"].setdefault("diagnosis", "not classified yet")
+        # (fresh, not merged with an earlier failure's verdict: that case/owner would mislead the model)
+        values["last_failure"] = {"case_id": None, "owner": None, "diagnosis": "not classified yet",
+                                  "excerpt": failure_text[-4000:]}
         prompt = render("classify", **values)
         reply = self._invoke(self.chat_model, [HumanMessage(prompt)])
         text = str(reply.content).lower()

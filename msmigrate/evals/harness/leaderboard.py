@@ -89,12 +89,15 @@ def leaderboard_markdown(entries: list[dict[str, Any]]) -> str:
 
 def tasks_markdown(entry: dict[str, Any]) -> str:
     k = entry["k"]
-    lines = [f"| task | passed/trials | pass@1 | pass@{k} | first failing gate | failed checks | launches | wall s (±) |",
-             "|---|---|---|---|---|---|---|---|"]
+    extra = [f"pass@{k}"] if k > 1 else []  # with one trial pass@k is pass@1
+    head = ["task", "passed/trials", "pass@1", *extra, "first failing gate", "failed checks", "launches",
+            "steps", "wall s (±)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for tid, t in sorted(entry["tasks"].items()):
         failed = [n for n, rate in t["check_pass_rate"].items() if rate < 1.0]
         wall = t["soft"]["wall_s"]
-        lines.append(f"| {tid} | {t['passed']}/{t['trials']} | {t['pass@1']:.2f} | {t[f'pass@{k}']:.2f} | "
-                     f"{t['first_failing_gate'] or '—'} | {', '.join(failed) or '—'} | {t['soft']['launches']['mean']} | "
-                     f"{wall['mean']} (±{wall['std']}) |")
+        cells = [tid, f"{t['passed']}/{t['trials']}", f"{t['pass@1']:.2f}", *[f"{t[c]:.2f}" for c in extra],
+                 t["first_failing_gate"] or "—", ", ".join(failed) or "—", str(t["soft"]["launches"]["mean"]),
+                 str(t["soft"]["policy_steps"]["mean"]), f"{wall['mean']} (±{wall['std']})"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from msmigrate.agent.draft_config import draft_config, launch_script, load_baseline
+from msmigrate.agent.draft_config import draft_config, launch_script, load_baseline, tied_embeddings
 from msmigrate.agent.policies.base import PolicyView, tool_call
 from msmigrate.agent.policies.rules.autofix import apply_failure
 from msmigrate.agent.policies.rules.steps import last_results, step_of, write
@@ -63,6 +63,7 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
         if not res.get("ok"):
             return f"Cannot inspect the model: {res.get('error')}", []
         tree = json.loads(Path(res["data"]["tree_file"]).read_text())
+        tree["tied_embeddings"] = tied_embeddings(view.ctx.source)
         return _write_step(view, policy, tree)
     if step == 2 and (view.ctx.target / plan["config_path"]).is_file():
         return ("Check the config the way G3 will.",

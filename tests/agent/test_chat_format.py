@@ -1,0 +1,105 @@
+"""derive_chat_format recovers each fixture family's turn format from its chat template; for Qwen2-VL it must equal
+the slots the stand-in registers for its ``qwen2vl`` template (what branch A would reuse)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from msmigrate.agent.policies.rules.chat_format import ChatFormat, ChatFormatError, derive_chat_format
+from msmigrate.evals.fixtures import chat_templates as ct
+
+STANDIN_TEMPLATES = (Path(__import__("msmigrate.evals.standin", fromlist=["x"]).__file__).parent
+                     / "tree/mindspeed_mm/fsdp/data/data_utils/func_utils/template.py")
+IM = "<|im_start|>{role}\n{{{{content}}}}<|im_end|>\n"
+CHATML = dict(prefix="", user=IM.format(role="user") + "<|im_start|>assistant\n", assistant="{{content}}<|im_end|>\n",
+              system=IM.format(role="system"), stop_word="<|im_end|>")
+
+# (template, bos, eos) → expected format, read off each family's published turn layout.
+CASES = {
+    "qwen2_vl": (ct.QWEN2_VL, "", "<|im_end|>", {**CHATML, "default_system": "You are a helpful assistant."}),
+    "qwen3_vl": (ct.QWEN3_VL, "", "<|im_end|>", {**CHATML, "default_system": ""}),
+    "internvl_hf": (ct.INTERNVL_HF, "", "<|im_end|>", {**CHATML, "default_system": "You are a helpful assistant."}),
+    "internvl_chat": (ct.INTERNVL_CHAT, "", "<|im_end|>", {**CHATML, "default_system": "You are a helpful assistant."}),
+    "glm4v": (ct.GLM4V, "", "<|endoftext|>", dict(
+        prefix="[gMASK]<sop>", user="<|user|>\n{{content}}<|assistant|>\n", assistant="{{content}}",
+        system="<|system|>\n{{content}}", default_system="", stop_word="<|endoftext|>")),
+    "llava": (ct.LLAVA, "<s>", "</s>", dict(
+        prefix="", user="USER: {{content}} ASSISTANT: ", assistant="{{content}}</s> ", system="{{content}} ",
+        default_system="", stop_word="</s>")),
+    "idefics3": (ct.IDEFICS3, "<|begin_of_text|>", "<end_of_utterance>", dict(
+        prefix="<|begin_of_text|>", user="User: {{content}}<end_of_utterance>\nAssistant: ",
+        assistant="{{content}}<end_of_utterance>\n", system="System: {{content}}<end_of_utterance>\n",
+        default_system="", stop_word="<end_of_utterance>")),
+    "smolvlm": (ct.SMOLVLM, "", "<end_of_utterance>", dict(
+        prefix="<|im_start|>", user="User: {{content}}<end_of_utterance>\nAssistant: ",
+        assistant="{{content}}<end_of_utterance>\n", system="System: {{content}}<end_of_utterance>\n",
+        default_system="", stop_word="<end_of_utterance>")),
+    "gemma3": (ct.GEMMA3, "<bos>", "<eos>", dict(
+        prefix="<bos>", user="<start_of_turn>user\n{{content}}<end_of_turn>\n<start_of_turn>model\n",
+        assistant="{{content}}<end_of_turn>\n", system="<start_of_turn>system\n{{content}}<end_of_turn>\n",
+        default_system="", stop_word="<end_of_turn>")),
+    "patchlm": (ct.PATCHLM, "", "<|end|>", dict(
+        prefix="", user="<|user|>{{content}}<|end|>\n<|assistant|>", assistant="{{content}}<|end|>\n",
+        system="<|system|>{{content}}<|end|>\n", default_system="", stop_word="<|end|>")),
+}
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_every_fixture_family_chat_template(family):
+    template, bos, eos, expected = CASES[family]
+    assert derive_chat_format(template, bos, eos) == ChatFormat(**expected)
+
+
+def test_all_fixture_templates_are_covered():
+    names = {n for n in dir(ct) if n.isupper() and not n.startswith("_") and isinstance(getattr(ct, n), str) and "{%" in getattr(ct, n)}
+    covered = {n for n in names if any(getattr(ct, n) is c[0] for c in CASES.values())}
+    assert covered == names
+
+
+def _registered(name: str) -> dict:
+    """Slots of ``_register_template(name=...)`` in the stand-in, read statically (the stand-in is not importable
+    without its own package on the path)."""
+    tree = ast.parse(STANDIN_TEMPLATES.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_register_template":
+            kw = {k.arg: k.value for k in node.keywords}
+            if ast.literal_eval(kw["name"]) != name:
+                continue
+            params = {k.arg: k.value for k in kw["params"].keywords}
+            slots = {k: ast.literal_eval(v.keywords[0].value)[0] for k, v in params.items()
+                     if isinstance(v, ast.Call) and getattr(v.func, "id", "") == "StringFormatter"}
+            return {**slots, **{k: ast.literal_eval(params[k]) for k in ("default_system", "stop_words") if k in params}}
+    raise AssertionError(f"template {name} not registered in the stand-in")
+
+
+def test_qwen2_vl_equals_the_standin_qwen2vl_registration():
+    fmt = derive_chat_format(ct.QWEN2_VL, "", "<|im_end|>")
+    reg = _registered("qwen2vl")
+    assert fmt.user == reg["format_user"]
+    assert fmt.assistant == reg["format_assistant"]
+    assert fmt.system == reg["format_system"]
+    assert fmt.default_system == reg["default_system"]
+    assert [fmt.stop_word] == reg["stop_words"]
+    assert fmt.prefix == ""
+
+
+def test_stop_word_falls_back_to_eos_when_the_turn_end_has_no_special_token():
+    assert derive_chat_format(ct.GLM4V, "", "<eos>").stop_word == "<eos>"
+    assert derive_chat_format(ct.GLM4V).stop_word is None
+
+
+@pytest.mark.parametrize("template, message", [
+    ("{% for m in messages %}{{ m['role'] }}{% endfor %}", "drops message content"),
+    ("{{ messages[0]['content'] | nosuchfilter }}", "does not render"),
+    ("{{ ''.__class__.__mro__ }}", "does not render"),  # sandboxed: no attribute escapes
+    ("{% for m in messages %}{% if loop.index == 1 %}[{{ m['content'] }}]{% else %}<{{ m['content'] }}>{% endif %}"
+     "{% endfor %}", "first user turn is formatted differently"),
+    ("{% for m in messages %}{{ m['content'] }}{% if loop.last %}END{% else %}|{% endif %}{% endfor %}",
+     "turn boundaries are not regular"),
+])
+def test_irregular_or_hostile_templates_are_refused(template, message):
+    with pytest.raises(ChatFormatError, match=message):
+        derive_chat_format(template)

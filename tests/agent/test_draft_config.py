@@ -1,0 +1,92 @@
+"""The drafted plugin-route YAML: attr read off the sample data, plan/tree entries filled, baseline knobs kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from msmigrate.agent.draft_config import attr_from_samples, draft_config, launch_script, load_baseline
+
+
+def write_samples(tmp_path: Path, samples) -> Path:
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(samples))
+    return path
+
+
+def test_attr_for_openai_style_messages_with_images(tmp_path):
+    data = write_samples(tmp_path, [{"messages": [{"role": "user", "content": "<image>hi"},
+                                                  {"role": "assistant", "content": "yo"}], "images": ["a.png"]}])
+    assert attr_from_samples(data) == {"messages": "messages", "role_tag": "role", "content_tag": "content",
+                                       "user_tag": "user", "assistant_tag": "assistant", "images": "images"}
+
+
+def test_attr_for_sharegpt_conversations_with_videos(tmp_path):
+    data = write_samples(tmp_path, [{"conversations": [{"from": "human", "value": "<video>?"},
+                                                       {"from": "gpt", "value": "!"}], "videos": ["v.mp4"]}])
+    assert attr_from_samples(data) == {"messages": "conversations", "role_tag": "from", "content_tag": "value",
+                                       "user_tag": "human", "assistant_tag": "gpt", "videos": "videos"}
+
+
+def test_attr_of_the_fixture_data(workspace):
+    attr = attr_from_samples(workspace["source"] / "data" / "train.json")
+    assert attr["messages"] == "messages" and attr["role_tag"] == "role" and attr["images"] == "images"
+
+
+def test_attr_of_empty_data_defaults_to_messages(tmp_path):
+    assert attr_from_samples(write_samples(tmp_path, [])) == {"messages": "messages"}
+
+
+PLAN = {"model_id": "fakevl", "route": "transformers", "dataset_type": "huggingface", "template": "qwen2vl",
+        "collator": "qwen3vl", "plugin_dir": "mindspeed_mm/fsdp/models/fakevl",
+        "data_plugin": "mindspeed_mm/fsdp/data/datasets/huggingface"}
+TREE = {"names": ["model", "model.layers", "model.layers.0", "model.embed_tokens", "lm_head"],
+        "classes": {"model.layers": "ModuleList", "model.layers.0": "DecoderLayer", "model.embed_tokens": "Embedding"},
+        "no_split_modules": ["DecoderLayer"], "accepts_past_key_values": {"DecoderLayer": True}}
+
+
+def test_draft_config_fills_plan_data_and_tree_and_keeps_baseline_knobs(workspace, tmp_path):
+    baseline, script, script_path = load_baseline(workspace["target"], "examples/qwen3vl/qwen3vl_config.yaml")
+    assert script_path == "examples/qwen3vl/finetune_qwen3vl.sh" and "qwen3vl_config.yaml" in script
+    data = workspace["source"] / "data" / "train.json"
+    cfg = draft_config(PLAN, baseline, source=workspace["source"], data_json=data, tree=TREE)
+    assert cfg["model"]["model_id"] == "fakevl" and cfg["model"]["trust_remote_code"] is False
+    assert cfg["model"]["model_name_or_path"] == str(workspace["source"]) and cfg["model"]["freeze"] == []
+    ds = cfg["data"]["dataset_param"]
+    assert ds["dataset_type"] == "huggingface" and ds["attr"]["images"] == "images"
+    assert ds["basic_parameters"]["template"] == "qwen2vl" and ds["basic_parameters"]["dataset"] == str(data)
+    assert "chat_template" not in ds["basic_parameters"]
+    assert cfg["data"]["dataloader_param"]["collate_param"]["collator_id"] == "qwen3vl"
+    assert cfg["parallel"]["fsdp_plan"]["apply_modules"] == ["model.embed_tokens", "model.layers.{*}", "lm_head"]
+    assert cfg["features"]["recompute"] is True
+    assert cfg["features"]["recompute_plan"]["apply_modules"] == ["model.layers.{*}"]
+    assert cfg["training"]["plugin"] == [PLAN["plugin_dir"], PLAN["data_plugin"]]
+    assert "load" not in cfg["training"] and "save" not in cfg["training"]
+    # baseline training knobs untouched, and the baseline itself not mutated
+    assert cfg["training"]["train_iters"] == baseline["training"]["train_iters"]
+    assert baseline["model"]["model_id"] == "qwen3_vl"
+
+
+def test_custom_route_sets_trust_remote_code_and_no_recompute_without_pkv(workspace):
+    tree = {**TREE, "accepts_past_key_values": {}}
+    cfg = draft_config({**PLAN, "route": "custom"}, {}, source=Path("/s"),
+                       data_json=workspace["source"] / "data" / "train.json", tree=tree)
+    assert cfg["model"]["trust_remote_code"] is True and cfg["model"]["attn_implementation"] == "sdpa"
+    assert cfg["features"]["recompute"] is False and cfg["features"]["recompute_plan"]["apply_modules"] == []
+
+
+def test_launch_script_swaps_only_the_config():
+    text = "torchrun trainer.py \\\n    examples/qwen3vl/qwen3vl_config.yaml\n"
+    out = launch_script(text, "examples/qwen3vl/qwen3vl_config.yaml", "examples/fakevl/fakevl_config.yaml")
+    assert out == "torchrun trainer.py \\\n    examples/fakevl/fakevl_config.yaml\n"
+    with pytest.raises(ValueError, match="does not reference"):
+        launch_script(text, "examples/other.yaml", "x.yaml")
+
+
+def test_load_baseline_refuses_a_missing_example(workspace):
+    with pytest.raises(FileNotFoundError):
+        load_baseline(workspace["target"], "examples/nope/nope.yaml")
+    with pytest.raises(FileNotFoundError):
+        load_baseline(workspace["target"], None)

@@ -1,0 +1,87 @@
+"""LLMPolicy over real HTTP (langchain-openai + the openai client) against the scripted endpoint, one decision at a
+time (no gates, no launches): 503 → retry, outage → PolicyError, a malformed tool call → format-error observation in
+a conversation an OpenAI server accepts, and the classify fallback. test_policy_llm.py covers the same logic with an
+in-process fake; these prove the wire format."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fake_openai_server import ScriptedChatServer, sequence_error  # noqa: E402
+
+from msmigrate.agent.config import LLMSettings, Settings  # noqa: E402
+from msmigrate.agent.policies.base import PolicyError, PolicyView  # noqa: E402
+from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model  # noqa: E402
+from msmigrate.agent.runner import build_tools  # noqa: E402
+from msmigrate.tools.context import RunContext  # noqa: E402
+
+READ = {"name": "read_file", "arguments": {"where": "source", "path": "config.json"}}
+
+
+def make_policy(server: ScriptedChatServer, sleeps: list[float], retries: int = 4) -> LLMPolicy:
+    llm = LLMSettings(base_url=server.base_url, model="scripted", timeout_s=10, max_transport_retries=retries)
+    return LLMPolicy(build_chat_model(llm, Settings(llm_api_key="sk-test")), llm, sleep=sleeps.append)
+
+
+@pytest.fixture()
+def view(tmp_path) -> PolicyView:
+    ctx = RunContext(run_id="unit", run_dir=tmp_path / "run", source=tmp_path / "src", target=tmp_path / "tgt",
+                     model_name="patchlm")
+    plan = {"route": "custom", "data_branch": "B", "model_id": "patchlm", "template": "patchlm", "collator": "qwen3vl",
+            "similar_case": "examples/qwen3vl/qwen3vl_config.yaml", "reasons": ["custom code"]}
+    state = {"attempts": {}, "gates": {}, "plan": plan}
+    return PolicyView(phase="model", state=state, messages=[], tools=build_tools(ctx), ctx=ctx)
+
+
+def test_transport_errors_are_retried_with_backoff(view):
+    sleeps: list[float] = []
+    with ScriptedChatServer({"model": [{"tool_calls": [READ]}]}, fail_first=2) as server:
+        decision = make_policy(server, sleeps).decide(view)
+    assert server.statuses == [503, 503, 200]
+    assert sleeps == [1.0, 2.0]
+    assert [c["name"] for c in decision.message.tool_calls] == ["read_file"]
+    assert decision.message.tool_calls[0]["args"] == READ["arguments"]
+    assert decision.tokens > 0 and decision.format_errors == 0
+    offered = {t["function"]["name"] for t in server.requests[-1]["tools"]}
+    assert {"write_file", "edit_file", "check_forward"} <= offered
+    assert server.requests[-1]["messages"][1]["content"].startswith("# Phase: model")
+
+
+def test_outage_after_retries_is_a_policy_error(view):
+    with ScriptedChatServer({"model": [{"tool_calls": [READ]}]}, fail_first=10) as server:
+        with pytest.raises(PolicyError, match="unavailable after 2 tries"):
+            make_policy(server, [], retries=1).decide(view)
+
+
+def test_malformed_tool_call_gets_format_error_then_retry(view):
+    with ScriptedChatServer({"model": [{"content": "reading", "malformed": True, "tool_calls": [READ]}]}) as server:
+        decision = make_policy(server, []).decide(view)
+    assert decision.format_errors == 1
+    assert [c["name"] for c in decision.message.tool_calls] == ["read_file"]
+    assert server.statuses == [200, 200]  # the retry's conversation is one an OpenAI server accepts
+    retry = server.requests[1]["messages"]
+    assert retry[-2]["role"] == "assistant" and not retry[-2].get("tool_calls")
+    feedback = retry[-1]["content"]
+    assert retry[-1]["role"] == "user" and "could not be executed" in feedback
+    assert "`read_file`" in feedback and '"path"' in feedback  # names the tool and shows its schema
+
+
+def test_server_rejects_unanswered_tool_calls():
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    assert "c1" in sequence_error([{"role": "assistant", "tool_calls": [call]}, {"role": "user", "content": "x"}])
+    assert sequence_error([{"role": "assistant", "tool_calls": [call]},
+                           {"role": "tool", "tool_call_id": "c1", "content": "{}"}]) is None
+
+
+def test_classify_fallback_asks_the_endpoint(view):
+    with ScriptedChatServer({}, classify_reply="The owner is data: the template is missing.") as server:
+        verdict = make_policy(server, []).classify("ValueError: Template None does not exist.", view)
+    assert verdict["owner"] == "data" and verdict["method"] == "llm"
+    prompt = server.requests[0]["messages"][0]["content"]
+    assert "Template None does not exist." in prompt and "tools" not in server.requests[0]
+

@@ -1,0 +1,96 @@
+"""apply_modules / recompute patterns derived from a module tree (hand-made trees with known answers)."""
+
+from __future__ import annotations
+
+from msmigrate.agent.module_plan import apply_modules_from_tree, block_lists, recompute_from_tree
+from msmigrate.tools.module_match import matching_names
+
+V = "model.vision_tower.vision_model"
+LLAVA_CLASSES = {
+    "": "LlavaForConditionalGeneration", "model": "LlavaModel", "model.vision_tower": "CLIPVisionModel",
+    V: "CLIPVisionTransformer", f"{V}.embeddings": "CLIPVisionEmbeddings", f"{V}.embeddings.patch_embedding": "Conv2d",
+    f"{V}.encoder": "CLIPEncoder", f"{V}.encoder.layers": "ModuleList", f"{V}.encoder.layers.0": "CLIPEncoderLayer",
+    f"{V}.encoder.layers.0.mlp": "CLIPMLP", f"{V}.encoder.layers.1": "CLIPEncoderLayer",
+    "model.multi_modal_projector": "LlavaMultiModalProjector", "model.language_model": "LlamaModel",
+    "model.language_model.embed_tokens": "Embedding", "model.language_model.layers": "ModuleList",
+    "model.language_model.layers.0": "LlamaDecoderLayer", "model.language_model.layers.0.self_attn": "LlamaAttention",
+    "model.language_model.layers.1": "LlamaDecoderLayer", "model.language_model.norm": "LlamaRMSNorm",
+    "lm_head": "Linear",
+}
+
+
+def llava_tree(**over):
+    return {"names": list(LLAVA_CLASSES), "classes": dict(LLAVA_CLASSES),
+            # CLIPVisionEmbeddings is a no-split class that is NOT an element of an indexed list
+            "no_split_modules": ["CLIPEncoderLayer", "LlamaDecoderLayer", "CLIPVisionEmbeddings"],
+            "accepts_past_key_values": {"LlamaDecoderLayer": True, "CLIPEncoderLayer": False}, **over}
+
+
+def test_block_lists_in_tree_order():
+    assert block_lists(llava_tree()) == [(f"{V}.encoder.layers", "CLIPEncoderLayer"),
+                                         ("model.language_model.layers", "LlamaDecoderLayer")]
+
+
+def test_apply_modules_on_llava_like_tree():
+    assert apply_modules_from_tree(llava_tree()) == [
+        f"{V}.encoder.layers.{{*}}",  # vision first
+        f"{V}.encoder",
+        f"{V}.embeddings",  # no-split class outside an indexed list: its own unit
+        "model.language_model.embed_tokens",  # then embeddings, layers, language model
+        "model.language_model.layers.{*}",
+        "model.language_model",
+        "lm_head",  # head last
+    ]
+
+
+def test_order_follows_the_framework_examples(workspace):
+    """Same order as the stand-in's Qwen3-VL example (vision blocks, visual, embed, layers, language model, head)."""
+    example = next(e for e in workspace["inventory"].data["examples"] if e["model_id"] == "qwen3_vl")
+    classes = {"model": "M", "model.visual": "Vision", "model.visual.blocks": "ModuleList",
+               "model.visual.blocks.0": "VisionBlock", "model.language_model": "Text",
+               "model.language_model.embed_tokens": "Embedding", "model.language_model.layers": "ModuleList",
+               "model.language_model.layers.0": "DecoderLayer", "lm_head": "Linear"}
+    tree = {"names": list(classes), "classes": classes, "no_split_modules": ["VisionBlock", "DecoderLayer"]}
+    assert apply_modules_from_tree(tree) == example["apply_modules"]
+
+
+def test_every_derived_pattern_matches_a_real_module():
+    tree = llava_tree()
+    for pattern in apply_modules_from_tree(tree) + recompute_from_tree(tree):
+        assert matching_names(pattern, tree["names"]), pattern
+    assert matching_names(f"{V}.encoder.layers.{{*}}", tree["names"]) == [f"{V}.encoder.layers.0",
+                                                                        f"{V}.encoder.layers.1"]
+
+
+def test_recompute_only_where_the_block_accepts_past_key_values():
+    assert recompute_from_tree(llava_tree()) == ["model.language_model.layers.{*}"]
+    both = llava_tree(accepts_past_key_values={"LlamaDecoderLayer": True, "CLIPEncoderLayer": True})
+    assert recompute_from_tree(both) == [f"{V}.encoder.layers.{{*}}", "model.language_model.layers.{*}"]
+    assert recompute_from_tree(llava_tree(accepts_past_key_values={})) == []
+
+
+def test_without_no_split_modules_falls_back_to_modulelists_of_blocks():
+    classes = {
+        "": "PatchLM", "blocks": "ModuleList", "blocks.0": "ResBlock", "blocks.1": "ResBlock",
+        "heads": "ModuleList", "heads.0": "Linear",  # not block-like
+        "stack": "Sequential", "stack.0": "FooLayer",  # not a ModuleList
+        "embed_tokens": "Embedding", "lm_head": "Linear",
+    }
+    tree = {"names": list(classes), "classes": classes, "no_split_modules": [],
+            "accepts_past_key_values": {"ResBlock": True}}
+    assert block_lists(tree) == [("blocks", "ResBlock")]
+    assert apply_modules_from_tree(tree) == ["embed_tokens", "blocks.{*}", "lm_head"]  # root-level list: no owner
+    assert recompute_from_tree(tree) == ["blocks.{*}"]
+
+
+def test_root_model_is_never_an_owner_and_no_head_means_no_head_pattern():
+    classes = {"model": "Qwen2VLModel", "model.layers": "ModuleList", "model.layers.0": "Qwen2VLDecoderLayer",
+               "model.embed_tokens": "Embedding"}
+    tree = {"names": list(classes), "classes": classes, "no_split_modules": ["Qwen2VLDecoderLayer"]}
+    assert apply_modules_from_tree(tree) == ["model.embed_tokens", "model.layers.{*}"]
+    assert recompute_from_tree(tree) == []
+
+
+def test_empty_tree_gives_no_patterns():
+    assert apply_modules_from_tree({"names": [], "classes": {}}) == []
+    assert recompute_from_tree({}) == []

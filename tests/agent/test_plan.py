@@ -1,0 +1,99 @@
+"""Plan from evidence: template choice (branch A/B), collator choice, similar-case ranking."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from msmigrate.agent.nodes.plan import GENERIC_COLLATOR, choose_collator, choose_template, make_plan
+from msmigrate.agent.similar_case import rank_similar_cases
+
+QWEN_TMPL = {"id": "qwen2vl", "extra": {"image_token": "<|image_pad|>", "stop_words": ["<|im_end|>"],
+                                        "mm_plugin": "qwen2_vl"}}
+QWEN3_TMPL = {"id": "qwen3_vl", "extra": {"image_token": "<|image_pad|>", "stop_words": ["<|im_end|>"],
+                                          "mm_plugin": "qwen3_vl"}}
+GLM_TMPL = {"id": "glm4.1v", "extra": {"image_token": "<|image|>", "stop_words": ["<|user|>"], "mm_plugin": "glm4.1v"}}
+NO_STOP = {"id": "nostop", "extra": {"image_token": "<|image_pad|>", "stop_words": [], "mm_plugin": "x"}}
+
+
+def qwen_src(model_type="qwen2_vl", chat="<|im_start|>user ...<|im_end|>"):
+    return {"model_type": model_type, "tokens": {"media_tokens": {"<|image_pad|>": 5, "<|video_pad|>": 6},
+                                                 "special_tokens": {"eos_token": "<|im_end|>"}},
+            "chat_template": {"text": chat}}
+
+
+def test_template_fits_when_image_token_and_stop_words_match_and_closest_name_wins():
+    best, why = choose_template(qwen_src(), [GLM_TMPL, QWEN3_TMPL, QWEN_TMPL, NO_STOP])
+    assert best["id"] == "qwen2vl" and "image token '<|image_pad|>'" in why[0]
+    best, _ = choose_template(qwen_src("qwen3_vl"), [QWEN_TMPL, QWEN3_TMPL])
+    assert best["id"] == "qwen3_vl"
+
+
+def test_stop_word_found_among_source_tokens_counts_too():
+    best, _ = choose_template(qwen_src(chat="no stop word in the text"), [QWEN_TMPL])
+    assert best["id"] == "qwen2vl"  # <|im_end|> is the source's eos token
+
+
+def test_no_fit_means_branch_b_with_a_reason():
+    src = {"model_type": "llava", "tokens": {"media_tokens": {"<image>": 32000}}, "chat_template": {"text": "USER:"}}
+    best, why = choose_template(src, [QWEN_TMPL, GLM_TMPL])
+    assert best is None and "['<image>']" in why[0]
+
+
+def test_collator_choice_from_forward_parameters():
+    assert choose_collator({}, "fakevl")[:2] == (GENERIC_COLLATOR, [])
+    takes = {"forward": {"parameters": [{"name": "input_ids"}, {"name": "mm_token_type_ids"}]}}
+    assert choose_collator(takes, "fakevl")[:2] == (GENERIC_COLLATOR, [])
+    lacks = {"forward": {"params": ["input_ids", "pixel_values"]}}
+    assert choose_collator(lacks, "fakevl")[:2] == ("fakevl", ["mm_token_type_ids"])
+
+
+def test_make_plan_on_the_real_fixture_and_standin(workspace):
+    src, inv = workspace["summary"].data, workspace["inventory"].data
+    ranked = rank_similar_cases(src, inv)
+    deps = SimpleNamespace(ctx=SimpleNamespace(model_name="fakevl"))
+    plan = make_plan(deps, {"source_summary": src, "target_summary": {**inv, "similar_cases": ranked}})
+    assert plan["route"] == "transformers" and plan["hf_class"] == "Qwen2VLForConditionalGeneration"
+    assert plan["data_branch"] == "A" and plan["template"] == "qwen2vl" and plan["mm_plugin"] == "qwen2_vl"
+    assert plan["collator"] == GENERIC_COLLATOR
+    assert plan["similar_case"] == "examples/qwen3vl/qwen3vl_config.yaml"
+    assert plan["config_path"] == "examples/fakevl/fakevl_config.yaml"
+
+
+# --- similar cases ---------------------------------------------------------------------------------------------
+
+INVENTORY = {
+    "model_ids": [{"id": "qwen3_vl", "target": "Qwen3VLForConditionalGeneration", "bases": ["HFQwen3VL"]},
+                  {"id": "tiny_custom_lm", "target": "TinyCustomLM", "bases": ["torch.nn.Module", "BaseModel"]}],
+    "templates": [QWEN3_TMPL],
+    "examples": [
+        {"file": "examples/b_custom.yaml", "model_id": "tiny_custom_lm", "dataset_type": "huggingface",
+         "template": "default"},
+        {"file": "examples/a_qwen.yaml", "model_id": "qwen3_vl", "dataset_type": "huggingface", "template": "qwen3_vl"},
+        {"file": "examples/broken.yaml", "parse_error": "bad yaml"},
+        {"file": "examples/bridge.yaml", "route": "bridge", "model_id": "qwen3_vl"},
+    ],
+}
+
+
+def test_ranking_prefers_same_family_and_media_tokens():
+    ranked = rank_similar_cases(qwen_src(), INVENTORY)
+    assert [c["example"] for c in ranked] == ["examples/a_qwen.yaml", "examples/b_custom.yaml"]
+    top = ranked[0]
+    assert top["score"] == 3 + 2 + 1 + 1
+    assert top["why"] == ["same family 'qwen'", "template qwen3_vl uses media token(s) ['<|image_pad|>']",
+                          "same build path (transformers class)", "generic huggingface dataset"]
+    assert ranked[1]["score"] == 1 and ranked[1]["why"] == ["generic huggingface dataset"]
+
+
+def test_custom_code_source_ranks_the_custom_example_up():
+    src = {"model_type": "patchlm", "needs_trust_remote_code": True, "tokens": {"media_tokens": {"<|image|>": 3}}}
+    ranked = rank_similar_cases(src, INVENTORY)
+    assert ranked[0]["example"] == "examples/b_custom.yaml" and ranked[0]["score"] == 2
+    assert "same build path (custom BaseModel)" in ranked[0]["why"]
+
+
+def test_ties_break_by_name_and_nothing_shared_is_said():
+    inv = {"examples": [{"file": "examples/z.yaml"}, {"file": "examples/m.yaml"}]}
+    ranked = rank_similar_cases({}, inv)
+    assert [c["example"] for c in ranked] == ["examples/m.yaml", "examples/z.yaml"]
+    assert ranked[0]["why"] == ["no shared signal"] and ranked[0]["score"] == 0

@@ -1,0 +1,89 @@
+"""verification_report.md / evidence.json / loss_curve.png rendering."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import git
+
+from msmigrate.agent.report import diff_summary, render_report, write_artifacts
+
+
+def gate(name, passed=True, summary="ok", losses=None, label=""):
+    metrics = {"losses": losses, "steps": len(losses), "first_loss": losses[0], "last_loss": losses[-1],
+               "median_step_ms": 12.5, "samples_per_s": 3.0} if losses else {}
+    return {"gate": name, "passed": passed, "summary": summary,
+            "evidence": [{"label": label, "command": ["x"], "exit_code": 0 if passed else 1, "metrics": metrics}]}
+
+
+STATE = {
+    "run_id": "fakevl-1", "exit_status": "gates_failed", "exit_detail": "G5 still failing",
+    "plan": {"model_id": "fakevl", "route": "transformers", "data_branch": "A", "template": "qwen2vl",
+             "reasons": ["transformers-native class", "template qwen2vl fits"]},
+    "gates": {"G0": gate("G0"), "G1": gate("G1", summary="plugin | imports\nfine"),
+              "G4": gate("G4", losses=[2.0, 1.5, 1.2], label="single"), "G5": gate("G5", False, "losses differ")},
+    "counters": {"policy_steps": 7, "tool_calls": 4.0, "tokens": 321, "launches": 2},
+    "last_failure": {"gate": "G5", "case_id": "nondeterministic-loss", "owner": "config", "diagnosis": "seed"},
+}
+
+
+def test_render_report_tables_decisions_and_risks():
+    text = render_report(STATE, "(no changes)", has_plot=True)
+    assert text.startswith("# Verification report — fakevl\n")
+    assert "- exit status: **gates_failed** — G5 still failing" in text
+    assert "policy steps: 7, tool calls: 4, tokens: 321, training launches: 2" in text
+    table = text.split("## Gates\n\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    rows = {ln.split("|")[1].strip(): ln for ln in table}
+    assert list(rows) == ["G0", "G1", "G2", "G3", "G4", "G5", "G6"]
+    assert "| PASS |" in rows["G0"] and "| FAIL | losses differ |" in rows["G5"] and "| not run |" in rows["G6"]
+    assert "plugin \\| imports fine" in rows["G1"]  # pipes escaped, newlines flattened: the table stays a table
+    assert "| G4 single | 3 | 2.0 | 1.2 | 12.5 | 3.0 |" in text
+    assert "- template: `qwen2vl`" in text and "  - template qwen2vl fits" in text
+    assert "![loss curve](loss_curve.png)" in text
+    assert "gate G5 → case `nondeterministic-loss` (owner config): seed" in text
+
+
+def test_render_report_without_plot_metrics_or_failure():
+    text = render_report({"run_id": "r", "exit_status": "success", "gates": {}}, "diff", has_plot=False)
+    assert "# Verification report — r" in text and "loss_curve" not in text and "Training metrics" not in text
+    assert "last failure" not in text and "```\ndiff\n```" in text
+
+
+def test_write_artifacts_files(tmp_path):
+    deps = SimpleNamespace(ctx=SimpleNamespace(run_dir=tmp_path / "run", target=tmp_path / "no-repo",
+                                               work_branch="msmigrate/x"))
+    out = write_artifacts(deps, {**STATE, "artifacts": {"base_commit": "abc", "plan": "p"}})
+    run = tmp_path / "run"
+    assert out["report"] == str(run / "verification_report.md") and out["evidence"] == str(run / "evidence.json")
+    assert out["loss_curve"] == str(run / "loss_curve.png") and out["plan"] == "p"
+    assert (run / "loss_curve.png").read_bytes()[:4] == b"\x89PNG"
+    evidence = json.loads((run / "evidence.json").read_text())
+    assert evidence["exit_status"] == "gates_failed" and evidence["gates"]["G4"]["passed"] is True
+    assert evidence["counters"]["tokens"] == 321
+    assert "(diff unavailable" in (run / "verification_report.md").read_text()
+
+
+def test_no_losses_no_plot(tmp_path):
+    deps = SimpleNamespace(ctx=SimpleNamespace(run_dir=tmp_path, target=tmp_path, work_branch="b"))
+    out = write_artifacts(deps, {"run_id": "r", "gates": {"G1": gate("G1")}})
+    assert "loss_curve" not in out and not (tmp_path / "loss_curve.png").exists()
+
+
+def test_diff_summary_of_the_work_branch(tmp_path):
+    repo = git.Repo.init(tmp_path, initial_branch="master")
+    (tmp_path / "a.txt").write_text("a\n")
+    repo.index.add(["a.txt"])
+    author = git.Actor("t", "t@t.invalid")
+    base = repo.index.commit("base", author=author, committer=author).hexsha
+    assert diff_summary(tmp_path, base, "msmigrate/r1") == "(no edits recorded)"
+    repo.create_head("msmigrate/r1").checkout()
+    assert diff_summary(tmp_path, base, "msmigrate/r1") == "(no changes)"
+    (tmp_path / "b.txt").write_text("b\n")
+    repo.index.add(["b.txt"])
+    repo.index.commit("add b", author=author, committer=author)
+    text = diff_summary(tmp_path, base, "msmigrate/r1")
+    assert "b.txt" in text and "1 file changed" in text and "commits on msmigrate/r1:" in text and "add b" in text
+    assert diff_summary(tmp_path, None, "msmigrate/r1") == "(no edits recorded)"
+    assert diff_summary(Path(tmp_path / "missing"), base, "x").startswith("(diff unavailable")
