@@ -11,7 +11,23 @@ Phase = Literal["prepare", "plan", "model", "data", "config", "verify", "classif
 WORK_PHASES = ("model", "data", "config")
 # Which gates each phase must pass before the run moves on.
 PHASE_GATES = {"prepare": ("G0",), "model": ("G1",), "data": ("G2",), "config": ("G3",), "verify": ("G4", "G5", "G6")}
-NEXT_PHASE = {"model": "data", "data": "config", "config": "verify"}
+GATED_PHASES = ("model", "data", "config", "verify")  # the order gates must pass in
+
+
+def next_phase(gates: dict) -> str:
+    """The earliest phase with a gate that has not passed (so a repair never skips an unproven phase); report
+    when every gate has passed."""
+    for phase in GATED_PHASES:
+        if any(not gates.get(g, {}).get("passed") for g in PHASE_GATES[phase]):
+            return phase
+    return "report"
+
+
+def gates_before(gates: dict, phase: str) -> dict:
+    """Keep only the gate records of phases before ``phase``: re-entering a phase invalidates its proof and every
+    later one (an edit to data can break config or training); the history keeps the old records."""
+    keep = {g for p in GATED_PHASES[: GATED_PHASES.index(phase)] for g in PHASE_GATES[p]} | {"G0"}
+    return {g: r for g, r in gates.items() if g in keep}
 
 # exit_status values (every exit ends with one, mini-swe-agent style)
 EXIT_OK = "success"

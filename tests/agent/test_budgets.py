@@ -43,7 +43,7 @@ def test_bump_adds_without_mutating():
 
 
 def test_launch_budget_stops_before_verify(fast_prepare, tmp_path):
-    from conftest import CONFIG_FAILURE, FakeGates, ScriptedPolicy, make_run
+    from agent_fakes import CONFIG_FAILURE, FakeGates, ScriptedPolicy, make_run
 
     # every G4 failure costs a launch and sends the run back to config; the launch budget ends it cleanly
     gates = FakeGates({"G4": [CONFIG_FAILURE] * 10})

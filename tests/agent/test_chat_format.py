@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from msmigrate.agent.policies.rules.chat_format import ChatFormat, ChatFormatError, derive_chat_format
+from msmigrate.evals import standin
 from msmigrate.evals.fixtures import chat_templates as ct
 
-STANDIN_TEMPLATES = (Path(__import__("msmigrate.evals.standin", fromlist=["x"]).__file__).parent
-                     / "tree/mindspeed_mm/fsdp/data/data_utils/func_utils/template.py")
+STANDIN_TEMPLATES = Path(standin.__file__).parent / "tree/mindspeed_mm/fsdp/data/data_utils/func_utils/template.py"
 IM = "<|im_start|>{role}\n{{{{content}}}}<|im_end|>\n"
 CHATML = dict(prefix="", user=IM.format(role="user") + "<|im_start|>assistant\n", assistant="{{content}}<|im_end|>\n",
               system=IM.format(role="system"), stop_word="<|im_end|>")

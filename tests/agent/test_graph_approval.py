@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import FakeGates, ScriptedPolicy, make_run
+from agent_fakes import FakeGates, ScriptedPolicy, make_run
 
 
 def _paused(ws, tmp_path, gates):

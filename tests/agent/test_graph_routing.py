@@ -6,7 +6,7 @@ import json
 
 from langchain_core.messages import ToolMessage
 
-from conftest import CONFIG_FAILURE, FakeGates, ScriptedPolicy, echo, make_run
+from agent_fakes import CONFIG_FAILURE, FakeGates, ScriptedPolicy, echo, make_run
 
 
 def drive(run, **kw):

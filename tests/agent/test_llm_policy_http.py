@@ -52,11 +52,11 @@ def test_llm_policy_migrates_custom_code_fixture_over_http(tmp_path):
 
     # every gate passed on evidence it collected itself, and the evidence file says so
     evidence = json.loads((run_dir / "evidence.json").read_text())
-    text = json.dumps(evidence)
+    assert evidence["exit_status"] == "success"
     for gate in ALL_GATES:
-        assert final["gates"][gate]["passed"], (gate, final["gates"][gate].get("summary"))
-        assert final["gates"][gate]["evidence"], gate
-        assert f'"{gate}"' in text, gate
+        assert evidence["gates"][gate]["passed"], (gate, evidence["gates"][gate].get("summary"))
+        assert evidence["gates"][gate]["evidence"], gate
+        assert all(item["exit_code"] == 0 for item in evidence["gates"][gate]["evidence"]), gate
     assert final["gates"]["G6"]["evidence"][0]["exit_code"] == 0
     assert final["gates"]["G6"]["evidence"][0]["metrics"]["steps"] >= 5
 
@@ -72,7 +72,8 @@ def test_llm_policy_migrates_custom_code_fixture_over_http(tmp_path):
 
     # the endpoint was offered the graph's tools and got their results back
     offered = tool_names(server.requests[-1])
-    assert {"write_file", "edit_file", "read_file", "inspect_model", "check_forward", "check_config"} <= offered
+    assert {"write_file", "edit_file", "read_file", "inspect_model", "check_forward", "check_data",
+            "check_config"} <= offered
     tool_results = [m for r in server.requests for m in r["messages"] if m["role"] == "tool"]
     assert any('"ok": true' in m["content"] for m in tool_results)
     assert any("class PatchLMForCausalLM" in m["content"] for m in tool_results)  # read_file of the remote code
@@ -85,11 +86,13 @@ def test_llm_policy_migrates_custom_code_fixture_over_http(tmp_path):
     assert final["counters"]["format_errors"] == 1
 
     # tokens come from the endpoint's usage
-    assert final["counters"]["tokens"] > 1000
+    assert final["counters"]["tokens"] > 1000 and evidence["counters"]["tokens"] == final["counters"]["tokens"]
+    assert final["counters"]["launches"] >= 3  # G4, G5 (save, load, repeat — reused runs not counted), G6
     records = [json.loads(line) for line in (run_dir / "trajectory.jsonl").read_text().splitlines()]
     assert all(r["policy"] == "llm" for r in records if r["kind"] == "decision")
     # a correct script: every tool call succeeded (the checks it ran before each gate were green too)
     tools = [r for r in records if r["kind"] == "tool"]
-    assert {r["name"] for r in tools} >= {"check_data", "check_forward", "check_config", "inspect_model"}
+    assert {r["name"] for r in tools} >= {"read_file", "write_file", "edit_file", "check_forward", "check_data",
+                                          "check_config"}
     assert [r for r in tools if not r["result"].startswith('{"ok": true')] == []
     assert [r["gate"] for r in records if r["kind"] == "gate" and not r["passed"]] == []

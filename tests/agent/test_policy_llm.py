@@ -14,7 +14,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from conftest import echo_tool
+from agent_fakes import echo_tool
 from msmigrate.agent.config import LLMSettings
 from msmigrate.agent.policies.base import PolicyError, PolicyView
 from msmigrate.agent.policies.llm import CHARS_PER_TOKEN, LLMPolicy, fit_history

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage
 
-from conftest import CONFIG_FAILURE, FakeGates, ScriptedPolicy, echo, make_run
+from agent_fakes import CONFIG_FAILURE, FakeGates, ScriptedPolicy, echo, make_run
 from msmigrate.agent.policies.base import PolicyError, PolicyView
 from msmigrate.agent.policies.replay import ReplayPolicy
 

@@ -52,7 +52,7 @@ def test_trajectory_appends_masked_records_and_reads_them_back(tmp_path):
 
 
 def test_a_run_never_writes_the_api_key(fast_prepare, tmp_path, monkeypatch):
-    from conftest import ScriptedPolicy, echo, make_run
+    from agent_fakes import ScriptedPolicy, echo, make_run
 
     policy = ScriptedPolicy({"model": [[echo(f"my key is {KEY}")]]})
     run = make_run(fast_prepare, tmp_path, policy, instructions=f"use Bearer {KEY}")

@@ -7,7 +7,7 @@ from typing import Any
 
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.policies.base import PolicyView
-from msmigrate.agent.state import EXIT_GATE_FAILED
+from msmigrate.agent.state import EXIT_GATE_FAILED, gates_before
 from msmigrate.knowledge.classifier import classify
 
 # Environment failures are fixed where the launch settings and script live.
@@ -45,7 +45,8 @@ def make_classify_node(deps: RunDeps):
             return {"attempts": attempts, "last_failure": failure, "phase": "report", "exit_status": EXIT_GATE_FAILED,
                     "exit_detail": f"{failed['gate']} still failing after {deps.spec.budgets.phase_attempts} "
                                    f"attempts of phase {phase}: {failure.get('case_id') or failure['diagnosis'][:200]}"}
-        return {"attempts": attempts, "last_failure": failure, "phase": phase}
+        return {"attempts": attempts, "last_failure": failure, "phase": phase,
+                "gates": gates_before(state.get("gates", {}), phase)}
 
     return node
 

@@ -13,7 +13,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from msmigrate.agent.budgets import bump, exhausted
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.policies.base import PolicyView
-from msmigrate.agent.state import EXIT_BUDGET, NEXT_PHASE, PHASE_GATES
+from msmigrate.agent.state import EXIT_BUDGET, PHASE_GATES, next_phase
 from msmigrate.tools.file_writer import tag_phase
 
 
@@ -38,7 +38,7 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
             return {"gates": gates, "gate_history": history, "counters": counters, "phase": "classify",
                     "messages": clear_messages()}
     tag_phase(deps.ctx, phase)  # rollback point: the state of the target when this phase's gates passed
-    return {"gates": gates, "gate_history": history, "counters": counters, "phase": NEXT_PHASE.get(phase, "report"),
+    return {"gates": gates, "gate_history": history, "counters": counters, "phase": next_phase(gates),
             "messages": clear_messages(), "last_failure": None}
 
 
