@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from msmigrate.agent.policies.rules.chat_format import ChatFormat, ChatFormatError, derive_chat_format
+from msmigrate.agent.chat_format import ChatFormat, ChatFormatError, derive_chat_format
 from msmigrate.evals import standin
 from msmigrate.evals.fixtures import chat_templates as ct
 

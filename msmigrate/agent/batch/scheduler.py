@@ -109,7 +109,11 @@ def run_batch(manifest_path: Path, batch_dir: Path, *, jobs: int = 2, launch_job
         return BatchResult({}, f"another batch process is working in {batch_dir}")
     state = BatchState(batch_dir / "batch_state.json")
     items = manifest.items
-    _isolate_targets(items, batch_dir, redo)
+    try:
+        _isolate_targets(items, batch_dir, redo)
+    except subprocess.CalledProcessError as exc:
+        lock.close()
+        return BatchResult({}, f"cannot clone a shared target for the items: {exc.stderr or exc}")
     todo: list[BatchItem] = []
     for it in items:
         st = state.get(it.id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from msmigrate.agent.chat_format import ChatFormatError, derive_chat_format
 from msmigrate.agent.deps import RunDeps
 
 GENERIC_COLLATOR = "qwen3vl"  # the generic multimodal seq2seq collator in MindSpeed-MM (contract §8.2)
@@ -48,8 +49,16 @@ def _source_tokens(src: dict[str, Any]) -> set[str]:
 
 
 def _chat_template_text(src: dict[str, Any]) -> str:
+    """The chat template's source plus, when it renders, a rendered conversation: role markers are often built
+    dynamically (``<|{{ role }}|>``), so the literal source alone would miss them."""
     tmpl = src.get("chat_template") or {}
-    return str(tmpl.get("text") or tmpl.get("excerpt") or tmpl.get("template") or "")
+    text = str(tmpl.get("text") or "")
+    special = (src.get("tokens") or {}).get("special_tokens") or {}
+    try:
+        fmt = derive_chat_format(text, str(special.get("bos_token") or ""), str(special.get("eos_token") or ""))
+        return "\n".join([text, fmt.prefix, fmt.user, fmt.assistant, fmt.system or ""])
+    except ChatFormatError:
+        return text
 
 
 def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[str]]:

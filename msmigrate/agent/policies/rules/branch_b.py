@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from msmigrate.agent.policies.base import PolicyView
-from msmigrate.agent.policies.rules.chat_format import ChatFormatError, derive_chat_format
+from msmigrate.agent.chat_format import ChatFormatError, derive_chat_format
 from msmigrate.agent.policies.rules.steps import render_template, write
 
 TEMPLATE_FILE = "mindspeed_mm/fsdp/data/data_utils/func_utils/template.py"
