@@ -104,7 +104,8 @@ class Run:
     def initial_state(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "phase": "prepare", "attempts": {}, "gates": {}, "gate_history": [],
                 "artifacts": {}, "counters": {}, "last_failure": None, "started_at": time.time(),
-                "exit_status": None, "exit_detail": "", "instructions": self.spec.instructions}
+                "exit_status": None, "exit_detail": "", "instructions": self.spec.instructions,
+                "max_attempts": self.spec.budgets.phase_attempts}
 
     def snapshot(self) -> dict[str, Any]:
         return dict(self.graph.get_state(self.config).values)

@@ -62,6 +62,7 @@ class MigrationState(TypedDict, total=False):
     last_failure: dict[str, Any] | None  # classify's verdict: case_id, owner, diagnosis, autofix, excerpt
     runtime: dict[str, Any]  # what the env probe found in the target runtime
     instructions: str  # free text from the user (spec or chat)
+    max_attempts: int  # budgets.phase_attempts, shown to the policy
     started_at: float
     exit_status: str | None
     exit_detail: str

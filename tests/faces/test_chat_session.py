@@ -137,7 +137,10 @@ def test_chat_ctrl_c_stops_cleanly_and_resumes(tmp_path, source_model, standin, 
     assert any(r["kind"] == "stopped" for r in records)
     assert not any(r["kind"] == "gate" and r["gate"] == "G2" for r in records)
 
-    c = spawn_chat(["--resume", run_id, "--runs-dir", str(runs)], {**env, "FAKE_GATE_SLEEP": "0"}, tmp_path)
+    c = spawn_chat(["--runs-dir", str(runs)], {**env, "FAKE_GATE_SLEEP": "0"}, tmp_path)
+    c.expect("no run yet")
+    c.expect(PROMPT)
+    c.sendline(f"/resume {run_id}")  # same as `msmigrate chat --resume RUN_ID`
     c.expect("gate G2 PASS")  # continues after G1; the model phase is not redone
     c.expect(APPROVAL)
     c.sendline("approve")

@@ -46,7 +46,7 @@ def prompt_vars(view: PolicyView) -> dict[str, Any]:
         "phase": phase,
         "model_name": view.ctx.model_name,
         "attempt": int(st.get("attempts", {}).get(phase, 0)) + 1,
-        "max_attempts": int(st.get("budgets", {}).get("phase_attempts", 0) or 0) or 4,
+        "max_attempts": int(st.get("max_attempts") or 4),
         "source_summary": st.get("source_summary", {}),
         "target_summary": st.get("target_summary", {}),
         # the prompts say ``branch`` for what the plan node calls ``data_branch``
@@ -152,7 +152,8 @@ class LLMPolicy:
         prompt = render("classify", **values)
         reply = self._invoke(self.chat_model, [HumanMessage(prompt)])
         text = str(reply.content).lower()
-        for owner in ("model", "data", "config", "environment"):
-            if owner in text:
-                return {"owner": owner, "diagnosis": str(reply.content)[:600], "method": "llm"}
+        # the owner the reply names first is the one it means ("config, not the model" → config)
+        hits = [(text.find(owner), owner) for owner in ("model", "data", "config", "environment") if owner in text]
+        if hits:
+            return {"owner": min(hits)[1], "diagnosis": str(reply.content)[:600], "method": "llm"}
         return None
