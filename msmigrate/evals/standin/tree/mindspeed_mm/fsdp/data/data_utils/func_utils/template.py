@@ -200,6 +200,6 @@ def get_template_and_fix_tokenizer(tokenizer, template: Optional[str]) -> Templa
         logger.info(f"Add pad token: {tokenizer.pad_token}")
     missing = [w for w in template.stop_words if w not in tokenizer.get_vocab()]
     if missing:
-        tokenizer.add_special_tokens({"additional_special_tokens": missing}, replace_additional_special_tokens=False)
+        tokenizer.add_tokens(missing, special_tokens=True)  # the same call on transformers 4.x and 5.x
         logger.warning("New tokens have been added, make sure `resize_vocab` is True.")
     return template
