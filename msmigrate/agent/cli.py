@@ -127,12 +127,32 @@ def validate_config_cmd(
     target: Path = typer.Option(..., help="the MindSpeed-MM checkout the YAML is for"),
     runtime_python: str = typer.Option(sys.executable, help="target runtime interpreter (for the schema probe)"),
 ) -> None:
-    """The strict config check alone (G3 without the module tree)."""
-    from msmigrate.tools.yaml_validator import validate_in_target
+    """The strict config check alone: schema from the target's own argument models (probe in the target runtime),
+    registries and plugin paths from the target; no module tree (the pattern audit needs a run)."""
+    from msmigrate.tools.yaml_validator import schema_from_target, validate_config
 
-    result = validate_in_target(config, target, runtime_python=runtime_python)
-    print(result.to_json(max_chars=100000))
+    if not config.is_file():
+        console.print(f"[red]{config} not found[/]")
+        raise typer.Exit(2)
+    schema = schema_from_target(target, runtime_python)
+    if not schema.ok:
+        console.print(f"[red]cannot derive the schema from {target}[/]: {schema.error}")
+        raise typer.Exit(2)
+    result = validate_config(config.resolve(), schema=schema.data["schema"], target_root=target.resolve())
+    for f in result.data.get("findings", []):
+        console.print(f"{f['severity']:>7} [{f['code']}] {f['path']} (line {f.get('line')}): {f['message']}"
+                      + (f" — {f['suggestion']}" if f.get("suggestion") else ""), markup=False)
+    console.print(result.data.get("summary", result.error or ""), markup=False)
     raise typer.Exit(0 if result.ok else 1)
+
+
+def _register_faces() -> None:
+    from msmigrate.agent.cli_faces import register
+
+    register(app)  # chat, batch, eval
+
+
+_register_faces()
 
 
 def main() -> None:  # pragma: no cover
