@@ -61,8 +61,9 @@ def register(app: typer.Typer) -> None:
     app.command("eval")(eval_cmd)
 
 
-if __name__ == "__main__":  # until cli.py registers the faces: python -m msmigrate.agent.cli_faces chat …
+if __name__ == "__main__":  # python -m msmigrate.agent.cli_faces … (same as the `msmigrate` script)
     from msmigrate.agent.cli import app
 
-    register(app)
+    if not any(c.name == "chat" for c in app.registered_commands):  # cli.py registers the faces itself
+        register(app)
     app()

@@ -60,6 +60,12 @@ def test_scorers_on_hand_made_runs(tmp_path):
     weak = score_run_dir(make_run(runs, "weak", target), EXPECT, validate=weakened)
     assert failed_checks(weak) == {"validator_clean", "not_weakened"}
 
+    no_edits = make_run(runs, "noedits", target)
+    subprocess.run(["git", "-C", str(target), "branch", "-D", "msmigrate/noedits"], check=True, capture_output=True)
+    nothing_written = score_run_dir(no_edits, EXPECT, validate=clean)
+    assert "edits_in_scope" not in failed_checks(nothing_written)  # no edits: nothing outside the editable paths
+    assert "validator_clean" in failed_checks(nothing_written)  # … but no delivered config either
+
     missing = score_run_dir(runs / "nothing", EXPECT, validate=clean)
     assert not missing.passed and missing.error
 

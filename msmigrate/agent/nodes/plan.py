@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from msmigrate.agent.chat_format import ChatFormatError, derive_chat_format
+from msmigrate.agent.chat_format import ChatFormat, ChatFormatError, derive_chat_format
 from msmigrate.agent.deps import RunDeps
 
 GENERIC_COLLATOR = "qwen3vl"  # the generic multimodal seq2seq collator in MindSpeed-MM (contract §8.2)
@@ -61,21 +61,45 @@ def _chat_template_text(src: dict[str, Any]) -> str:
         return text
 
 
+def _turn(user: str, assistant: str) -> str:
+    """One rendered user+assistant exchange: where a format puts the newline between slots does not matter."""
+    return user.replace("{{content}}", "\x00U\x00") + assistant.replace("{{content}}", "\x00A\x00")
+
+
+def _source_format(src: dict[str, Any]) -> ChatFormat | None:
+    special = (src.get("tokens") or {}).get("special_tokens") or {}
+    try:
+        return derive_chat_format(str((src.get("chat_template") or {}).get("text") or ""),
+                                  str(special.get("bos_token") or ""), str(special.get("eos_token") or ""))
+    except ChatFormatError:
+        return None
+
+
 def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[str]]:
     tokens, chat = _source_tokens(src), _chat_template_text(src)
+    fmt = _source_format(src)
+    source_turn = _turn(fmt.user, fmt.assistant) if fmt else None
     fits = []
     for t in templates:
         extra = t.get("extra", {})
         image = extra.get("image_token")
         stops = extra.get("stop_words") or []
+        # when both turn formats are known they must render the same exchange: a shared media token is not enough
+        if source_turn and extra.get("format_user") and extra.get("format_assistant") and \
+                _turn(extra["format_user"], extra["format_assistant"]).rstrip() != source_turn.rstrip():
+            continue
         # the first stop word is what ends an assistant turn (it replaces eos); the others are extras
         if image and image in tokens and stops and (stops[0] in chat or stops[0] in tokens):
             closeness = difflib.SequenceMatcher(None, str(src.get("model_type", "")), t["id"]).ratio()
-            fits.append((closeness, t))
+            # a reasoning template for a model whose chat template never thinks (or vice versa) fits worse
+            mismatch = (extra.get("template_class") == "ReasoningTemplate") != ("<think>" in chat)
+            # so does one that injects a default system prompt the model's own template does not have
+            system_mismatch = fmt is not None and (extra.get("default_system") or "") != fmt.default_system
+            fits.append(((mismatch + system_mismatch, -closeness), t))
     if not fits:
         return None, [f"no existing template uses one of the source's media tokens with matching stop words "
                       f"(source media tokens: {sorted((src.get('tokens') or {}).get('media_tokens') or [])})"]
-    fits.sort(key=lambda x: -x[0])
+    fits.sort(key=lambda x: x[0])
     best = fits[0][1]
     return best, [f"template {best['id']} fits: image token {best['extra']['image_token']!r} is a source token and "
                   f"its turn end {best['extra'].get('stop_words', [''])[0]!r} occurs in the source chat template"]

@@ -89,6 +89,8 @@ def check_gates(evidence: dict[str, Any]) -> Check:
 
 def edited_files(target: Path, run_id: str) -> list[str] | str:
     branch = f"msmigrate/{run_id}"
+    if _git(target, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode != 0:
+        return []  # file_writer creates the branch with the first accepted edit: no branch, no edits
     out = _git(target, "diff", "--name-only", f"{branch}/base..{branch}")
     if out.returncode != 0:
         return f"cannot diff {branch} against its base: {out.stderr.strip()[:300]}"

@@ -131,6 +131,16 @@ def _template_registration(call: ast.Call, rel: str) -> Registration | None:
         extra["template_class"] = _name_of(tclass)
     params = _kwarg(call, "params", 1)
     if isinstance(params, ast.Call):
+        for slot in ("format_user", "format_assistant"):
+            fmt = _kwarg(params, slot)
+            slots = _kwarg(fmt, "slots") if isinstance(fmt, ast.Call) else None
+            if isinstance(slots, (ast.List, ast.Tuple)):
+                texts = [t for t in (_const_str(e) for e in slots.elts) if t is not None]
+                if texts and len(texts) == len(slots.elts):  # only all-string slots compare as text
+                    extra[slot] = "".join(texts)
+        default_system = _const_str(_kwarg(params, "default_system"))
+        if default_system is not None:
+            extra["default_system"] = default_system
         stop = _kwarg(params, "stop_words")
         if isinstance(stop, (ast.List, ast.Tuple)):
             extra["stop_words"] = [s for s in (_const_str(e) for e in stop.elts) if s is not None]
