@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from msmigrate.agent.batch import launch_slots
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.tools.launcher import LaunchSpec, launch
 
@@ -36,7 +37,8 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
     def progress(rec: Any) -> None:
         deps.emit("launch_progress", label=f"{gate} {label}", iteration=rec.iteration, total=rec.total, loss=rec.loss)
 
-    res = launch(deps.ctx, spec, on_progress=progress)
+    with launch_slots():  # in a batch: accelerator launches are limited separately from agent slots
+        res = launch(deps.ctx, spec, on_progress=progress)
     data = res.data
     summary = data.get("summary", {})
     # head and tail of the (iteration, loss) curve overlap on short runs; key by iteration
