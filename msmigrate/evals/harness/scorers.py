@@ -16,7 +16,7 @@ from typing import Any, Callable
 import yaml
 from pydantic import ValidationError
 
-from msmigrate.agent.config import RunSpec
+from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.tools.context import RunContext
 
 ALL_GATES = ("G0", "G1", "G2", "G3", "G4", "G5", "G6")
@@ -189,7 +189,7 @@ def score_run_dir(run_dir: Path, expect: dict[str, str], *, task_id: str = "", t
     plan = evidence.get("plan") or {}
     rel = plan.get("config_path") or f"examples/{spec.model_name}/{spec.model_name}_config.yaml"
     clean, weak, config = check_config(delivered_config(spec.target, run_id, rel), rel, spec.target,
-                                       spec.runtime_python or "python", validate)
+                                       spec.runtime_python or Settings().runtime_python, validate)
     checks = [check_gates(evidence), clean, weak, check_scope(edited_files(spec.target, run_id), ctx.editable_paths),
               *check_facts(expect, plan, config)]
     gates = evidence.get("gates") or {}
