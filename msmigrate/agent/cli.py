@@ -80,6 +80,30 @@ def run(
 
 
 @app.command()
+def verify(
+    spec: Path = typer.Argument(..., help="run spec naming source, target and model_name of an existing migration"),
+    runs_dir: Optional[Path] = typer.Option(None, help="where runs/<run_id>/ go (env MSMIGRATE_RUNS_DIR)"),
+) -> None:
+    """The gates alone (G0–G6) on a checkout that already holds a migration; edits nothing."""
+    from msmigrate.agent.runner import Run, new_run_id
+
+    settings = Settings(**({"runs_dir": runs_dir} if runs_dir else {}))
+    try:
+        s = RunSpec.load(spec)
+    except (OSError, ValueError) as exc:
+        console.print(f"[red]invalid spec {spec}[/]: {exc}")
+        raise typer.Exit(2)
+    # one repair round is pointless without a policy: a failing gate ends the run at its second look
+    s = s.model_copy(update={"policy": "none", "budgets": s.budgets.model_copy(update={"phase_attempts": 1})})
+    r = Run(s, new_run_id(s.model_name), settings, on_event=_progress_printer)
+    console.print(f"verify {r.run_id} → {r.run_dir}")
+    state = r.drive(_cli_approver if s.approval and sys.stdin.isatty() else None)
+    r.close()
+    print(json.dumps(_summary(state), indent=2))
+    raise typer.Exit(0 if state.get("exit_status") == "success" else 1)
+
+
+@app.command()
 def demo(
     model: str = typer.Option("qwen2_vl", help="bundled known model to migrate (see `msmigrate fixtures list`)"),
     workdir: Path = typer.Option(Path("demo_workdir"), help="where the stand-in target, the source and runs go"),

@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-PolicyName = Literal["rules", "llm", "replay"]
+PolicyName = Literal["rules", "llm", "replay", "none"]  # none: gates only (msmigrate verify)
 
 
 class Settings(BaseSettings):

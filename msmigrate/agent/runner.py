@@ -36,6 +36,10 @@ def build_policy(spec: RunSpec, settings: Settings) -> Policy:
         from msmigrate.agent.policies.rules import RulesPolicy
 
         return RulesPolicy()
+    if spec.policy == "none":
+        from msmigrate.agent.policies.gates_only import GatesOnlyPolicy
+
+        return GatesOnlyPolicy()
     if spec.policy == "replay":
         from msmigrate.agent.policies.replay import ReplayPolicy
 
