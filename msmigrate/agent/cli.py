@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from msmigrate.agent.chat.render import EventPrinter
 from msmigrate.agent.config import RunSpec, Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Migrate multimodal models into MindSpeed-MM's FSDP2 plugin route, with proof.")
@@ -18,25 +19,36 @@ app.add_typer(fixtures_app, name="fixtures")
 console = Console(stderr=True)
 
 
-def _progress_printer(kind: str, data: dict) -> None:
-    if kind == "gate_end":
-        mark = "[green]PASS[/]" if data["passed"] else "[red]FAIL[/]"
-        console.print(f"  gate {data['gate']} {mark} {data.get('summary', '')[:160]}")
-    elif kind == "decision":
-        calls = ", ".join(data.get("tool_calls") or []) or "(phase work done → gate)"
-        console.print(f"[dim]{data['phase']:>7}[/] policy → {calls}")
-    elif kind == "classify":
-        console.print(f"  classify {data['gate']} → case {data.get('case_id')} (owner {data.get('owner')}) → {data['route']}")
-    elif kind == "launch_progress":
-        console.print(f"[dim]    {data.get('label', '')} iteration {data.get('iteration')}/{data.get('total')} loss {data.get('loss')}[/]")
-    elif kind == "exit":
-        console.print(f"exit: [bold]{data['exit_status']}[/] — {data.get('detail', '')}")
+# The chat's event printer is the one way progress is shown; headless commands print it on stderr.
+_progress_printer = EventPrinter(console)
 
 
 def _cli_approver(payload: dict) -> dict:
     console.print(f"[yellow]Approval needed[/]: {payload.get('kind')} {json.dumps(payload.get('launch', payload))}")
     answer = typer.prompt("approve / reject", default="approve")
     return {"action": "reject" if answer.strip().lower().startswith("r") else "approve"}
+
+
+def settings_for(runs_dir: Optional[Path]) -> Settings:
+    return Settings(**({"runs_dir": runs_dir} if runs_dir else {}))
+
+
+def load_spec_or_exit(spec: Path) -> RunSpec:
+    """A bad spec is a user error: one red line and exit code 2, never a traceback."""
+    try:
+        return RunSpec.load(spec)
+    except (OSError, ValueError) as exc:
+        console.print(f"[red]invalid spec {spec}[/]: {exc}")
+        raise typer.Exit(2)
+
+
+def _drive_headless(r) -> None:
+    """Drive a run to its end, print the JSON summary on stdout, exit 0 only on success."""
+    console.print(f"run {r.run_id} → {r.run_dir}")
+    state = r.drive(_cli_approver if r.spec.approval and sys.stdin.isatty() else None)
+    r.close()
+    print(json.dumps(_summary(state), indent=2))
+    raise typer.Exit(0 if state.get("exit_status") == "success" else 1)
 
 
 def _summary(state: dict) -> dict:
@@ -57,26 +69,18 @@ def run(
     """Headless single migration; prints a JSON summary on stdout."""
     from msmigrate.agent.runner import Run, new_run_id
 
-    settings = Settings(**({"runs_dir": runs_dir} if runs_dir else {}))
+    settings = settings_for(runs_dir)
     if resume:
         r = Run.resume(resume, settings, on_event=_progress_printer)
     elif spec is not None:
-        try:
-            s = RunSpec.load(spec)
-        except (OSError, ValueError) as exc:
-            console.print(f"[red]invalid spec {spec}[/]: {exc}")
-            raise typer.Exit(2)
+        s = load_spec_or_exit(spec)
         if policy:
             s = s.model_copy(update={"policy": policy})
         r = Run(s, new_run_id(s.model_name), settings, on_event=_progress_printer)
     else:
         console.print("[red]give a SPEC.yaml or --resume RUN_ID[/]")
         raise typer.Exit(2)
-    console.print(f"run {r.run_id} → {r.run_dir}")
-    state = r.drive(_cli_approver if r.spec.approval and sys.stdin.isatty() else None)
-    r.close()
-    print(json.dumps(_summary(state), indent=2))
-    raise typer.Exit(0 if state.get("exit_status") == "success" else 1)
+    _drive_headless(r)
 
 
 @app.command()
@@ -87,20 +91,10 @@ def verify(
     """The gates alone (G0–G6) on a checkout that already holds a migration; edits nothing."""
     from msmigrate.agent.runner import Run, new_run_id
 
-    settings = Settings(**({"runs_dir": runs_dir} if runs_dir else {}))
-    try:
-        s = RunSpec.load(spec)
-    except (OSError, ValueError) as exc:
-        console.print(f"[red]invalid spec {spec}[/]: {exc}")
-        raise typer.Exit(2)
+    s = load_spec_or_exit(spec)
     # one repair round is pointless without a policy: a failing gate ends the run at its second look
     s = s.model_copy(update={"policy": "none", "budgets": s.budgets.model_copy(update={"phase_attempts": 1})})
-    r = Run(s, new_run_id(s.model_name), settings, on_event=_progress_printer)
-    console.print(f"verify {r.run_id} → {r.run_dir}")
-    state = r.drive(_cli_approver if s.approval and sys.stdin.isatty() else None)
-    r.close()
-    print(json.dumps(_summary(state), indent=2))
-    raise typer.Exit(0 if state.get("exit_status") == "success" else 1)
+    _drive_headless(Run(s, new_run_id(s.model_name), settings_for(runs_dir), on_event=_progress_printer))
 
 
 @app.command()

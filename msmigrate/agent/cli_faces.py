@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
 
-from msmigrate.agent.config import RunSpec, Settings
 
 err = Console(stderr=True)
-
-
-def _settings(runs_dir: Optional[Path]) -> Settings:
-    return Settings(**({"runs_dir": runs_dir} if runs_dir else {}))
 
 
 def chat(
@@ -29,8 +23,9 @@ def chat(
 ) -> None:
     """Interactive migration: streams progress, asks before launches, slash commands (/help)."""
     from msmigrate.agent.chat.session import ChatSession
+    from msmigrate.agent.cli import load_spec_or_exit, settings_for
 
-    session = ChatSession(_settings(runs_dir), plain=plain, approval=approval, policy=policy, replay=replay)
+    session = ChatSession(settings_for(runs_dir), plain=plain, approval=approval, policy=policy, replay=replay)
     if resume:
         try:
             session.open_existing(resume)
@@ -39,12 +34,7 @@ def chat(
             raise typer.Exit(2)
         session.continue_run()
     elif spec is not None:
-        try:
-            loaded = RunSpec.load(spec)
-        except (OSError, ValueError) as exc:
-            err.print(f"[red]invalid spec {spec}[/]: {exc}")
-            raise typer.Exit(2)
-        session.open_new(loaded)
+        session.open_new(load_spec_or_exit(spec))
         session.console.print("type /help for commands; Ctrl-C stops the agent after the current step")
         session.continue_run()
     else:
