@@ -8,15 +8,19 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
-from msmigrate.agent.chat.render import EventPrinter
+from msmigrate.agent.chat.render import EventPrinter, make_console
 from msmigrate.agent.config import RunSpec, Settings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Migrate multimodal models into MindSpeed-MM's FSDP2 plugin route, with proof.")
+# Usage errors and tracebacks keep rich's boxes only on a terminal: in a pipe or CI log they are click's plain lines,
+# never folded to COLUMNS (an option name or path in an error stays whole and greppable).
+_ON_TERMINAL = sys.stderr.isatty()
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich" if _ON_TERMINAL else None,
+                  pretty_exceptions_enable=_ON_TERMINAL,
+                  help="Migrate multimodal models into MindSpeed-MM's FSDP2 plugin route, with proof.")
 fixtures_app = typer.Typer(no_args_is_help=True, help="Generate the stand-in target and known-model source fixtures.")
 app.add_typer(fixtures_app, name="fixtures")
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 # The chat's event printer is the one way progress is shown; headless commands print it on stderr.

@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
+
+from msmigrate.agent.chat.render import make_console
 
 
-err = Console(stderr=True)
+err = make_console(stderr=True)
 
 
 def chat(

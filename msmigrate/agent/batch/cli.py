@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
+
+from msmigrate.agent.chat.render import make_console
 
 
 def batch(
@@ -21,7 +22,7 @@ def batch(
     from msmigrate.agent.batch.scheduler import run_batch
     from msmigrate.agent.batch.summary import markdown
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     out_dir = batch_dir or manifest.with_suffix(".batch")
     result = run_batch(manifest, out_dir, jobs=jobs, launch_jobs=launch_jobs, redo=redo, console=console)
     if result.error:

@@ -27,6 +27,7 @@ from msmigrate.agent.batch.progress import item_progress
 from msmigrate.agent.batch.slots import slot_env
 from msmigrate.agent.batch.state import BatchState, ItemState
 from msmigrate.agent.batch.summary import write_summary
+from msmigrate.agent.chat.render import make_console
 
 # Headroom over the spec's own wall budget before the batch kills an item process (the run stops itself first).
 KILL_MARGIN_S = 600.0
@@ -95,7 +96,7 @@ def _table(items: list[BatchItem], state: BatchState, batch_dir: Path) -> Table:
 
 def run_batch(manifest_path: Path, batch_dir: Path, *, jobs: int = 2, launch_jobs: int = 1, redo: bool = False,
               console: Console | None = None) -> BatchResult:
-    console = console or Console(stderr=True)
+    console = console or make_console(stderr=True)
     manifest = load_manifest(manifest_path)
     if manifest.error:
         return BatchResult({}, manifest.error)

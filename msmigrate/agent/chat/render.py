@@ -14,6 +14,20 @@ from rich.table import Table
 
 from msmigrate.agent.report import GATE_TITLES
 
+# Width a console gets when it writes to a pipe, file or CI log: wide enough that no table row is ever folded.
+_UNWRAPPED_WIDTH = 100_000
+
+
+def make_console(*, stderr: bool = False, **kwargs: Any) -> Console:
+    """The one way the faces make a rich console. Text is soft-wrapped everywhere (a terminal folds long lines itself,
+    so a path or run id copied from the screen is whole). When the output is not a terminal the width is not taken
+    from ``COLUMNS`` or the 80-column default either: logs, pipes and CI get every path, JSON line and table row on
+    one line, whatever the environment says."""
+    console = Console(stderr=stderr, soft_wrap=True, **kwargs)
+    if not console.is_terminal:
+        console.width = _UNWRAPPED_WIDTH
+    return console
+
 
 def _tool_outcome(result: str) -> str:
     """A one-line gist of a ToolResult JSON observation (``ok`` + path, or the error). The event carries only the

@@ -23,7 +23,7 @@ from msmigrate.agent.chat.commands import COMMANDS
 from msmigrate.agent.chat.driver import Driver
 from msmigrate.agent.chat.hook import run_overrides
 from msmigrate.agent.chat.input_pump import CTRL_C, EOF_MARK, InputPump
-from msmigrate.agent.chat.render import EventPrinter, approval_view
+from msmigrate.agent.chat.render import EventPrinter, approval_view, make_console
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.nodes.verify import EDITABLE_LAUNCH_KEYS
 from msmigrate.agent.runner import Run, new_run_id
@@ -49,7 +49,7 @@ class ChatSession:
     def __init__(self, settings: Settings, *, console: Console | None = None, plain: bool = False,
                  approval: bool = True, policy: str | None = None, replay: Path | None = None):
         self.settings = settings
-        self.console = console or Console(highlight=False, soft_wrap=True)  # ids and paths stay copyable
+        self.console = console or make_console(highlight=False)  # ids and paths stay copyable
         self.pump = InputPump(settings.runs_dir / ".chat_history", plain, [*COMMANDS, "approve", "reject", "edit"],
                               self.prompt_text)
         self.approval, self.policy, self.replay = approval, policy, replay

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
+
+from msmigrate.agent.chat.render import make_console
 
 
 def eval_cmd(
@@ -28,7 +29,7 @@ def eval_cmd(
     from msmigrate.evals.harness.runner import EvalConfig, run_suite
     from msmigrate.evals.harness.suite import load_suite
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     if policy not in ("rules", "llm", "replay"):
         console.print(f"[red]unknown policy {policy}[/]")
         raise typer.Exit(2)
