@@ -125,13 +125,29 @@ def fixtures_target(dest: Path) -> None:
 
 
 @fixtures_app.command("source")
-def fixtures_source(name: str, dest: Path) -> None:
+def fixtures_source(
+    name: str,
+    dest: Path,
+    for_runtime: Optional[str] = typer.Option(None, "--for-runtime", help="build inside this Python (the target "
+                                              "runtime), so its transformers can read the folder"),
+) -> None:
     """Build the tiny offline source model NAME into DEST."""
-    from msmigrate.evals.fixtures import FIXTURES, build_source
+    from msmigrate.evals.fixtures import FIXTURES
 
     if name not in FIXTURES:
         console.print(f"[red]unknown fixture {name}[/]; known: {', '.join(sorted(FIXTURES))}")
         raise typer.Exit(2)
+    if for_runtime:
+        from msmigrate.evals.fixtures.in_runtime import build_source_in_runtime
+
+        try:
+            print(build_source_in_runtime(name, dest, for_runtime))
+        except (RuntimeError, OSError) as exc:
+            console.print(f"[red]{exc}[/]", markup=False)
+            raise typer.Exit(1)
+        return
+    from msmigrate.evals.fixtures import build_source
+
     print(build_source(name, dest))
 
 

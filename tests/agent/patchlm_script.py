@@ -68,7 +68,7 @@ MM_PLUGIN_CLASS = '''class PatchLMPlugin(BasePlugin):
     patch_size = 7
 
     def _pixel_values(self, images, processor):
-        return processor.image_processor(images=[_load_image(i) for i in images], return_tensors="pt")["pixel_values"]
+        return self._get_mm_inputs(images, [], [], processor)["pixel_values"]
 
     def process_messages(self, messages, images, videos, audios, processor):
         self._validate_input(processor, images, videos, audios)
@@ -80,7 +80,7 @@ MM_PLUGIN_CLASS = '''class PatchLMPlugin(BasePlugin):
         expanded = self.image_token * per_image
         return [{**m, "content": m["content"].replace(IMAGE_PLACEHOLDER, expanded)} for m in messages]
 
-    def get_mm_inputs(self, images, videos, audios, processor):
+    def get_mm_inputs(self, images, videos, audios, imglens, vidlens, audlens, batch_ids, processor):
         self._validate_input(processor, images, videos, audios)
         if not images:
             return {}

@@ -30,12 +30,14 @@ class MultiModalDataCollatorForSeq2Seq:
 
     def __call__(self, features: Sequence[Dict[str, Any]]) -> Dict[str, torch.Tensor]:
         features = [dict(f) for f in features]
-        images = [img for f in features for img in (f.pop("images", None) or [])]
+        per_sample = [list(f.pop("images", None) or []) for f in features]
+        images = [img for imgs in per_sample for img in imgs]
         for f in features:
             f.pop("videos", None)
             f.pop("audios", None)
         if not images and self.template.mm_plugin.image_token is not None and self.processor is not None:
             images = [self._fake_image(features[0])]
+            per_sample[0] = images
         longest = max(len(f["input_ids"]) for f in features)
         m = self.pad_to_multiple_of or 1
         length = (longest + m - 1) // m * m
@@ -48,7 +50,10 @@ class MultiModalDataCollatorForSeq2Seq:
                 seq = list(f[key])
                 batch[key].append(seq + [pad] * n if right else [pad] * n + seq)
         batch = {k: torch.tensor(v, dtype=torch.long) for k, v in batch.items()}
-        batch.update(self.template.mm_plugin.get_mm_inputs(images, [], [], self.processor))
+        imglens = [len(imgs) for imgs in per_sample]
+        zeros = [0] * len(features)
+        batch.update(self.template.mm_plugin.get_mm_inputs(images, [], [], imglens, zeros, zeros,
+                                                           batch["input_ids"].tolist(), self.processor))
         if images:
             image_token_id = self.tokenizer.convert_tokens_to_ids(self.template.mm_plugin.image_token)
             batch["mm_token_type_ids"] = (batch["input_ids"] == image_token_id).long()
