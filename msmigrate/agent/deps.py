@@ -13,7 +13,7 @@ from msmigrate.agent.config import RunSpec
 from msmigrate.agent.policies.base import Policy
 from msmigrate.agent.state import GateRecord
 from msmigrate.agent.trajectory import Trajectory
-from msmigrate.tools.context import RunContext
+from msmigrate.core.run_context import RunContext
 
 GateFn = Callable[["RunDeps", dict[str, Any]], GateRecord]
 

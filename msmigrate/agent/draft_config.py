@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from msmigrate.agent.module_plan import apply_modules_from_tree, recompute_from_tree
+from msmigrate.tools.module_plan import apply_modules_from_tree, recompute_from_tree
 
 ROLE_PAIRS = (("role", "content", "user", "assistant"), ("from", "value", "human", "gpt"))
 

@@ -22,7 +22,7 @@ from msmigrate.agent.graph import build_graph
 from msmigrate.agent.policies.base import Policy
 from msmigrate.agent.state import EXIT_ERROR
 from msmigrate.agent.trajectory import Trajectory
-from msmigrate.tools.context import RunContext
+from msmigrate.core.run_context import RunContext
 
 Approver = Callable[[dict[str, Any]], Any]
 

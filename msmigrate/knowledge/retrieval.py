@@ -1,6 +1,6 @@
 """On-demand access to knowledge bodies: ``read_knowledge`` (by id) and ``search_knowledge`` (BM25 over entries).
 
-Both are pure cores returning :class:`~msmigrate.tools.base.ToolResult`; ``read_knowledge_tool`` /
+Both are pure cores returning :class:`~msmigrate.core.tool_result.ToolResult`; ``read_knowledge_tool`` /
 ``search_knowledge_tool`` wrap them as LangChain tools with described pydantic argument schemas.
 """
 
@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from rank_bm25 import BM25Okapi
 
 from msmigrate.knowledge.catalog import Catalog, KnowledgeEntry, load_catalog
-from msmigrate.tools.base import ToolResult, make_tool
+from msmigrate.core.tool_result import ToolResult, make_tool
 
 MAX_BODY_CHARS = 8000
 _TOKEN = re.compile(r"[a-z0-9_]+")

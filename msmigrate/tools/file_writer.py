@@ -28,8 +28,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, Field
 
-from msmigrate.tools.base import ToolResult, make_tool
-from msmigrate.tools.context import BRANCH_B_FILES, RunContext
+from msmigrate.core.tool_result import ToolResult, make_tool
+from msmigrate.core.run_context import BRANCH_B_FILES, RunContext
 
 # Reference §11 "must not change": never writable, whatever the run's configuration says. Directories end with "/".
 FRAMEWORK_CORE = (

@@ -28,7 +28,7 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
-from msmigrate.tools.base import ToolResult
+from msmigrate.core.tool_result import ToolResult
 
 CURVE_POINTS = 2048  # max (iteration, loss) points kept for the loss curve
 STEP_WINDOW = 4096  # step times kept for the median
@@ -676,7 +676,7 @@ def parse_log_tool_core(log_path: str, exit_code: int | None = None) -> ToolResu
 
 
 def make_parse_log_tool():
-    from msmigrate.tools.base import make_tool
+    from msmigrate.core.tool_result import make_tool
 
     return make_tool(
         "parse_training_log",

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from msmigrate.tools.base import ToolResult
+from msmigrate.core.tool_result import ToolResult
 
 PROBES_DIR = Path(__file__).parent / "probes"
 # A probe prints its JSON result on one line starting with this marker; everything else it prints is log.

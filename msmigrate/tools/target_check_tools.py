@@ -7,9 +7,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from msmigrate.agent.module_plan import apply_modules_from_tree, block_lists, recompute_from_tree
-from msmigrate.tools.base import ToolResult, make_tool
-from msmigrate.tools.context import RunContext
+from msmigrate.tools.module_plan import apply_modules_from_tree, block_lists, recompute_from_tree
+from msmigrate.core.tool_result import ToolResult, make_tool
+from msmigrate.core.run_context import RunContext
 from msmigrate.tools.target_checks import config_check, data_check, forward_check, module_tree
 
 

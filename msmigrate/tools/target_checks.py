@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from msmigrate.tools.base import ToolResult
-from msmigrate.tools.context import RunContext
+from msmigrate.core.tool_result import ToolResult
+from msmigrate.core.run_context import RunContext
 from msmigrate.tools.repo_reader import target_inventory
 from msmigrate.tools.runtime import run_probe
 from msmigrate.tools.yaml_validator import schema_from_target, validate_config

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from msmigrate.agent.config import Budgets, RunSpec, Settings
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.policies.base import Decision, PolicyView, tool_call
-from msmigrate.tools.base import ToolResult, make_tool
+from msmigrate.core.tool_result import ToolResult, make_tool
 
 MODEL = "fakevl"
 GATE_NAMES = ("G1", "G2", "G3", "G4", "G5", "G6")

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from msmigrate.tools.base import ToolResult
+from msmigrate.core.tool_result import ToolResult
 
 
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory) -> dict[str, Any]:
     """A real Qwen2-VL fixture folder, a git stand-in target, and the prepare helpers' real results (run once)."""
-    from msmigrate.evals.fixtures import build_source
-    from msmigrate.evals.standin import write_standin
+    from msmigrate.testbeds.fixtures import build_source
+    from msmigrate.testbeds.standin import write_standin
     from msmigrate.tools.repo_reader import hf_summary, target_inventory
 
     root = tmp_path_factory.mktemp("agent_ws")
@@ -39,8 +39,8 @@ def migration_inputs(tmp_path_factory):
     stand-in target). Fresh per call: a run commits its edits into the target."""
 
     def make(family: str) -> tuple[Path, Path]:
-        from msmigrate.evals.fixtures import build_source
-        from msmigrate.evals.standin import write_standin
+        from msmigrate.testbeds.fixtures import build_source
+        from msmigrate.testbeds.standin import write_standin
 
         root = tmp_path_factory.mktemp(f"e2e_{family}")
         return build_source(family, root / family), write_standin(root / "MindSpeed-MM", with_assets=False)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from msmigrate.agent.chat_format import ChatFormat, ChatFormatError, derive_chat_format
-from msmigrate.evals import standin
-from msmigrate.evals.fixtures import chat_templates as ct
+from msmigrate.testbeds import standin
+from msmigrate.testbeds.fixtures import chat_templates as ct
 
 STANDIN_TEMPLATES = Path(standin.__file__).parent / "tree/mindspeed_mm/fsdp/data/data_utils/func_utils/template.py"
 IM = "<|im_start|>{role}\n{{{{content}}}}<|im_end|>\n"

@@ -16,7 +16,7 @@ from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.graph import NODES, build_graph
 from msmigrate.agent.runner import build_tools
 from msmigrate.agent.trajectory import Trajectory
-from msmigrate.tools.context import RunContext
+from msmigrate.core.run_context import RunContext
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("UPDATE_SNAPSHOTS") == "1"

@@ -28,8 +28,8 @@ def tool_names(request: dict) -> set[str]:
 
 @pytest.mark.integration
 def test_llm_policy_migrates_custom_code_fixture_over_http(tmp_path):
-    from msmigrate.evals.fixtures import build_source
-    from msmigrate.evals.standin import write_standin
+    from msmigrate.testbeds.fixtures import build_source
+    from msmigrate.testbeds.standin import write_standin
 
     source = build_source("patchlm", tmp_path / "sources" / "patchlm")
     target = write_standin(tmp_path / "target")

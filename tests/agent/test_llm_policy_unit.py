@@ -18,7 +18,7 @@ from msmigrate.agent.config import LLMSettings, Settings  # noqa: E402
 from msmigrate.agent.policies.base import PolicyError, PolicyView  # noqa: E402
 from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model  # noqa: E402
 from msmigrate.agent.runner import build_tools  # noqa: E402
-from msmigrate.tools.context import RunContext  # noqa: E402
+from msmigrate.core.run_context import RunContext  # noqa: E402
 
 READ = {"name": "read_file", "arguments": {"where": "source", "path": "config.json"}}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from msmigrate.agent.module_plan import apply_modules_from_tree, block_lists, recompute_from_tree
+from msmigrate.tools.module_plan import apply_modules_from_tree, block_lists, recompute_from_tree
 from msmigrate.tools.module_match import matching_names
 
 V = "model.vision_tower.vision_model"

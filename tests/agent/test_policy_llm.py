@@ -18,7 +18,7 @@ from agent_fakes import echo_tool
 from msmigrate.agent.config import LLMSettings
 from msmigrate.agent.policies.base import PolicyError, PolicyView
 from msmigrate.agent.policies.llm import CHARS_PER_TOKEN, LLMPolicy, fit_history
-from msmigrate.tools.context import RunContext
+from msmigrate.core.run_context import RunContext
 
 REQUEST = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
 

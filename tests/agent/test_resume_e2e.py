@@ -31,7 +31,7 @@ def test_kill_mid_verify_then_resume_without_duplicate_launch(migration_inputs, 
     spec.write_text(yaml.safe_dump({"source": str(source), "target": str(target), "model_name": "qwen2_5_vl",
                                     "policy": "rules", "launch": {"gate_train_iters": 5}}))
     runs = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "msmigrate.agent.cli", "run", str(spec), "--runs-dir", str(runs)]
+    cmd = [sys.executable, "-m", "msmigrate.faces.cli", "run", str(spec), "--runs-dir", str(runs)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 600
     run_dir = None
@@ -49,7 +49,7 @@ def test_kill_mid_verify_then_resume_without_duplicate_launch(migration_inputs, 
     proc.wait()
     assert run_dir is not None
     run_id = run_dir.name
-    resumed = subprocess.run([sys.executable, "-m", "msmigrate.agent.cli", "run", "--resume", run_id,
+    resumed = subprocess.run([sys.executable, "-m", "msmigrate.faces.cli", "run", "--resume", run_id,
                               "--runs-dir", str(runs)], capture_output=True, text=True, timeout=900)
     summary = json.loads(resumed.stdout)
     assert summary["exit_status"] == "success", resumed.stderr[-3000:]

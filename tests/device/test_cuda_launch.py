@@ -11,8 +11,8 @@ pytestmark = [pytest.mark.device, pytest.mark.integration,
 
 
 def test_standin_example_trains_on_cuda(tmp_path):
-    from msmigrate.evals.standin import write_standin
-    from msmigrate.tools.context import RunContext
+    from msmigrate.testbeds.standin import write_standin
+    from msmigrate.core.run_context import RunContext
     from msmigrate.tools.launcher import LaunchSpec, launch
 
     target = write_standin(tmp_path / "target")

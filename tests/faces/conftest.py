@@ -15,14 +15,14 @@ sys.path.insert(0, str(HERE))
 
 @pytest.fixture(scope="session")
 def source_model(tmp_path_factory) -> Path:
-    from msmigrate.evals.fixtures import build_source
+    from msmigrate.testbeds.fixtures import build_source
 
     return build_source("qwen2_vl", tmp_path_factory.mktemp("faces_src") / "qwen2_vl")
 
 
 @pytest.fixture()
 def standin(tmp_path) -> Path:
-    from msmigrate.evals.standin import write_standin
+    from msmigrate.testbeds.standin import write_standin
 
     return write_standin(tmp_path / "target", with_assets=False)
 

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.policies.base import Decision, PolicyView, tool_call
-from msmigrate.tools.context import RunContext
+from msmigrate.core.run_context import RunContext
 from msmigrate.tools.file_writer import file_writer_tools
 
 PLUGIN = ('"""Plugin of {name} (test)."""\nfrom mindspeed_mm.fsdp.utils.register import model_register\n\n\n'

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from conftest import write_spec
 
-from msmigrate.agent.batch import launch_slots
-from msmigrate.agent.batch.manifest import load_manifest
-from msmigrate.agent.batch.slots import slot_env
+from msmigrate.agent.launch_slots import launch_slots
+from msmigrate.faces.batch.manifest import load_manifest
+from msmigrate.agent.launch_slots import slot_env
 
 
 def batch_cmd(manifest: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "msmigrate.agent.cli_faces", "batch", str(manifest), *extra]
+    return [sys.executable, "-m", "msmigrate.faces.cli", "batch", str(manifest), *extra]
 
 
 def read_state(batch_dir: Path) -> dict:

@@ -19,7 +19,7 @@ PROMPT = "msmigrate> "
 
 def spawn_chat(args: list[str], env: dict, cwd: Path) -> pexpect.spawn:
     env = {**env, "COLUMNS": "200", "LINES": "60"}
-    child = pexpect.spawn(sys.executable, ["-m", "msmigrate.agent.cli_faces", "chat", *args], env=env, cwd=str(cwd),
+    child = pexpect.spawn(sys.executable, ["-m", "msmigrate.faces.cli", "chat", *args], env=env, cwd=str(cwd),
                           encoding="utf-8", timeout=90, dimensions=(60, 220))
     child.logfile_read = sys.stdout  # shown by pytest on failure
     return child
@@ -156,7 +156,7 @@ def test_chat_terminal_prompt_completes_slash_commands(tmp_path, hook_env):
     """On a real terminal (TERM=xterm) the prompt is prompt_toolkit: Tab completes slash commands, Ctrl-C at the
     prompt only hints, /quit leaves."""
     env = {**hook_env, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}
-    c = pexpect.spawn(sys.executable, ["-m", "msmigrate.agent.cli_faces", "chat", "--runs-dir", str(tmp_path / "runs")],
+    c = pexpect.spawn(sys.executable, ["-m", "msmigrate.faces.cli", "chat", "--runs-dir", str(tmp_path / "runs")],
                       env=env, cwd=str(tmp_path), encoding="utf-8", timeout=60, dimensions=(40, 150))
     c.expect("no run yet")
     c.expect("msmigrate>")

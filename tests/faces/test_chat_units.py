@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from msmigrate.agent.chat.answers import answer, is_question
-from msmigrate.agent.chat.render import _tool_outcome
-from msmigrate.agent.chat.session import parse_edit
+from msmigrate.faces.chat.answers import answer, is_question
+from msmigrate.faces.chat.render import _tool_outcome
+from msmigrate.faces.chat.session import parse_edit
 
 STATE = {"phase": "config", "plan": {"template": "qwen2vl", "data_branch": "A", "model_id": "qwen2_vl",
                                      "reasons": ["template qwen2vl fits"]},

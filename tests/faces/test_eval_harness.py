@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from run_dirs import make_run, make_target
 
-from msmigrate.evals.fixtures import FIXTURES
-from msmigrate.evals.harness.leaderboard import build_entry, leaderboard_markdown, pass_at_k, update_leaderboard
-from msmigrate.evals.harness.runner import EvalConfig, run_suite
-from msmigrate.evals.harness.scorers import Validation, score_run_dir
-from msmigrate.evals.harness.suite import load_suite
+from msmigrate.testbeds.fixtures import FIXTURES
+from msmigrate.faces.eval.leaderboard import build_entry, leaderboard_markdown, pass_at_k, update_leaderboard
+from msmigrate.faces.eval.runner import EvalConfig, run_suite
+from msmigrate.faces.eval.scorers import Validation, score_run_dir
+from msmigrate.faces.eval.suite import load_suite
 
 EXPECT = {"model_id": "mm", "dataset_type": "huggingface", "template": "tmpl", "data_branch": "A"}
 
@@ -138,7 +138,7 @@ def test_eval_cli_scripted_policy_real_validator(tmp_path, source_model, hook_en
     fx = FIXTURES["qwen2_vl"]
     suite = tmp_path / "one.yaml"
     suite.write_text(f"name: one\ntasks:\n  - fixture: qwen2_vl\n    source: {source_model}\n")
-    base = [sys.executable, "-m", "msmigrate.agent.cli_faces", "eval", str(suite), "--policy", "rules",
+    base = [sys.executable, "-m", "msmigrate.faces.cli", "eval", str(suite), "--policy", "rules",
             "--workdir", str(tmp_path / "w"), "--leaderboard", str(tmp_path / "lb.json")]
     ok = subprocess.run(base, env=hook_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stdout + ok.stderr

@@ -11,7 +11,7 @@ LONG_PATH = "/tmp/" + "/".join(f"segment_{i:02d}" for i in range(20)) + "/summar
 
 SCRIPT = f"""
 from rich.table import Table
-from msmigrate.agent.chat.render import make_console
+from msmigrate.faces.chat.render import make_console
 c = make_console(stderr=True)
 c.print("summary: {LONG_PATH}")
 t = Table(title="batch")
@@ -37,7 +37,7 @@ def test_non_terminal_output_is_never_wrapped(columns):
 
 def test_usage_error_is_one_plain_line_in_a_pipe():
     env = {**os.environ, "COLUMNS": "40"}
-    out = subprocess.run([sys.executable, "-m", "msmigrate.agent.cli", "run", "--no-such-option-at-all-here"],
+    out = subprocess.run([sys.executable, "-m", "msmigrate.faces.cli", "run", "--no-such-option-at-all-here"],
                          env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert out.returncode == 2
     assert "No such option: --no-such-option-at-all-here" in out.stderr.splitlines()[-1], out.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from msmigrate.evals.standin import write_standin
+from msmigrate.testbeds.standin import write_standin
 
 ENV = {"NON_MEGATRON": "true", "HF_HUB_OFFLINE": "1", "LOCAL_RANK": "0", "RANK": "0", "WORLD_SIZE": "2",
        "TOKENIZERS_PARALLELISM": "false"}

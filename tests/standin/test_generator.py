@@ -1,6 +1,6 @@
 import subprocess
 
-from msmigrate.evals.standin import write_standin
+from msmigrate.testbeds.standin import write_standin
 
 EXPECTED = [
     "mindspeed_mm/__init__.py", "mindspeed/fsdp/utils/str_match.py", "mindspeed/fsdp/utils/log.py",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from msmigrate.evals.standin import write_standin
+from msmigrate.testbeds.standin import write_standin
 
 SHIM = Path(__file__).resolve().parents[2] / "msmigrate" / "tools" / "cpu_shim.py"
 # Regexes from the contract reference §9.2 (tested there on a real line).

@@ -8,7 +8,7 @@ from pathlib import Path
 import git
 import pytest
 
-from msmigrate.tools.context import RunContext
+from msmigrate.core.run_context import RunContext
 from msmigrate.tools.file_writer import (
     additive_violation, check_path, edit_file, file_writer_tools, rollback, tag_phase, undo_last, write_file,
 )

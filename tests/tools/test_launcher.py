@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from msmigrate.tools.context import RunContext
+from msmigrate.core.run_context import RunContext
 from msmigrate.tools.launcher import (
     DeviceInfo, LaunchSpec, build_command, expand_dotted, find_finished_launch, interrupted_launches, launch,
     mask_env, materialize_config, read_launches, resolve_device,

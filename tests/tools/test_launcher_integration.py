@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from msmigrate.tools.context import RunContext
+from msmigrate.core.run_context import RunContext
 from msmigrate.tools.launcher import LaunchSpec, detect_device, launch, read_launches
 
-standin = pytest.importorskip("msmigrate.evals.standin")
+standin = pytest.importorskip("msmigrate.testbeds.standin")
 pytestmark = pytest.mark.integration
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import git
 import pytest
 
-from msmigrate.tools.context import RunContext
+from msmigrate.core.run_context import RunContext
 from msmigrate.tools.repo_reader import grep, outline, read_lines, repo_reader_tools, target_inventory, tree
 
 MINI_TREE = {

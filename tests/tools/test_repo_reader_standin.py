@@ -7,11 +7,11 @@ from pathlib import Path
 import git
 import pytest
 
-from msmigrate.tools.context import RunContext
+from msmigrate.core.run_context import RunContext
 from msmigrate.tools.file_writer import edit_file, rollback, tag_phase, write_file
 from msmigrate.tools.repo_reader import outline, target_inventory, tree
 
-standin = pytest.importorskip("msmigrate.evals.standin")
+standin = pytest.importorskip("msmigrate.testbeds.standin")
 
 
 @pytest.fixture(scope="module")

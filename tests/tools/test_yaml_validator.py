@@ -86,7 +86,7 @@ def _tree() -> ModuleTree:
 
 def _probe_standin_schema(tmp_root: Path) -> tuple[dict, Path] | None:
     try:
-        from msmigrate.evals.standin import write_standin  # written concurrently by another part of the project
+        from msmigrate.testbeds.standin import write_standin  # written concurrently by another part of the project
     except ImportError:
         return None
     try:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from msmigrate.agent.batch import launch_slots
+from msmigrate.agent.launch_slots import launch_slots
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.tools.launcher import LaunchSpec, launch
 

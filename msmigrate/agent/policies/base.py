@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.tools import BaseTool
 
-from msmigrate.tools.context import RunContext
+from msmigrate.core.run_context import RunContext
 
 
 @dataclass

@@ -19,8 +19,8 @@ from typing import Any, Callable
 
 import yaml
 
-from msmigrate.tools.base import ToolResult
-from msmigrate.tools.context import RunContext
+from msmigrate.core.tool_result import ToolResult
+from msmigrate.core.run_context import RunContext
 from msmigrate.tools.launcher import records
 from msmigrate.tools.launcher.command import (
     Command, LaunchSpec, build_command, deep_merge, device_overrides, expand_dotted, free_port, launch_key,

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from msmigrate.tools.base import make_tool
-from msmigrate.tools.context import RunContext
+from msmigrate.core.tool_result import make_tool
+from msmigrate.core.run_context import RunContext
 from msmigrate.tools.launcher.command import LaunchSpec
 from msmigrate.tools.launcher.device import DeviceInfo, detect_device
 from msmigrate.tools.launcher.run import launch

@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from msmigrate.tools.base import ToolResult
+from msmigrate.core.tool_result import ToolResult
 
 # Directories never worth showing when the root is not a git repo (or for untracked noise inside one).
 SKIP_DIRS = frozenset(

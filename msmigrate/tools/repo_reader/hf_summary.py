@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from msmigrate.tools.base import ToolResult
+from msmigrate.core.tool_result import ToolResult
 from msmigrate.tools.runtime import run_probe
 
 SIZE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",

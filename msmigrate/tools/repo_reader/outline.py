@@ -15,7 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from msmigrate.tools.base import ToolResult
+from msmigrate.core.tool_result import ToolResult
 from msmigrate.tools.repo_reader.files import resolve_inside
 
 REGISTER_OBJECTS = {"model_register": "model", "data_register": "data"}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from msmigrate.tools.base import ToolResult
+from msmigrate.core.tool_result import ToolResult
 from msmigrate.tools.repo_reader.files import list_files
 from msmigrate.tools.repo_reader.outline import registrations_in
 

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from msmigrate.tools.base import ToolResult, make_tool
-from msmigrate.tools.context import RunContext
+from msmigrate.core.tool_result import ToolResult, make_tool
+from msmigrate.core.run_context import RunContext
 from msmigrate.tools.repo_reader.files import grep, read_lines, resolve_inside, tree
 from msmigrate.tools.repo_reader.hf_summary import hf_summary
 from msmigrate.tools.repo_reader.outline import outline

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from msmigrate.tools.base import ToolResult
+from msmigrate.core.tool_result import ToolResult
 from msmigrate.tools.yaml_validator.checks import SchemaChecker
 from msmigrate.tools.yaml_validator.crossrefs import crossref_checks, inventory_from_target
 from msmigrate.tools.yaml_validator.findings import Finding

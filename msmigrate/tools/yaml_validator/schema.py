@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
-from msmigrate.tools.base import ToolResult
+from msmigrate.core.tool_result import ToolResult
 from msmigrate.tools.runtime import run_probe
 
 # Sections the plugin-route trainer reads (contract §3); used when a schema lacks the root wrapper.

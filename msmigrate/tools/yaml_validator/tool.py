@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from msmigrate.tools.base import ToolResult, make_tool
+from msmigrate.core.tool_result import ToolResult, make_tool
 from msmigrate.tools.yaml_validator.core import validate_config
 from msmigrate.tools.yaml_validator.schema import load_schema_file
 

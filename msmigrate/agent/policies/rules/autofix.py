@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from msmigrate.agent.module_plan import apply_modules_from_tree, recompute_from_tree
+from msmigrate.tools.module_plan import apply_modules_from_tree, recompute_from_tree
 
 _SUGGESTED_PATH = re.compile(r"`([A-Za-z_][\w.]*)`")
 

@@ -1,7 +1,7 @@
 """Runs the manifest: N agent slots (threads, each supervising one item process), M launch slots (lock files the
 gates take), a durable state file, per-item logs, and a live progress table.
 
-Isolation: every item is a separate ``python -m msmigrate.agent.batch.item`` process; whatever it does — fails a
+Isolation: every item is a separate ``python -m msmigrate.faces.batch.item`` process; whatever it does — fails a
 gate, raises, is killed — becomes that item's ``exit_status`` and the batch goes on."""
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from msmigrate.agent.batch.manifest import BatchItem, load_manifest
-from msmigrate.agent.batch.progress import item_progress
-from msmigrate.agent.batch.slots import slot_env
-from msmigrate.agent.batch.state import BatchState, ItemState
-from msmigrate.agent.batch.summary import write_summary
-from msmigrate.agent.chat.render import make_console
+from msmigrate.faces.batch.manifest import BatchItem, load_manifest
+from msmigrate.faces.batch.progress import item_progress
+from msmigrate.agent.launch_slots import slot_env
+from msmigrate.faces.batch.state import BatchState, ItemState
+from msmigrate.faces.batch.summary import write_summary
+from msmigrate.faces.chat.render import make_console
 
 # Headroom over the spec's own wall budget before the batch kills an item process (the run stops itself first).
 KILL_MARGIN_S = 600.0
@@ -62,7 +62,7 @@ def _run_one(item: BatchItem, state: BatchState, batch_dir: Path, env: dict[str,
     spec_file = batch_dir / "specs" / f"{item.id}.yaml"
     result_file = batch_dir / "results" / f"{st.run_id}.json"
     log_file = batch_dir / "logs" / f"{st.run_id}.log"
-    argv = [sys.executable, "-m", "msmigrate.agent.batch.item", str(spec_file), st.run_id, str(batch_dir / "runs"),
+    argv = [sys.executable, "-m", "msmigrate.faces.batch.item", str(spec_file), st.run_id, str(batch_dir / "runs"),
             str(result_file)]
     with open(log_file, "a") as log:
         log.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(argv)}\n")

@@ -1,6 +1,6 @@
 """One batch item in its own process: start or resume its run, drive it headless, write a result JSON.
 
-    python -m msmigrate.agent.batch.item SPEC.yaml RUN_ID RUNS_DIR RESULT.json
+    python -m msmigrate.faces.batch.item SPEC.yaml RUN_ID RUNS_DIR RESULT.json
 
 A run whose folder already exists is resumed from its checkpoint (a batch killed mid-run loses no finished step)."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from msmigrate.agent.chat.hook import run_overrides
+from msmigrate.faces.run_hook import run_overrides
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.runner import Run
 

@@ -11,7 +11,7 @@ from math import comb
 from pathlib import Path
 from typing import Any
 
-from msmigrate.evals.harness.scorers import TrialScore
+from msmigrate.faces.eval.scorers import TrialScore
 
 SOFT_KEYS = ("launches", "policy_steps", "tool_calls", "tokens", "wall_s")
 

@@ -17,7 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from msmigrate.agent.config import RunSpec, Settings
-from msmigrate.tools.context import RunContext
+from msmigrate.core.run_context import RunContext
 
 ALL_GATES = ("G0", "G1", "G2", "G3", "G4", "G5", "G6")
 EVIDENCE_KEYS = ("command", "exit_code", "started", "ended")

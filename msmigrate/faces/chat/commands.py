@@ -1,31 +1,46 @@
-"""Slash commands of the chat. Each takes the session and the rest of the line; returns False to end the session."""
+"""Slash commands of the chat. Each takes the session and the rest of the line; returns False to end the session.
+
+The session is passed in and typed by the ``CommandSession`` protocol below (what a command may use of it), so this
+module never imports ``session.py``, which imports it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable, Protocol
 
 import git
 from rich.markup import escape
 
-from msmigrate.agent.chat.render import gates_table, status_lines
+from msmigrate.faces.chat.render import gates_table, status_lines
 from msmigrate.agent.nodes.work import clear_messages
 from msmigrate.agent.state import WORK_PHASES
 from msmigrate.tools.file_writer import undo_last
 
-if TYPE_CHECKING:
-    from msmigrate.agent.chat.session import ChatSession
-
 DIFF_MAX_LINES = 400
 
 
-def cmd_help(s: "ChatSession", arg: str) -> bool:
+class CommandSession(Protocol):
+    """The part of ``ChatSession`` a slash command uses."""
+
+    console: Any
+    run: Any
+    pending: Any
+    driver: Any
+
+    def need_run(self) -> bool: ...
+    def refuse_if_busy(self) -> bool: ...
+    def open_existing(self, run_id: str) -> None: ...
+    def continue_run(self) -> None: ...
+    def drive(self, resume_value: Any = None) -> None: ...
+
+
+def cmd_help(s: CommandSession, arg: str) -> bool:
     for name, (_, text) in COMMANDS.items():
         s.console.print(f"  [bold]{name}[/] {text}")
     s.console.print("  anything else: a question (answered from the run state) or an instruction for the agent")
     return True
 
 
-def cmd_status(s: "ChatSession", arg: str) -> bool:
+def cmd_status(s: CommandSession, arg: str) -> bool:
     if s.run is None:
         s.console.print("no run open: /resume RUN_ID, or start chat with a SPEC")
         return True
@@ -34,7 +49,7 @@ def cmd_status(s: "ChatSession", arg: str) -> bool:
     return True
 
 
-def cmd_gates(s: "ChatSession", arg: str) -> bool:
+def cmd_gates(s: CommandSession, arg: str) -> bool:
     if s.need_run():
         s.console.print(gates_table(s.run.snapshot()))
     return True
@@ -59,13 +74,13 @@ def diff_text(run) -> str:
     return f"{stat}\n\n" + "\n".join(lines[:DIFF_MAX_LINES]) + cut
 
 
-def cmd_diff(s: "ChatSession", arg: str) -> bool:
+def cmd_diff(s: CommandSession, arg: str) -> bool:
     if s.need_run():
         s.console.print(escape(diff_text(s.run)), markup=True, highlight=False)
     return True
 
 
-def cmd_undo(s: "ChatSession", arg: str) -> bool:
+def cmd_undo(s: CommandSession, arg: str) -> bool:
     if not s.need_run() or s.refuse_if_busy():
         return True
     res = undo_last(s.run.ctx)
@@ -78,7 +93,7 @@ def cmd_undo(s: "ChatSession", arg: str) -> bool:
     return True
 
 
-def cmd_retry(s: "ChatSession", arg: str) -> bool:
+def cmd_retry(s: CommandSession, arg: str) -> bool:
     """``/retry``: continue a stopped / failed drive from its last checkpoint. ``/retry PHASE``: reopen the run at a
     work phase (after an /undo or a failed run); the graph continues from there through all later gates."""
     if not s.need_run() or s.refuse_if_busy():
@@ -104,7 +119,7 @@ def cmd_retry(s: "ChatSession", arg: str) -> bool:
     return True
 
 
-def cmd_resume(s: "ChatSession", arg: str) -> bool:
+def cmd_resume(s: CommandSession, arg: str) -> bool:
     if s.refuse_if_busy():
         return True
     if not arg.strip():
@@ -119,7 +134,7 @@ def cmd_resume(s: "ChatSession", arg: str) -> bool:
     return True
 
 
-def cmd_report(s: "ChatSession", arg: str) -> bool:
+def cmd_report(s: CommandSession, arg: str) -> bool:
     if not s.need_run():
         return True
     state = s.run.snapshot()
@@ -134,11 +149,11 @@ def cmd_report(s: "ChatSession", arg: str) -> bool:
     return True
 
 
-def cmd_quit(s: "ChatSession", arg: str) -> bool:
+def cmd_quit(s: CommandSession, arg: str) -> bool:
     return False
 
 
-COMMANDS: dict[str, tuple[Callable[["ChatSession", str], bool], str]] = {
+COMMANDS: dict[str, tuple[Callable[[CommandSession, str], bool], str]] = {
     "/status": (cmd_status, "phase, gates passed, counters, pending approval"),
     "/gates": (cmd_gates, "table of the gates G0-G6 with their latest result"),
     "/diff": (cmd_diff, "git diff of the run's work branch against its base tag"),

@@ -8,11 +8,11 @@ from typing import Optional
 
 import typer
 
-from msmigrate.agent.chat.render import make_console
+from msmigrate.faces.chat.render import make_console
 
 
 def eval_cmd(
-    suite: str = typer.Argument("default", help="suite name (msmigrate/evals/suites/NAME.yaml) or a suite YAML path"),
+    suite: str = typer.Argument("default", help="suite name (msmigrate/faces/eval/suites/NAME.yaml) or a suite YAML path"),
     policy: str = typer.Option("rules", help="rules | llm | replay"),
     trials: Optional[int] = typer.Option(None, "--trials", "-k", min=1, help="trials per task (default: the suite's)"),
     tasks_dir: Optional[Path] = typer.Option(None, help="folder of extra task YAML files (private held-out tasks)"),
@@ -25,9 +25,9 @@ def eval_cmd(
 ) -> None:
     """Score a policy on known models: hard checks, soft measures, pass@k, leaderboard (JSON + Markdown)."""
     from msmigrate.agent.config import Settings
-    from msmigrate.evals.harness.leaderboard import build_entry, leaderboard_markdown, tasks_markdown, update_leaderboard
-    from msmigrate.evals.harness.runner import EvalConfig, run_suite
-    from msmigrate.evals.harness.suite import load_suite
+    from msmigrate.faces.eval.leaderboard import build_entry, leaderboard_markdown, tasks_markdown, update_leaderboard
+    from msmigrate.faces.eval.runner import EvalConfig, run_suite
+    from msmigrate.faces.eval.suite import load_suite
 
     console = make_console(stderr=True)
     if policy not in ("rules", "llm", "replay"):

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
+SUITES_DIR = Path(__file__).resolve().parent / "suites"
 DEFAULT_DATASET_TYPE = "huggingface"  # the generic HF-style dataset every known model maps through
 EXPECT_KEYS = ("model_id", "dataset_type", "template", "data_branch")
 
@@ -35,7 +35,7 @@ class Suite:
 
 
 def expectations_from_fixture(name: str) -> dict[str, str]:
-    from msmigrate.evals.fixtures import FIXTURES
+    from msmigrate.testbeds.fixtures import FIXTURES
 
     fx = FIXTURES[name]
     return {"model_id": fx.model_id, "dataset_type": DEFAULT_DATASET_TYPE, "template": fx.template,
@@ -43,7 +43,7 @@ def expectations_from_fixture(name: str) -> dict[str, str]:
 
 
 def task_from_dict(raw: dict[str, Any], base: Path) -> EvalTask:
-    from msmigrate.evals.fixtures import FIXTURES
+    from msmigrate.testbeds.fixtures import FIXTURES
 
     fixture = raw.get("fixture")
     if fixture is not None and fixture not in FIXTURES:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from msmigrate.agent.batch.state import ItemState
+from msmigrate.faces.batch.state import ItemState
 
 GATES = ("G0", "G1", "G2", "G3", "G4", "G5", "G6")
 

@@ -12,8 +12,8 @@ from msmigrate.agent.runner import Run, new_run_id
 
 
 def prepare_workdir(model: str, workdir: Path) -> tuple[Path, Path]:
-    from msmigrate.evals.fixtures import build_source
-    from msmigrate.evals.standin import write_standin
+    from msmigrate.testbeds.fixtures import build_source
+    from msmigrate.testbeds.standin import write_standin
 
     workdir = workdir.resolve()
     target = workdir / "target"

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from msmigrate.agent.chat.render import make_console
+from msmigrate.faces.chat.render import make_console
 
 
 def batch(
@@ -19,8 +19,8 @@ def batch(
     redo: bool = typer.Option(False, "--redo", help="run finished items again (new attempt, new run id)"),
 ) -> None:
     """Many migrations, resumable: re-running the same command skips finished items and resumes interrupted ones."""
-    from msmigrate.agent.batch.scheduler import run_batch
-    from msmigrate.agent.batch.summary import markdown
+    from msmigrate.faces.batch.scheduler import run_batch
+    from msmigrate.faces.batch.summary import markdown
 
     console = make_console(stderr=True)
     out_dir = batch_dir or manifest.with_suffix(".batch")

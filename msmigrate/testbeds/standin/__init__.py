@@ -41,7 +41,7 @@ def write_standin(dest: Path, *, git_init: bool = True, with_assets: bool = True
     _copy_tree(dest)
     (dest / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
     if with_assets:
-        from msmigrate.evals.standin.assets import build_assets
+        from msmigrate.testbeds.standin.assets import build_assets
         build_assets(dest)
     if git_init:
         _git(dest, "init", "-q", "-b", "master")

@@ -1,4 +1,5 @@
-"""``msmigrate`` command line: run, demo, fixtures, validate-config (chat, batch and eval live in their modules)."""
+"""``msmigrate`` command line, the one module that registers every face: run, verify, demo, fixtures,
+validate-config, chat, batch and eval (batch and eval keep their options in their own packages)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from typing import Optional
 
 import typer
 
-from msmigrate.agent.chat.render import EventPrinter, make_console
 from msmigrate.agent.config import RunSpec, Settings
+from msmigrate.faces.batch.cli import batch
+from msmigrate.faces.chat.render import EventPrinter, make_console
+from msmigrate.faces.eval.cli import eval_cmd
 
 # Usage errors and tracebacks keep rich's boxes only on a terminal: in a pipe or CI log they are click's plain lines,
 # never folded to COLUMNS (an option name or path in an error stays whole and greppable).
@@ -107,7 +110,7 @@ def demo(
     workdir: Path = typer.Option(Path("demo_workdir"), help="where the stand-in target, the source and runs go"),
 ) -> None:
     """The main job on embedded defaults: offline, no LLM, no accelerator."""
-    from msmigrate.agent.demo import run_demo
+    from msmigrate.faces.demo import run_demo
 
     state = run_demo(model, workdir, on_event=_progress_printer)
     print(json.dumps(_summary(state), indent=2))
@@ -119,7 +122,7 @@ def demo(
 @fixtures_app.command("target")
 def fixtures_target(dest: Path) -> None:
     """Write a stand-in MindSpeed-MM checkout (git-initialised) into DEST."""
-    from msmigrate.evals.standin import write_standin
+    from msmigrate.testbeds.standin import write_standin
 
     print(write_standin(dest))
 
@@ -132,13 +135,13 @@ def fixtures_source(
                                               "runtime), so its transformers can read the folder"),
 ) -> None:
     """Build the tiny offline source model NAME into DEST."""
-    from msmigrate.evals.fixtures import FIXTURES
+    from msmigrate.testbeds.fixtures import FIXTURES
 
     if name not in FIXTURES:
         console.print(f"[red]unknown fixture {name}[/]; known: {', '.join(sorted(FIXTURES))}")
         raise typer.Exit(2)
     if for_runtime:
-        from msmigrate.evals.fixtures.in_runtime import build_source_in_runtime
+        from msmigrate.testbeds.fixtures.in_runtime import build_source_in_runtime
 
         try:
             print(build_source_in_runtime(name, dest, for_runtime))
@@ -146,14 +149,14 @@ def fixtures_source(
             console.print(f"[red]{exc}[/]", markup=False)
             raise typer.Exit(1)
         return
-    from msmigrate.evals.fixtures import build_source
+    from msmigrate.testbeds.fixtures import build_source
 
     print(build_source(name, dest))
 
 
 @fixtures_app.command("list")
 def fixtures_list() -> None:
-    from msmigrate.evals.fixtures import FIXTURES
+    from msmigrate.testbeds.fixtures import FIXTURES
 
     for name, spec in sorted(FIXTURES.items()):
         print(f"{name}\t{getattr(spec, 'family', '')}")
@@ -184,18 +187,43 @@ def validate_config_cmd(
     raise typer.Exit(0 if result.ok else 1)
 
 
-def _register_faces() -> None:
-    from msmigrate.agent.cli_faces import register
+@app.command("chat")
+def chat(
+    spec: Optional[Path] = typer.Argument(None, help="run spec YAML to start a new migration"),
+    resume: Optional[str] = typer.Option(None, "--resume", help="continue the run with this id"),
+    runs_dir: Optional[Path] = typer.Option(None, help="where runs/<run_id>/ go (env MSMIGRATE_RUNS_DIR)"),
+    policy: Optional[str] = typer.Option(None, help="override the spec's policy: rules | llm | replay"),
+    replay: Optional[Path] = typer.Option(None, help="trajectory.jsonl to replay (with --policy replay)"),
+    approval: bool = typer.Option(True, "--approval/--no-approval", help="ask before accelerator launches"),
+    plain: bool = typer.Option(False, "--plain", help="plain input() prompt instead of prompt_toolkit"),
+) -> None:
+    """Interactive migration: streams progress, asks before launches, slash commands (/help)."""
+    from msmigrate.faces.chat.session import ChatSession
 
-    register(app)  # chat, batch, eval
+    session = ChatSession(settings_for(runs_dir), plain=plain, approval=approval, policy=policy, replay=replay)
+    if resume:
+        try:
+            session.open_existing(resume)
+        except FileNotFoundError as exc:
+            console.print(f"[red]{exc}[/]")
+            raise typer.Exit(2)
+        session.continue_run()
+    elif spec is not None:
+        session.open_new(load_spec_or_exit(spec))
+        session.console.print("type /help for commands; Ctrl-C stops the agent after the current step")
+        session.continue_run()
+    else:
+        session.console.print("no run yet: /resume RUN_ID, or restart with a SPEC.yaml")
+    session.loop()
 
 
-_register_faces()
+app.command("batch")(batch)
+app.command("eval")(eval_cmd)
 
 
 def main() -> None:  # pragma: no cover
     app()
 
 
-if __name__ == "__main__":  # python -m msmigrate.agent.cli
+if __name__ == "__main__":  # python -m msmigrate.faces.cli (same as the `msmigrate` script)
     app()

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from msmigrate.agent.chat.hook import run_overrides
+from msmigrate.faces.run_hook import run_overrides
 from msmigrate.agent.config import RunSpec, Settings
-from msmigrate.evals.harness.scorers import Check, TrialScore, Validator, default_validator, score_run_dir
-from msmigrate.evals.harness.suite import EvalTask, Suite
+from msmigrate.faces.eval.scorers import Check, TrialScore, Validator, default_validator, score_run_dir
+from msmigrate.faces.eval.suite import EvalTask, Suite
 
 # (spec, run_id, settings) -> final state; the default starts a Run honouring the faces' test hook.
 RunFn = Callable[[RunSpec, str, Settings], dict[str, Any]]
@@ -44,7 +44,7 @@ class EvalConfig:
 def _source(task: EvalTask, workdir: Path) -> Path:
     if task.source is not None:
         return task.source
-    from msmigrate.evals.fixtures import build_source
+    from msmigrate.testbeds.fixtures import build_source
 
     dest = workdir / "sources" / task.fixture
     if not (dest / "config.json").is_file():
@@ -57,7 +57,7 @@ def _target(task: EvalTask, workdir: Path, trial: int) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
     if task.target == "standin":
-        from msmigrate.evals.standin import write_standin
+        from msmigrate.testbeds.standin import write_standin
 
         return write_standin(dest)
     subprocess.run(["git", "clone", "-q", "--local", task.target, str(dest)], check=True, capture_output=True)

@@ -18,12 +18,12 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from msmigrate.agent.chat.answers import answer, is_question
-from msmigrate.agent.chat.commands import COMMANDS
-from msmigrate.agent.chat.driver import Driver
-from msmigrate.agent.chat.hook import run_overrides
-from msmigrate.agent.chat.input_pump import CTRL_C, EOF_MARK, InputPump
-from msmigrate.agent.chat.render import EventPrinter, approval_view, make_console
+from msmigrate.faces.chat.answers import answer, is_question
+from msmigrate.faces.chat.commands import COMMANDS
+from msmigrate.faces.chat.driver import Driver
+from msmigrate.faces.run_hook import run_overrides
+from msmigrate.faces.chat.input_pump import CTRL_C, EOF_MARK, InputPump
+from msmigrate.faces.chat.render import EventPrinter, approval_view, make_console
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.nodes.verify import EDITABLE_LAUNCH_KEYS
 from msmigrate.agent.runner import Run, new_run_id
