@@ -9,11 +9,13 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from msmigrate.tools.launcher.slurm_options import SlurmOptions
 
 PolicyName = Literal["rules", "llm", "replay", "none"]  # none: gates only (msmigrate verify)
 
@@ -49,6 +51,9 @@ class Budgets(BaseModel):
 
 
 class LaunchSettings(BaseModel):
+    backend: Literal["local", "slurm"] = Field(
+        "local", description="local: torchrun on this host; slurm: each gate launch is an sbatch job (launch.slurm)")
+    slurm: SlurmOptions = Field(default_factory=SlurmOptions, description="partition, account, gres, time … (slurm)")
     device: Literal["auto", "npu", "cuda", "cpu"] = "auto"
     nproc_per_node: int = Field(2, ge=1)
     nnodes: int = Field(1, ge=1)
@@ -57,6 +62,22 @@ class LaunchSettings(BaseModel):
     gate_train_iters: int = Field(6, ge=5, description="iterations each gate launch runs (a gate bound, not the config's)")
     timeout_s: float = Field(900.0, gt=0)
     no_output_timeout_s: float = Field(300.0, gt=0)
+
+    def with_edits(self, edits: dict[str, Any]) -> "LaunchSettings":
+        """A validated copy with ``edits`` applied; keys are field names or ``slurm.<field>`` (chat approval edits).
+        Raises ValueError (pydantic's ValidationError is one) on an unknown key or a value the field refuses."""
+        data = self.model_dump()
+        for key, value in edits.items():
+            head, _, sub = str(key).partition(".")
+            if head not in data or (sub and head != "slurm") or (head == "slurm" and not sub):
+                raise ValueError(f"unknown launch setting {key!r}")
+            if sub:
+                if sub not in data["slurm"]:
+                    raise ValueError(f"unknown launch setting {key!r}")
+                data["slurm"][sub] = value
+            else:
+                data[head] = value
+        return LaunchSettings.model_validate(data)
 
 
 class RunSpec(BaseModel):

@@ -66,6 +66,29 @@ def test_approver_callback_and_launch_edits(fast_prepare, tmp_path):
         run.close()
 
 
+def test_a_refused_launch_edit_asks_again_and_a_valid_one_switches_to_slurm(fast_prepare, tmp_path):
+    gates = FakeGates()
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates, approval=True)
+    answers = iter([{"action": "edit", "launch": {"backend": "slurm", "slurm.partition": "debug; rm -rf ~"}},
+                    {"action": "edit", "launch": {"backend": "slurm", "slurm.partition": "debug",
+                                                  "slurm.gres": "npu:8"}}])
+    seen = []
+
+    def approver(payload):
+        seen.append(payload)
+        return next(answers)
+
+    try:
+        out = run.drive(approver)
+        assert out["exit_status"] == "success" and len(seen) == 2
+        assert "slurm" not in seen[0]["launch"]  # a local run's approval does not list the slurm fields
+        assert "edit refused" in seen[1]["error"] and "partition" in seen[1]["error"]
+        launch = run.deps.spec.launch
+        assert (launch.backend, launch.slurm.partition, launch.slurm.gres) == ("slurm", "debug", "npu:8")
+    finally:
+        run.close()
+
+
 def test_a_resumed_run_finds_its_pending_interrupt(fast_prepare, tmp_path):
     from msmigrate.agent.runner import Run
 

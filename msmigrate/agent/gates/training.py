@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,20 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
     spec = LaunchSpec(gate=f"{gate}-{label}", config=state["plan"]["config_path"], overrides=overrides, nproc=nproc,
                       nnodes=ls.nnodes, node_rank=ls.node_rank, master_addr=ls.master_addr, device=ls.device,
                       timeout_s=ls.timeout_s, no_output_timeout_s=ls.no_output_timeout_s, force=force)
+    slots = launch_slots
+    if ls.backend == "slurm":
+        # the scheduler's queue is the launch limit (no local slots); single-process gates ask for one node; a job
+        # still queued or running when the run's wall budget ends is cancelled
+        started_at = state.get("started_at")
+        spec.backend, spec.slurm, slots = "slurm", ls.slurm, nullcontext
+        spec.nnodes = 1 if nproc == 1 else ls.nnodes
+        spec.deadline = started_at + deps.spec.budgets.wall_seconds if started_at else None
     started = time.time()
 
     def progress(rec: Any) -> None:
         deps.emit("launch_progress", label=f"{gate} {label}", iteration=rec.iteration, total=rec.total, loss=rec.loss)
 
-    with launch_slots():  # in a batch: accelerator launches are limited separately from agent slots
+    with slots():  # in a batch: accelerator launches are limited separately from agent slots
         res = launch(deps.ctx, spec, on_progress=progress)
     data = res.data
     summary = data.get("summary", {})
@@ -51,7 +60,9 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
     ev = evidence_item(label, data.get("argv", []), data.get("exit_code"), started, time.time(),
                        _tail(data.get("log_path")), metrics, config_path=data.get("config_path"),
                        log_path=data.get("log_path"), launch_id=data.get("launch_id"), reused=data.get("reused"),
-                       overrides=overrides, nproc=nproc, device=data.get("device"))
+                       overrides=overrides, nproc=nproc, device=data.get("device"),
+                       **({k: data.get(k) for k in ("backend", "job_id", "nodes", "job_state")}
+                          if data.get("backend") else {}))
     return res, ev, losses
 
 

@@ -12,7 +12,9 @@ from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.nodes.work import run_gates
 from msmigrate.agent.state import EXIT_BUDGET, EXIT_REJECTED
 
-EDITABLE_LAUNCH_KEYS = {"nproc_per_node", "device", "gate_train_iters", "timeout_s", "master_addr", "nnodes", "node_rank"}
+EDITABLE_LAUNCH_KEYS = {"nproc_per_node", "device", "gate_train_iters", "timeout_s", "master_addr", "nnodes", "node_rank",
+                        "backend", *(f"slurm.{k}" for k in ("partition", "account", "qos", "gres", "time",
+                                                            "cpus_per_task", "mem", "constraint", "exclusive"))}
 
 
 def make_verify_node(deps: RunDeps):
@@ -20,15 +22,22 @@ def make_verify_node(deps: RunDeps):
         reason = exhausted(state, deps.spec.budgets)
         if reason:
             return {"phase": "report", "exit_status": EXIT_BUDGET, "exit_detail": f"{reason} (before verify)"}
-        if deps.spec.approval:
-            answer = interrupt({"kind": "launch", "gates": ["G4", "G5", "G6"], "launch": deps.spec.launch.model_dump()})
+        shown = deps.spec.launch.model_dump(exclude={"slurm"} if deps.spec.launch.backend == "local" else None)
+        payload = {"kind": "launch", "gates": ["G4", "G5", "G6"], "launch": shown}
+        while deps.spec.approval:
+            answer = interrupt(payload)
             verdict = answer.get("action", "approve") if isinstance(answer, dict) else str(answer)
             deps.trajectory.append("approval", what="launch", answer=answer)
             if verdict == "reject":
                 return {"phase": "report", "exit_status": EXIT_REJECTED, "exit_detail": "launch rejected by the user"}
-            if verdict == "edit":
-                edits = {k: v for k, v in answer.get("launch", {}).items() if k in EDITABLE_LAUNCH_KEYS}
-                deps.spec.launch = deps.spec.launch.model_copy(update=edits)
+            if verdict != "edit":
+                break
+            edits = {k: v for k, v in answer.get("launch", {}).items() if k in EDITABLE_LAUNCH_KEYS}
+            try:  # validated like the spec: a refused value asks again instead of reaching a launch
+                deps.spec.launch = deps.spec.launch.with_edits(edits)
+                break
+            except ValueError as exc:
+                payload = {**payload, "error": f"edit refused: {exc}"}
         return run_gates(deps, state, "verify")
 
     return node

@@ -130,5 +130,8 @@ def approval_view(console: Console, payload: dict[str, Any]) -> None:
                   f"{', '.join(payload.get('gates', []))} with these launch settings:")
     for key, value in (payload.get("launch") or {}).items():
         console.print(f"  {key}: {value}")
+    if payload.get("error"):
+        console.print(f"[red]{escape(str(payload['error']))}[/]")
     console.print("answer [bold]approve[/], [bold]reject[/], or [bold]edit KEY=VALUE …[/] "
-                  "(e.g. edit nproc_per_node=2 gate_train_iters=8); slash commands still work")
+                  "(e.g. edit nproc_per_node=2 gate_train_iters=8, or edit backend=slurm slurm.partition=NAME); "
+                  "slash commands still work")

@@ -24,7 +24,7 @@ from msmigrate.faces.chat.driver import Driver
 from msmigrate.faces.run_hook import run_overrides
 from msmigrate.faces.chat.input_pump import CTRL_C, EOF_MARK, InputPump
 from msmigrate.faces.chat.render import EventPrinter, approval_view, make_console
-from msmigrate.agent.config import RunSpec, Settings
+from msmigrate.agent.config import LaunchSettings, RunSpec, Settings
 from msmigrate.agent.nodes.verify import EDITABLE_LAUNCH_KEYS
 from msmigrate.agent.runner import Run, new_run_id
 
@@ -42,7 +42,13 @@ def parse_edit(arg: str) -> dict[str, Any] | str:
         if key not in EDITABLE_LAUNCH_KEYS:
             return f"{key} cannot be edited; editable: {', '.join(sorted(EDITABLE_LAUNCH_KEYS))}"
         edits[key] = yaml.safe_load(value)
-    return edits or "give at least one KEY=VALUE"
+    if not edits:
+        return "give at least one KEY=VALUE"
+    try:  # the same validation the verify node applies, so a bad value is refused here, at once
+        LaunchSettings().with_edits(edits)
+    except ValueError as exc:
+        return f"edit refused: {exc}"
+    return edits
 
 
 class ChatSession:

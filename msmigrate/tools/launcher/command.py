@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from msmigrate.tools.launcher.device import DeviceInfo
+from msmigrate.tools.launcher.slurm_options import SlurmOptions
 
 TRAINER_REL = "mindspeed_mm/fsdp/train/trainer.py"
 CPU_SHIM = Path(__file__).resolve().parents[1] / "cpu_shim.py"
@@ -58,6 +59,9 @@ class LaunchSpec:
     stop_on_fatal: bool = True  # stop early on OOM/exception/non-finite loss (after fatal_grace_s)
     fatal_grace_s: float = 20.0  # let torchrun print its summary before the group is killed
     force: bool = False  # relaunch even if an identical finished launch is recorded
+    backend: str = "local"  # local: torchrun here | slurm: an sbatch job (node rank / master from the allocation)
+    slurm: SlurmOptions | None = None  # backend slurm: partition, account, gres, time ... (default options if None)
+    deadline: float | None = None  # epoch seconds; a scheduler job still pending/running then is cancelled (budget)
 
 
 @dataclass
@@ -129,10 +133,14 @@ def device_overrides(device: str, spec: LaunchSpec) -> dict[str, Any]:
 
 def build_command(
     spec: LaunchSpec, device: str, info: DeviceInfo, *, target: Path, runtime_python: str, config_path: Path | None,
-    port: int,
+    port: int, rendezvous_from_env: bool = False,
 ) -> Command:
     """argv + env for one launch. Trainer mode: torchrun (via ``python -m torch.distributed.run`` of the runtime)
-    on the trainer, through the CPU shim on cpu. Script mode: ``bash <script>`` with the distributed env set."""
+    on the trainer, through the CPU shim on cpu. Script mode: ``bash <script>`` with the distributed env set.
+
+    ``rendezvous_from_env`` (scheduler backends): node rank, master address and port are left out of the command;
+    the job sets them per node from its allocation (torchrun reads ``PET_NODE_RANK`` / ``PET_MASTER_ADDR`` /
+    ``PET_MASTER_PORT`` for flags it is not given; launch scripts read ``NODE_RANK`` / ``MASTER_ADDR``)."""
     env = {"NON_MEGATRON": "true", "PYTHONPATH": _pythonpath(target), "PYTHONUNBUFFERED": "1"}
     visible = ",".join(str(i) for i in (spec.visible_devices or range(spec.nproc)))
     if device == "npu":
@@ -147,18 +155,16 @@ def build_command(
         raise ValueError(f"environment variables not allowed in a launch: {', '.join(sorted(unsafe))}")
     env.update({str(k): str(v) for k, v in spec.env.items()})
     if spec.script:
-        env.update(
-            NPUS_PER_NODE=str(spec.nproc), NNODES=str(spec.nnodes), NODE_RANK=str(spec.node_rank),
-            MASTER_ADDR=spec.master_addr, MASTER_PORT=str(port),
-        )
+        env.update(NPUS_PER_NODE=str(spec.nproc), NNODES=str(spec.nnodes))
+        if not rendezvous_from_env:
+            env.update(NODE_RANK=str(spec.node_rank), MASTER_ADDR=spec.master_addr, MASTER_PORT=str(port))
         argv = ["bash", str(_inside(target, spec.script))]
     else:
         trainer = target / TRAINER_REL
-        dist = [
-            runtime_python, "-m", "torch.distributed.run", "--nproc_per_node", str(spec.nproc),
-            "--nnodes", str(spec.nnodes), "--node_rank", str(spec.node_rank),
-            "--master_addr", spec.master_addr, "--master_port", str(port),
-        ]
+        dist = [runtime_python, "-m", "torch.distributed.run", "--nproc_per_node", str(spec.nproc),
+                "--nnodes", str(spec.nnodes)]
+        if not rendezvous_from_env:
+            dist += ["--node_rank", str(spec.node_rank), "--master_addr", spec.master_addr, "--master_port", str(port)]
         entry = [str(CPU_SHIM), str(trainer)] if device == "cpu" else [str(trainer)]
         argv = dist + entry + [str(config_path)]
     if device == "npu" and info.cann_set_env:
@@ -187,6 +193,8 @@ def launch_key(gate: str, config_sha: str | None, spec: LaunchSpec, device: str,
         "gate": gate, "config_sha256": config_sha, "script": spec.script, "nproc": spec.nproc, "nnodes": spec.nnodes,
         "device": device, "target_state": target_state, "env": sorted(spec.env.items()),
     }
+    if spec.backend != "local":  # local keys stay as they were, so existing journals still match
+        payload["backend"] = spec.backend
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

@@ -1,6 +1,7 @@
 """The launch journal ``<run_dir>/launches.jsonl``: append-only events, so a resume after kill -9 sees every launch.
 
 Per attempt: ``started`` (written BEFORE spawning), ``spawned`` (pid), ``finished`` (exit code, status, summary).
+Slurm launches write ``submitted`` (job id, right after sbatch) and ``running`` (node list) instead of ``spawned``.
 A ``started`` without ``finished`` is an interrupted launch (the agent died mid-run); a ``finished`` one with the same
 key is reused instead of relaunched (DESIGN decision 8).
 """
@@ -18,7 +19,8 @@ from typing import Any
 JOURNAL = "launches.jsonl"
 SECRET_KEY = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 # Statuses that say nothing about the code under test; an identical launch may be retried after them.
-RETRYABLE = {"timeout", "no_output_timeout", "cancelled", "spawn_failed", "interrupted", "launcher_error"}
+RETRYABLE = {"timeout", "no_output_timeout", "cancelled", "spawn_failed", "interrupted", "launcher_error",
+             "submit_failed", "queue_timeout", "scheduler_failed", "budget_exhausted"}
 
 
 def now() -> str:
@@ -57,6 +59,13 @@ class LaunchRecord:
     exit_code: int | None = None
     status: str | None = None  # None while running/interrupted; succeeded | failed | stopped_fatal | timeout | ...
     summary: dict[str, Any] | None = None
+    backend: str = "local"
+    # backend slurm: the job (id journaled by ``submitted`` before it is followed), its allocation and end state
+    job_name: str | None = None
+    job_id: str | None = None
+    nodes: str | None = None
+    job_state: str | None = None
+    script_path: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -81,14 +90,20 @@ def read_launches(run_dir: Path) -> list[LaunchRecord]:
                 launch_id=ev["launch_id"], launch_key=ev["launch_key"], attempt=ev.get("attempt", 1),
                 gate=ev.get("gate"), argv=ev.get("argv", []), env=ev.get("env", {}), cwd=ev.get("cwd"),
                 config_path=ev.get("config_path"), log_path=ev.get("log_path"), device=ev.get("device"),
-                started_at=ev.get("ts"),
+                started_at=ev.get("ts"), backend=ev.get("backend", "local"), job_name=ev.get("job_name"),
+                script_path=ev.get("script_path"),
             )
         elif key in records and kind == "spawned":
             records[key].pid = ev.get("pid")
+        elif key in records and kind in ("submitted", "running"):
+            rec = records[key]
+            rec.job_id = ev.get("job_id", rec.job_id)
+            rec.nodes = ev.get("nodes") or rec.nodes
         elif key in records and kind == "finished":
             rec = records[key]
             rec.ended_at, rec.exit_code = ev.get("ts"), ev.get("exit_code")
             rec.status, rec.summary = ev.get("status"), ev.get("summary")
+            rec.nodes, rec.job_state = ev.get("nodes") or rec.nodes, ev.get("job_state")
     return list(records.values())
 
 

@@ -25,12 +25,17 @@ from msmigrate.tools.launcher import records
 from msmigrate.tools.launcher.command import (
     Command, LaunchSpec, build_command, deep_merge, device_overrides, expand_dotted, free_port, launch_key,
 )
+from msmigrate.tools.launcher import slurm_jobs, slurm_run
 from msmigrate.tools.launcher.device import DeviceInfo, detect_device, resolve_device
+from msmigrate.tools.launcher.slurm_jobs import SlurmError
+from msmigrate.tools.launcher.slurm_options import SlurmOptions
+from msmigrate.tools.launcher.slurm_script import job_name, render_script, sbatch_argv
 from msmigrate.tools.log_parser import IterationRecord, LogWatcher
 from msmigrate.tools.runtime import kill_group
 
 TERM_GRACE_S = 5.0  # SIGTERM first (torchrun forwards it to the ranks), SIGKILL after this
 DRAIN_AFTER_EXIT_S = 5.0  # after the main process exits, leftovers still holding the log pipe are killed
+BACKENDS = ("local", "slurm")
 
 
 def target_state(target: Path) -> str:
@@ -47,20 +52,43 @@ def target_state(target: Path) -> str:
     return head.stdout.strip() + (f"+{extra}" if extra else "")
 
 
-def reap_interrupted(run_dir: Path) -> list[records.LaunchRecord]:
+def reap_interrupted(run_dir: Path, keep: tuple[str, int] | None = None,
+                     slurm_key: str | None = None) -> list[records.LaunchRecord]:
     """Close the journal entries of launches whose agent died mid-run (kill -9, reboot).
 
     The job ran in its own session, so it may still be alive: if the recorded pid still runs the recorded argv
-    (checked via /proc, so a recycled pid is left alone) its whole process group is killed. Each such attempt gets a
-    ``finished`` event with status ``interrupted`` (retryable)."""
+    (checked via /proc, so a recycled pid is left alone) its whole process group is killed; a Slurm job still queued
+    or running is cancelled. Each such attempt gets a ``finished`` event with status ``interrupted`` (retryable).
+    ``keep`` = (launch_id, attempt) of a Slurm attempt the caller re-attaches to instead. With ``slurm_key`` only
+    the Slurm attempts of that launch are reaped: the orphaned jobs of other launches are left to the launches that
+    re-attach to them (a resumed run asks for them again), or end at their own ``--time`` limit."""
     reaped = []
     for rec in records.interrupted_launches(run_dir):
-        if rec.pid is not None and _runs_argv(rec.pid, rec.argv):
+        if keep is not None and (rec.launch_id, rec.attempt) == keep:
+            continue
+        if rec.backend == "slurm" and slurm_key is not None and rec.launch_key != slurm_key:
+            continue
+        note = None
+        if rec.backend == "slurm":
+            note = _cancel_orphan_job(rec)
+        elif rec.pid is not None and _runs_argv(rec.pid, rec.argv):
             kill_group(rec.pid)
         records.append_event(run_dir, {"event": "finished", "launch_id": rec.launch_id, "attempt": rec.attempt,
-                                       "exit_code": None, "status": "interrupted", "summary": None})
+                                       "exit_code": None, "status": "interrupted", "summary": None,
+                                       "job_id": rec.job_id, **({"note": note} if note else {})})
         reaped.append(rec)
     return reaped
+
+
+def _cancel_orphan_job(rec: records.LaunchRecord) -> str | None:
+    try:
+        job_id = rec.job_id or (slurm_jobs.find_job(rec.job_name) if rec.job_name else None)
+        if job_id is not None and slurm_jobs.job_info(job_id).active:
+            slurm_jobs.cancel(job_id)
+            return f"cancelled slurm job {job_id}"
+    except SlurmError as exc:
+        return f"could not reach Slurm to cancel the job: {exc}"
+    return None
 
 
 def _runs_argv(pid: int, argv: list[str]) -> bool:
@@ -85,18 +113,28 @@ def launch(
     device_info: DeviceInfo | None = None,
     cancel: threading.Event | None = None,
 ) -> ToolResult:
-    """Launch ``spec`` in the target runtime (or reuse an identical finished launch) and return its parsed result."""
+    """Launch ``spec`` in the target runtime (or reuse an identical finished launch) and return its parsed result.
+
+    ``spec.backend`` local: torchrun on this host. slurm: an sbatch job (``slurm_run``); an identical launch whose
+    agent died while its job ran re-attaches to that job instead of submitting again."""
+    if spec.backend not in BACKENDS:
+        return ToolResult.failure(f"unknown launch backend {spec.backend!r}; use {' or '.join(BACKENDS)}")
     if spec.script and spec.overrides:
         return ToolResult.failure("overrides apply to trainer launches only; a launch script runs its own YAML")
     if not spec.script and not spec.config:
         return ToolResult.failure("a trainer launch needs `config` (a YAML under the target)")
     if spec.nproc < 1 or spec.nnodes < 1:
         return ToolResult.failure("nproc and nnodes must be >= 1")
-    if device_info is None:
-        device_info = DeviceInfo(kind="cpu", count=0) if spec.device == "cpu" else detect_device(
-            ctx.runtime_python, ctx.target
-        )
-    device, error = resolve_device(spec.device, device_info)
+    slurm = spec.slurm or SlurmOptions() if spec.backend == "slurm" else None
+    if slurm is not None:
+        device, error = slurm_run.device_for(spec, slurm)
+        device_info = DeviceInfo(kind=device, count=0)  # the nodes' devices: CANN is sourced by the job script
+    else:
+        if device_info is None:
+            device_info = DeviceInfo(kind="cpu", count=0) if spec.device == "cpu" else detect_device(
+                ctx.runtime_python, ctx.target
+            )
+        device, error = resolve_device(spec.device, device_info)
     if error:
         return ToolResult.failure(error, device=device_info.kind)
 
@@ -113,13 +151,16 @@ def launch(
         config_text = yaml.safe_dump(merged, sort_keys=False, allow_unicode=True)
         config_sha = hashlib.sha256(config_text.encode()).hexdigest()
 
-    reap_interrupted(ctx.run_dir)  # a previous agent died mid-launch: make sure its job is gone first
     key = launch_key(spec.gate, config_sha, spec, device, target_state(ctx.target))
     launch_id = f"{spec.gate.lower()}-{key[:12]}"
-    if not spec.force:
-        done = records.find_finished_launch(ctx.run_dir, key)
-        if done is not None:
-            return _result(done, reused=True)
+    done = None if spec.force else records.find_finished_launch(ctx.run_dir, key)
+    attach = _attachable(ctx.run_dir, key) if slurm is not None and done is None else None
+    # a previous agent died mid-launch: make sure its job is gone first (unless it is the job re-attached to)
+    reap_interrupted(ctx.run_dir, keep=(attach[0].launch_id, attach[0].attempt) if attach else None, slurm_key=key)
+    if done is not None:
+        return _result(done, reused=True)
+    if attach is not None:
+        return _reattach(ctx, *attach, spec, slurm, on_progress, cancel)
 
     attempt = records.next_attempt(ctx.run_dir, launch_id)
     launch_dir = ctx.run_dir / "launches" / launch_id
@@ -129,10 +170,10 @@ def launch(
     if config_text is not None:
         config_path = launch_dir / "config.yaml"
         config_path.write_text(config_text)
-    port = spec.master_port or free_port()
+    port = spec.master_port or (0 if slurm is not None else free_port())  # slurm: chosen in the job (port 0 unused)
     try:
         cmd = build_command(spec, device, device_info, target=ctx.target, runtime_python=ctx.runtime_python,
-                            config_path=config_path, port=port)
+                            config_path=config_path, port=port, rendezvous_from_env=slurm is not None)
     except ValueError as exc:
         return ToolResult.failure(str(exc))
     warnings = list(device_info.warnings)
@@ -141,12 +182,15 @@ def launch(
                         "(config) for CPU preflight")
 
     base_event = {"launch_id": launch_id, "attempt": attempt}
-    records.append_event(ctx.run_dir, {
+    started = {
         "event": "started", **base_event, "launch_key": key, "gate": spec.gate, "argv": cmd.argv,
         "env": records.mask_env(cmd.env), "cwd": cmd.cwd, "config_path": cmd.config_path, "config_sha256": config_sha,
         "log_path": str(log_path),
         "device": device,
-    })
+    }
+    if slurm is not None:
+        return _submit(ctx, spec, slurm, cmd, started, launch_dir, log_path, on_progress, cancel, warnings)
+    records.append_event(ctx.run_dir, started)
     try:
         status, exit_code, watcher = _run(cmd, spec, log_path, ctx.run_dir, base_event, on_progress, cancel)
     except BaseException as exc:  # a bug in a callback, Ctrl-C: the job is already killed; journal it, re-raise
@@ -157,16 +201,101 @@ def launch(
     summary = watcher.summary(exit_code)
     if status is None:
         status = "succeeded" if summary.success else "failed"
+    return _finish(ctx, base_event, launch_dir, status, exit_code, summary, warnings)
+
+
+def _finish(ctx: RunContext, base_event: dict[str, Any], launch_dir: Path, status: str, exit_code: int | None,
+            summary: Any, warnings: list[str], **extra: Any) -> ToolResult:
+    attempt = base_event["attempt"]
     # the full summary (with the whole, decimated loss curve) next to the log, for plots and evidence
     (launch_dir / ("summary.json" if attempt == 1 else f"summary.attempt{attempt}.json")).write_text(
         json.dumps(summary.to_dict(), indent=1, default=str))
     records.append_event(ctx.run_dir, {
         "event": "finished", **base_event, "exit_code": exit_code, "status": status, "summary": summary.to_dict(),
+        **extra,
     })
-    rec = next(r for r in reversed(records.read_launches(ctx.run_dir)) if r.launch_id == launch_id)
+    rec = next(r for r in reversed(records.read_launches(ctx.run_dir))
+               if r.launch_id == base_event["launch_id"] and r.attempt == attempt)
     result = _result(rec, reused=False)
     result.data["warnings"] = warnings
     return result
+
+
+# ------------------------------------------------------------------------------------------------ slurm backend
+def _run_key(run_dir: Path) -> str:
+    return hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()
+
+
+def _submit(ctx: RunContext, spec: LaunchSpec, opts: SlurmOptions, cmd: Command, started: dict[str, Any],
+            launch_dir: Path, log_path: Path, on_progress, cancel, warnings: list[str]) -> ToolResult:
+    base_event = {"launch_id": started["launch_id"], "attempt": started["attempt"]}
+    attempt = base_event["attempt"]
+    name = job_name(_run_key(ctx.run_dir), started["launch_id"], attempt)
+    script = launch_dir / ("job.sh" if attempt == 1 else f"job.attempt{attempt}.sh")
+    try:
+        text = render_script(cmd, spec, opts, header=f"launch {started['launch_id']} attempt {attempt} "
+                                                     f"(gate {spec.gate}) of run {ctx.run_id}")
+        argv = sbatch_argv(script, name=name, log_path=log_path, spec=spec, opts=opts)
+    except ValueError as exc:
+        return ToolResult.failure(str(exc))
+    script.write_text(text)
+    script.chmod(0o700)
+    records.append_event(ctx.run_dir, {**started, "backend": "slurm", "job_name": name, "script_path": str(script),
+                                       "sbatch_argv": argv})
+    job_id, error = slurm_run.submit(script, argv, ctx.run_dir, base_event)
+    if error:
+        watcher = LogWatcher()
+        watcher.feed(error)
+        result = _finish(ctx, base_event, launch_dir, "submit_failed", None, watcher.summary(None), warnings,
+                         error=error)
+        result.error = f"launch submit_failed: {error}"
+        return result
+    return _follow_job(ctx, job_id, log_path, spec, opts, base_event, launch_dir, on_progress, cancel, warnings)
+
+
+def _attachable(run_dir: Path, key: str) -> tuple[records.LaunchRecord, str] | None:
+    """An interrupted Slurm attempt of this very launch whose job Slurm still knows: (record, job id)."""
+    for rec in reversed(records.interrupted_launches(run_dir)):
+        if rec.backend == "slurm" and rec.launch_key == key:
+            try:
+                job_id = slurm_run.live_job(rec, run_dir)
+            except SlurmError:
+                return None
+            return (rec, job_id) if job_id else None
+    return None
+
+
+def _reattach(ctx: RunContext, rec: records.LaunchRecord, job_id: str, spec: LaunchSpec, opts: SlurmOptions,
+              on_progress, cancel) -> ToolResult:
+    base_event = {"launch_id": rec.launch_id, "attempt": rec.attempt}
+    records.append_event(ctx.run_dir, {"event": "reattached", **base_event, "job_id": job_id})
+    launch_dir = Path(rec.log_path).parent
+    return _follow_job(ctx, job_id, Path(rec.log_path), spec, opts, base_event, launch_dir, on_progress, cancel,
+                       [f"re-attached to slurm job {job_id} of an interrupted agent"], reattached=True)
+
+
+def _follow_job(ctx: RunContext, job_id: str, log_path: Path, spec: LaunchSpec, opts: SlurmOptions,
+                base_event: dict[str, Any], launch_dir: Path, on_progress, cancel, warnings: list[str],
+                reattached: bool = False) -> ToolResult:
+    watcher = LogWatcher(on_iteration=on_progress)
+    try:
+        outcome = slurm_run.follow(job_id, log_path, spec, opts, watcher, run_dir=ctx.run_dir,
+                                   base_event=base_event, cancel=cancel)
+    except SlurmError as exc:  # Slurm stopped answering: the job may live on; a resume re-attaches to it
+        records.append_event(ctx.run_dir, {"event": "finished", **base_event, "exit_code": None, "job_id": job_id,
+                                           "status": "launcher_error", "error": str(exc)})
+        return ToolResult.failure(f"lost contact with Slurm while following job {job_id}: {exc}")
+    except BaseException as exc:  # Ctrl-C, a bug in a callback: follow() has cancelled the job; journal, re-raise
+        records.append_event(ctx.run_dir, {"event": "finished", **base_event, "exit_code": None, "job_id": job_id,
+                                           "status": "launcher_error", "error": repr(exc)})
+        raise
+    info = outcome.info
+    exit_code = info.exit_code if info else None
+    summary = watcher.summary(exit_code)
+    status = slurm_run.status_of(outcome, summary.success)
+    return _finish(ctx, base_event, launch_dir, status, exit_code, summary, warnings, job_id=job_id,
+                   nodes=info.nodes if info else None, job_state=info.state if info else None,
+                   job_info_source=info.source if info else None, reattached=reattached)
 
 
 def _run(
@@ -275,6 +404,9 @@ def _result(rec: records.LaunchRecord, reused: bool) -> ToolResult:
         "summary_path": _summary_path(rec),
         "ended_at": rec.ended_at, "pid": rec.pid, "summary": summary,
     }
+    if rec.backend != "local":
+        data.update(backend=rec.backend, job_id=rec.job_id, job_name=rec.job_name, nodes=rec.nodes,
+                    job_state=rec.job_state, script_path=rec.script_path)
     if rec.status == "succeeded":
         return ToolResult(ok=True, data=data)
     sig = summary.get("failure_signature") or {}

@@ -1,0 +1,102 @@
+"""Slurm settings of a launch (``launch.slurm`` in the run spec), each value checked against the syntax Slurm accepts.
+
+The values reach ``sbatch`` as argv entries (never a shell string) and the job script only through ``shlex.quote``;
+the patterns below are a second wall: a value that is not a plausible partition name, GRES spec or time limit is
+refused at spec / chat-edit time with a message, instead of being handed to the scheduler."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# Names of partitions, accounts, QOS: letters, digits and ._+- (Slurm allows more, clusters use these).
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
+# GRES: name[:type]:count, comma-separated — "npu:8", "gpu:a100:4", "gpu:2,mps:100".
+GRES_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*(:[A-Za-z0-9_.-]+){0,2}(,[A-Za-z][A-Za-z0-9_]*(:[A-Za-z0-9_.-]+){0,2})*")
+# Slurm time limits: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or UNLIMITED / INFINITE.
+TIME_RE = re.compile(r"\d{1,7}(:\d{1,2}){0,2}|\d{1,4}-\d{1,2}(:\d{1,2}){0,2}|UNLIMITED|INFINITE")
+MEM_RE = re.compile(r"\d{1,9}[KMGT]?")
+# Node features: names joined by & | , with optional [..] / counts (``--constraint``).
+CONSTRAINT_RE = re.compile(r"[A-Za-z0-9_.&|,:*\[\]()-]{1,256}")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# CANN's set_env.sh files, sourced on the allocated node when they exist there (toolkit first, then nnal/atb).
+DEFAULT_CANN_SET_ENV = ("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh")
+
+
+def _check(pattern: re.Pattern[str], what: str, value: str | None) -> str | None:
+    if value is not None and not pattern.fullmatch(value):
+        raise ValueError(f"{what} {value!r} is not valid (expected {pattern.pattern})")
+    return value
+
+
+class SlurmOptions(BaseModel):
+    """What the Slurm backend asks the scheduler for. Node count is ``launch.nnodes``; node rank and master address
+    come from the allocation, so ``launch.node_rank`` / ``master_addr`` are not used with this backend."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    partition: str | None = Field(None, description="--partition (comma-separated list allowed)")
+    account: str | None = Field(None, description="--account")
+    qos: str | None = Field(None, description="--qos")
+    gres: str | None = Field(None, description="--gres per node, e.g. 'npu:8' or 'gpu:4'")
+    time: str | None = Field(None, description="--time limit; default: the launch timeout plus a minute")
+    cpus_per_task: int | None = Field(None, ge=1, le=4096, description="--cpus-per-task (one task per node)")
+    mem: str | None = Field(None, description="--mem per node, e.g. '256G'")
+    constraint: str | None = Field(None, description="--constraint (node features)")
+    exclusive: bool = Field(False, description="--exclusive: whole nodes")
+    cann_set_env: list[str] = Field(default_factory=lambda: list(DEFAULT_CANN_SET_ENV),
+                                    description="set_env.sh files sourced on the node when present (NPU launches)")
+    env: dict[str, str] = Field(default_factory=dict,
+                                description="extra variables for the job, e.g. HCCL_SOCKET_IFNAME / HCCL_IF_IP")
+    poll_s: float = Field(2.0, gt=0, le=60, description="how often the job state and log are read")
+    queue_timeout_s: float = Field(3600.0, gt=0, description="cancel a job still pending after this long")
+
+    @field_validator("partition")
+    @classmethod
+    def _partition(cls, v: str | None) -> str | None:
+        for part in (v.split(",") if v is not None else []):
+            _check(NAME_RE, "partition", part)
+        return v
+
+    @field_validator("account", "qos")
+    @classmethod
+    def _name(cls, v: str | None, info) -> str | None:
+        return _check(NAME_RE, info.field_name, v)
+
+    @field_validator("gres")
+    @classmethod
+    def _gres(cls, v: str | None) -> str | None:
+        return _check(GRES_RE, "gres", v)
+
+    @field_validator("time")
+    @classmethod
+    def _time(cls, v: str | None) -> str | None:
+        return _check(TIME_RE, "time", v)
+
+    @field_validator("mem")
+    @classmethod
+    def _mem(cls, v: str | None) -> str | None:
+        return _check(MEM_RE, "mem", v)
+
+    @field_validator("constraint")
+    @classmethod
+    def _constraint(cls, v: str | None) -> str | None:
+        return _check(CONSTRAINT_RE, "constraint", v)
+
+    @field_validator("cann_set_env")
+    @classmethod
+    def _set_env(cls, v: list[str]) -> list[str]:
+        for path in v:
+            if not path.startswith("/") or any(c in path for c in "\0\n\r"):
+                raise ValueError(f"cann_set_env entries must be absolute paths on one line, got {path!r}")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            _check(ENV_NAME_RE, "environment variable name", name)
+            if "\0" in str(value):
+                raise ValueError(f"environment variable {name} contains a NUL byte")
+        return {k: str(val) for k, val in v.items()}
