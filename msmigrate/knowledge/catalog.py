@@ -17,9 +17,11 @@ from typing import Any, Iterable
 
 import yaml
 
+from msmigrate.knowledge.owners import OWNERS
+from msmigrate.knowledge.real_log_corpus import split_of
+
 KNOWLEDGE_ROOT = Path(__file__).resolve().parent
 KINDS = {"docs": "doc", "failures": "failure", "cases": "case"}
-OWNERS = ("model", "data", "config", "environment")
 
 # The closed vocabulary of deterministic fixes a failure case may carry (documented in failures/README.md).
 # action -> required keys besides "action".
@@ -148,6 +150,12 @@ def _check_failure(meta: dict[str, Any], source: Path) -> None:
         raise CatalogError(f"{source}: a case needs patterns or finding codes")
     if meta.get("autofix") is not None:
         validate_autofix(meta["autofix"], source)
+    for example in meta.get("real_examples", []):
+        # real examples feed the lexical stage: they may only come from the tuning half of the real-log corpus
+        if not isinstance(example, dict) or not {"source", "text"} <= set(example):
+            raise CatalogError(f"{source}: real_examples entries need 'source' and 'text'")
+        if split_of(example["source"]) != "tuning":
+            raise CatalogError(f"{source}: real example from the held-out half: {example['source']}")
 
 
 def _load_entry(path: Path, kind: str) -> KnowledgeEntry:

@@ -1,49 +1,51 @@
-"""Map a failure (log text and/or validator finding codes) to a failure case and its owner phase.
+"""Map a failure (log text and/or validator finding codes) to a failure case and its owner phase — or abstain.
 
-Order, deterministic first:
-1. **regex** — every pattern of every failure case is searched in the log; among the cases that match, the one with
-   the highest ``priority`` wins, ties broken by the longer matching pattern (more specific), then by id. Priorities
-   encode "root cause beats wrapper": torchrun's ``ChildFailedError`` is priority 5, a specific message 70-90.
-   Validator finding codes are resolved in the same deterministic stage (reported as ``method="regex"``) when the
-   log matched nothing: a code naming one case directly (FINDING_CODE_CASES) picks it; otherwise the code is mapped
-   to the canonical vocabulary (FINDING_CODE_ALIASES) and the most general case listing it (lowest priority) wins.
-2. **bm25** — rank-bm25 over each case's title, cause, fix and example against the error-looking lines of the log.
-   Accepted only when the best score clears an absolute floor and beats the runner-up by a margin. When the regex
-   stage only found a wrapper-level case (priority <= GENERIC_PRIORITY: torchrun ChildFailedError, launch timeout),
-   finding codes and a confident BM25 hit on the non-wrapper lines are preferred, else the wrapper case is returned;
-3. **none** — nothing is close; the agent falls back to the LLM (classify node) with the raw excerpt.
+Order, deterministic first, always on the extracted root cause (:mod:`msmigrate.knowledge.root_cause`), never on
+the raw log, so INFO/WARNING lines of a run cannot decide a class:
 
-The thresholds were calibrated on ``knowledge/labeled`` (see scripts/knowledge_accuracy.py).
+1. **regex** — every pattern of every failure case is searched in the root-cause *evidence* (the failure lines of
+   the failing rank plus the decisive traceback's last frames). Among matching cases the highest ``priority`` wins,
+   ties broken by the longer pattern, then by id ("root cause beats wrapper": torchrun's ``ChildFailedError`` is
+   priority 5, specific messages 60-90); a wrapper case is named only when the log shows nothing but the wrapper.
+   Only when the log holds no failure signal at all (a gate that failed on a condition rather than an error: a
+   zero loss, a dropped-sample warning, a timeout note) are the non-INFO lines searched, warnings included, and
+   then only by cases marked ``condition: true``. Validator finding codes are resolved in the same stage
+   (``method="regex"``).
+2. **bm25** — BM25 over documents that each carry an owner: the cases' own texts and their ``real_examples``
+   (tuning half of the real-log corpus only). The query is the evidence. The top documents vote for an owner; the
+   vote is accepted only when its margin clears the threshold calibrated on the tuning half
+   (``calibration.json``, written by ``scripts/calibrate_classifier.py``); the reported confidence is the precision
+   the calibration measured above that margin.
+3. **none** — "unknown": nothing reliable. The classify node then asks the LLM (when the run has one) with the root
+   cause, the top candidates and the owner semantics, or sends the failure back to the phase whose gate failed.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterable, Literal
 
 from msmigrate.knowledge.catalog import (FINDING_CODE_CASES, Catalog, KnowledgeEntry, canonical_finding_code,
                                          load_catalog)
-from msmigrate.knowledge.retrieval import bm25_index, tokenize
+from msmigrate.knowledge.lexical import OwnerVote, owner_vote
+from msmigrate.knowledge.root_cause import RootCause, extract, strip_prefixes
 
 Method = Literal["regex", "bm25", "none"]
 
 TAIL_CHARS = 60_000  # only the end of a huge log matters; the root cause is printed before the wrapper noise
 GENERIC_PRIORITY = 20  # wrapper-level cases (torchrun ChildFailedError, launch timeout): a better answer may exist
-BM25_MIN_SCORE = 12.0
-BM25_MIN_MARGIN = 1.15  # best / runner-up
-_ERRORISH = re.compile(
-    r"(?i)(error|exception|failed|failure|not found|no module|cannot|can't|unable|invalid|does not|"
-    r"timed? ?out|killed|nan\b|inf\b|refused|missing|not registered|not implemented|hang)"
-)
+CALIBRATION_FILE = Path(__file__).resolve().parent / "calibration.json"
+_INFO_LINE = re.compile(r"^\s*(?:\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?\s*)?\[?(?:INFO|DEBUG)\b|NCCL INFO|HCCL INFO|"
+                        r"^\[Rank \d+ \| Local Rank \d+\] [\d\-: ,]+ (?:INFO|DEBUG) |\bINFO\]")
 
 
-# torchrun / elastic wrapper boilerplate: says "a rank failed", never why, so it is kept out of the BM25 query.
-_WRAPPER_NOISE = re.compile(
-    r"(torch/distributed/elastic|ChildFailedError|Root Cause|<NO_OTHER_FAILURES>|^\s*Failures:|"
-    r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:|^[=-]{10,}$|sys\.exit\(main\(\)\)|run\(args\)|"
-    r"/bin/torchrun|distributed/run\.py|FAILED$|^Traceback \(most recent call last\):$)"
-)
+# INFO lines that carry a gate's evidence: per-iteration metrics (a loss-shaped failure) and the framework's note
+# that a YAML key matched no argument field (it registers it dynamically, i.e. ignores it)
+_METRIC_LINE = re.compile(r"\biteration\s+\d+\s*/\s*\d+ \|.*\bloss: |Automatically registered YAML field: ")
 
 
 @dataclass
@@ -57,13 +59,21 @@ class Classification:
     matched: str | None = None  # the regex (or finding code) that decided; None for bm25/none
     excerpt: str = ""
     candidates: list[dict[str, Any]] = field(default_factory=list)
+    root_cause: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "case_id": self.case_id, "owner": self.owner, "confidence": self.confidence, "method": self.method,
             "diagnosis": self.diagnosis, "autofix": self.autofix, "matched": self.matched, "excerpt": self.excerpt,
-            "candidates": self.candidates,
+            "candidates": self.candidates, "root_cause": self.root_cause,
         }
+
+
+@lru_cache(maxsize=4)
+def load_calibration(path: str = str(CALIBRATION_FILE)) -> dict[str, Any]:
+    """The lexical stage's acceptance rule; without a calibration file the stage never accepts."""
+    file = Path(path)
+    return json.loads(file.read_text(encoding="utf-8")) if file.exists() else {"min_margin": None, "bins": []}
 
 
 def _compiled(catalog: Catalog) -> list[tuple[KnowledgeEntry, list[re.Pattern[str]]]]:
@@ -89,19 +99,19 @@ def _excerpt_around(text: str, start: int, end: int, width: int = 400) -> str:
 
 
 def _result(entry: KnowledgeEntry, confidence: float, method: Method, matched: str | None, excerpt: str,
-            candidates: list[dict[str, Any]]) -> Classification:
+            candidates: list[dict[str, Any]], root: RootCause) -> Classification:
     return Classification(case_id=entry.id, owner=entry.meta["owner"], confidence=round(confidence, 3),
                           method=method, diagnosis=_diagnosis(entry), autofix=_autofix(entry), matched=matched,
-                          excerpt=excerpt, candidates=candidates)
+                          excerpt=excerpt, candidates=candidates, root_cause=root.to_dict())
 
 
-def match_regex(log_text: str, catalog: Catalog) -> list[tuple[KnowledgeEntry, re.Pattern[str], re.Match[str]]]:
-    """All (case, pattern, match) hits, best first by (priority, pattern length, id)."""
+def match_regex(text: str, catalog: Catalog) -> list[tuple[KnowledgeEntry, re.Pattern[str], re.Match[str]]]:
+    """All (case, pattern, match) hits in ``text``, best first by (priority, pattern length, id)."""
     hits = []
     for entry, patterns in _compiled(catalog):
         best = None
         for pattern in patterns:
-            found = pattern.search(log_text)
+            found = pattern.search(text)
             if found and (best is None or len(pattern.pattern) > len(best[0].pattern)):
                 best = (pattern, found)
         if best:
@@ -110,60 +120,100 @@ def match_regex(log_text: str, catalog: Catalog) -> list[tuple[KnowledgeEntry, r
     return hits
 
 
-def error_lines(log_text: str, limit: int = 60, keep_wrapper: bool = True) -> str:
-    """The error-looking lines of a log (or its last lines when none look like errors), for BM25 and excerpts.
-    torchrun wrapper lines are dropped; if nothing else is left they are kept unless ``keep_wrapper`` is False."""
-    lines = [line for line in log_text.splitlines() if line.strip() and not _WRAPPER_NOISE.search(line)]
-    if not lines and keep_wrapper:  # nothing but wrapper output: let BM25 see it so the wrapper case can be named
-        lines = [line for line in log_text.splitlines() if line.strip()]
-    picked = [line for line in lines if _ERRORISH.search(line)]
-    return "\n".join((picked or lines)[-limit:])
+def quiet_lines(log_text: str) -> str:
+    """The log without INFO/DEBUG lines and without launcher prefixes: what a signal-less failure is read from."""
+    kept = []
+    for raw in log_text.splitlines():
+        line, _ = strip_prefixes(raw)
+        if line.strip() and (not _INFO_LINE.search(line) or _METRIC_LINE.search(line)):
+            kept.append(line)
+    return "\n".join(kept)
 
 
-def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Catalog | None = None,
-             use_regex: bool = True) -> Classification:
-    """Classify a failure; ``use_regex=False`` skips the deterministic stage (used to measure BM25 on its own)."""
-    catalog = catalog or load_catalog()
-    text = (log_text or "")[-TAIL_CHARS:]
-    codes = [c for c in finding_codes if c]
+def error_lines(log_text: str, limit: int = 60) -> str:
+    """The failure lines of a log (its root-cause evidence), for excerpts."""
+    return "\n".join(extract(log_text).evidence.splitlines()[-limit:])
 
-    hits = match_regex(text, catalog) if text and use_regex else []
-    generic: Classification | None = None
-    if hits:
-        entry, pattern, found = hits[0]
-        candidates = [{"case_id": e.id, "priority": e.meta.get("priority", 50)} for e, _, _ in hits[:5]]
-        clear_winner = len(hits) == 1 or hits[1][0].meta.get("priority", 50) < entry.meta.get("priority", 50)
-        result = _result(entry, 0.95 if clear_winner else 0.85, "regex", pattern.pattern,
-                         _excerpt_around(text, found.start(), found.end()), candidates)
-        if int(entry.meta.get("priority", 50)) > GENERIC_PRIORITY:
-            return result
-        generic = result  # only a wrapper/timeout matched: a finding code or a confident BM25 hit says more
 
-    for code in codes if use_regex else ():
+def _from_codes(codes: list[str], catalog: Catalog, root: RootCause) -> Classification | None:
+    for code in codes:
         direct = catalog.get(FINDING_CODE_CASES.get(code, ""))
         if direct is not None:
             return _result(direct, 0.9, "regex", f"finding:{code}", f"validator finding {code}",
-                           [{"case_id": direct.id, "priority": direct.meta.get("priority", 50)}])
+                           [{"case_id": direct.id, "priority": direct.meta.get("priority", 50)}], root)
         canonical = canonical_finding_code(code)
         explaining = [e for e in catalog.failures() if canonical in e.meta["finding_codes"]]
         if explaining:
             entry = min(explaining, key=lambda e: (int(e.meta.get("priority", 50)), e.id))
             candidates = [{"case_id": e.id, "priority": e.meta.get("priority", 50)} for e in explaining]
-            return _result(entry, 0.9, "regex", f"finding:{code}", f"validator finding {code}", candidates)
+            return _result(entry, 0.9, "regex", f"finding:{code}", f"validator finding {code}", candidates, root)
+    return None
 
-    query = error_lines(text, keep_wrapper=generic is None)
-    tokens = tokenize(query)
-    if not tokens:
-        return generic or Classification(None, None, 0.0, "none", "Empty log and no finding codes.", excerpt="")
-    bm25, entries = bm25_index(catalog, ("failure",))
-    scored = sorted(zip(bm25.get_scores(tokens), entries), key=lambda p: (-p[0], p[1].id))
-    best_score, best = scored[0]
-    runner_up = scored[1][0] if len(scored) > 1 else 0.0
-    candidates = [{"case_id": e.id, "score": round(float(s), 2)} for s, e in scored[:5]]
-    margin = best_score / runner_up if runner_up > 0 else float("inf")
-    if best_score >= BM25_MIN_SCORE and margin >= BM25_MIN_MARGIN:
-        confidence = min(0.75, 0.4 + (margin - 1.0) / 3)  # a clear winner (margin >= 2) caps at 0.75
-        return _result(best, confidence, "bm25", None, query[-1500:], candidates)
+
+def lexical(evidence: str, catalog: Catalog, exclude_source: str | None = None) -> OwnerVote | None:
+    """The BM25 owner vote for ``evidence`` (``exclude_source`` leaves one corpus source out, for calibration)."""
+    return owner_vote(evidence, catalog, exclude_source=exclude_source)
+
+
+def accept_vote(vote: OwnerVote | None, calibration: dict[str, Any]) -> float | None:
+    """The calibrated confidence of a vote, or None when the calibration does not let the stage accept it."""
+    threshold = calibration.get("min_margin")
+    if vote is None or threshold is None or vote.margin < threshold:
+        return None
+    precision = [b["precision"] for b in calibration.get("bins", []) if vote.margin >= b["margin"]]
+    return precision[-1] if precision else calibration.get("precision", 0.0)
+
+
+def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Catalog | None = None,
+             use_regex: bool = True, calibration: dict[str, Any] | None = None,
+             exclude_source: str | None = None) -> Classification:
+    """Classify a failure. ``use_regex=False`` skips the deterministic stage (measures the lexical stage alone);
+    ``calibration`` overrides the calibrated acceptance rule; ``exclude_source`` is for leave-one-out scoring."""
+    catalog = catalog or load_catalog()
+    calibration = load_calibration() if calibration is None else calibration
+    text = (log_text or "")[-TAIL_CHARS:]
+    codes = [c for c in finding_codes if c]
+    root = extract(text)
+    # failure lines when the log has any; otherwise (the gate failed on a condition) the log minus INFO lines
+    searched = root.evidence if root.failed else quiet_lines(text)
+
+    hits = match_regex(searched, catalog) if searched and use_regex else []
+    if not root.failed:  # no error in the log: only cases detected from a condition (``condition: true``) and the
+        # wrapper-level cases may match
+        hits = [h for h in hits if h[0].meta.get("condition") or int(h[0].meta.get("priority", 50)) <= GENERIC_PRIORITY]
+    generic: Classification | None = None
+    if hits:
+        entry, pattern, found = hits[0]
+        candidates = [{"case_id": e.id, "priority": e.meta.get("priority", 50)} for e, _, _ in hits[:5]]
+        clear_winner = len(hits) == 1 or hits[1][0].meta.get("priority", 50) < entry.meta.get("priority", 50)
+        confidence = (0.95 if clear_winner else 0.85) * (1.0 if root.failed else 0.75)
+        result = _result(entry, confidence, "regex", pattern.pattern,
+                         _excerpt_around(searched, found.start(), found.end()), candidates, root)
+        if int(entry.meta.get("priority", 50)) > GENERIC_PRIORITY:
+            return result
+        # only a wrapper/timeout matched: a finding code or an accepted lexical vote says more; and when the log
+        # shows a real root cause that nothing explains, naming the wrapper would be a confident guess: unknown
+        generic = None if any(not s.wrapper for s in root.signals) else result
+
+    coded = _from_codes(codes, catalog, root) if use_regex else None
+    if coded is not None:
+        return coded
+
+    if not root.failed:
+        return generic or Classification(None, None, 0.0, "none",
+                                         "No failure signal in the log (only INFO/WARNING lines) and no case "
+                                         "matched.", excerpt=searched[-1500:], root_cause=root.to_dict())
+    vote = lexical(root.evidence, catalog, exclude_source)
+    candidates = vote.candidates if vote else []
+    confidence = accept_vote(vote, calibration)
+    if vote is not None and confidence is not None:
+        entry = catalog.get(vote.case_id) if vote.case_id else None
+        if entry is not None and entry.meta["owner"] == vote.owner:
+            return _result(entry, confidence, "bm25", None, root.evidence[-1500:], candidates, root)
+        return Classification(None, vote.owner, round(confidence, 3), "bm25",
+                              f"Lexically closest to failures owned by {vote.owner}; no single case.",
+                              excerpt=root.evidence[-1500:], candidates=candidates, root_cause=root.to_dict())
     return generic or Classification(None, None, 0.0, "none",
-                                     "No failure case is close enough; needs LLM diagnosis of the excerpt.",
-                                     excerpt=query[-1500:], candidates=candidates)
+                                     "No failure case is close enough: unknown (needs the LLM or the failed "
+                                     "gate's phase).", excerpt=root.evidence[-1500:], candidates=candidates,
+                                     root_cause=root.to_dict())

@@ -32,7 +32,8 @@ def test_priority_resolves_declared_overlap():
 
 
 def test_plugin_string_is_more_specific_than_generic_bad_type():
-    log = "training.plugin\n  Input should be a valid list [type=list_type, input_value='a', input_type=str]"
+    log = ("[ERROR] Configuration loading failed: 1 validation error for Arguments\ntraining.plugin\n"
+           "  Input should be a valid list [type=list_type, input_value='a', input_type=str]")
     result = classify(log)
     assert result.case_id == "plugin-not-list"
     assert result.autofix == [{"action": "wrap_yaml_list", "path": "training.plugin"}]
@@ -61,17 +62,30 @@ def test_log_regex_takes_precedence_over_finding_codes():
     assert classify("ValueError: Template None does not exist.", ["bad-type"]).case_id == "template-unknown"
 
 
+PERMISSIVE = {"min_margin": 0.0, "bins": [{"margin": 0.0, "precision": 0.5}]}  # accepts any lexical vote
+
+
 @pytest.mark.parametrize("log, case_id", [
     ("ERROR: collate_param has no collator_id and the dataset defines no collate_fn", "collator-not-specified"),
-    ("apply_modules patterns did not match any module in named_modules of the model", "fsdp-apply-modules-no-match"),
+    ("RuntimeError: apply_modules patterns matched no module in named_modules of the model",
+     "fsdp-apply-modules-no-match"),
     ("RuntimeError: NPU error: HBM memory exhausted while allocating activation buffer", "device-oom"),
-    ("loss went to nan at step 3, labels all masked?", "loss-non-finite"),
+    ("RuntimeError: loss went to nan at step 3, labels all masked?", "loss-non-finite"),
 ])
-def test_bm25_fallback_on_paraphrase(log, case_id):
-    # No regex matches these wordings; BM25 over the case texts still finds the case.
-    result = classify(log)
+def test_lexical_vote_names_the_case_of_a_paraphrase(log, case_id):
+    # No regex matches these wordings; the BM25 owner vote still points at the right case ...
+    result = classify(log, calibration=PERMISSIVE)
     assert (result.method, result.case_id) == ("bm25", case_id)
-    assert 0 < result.confidence < 0.9
+    assert result.confidence == 0.5  # the confidence is the calibrated precision, not a score
+    # ... but the shipped calibration (tuning half of the real-log corpus) does not trust such votes: unknown
+    assert classify(log).method == "none" and classify(log).owner is None
+
+
+def test_lexical_stage_needs_a_calibration():
+    log = "RuntimeError: NPU error: HBM memory exhausted while allocating activation buffer"
+    assert classify(log, calibration={"min_margin": None, "bins": []}).method == "none"
+    high = {"min_margin": 0.99, "bins": [{"margin": 0.99, "precision": 0.95}]}
+    assert classify(log, calibration=high).method == "none"
 
 
 @pytest.mark.parametrize("log", [
@@ -84,9 +98,20 @@ def test_abstains_when_nothing_is_close(log):
     assert result.method == "none" and result.case_id is None and result.owner is None
 
 
-def test_error_lines_drop_wrapper_noise():
+def test_error_lines_put_the_root_cause_before_the_wrapper():
     text = error_lines("ValueError: real problem\n" + WRAPPER)
-    assert "real problem" in text and "ChildFailedError" not in text
+    assert text.splitlines()[0] == "ValueError: real problem"  # the wrapper line stays, last
+    assert classify("ValueError: real problem\n" + WRAPPER).case_id is None  # an unknown root cause is unknown
+
+
+def test_info_and_warning_lines_never_decide():
+    healthy = ("[INFO] HCCL_CONNECT_TIMEOUT=1200, HCCL timeout handling enabled\n"
+               "/usr/lib/python3/site-packages/transformers/processing_utils.py:101: FutureWarning: the processor "
+               "argument is deprecated; ImageProcessor was not found in the legacy location\n"
+               "iteration        2/      10 | loss: 3.210000E+00 | grad norm: 1.200 |")
+    result = classify(healthy)
+    assert (result.method, result.owner) == ("none", None)
+    assert "No failure signal" in result.diagnosis
 
 
 def test_labeled_set_size_and_accuracy():
@@ -114,10 +139,12 @@ def test_validator_codes_map_through_aliases(code, case_id):
     assert classify("", [code]).case_id == case_id
 
 
-def test_wrapper_hit_yields_to_finding_code_and_bm25():
+def test_wrapper_hit_yields_to_finding_code_and_accepted_lexical_vote():
     assert classify(WRAPPER, ["collator-missing"]).case_id == "collator-not-specified"
     unknown_wording = "ERROR: collate_param has no collator_id and the dataset defines no collate_fn\n" + WRAPPER
-    result = classify(unknown_wording)
+    result = classify(unknown_wording, calibration=PERMISSIVE)
     assert (result.method, result.case_id) == ("bm25", "collator-not-specified")
-    # nothing recognisable besides the wrapper: the wrapper case stands
+    # not accepted by the shipped calibration, and a real root cause that nothing explains is unknown, not the
+    # wrapper; the wrapper case is named only when there is nothing but the wrapper
+    assert (classify(unknown_wording).case_id, classify(unknown_wording).method) == (None, "none")
     assert classify("some opaque message\n" + WRAPPER).case_id == "torchrun-child-failed"

@@ -1,0 +1,242 @@
+"""Root-cause extraction: the lines of a log that say *why* a run failed, before any matching happens.
+
+A training log is mostly noise for diagnosis: INFO lines, HCCL/NCCL INFO chatter, deprecation and user warnings,
+progress bars, torchrun's ``ChildFailedError`` summary. Matching the whole text lets that noise decide the class
+(an ``HCCL ... timeout`` setting echoed at INFO level read as an HCCL timeout). This module reads the log line by
+line and keeps only failure signals:
+
+- ``exception``: the exception line(s) that end a Python traceback (with ``[rankN]:`` and similar prefixes removed),
+  and exception lines printed without a traceback; chained tracebacks keep every link; wrapper exceptions
+  (``ChildFailedError``, ``ProcessRaisedException``, ...) are kept but never chosen as the root cause;
+- ``traceback``: a traceback whose exception line is missing (the output was cut), represented by its last frame;
+- ``ascend``: CANN / Ascend error codes (``EZ9999``, ``EE1002``, ``EI0006``, ``EH9999``, ``E39999``, ...),
+  ``error code is 507xxx`` and ``ERRxxxxx`` lines, with their indented continuation lines;
+- ``collective``: NCCL / HCCL / gloo failures (never their INFO lines; WARN lines are warnings);
+- ``oom``: device or host out-of-memory messages; ``killed``: SIGKILL / exit code -9 (the OOM killer's signature);
+- ``child_failed``: torchrun's root-cause section (rank, exit code) — a wrapper: it says a rank died, not why;
+- ``nonfinite``: a logged loss or grad norm that is NaN/Inf;
+- ``error_line``: a line logged at ERROR / CRITICAL / FATAL level, or a failed assertion.
+
+Warnings (``UserWarning``, ``FutureWarning``, ``[W ...]``, ``WARNING`` lines) are collected separately and never
+make a log a failure. :func:`extract` returns a :class:`RootCause` whose ``primary`` is the decisive signal (the
+first failing rank's last non-wrapper exception, else the strongest other signal) and whose ``evidence`` is the
+text matching runs on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# Prefixes launchers and loggers put in front of a process's own output; stripped before reading the line.
+_PREFIXES = [
+    re.compile(r"^\s*\d{1,3}:\s(?=\S)"),  # pdsh / srun node index "15: "
+    re.compile(r"^\[(?:rank|default)(\d+)\]:\s?"),  # torchrun --tee / elastic
+    re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:"),  # mpirun / horovod
+    re.compile(r"^(?:worker|node)[-\w]*:\s"),  # deepspeed / pdsh host tags
+    re.compile(r"^\((?:\w+\s)?pid=\d+(?:,\s*ip=[\d.]+)?\)\s"),  # ray actors
+    re.compile(r"^(?:\[[\w-]+\]\s)?(?:ERROR|INFO|WARNING|DEBUG) \d\d-\d\d \d\d:\d\d:\d\d(?:\s\[[\w.]+:\d+\]|"
+               r"\s[\w.]+:\d+\])\s?"),  # vLLM-style "ERROR 04-14 19:53:35 worker_base.py:581] "
+    re.compile(r"^> "),  # quoted in an issue
+]
+_RANK_IN_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:|^\[\d+,(\d+)\]<std|RankID:(\d+)")
+_EXC = re.compile(r"(?<![A-Za-z0-9_.])((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*)?(?:Error|Exception|Interrupt|Failure|"
+                  r"StopIteration|Exit))(?::\s?(.*)|\s*$)")
+_WARNING_CLASS = re.compile(r"\b\w*Warning\b:")
+_WRAPPERS = ("ChildFailedError", "ProcessRaisedException", "ProcessExitedException", "SystemExit",
+             "KeyboardInterrupt", "CalledProcessError", "RayTaskError")
+_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):|^[─━╭]*\s*Traceback \(most recent call last\)")
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+')
+_CHAIN = re.compile(r"^(During handling of the above exception|The above exception was the direct cause)")
+_ASCEND = re.compile(r"\b(E[A-Z][0-9A-Z]\d{3}|E\d{5})\b:?|error code is (5\d{5}|1\d{5})\b|\bERR\d{5}\b|"
+                     r"\bHCCL function error\b|NPU function error|ACL function error")
+_INFO = re.compile(r"^\s*(?:\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?\s*)?(?:\[?\w*\s*\|?\s*)?\b(INFO|DEBUG)\b|"
+                   r"NCCL INFO|HCCL INFO|^\s*\[?I\d{4} |\bINFO\b[:\]|]")
+_WARN = re.compile(r"\bWARN(?:ING)?\b|^\s*\[?W\d{4} |^\s*\[W [\w.]+:\d+\]|^\s*W [\w.]+:\d+\]|Warning:|"
+                   r"warnings\.warn\(|NCCL WARN")
+_COLLECTIVE = re.compile(r"(?i)\b(nccl|hccl|gloo)\b.*(error|fail|timed? ?out|refused|closed by peer|reset by peer)|"
+                         r"ncclSystemError|ncclInternalError|DistBackendError|Watchdog caught collective|"
+                         r"pair\.cc:\d+\]\s*(?:Connection|connect|Read error)|socket.*(?:timed out|times out)|"
+                         r"Getting socket times out|store->get\(.*\) got error")
+_OOM = re.compile(r"(?i)out of memory|OutOfMemoryError|\bOOM\b|Cannot allocate memory|HBM memory exhausted")
+_KILLED = re.compile(r"exitcode\s*:\s*-9\b|\(exitcode: -9\)|\bSIGKILL\b|signal 9\b|^\s*Killed\s*$|"
+                     r"exited with code 137\b")
+_NONFINITE = re.compile(r"(?i)['\"]?\b(?:lm )?(loss|grad_norm|grad norm)['\"]?\s*[:=]\s*['\"]?(nan|inf)\b")
+_ERROR_LEVEL = re.compile(r"(?:^|[\[\s|])(ERROR|CRITICAL|FATAL|error)(?:[\]|:\s]|$)|Assertion `.*` failed|"
+                          r"!!! CRITICAL|^\s*\[E[\s\d][^\]]*\]|^E\d{4} \d\d:|^Import failed: |"
+                          r"\bfailed\b.*\b\w*Error\b:")
+_ELASTIC_FAILED = re.compile(r"failed \(exitcode: -?\d+\) local_rank: \d+")
+_CHILD_ROOT = re.compile(r"Root Cause \(first observed failure\)")
+_CHILD_FIELD = re.compile(r"^\s*(rank|exitcode|error_file)\s*:\s*(.*)$")
+
+KIND_WEIGHT = {"exception": 9, "ascend": 8, "collective": 7, "oom": 7, "nonfinite": 6, "killed": 6,
+               "traceback": 5, "error_line": 4, "child_failed": 1}
+
+
+@dataclass(frozen=True)
+class Signal:
+    kind: str
+    text: str
+    line: int
+    rank: int | None = None
+    wrapper: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return {"kind": self.kind, "text": self.text, "line": self.line, "rank": self.rank, "wrapper": self.wrapper}
+
+
+@dataclass
+class RootCause:
+    signals: list[Signal] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    primary: Signal | None = None
+    evidence: str = ""  # the failure lines (+ the decisive traceback's last frames), for matching and prompts
+    failed_rank: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True when the log shows a failure signal beyond torchrun's wrapper summary."""
+        return any(not s.wrapper for s in self.signals)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"primary": self.primary.to_dict() if self.primary else None, "failed_rank": self.failed_rank,
+                "signals": [s.to_dict() for s in self.signals[:20]], "warnings": self.warnings[:10],
+                "evidence": self.evidence}
+
+
+def strip_prefixes(line: str) -> tuple[str, int | None]:
+    """The line without launcher/logger prefixes, and the rank a prefix names (if any)."""
+    rank = None
+    found = _RANK_IN_PREFIX.search(line)
+    if found:
+        rank = int(next(g for g in found.groups() if g is not None))
+    for _ in range(3):
+        before = line
+        for prefix in _PREFIXES:
+            line = prefix.sub("", line, count=1)
+        if line == before:
+            break
+    return line.rstrip(), rank
+
+
+def _is_info_or_warning(line: str) -> str | None:
+    if _WARNING_CLASS.search(line) or _WARN.search(line[:120]):
+        return "warning"
+    if _INFO.search(line[:80]):
+        return "info"
+    return None
+
+
+def _continuation(lines: list[str], start: int, limit: int = 3, free: int = 2) -> list[str]:
+    """Lines that continue a multi-line message: indented lines and bare field paths (a validation error's block),
+    plus up to ``free`` plain sentences. Stops at a blank line, a frame, a traceback, a table or a log line."""
+    out = []
+    for raw in lines[start + 1: start + 1 + limit]:
+        text, _ = strip_prefixes(raw)
+        stripped = text.strip()
+        if not stripped or _TRACEBACK.search(text) or _FRAME.search(text) or _CHAIN.search(text) or \
+                stripped[:1] in "+|=#*>[" or len(text) > 300 or _is_info_or_warning(text):
+            break
+        indented = text[:1] in " \t"
+        if not indented and _EXC.search(stripped):
+            break
+        if not indented and " " in stripped:
+            if free <= 0:
+                break
+            free -= 1
+        out.append(stripped)
+    return out
+
+
+def extract(log_text: str) -> RootCause:
+    lines = (log_text or "").splitlines()
+    signals: list[Signal] = []
+    warnings: list[str] = []
+    frames: dict[int, list[str]] = {}  # line of an exception -> last frames of its traceback
+    in_traceback = False
+    tb_frames: list[str] = []
+    tb_start = -1
+    child_rank: int | None = None
+    in_child_root = False
+    for i, raw in enumerate(lines):
+        text, rank = strip_prefixes(raw)
+        stripped = text.strip()
+        if not stripped:
+            continue
+        if _TRACEBACK.search(text):
+            if in_traceback and tb_frames:  # a new traceback while the previous one had no exception line
+                signals.append(Signal("traceback", tb_frames[-1], tb_start, rank))
+            in_traceback, tb_frames, tb_start = True, [], i
+            continue
+        if _CHILD_ROOT.search(text):
+            in_child_root = True
+            continue
+        if in_child_root:
+            field_match = _CHILD_FIELD.match(text)
+            if field_match and field_match.group(1) == "rank":
+                rank_match = re.match(r"(\d+)", field_match.group(2))
+                child_rank = int(rank_match.group(1)) if rank_match else None
+            elif field_match and field_match.group(1) == "exitcode":
+                kind = "killed" if _KILLED.search(text) else "child_failed"
+                signals.append(Signal(kind, f"rank {child_rank} {stripped}", i, child_rank,
+                                      wrapper=kind == "child_failed"))
+            if stripped.startswith("===="):
+                in_child_root = False
+            continue
+        frame = _FRAME.search(text)
+        if frame and in_traceback:
+            tb_frames.append(stripped)
+            continue
+        level = _is_info_or_warning(text)
+        exc = _EXC.search(stripped)
+        if exc and not _WARNING_CLASS.search(stripped) and level != "info":
+            name = exc.group(1)
+            message = " ".join([stripped] + _continuation(lines, i))
+            wrapper = any(w in name for w in _WRAPPERS)
+            signals.append(Signal("exception", message, i, rank, wrapper=wrapper))
+            if in_traceback:
+                frames[i] = tb_frames[-2:]
+            in_traceback, tb_frames = False, []
+            continue
+        if level == "warning" and not _ASCEND.search(stripped):
+            warnings.append(stripped[:300])
+            continue
+        if level == "info":
+            continue
+        if _ELASTIC_FAILED.search(stripped):  # torchrun's "failed (exitcode: N) local_rank: ..." line
+            killed = bool(_KILLED.search(stripped))
+            signals.append(Signal("killed" if killed else "child_failed", stripped, i, rank, wrapper=not killed))
+            continue
+        for kind, pattern in (("ascend", _ASCEND), ("collective", _COLLECTIVE), ("oom", _OOM),
+                              ("killed", _KILLED), ("nonfinite", _NONFINITE), ("error_line", _ERROR_LEVEL)):
+            if pattern.search(stripped):
+                extra = _continuation(lines, i, 12, 0) if kind in ("ascend", "error_line") else []
+                signals.append(Signal(kind, " ".join([stripped] + extra)[:800], i, rank))
+                break
+    if in_traceback and tb_frames:
+        signals.append(Signal("traceback", tb_frames[-1], tb_start, None))
+    return _summarise(signals, warnings, frames, child_rank)
+
+
+def _summarise(signals: list[Signal], warnings: list[str], frames: dict[int, list[str]],
+               child_rank: int | None) -> RootCause:
+    root = RootCause(signals=signals, warnings=warnings)
+    real = [s for s in signals if not s.wrapper]
+    if not real:
+        root.primary = signals[-1] if signals else None
+        root.evidence = "\n".join(dict.fromkeys(s.text for s in signals))
+        return root
+    ranks = [s.rank for s in real if s.rank is not None]
+    # the failing rank: the one torchrun names as root cause if it printed something, else the first to fail
+    failed_rank = child_rank if child_rank in ranks else (ranks[0] if ranks else None)
+    mine = [s for s in real if s.rank in (failed_rank, None)] or real
+    exceptions = [s for s in mine if s.kind == "exception"]
+    root.primary = exceptions[-1] if exceptions else max(mine, key=lambda s: (KIND_WEIGHT.get(s.kind, 0), -s.line))
+    root.failed_rank = failed_rank
+    evidence = []
+    for s in mine:
+        evidence.extend(frames.get(s.line, []) if s is root.primary else [])
+        evidence.append(s.text)
+    evidence += [s.text for s in signals if s.wrapper]  # last: names the wrapper case when nothing else matches
+    root.evidence = "\n".join(dict.fromkeys(evidence))[-4000:]
+    return root
