@@ -1,9 +1,14 @@
-"""Score the failure classifier on the labeled log set (msmigrate/knowledge/labeled/*.yaml).
+"""Score the failure classifier: the in-sample labeled set and the real-log corpus (tuning and held-out halves).
 
-Prints owner-phase accuracy, case-id accuracy, the method mix and the owner confusion matrix
-(rows = expected, columns = predicted; "none" = classifier abstained). Exit code 1 if owner accuracy < --min-owner.
+Prints, for the labeled set (msmigrate/knowledge/labeled, written around catalog messages: in-sample) owner and
+case-id accuracy, the method mix and the owner confusion matrix; for each half of the real-log corpus
+(msmigrate/knowledge/real_logs: verbatim public failure excerpts, split by a hash of the source URL) owner accuracy
+(an abstention counts as a miss), precision when answering, abstention rate, confidently-wrong rate (a wrong owner
+from the regex or lexical stage), the confusion matrix, and how many healthy logs were flagged as failures.
+Rows = expected owner, columns = predicted; "none" = the classifier abstained (the LLM or the failed gate's phase
+decides at run time). Exit code 1 if labeled-set owner accuracy < --min-owner.
 
-    python scripts/knowledge_accuracy.py [--labeled DIR] [--min-owner 0.9] [--bm25-only] [--verbose]
+    python scripts/knowledge_accuracy.py [--labeled DIR] [--corpus DIR] [--min-owner 0.9] [--bm25-only] [--verbose]
 """
 
 from __future__ import annotations
@@ -13,50 +18,113 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from msmigrate.knowledge.labeled_set import load_labeled
 from msmigrate.knowledge.classifier import classify
+from msmigrate.knowledge.labeled_set import load_labeled
+from msmigrate.knowledge.real_log_corpus import load_corpus
 
 OWNERS = ["model", "data", "config", "environment", "none"]
+
+
+class Score:
+    """Counts for one set of logs (a plain class: this script is also loaded by path, outside sys.modules)."""
+
+    def __init__(self) -> None:
+        self.total = self.correct = self.abstained = self.wrong = self.healthy = self.healthy_flagged = 0
+        self.confusion: Counter = Counter()
+        self.methods: Counter = Counter()
+        self.misses: list[str] = []
+
+    def add(self, name: str, expected: str | None, result) -> None:
+        self.methods[result.method] += 1
+        if expected is None:  # a healthy log
+            self.healthy += 1
+            if result.owner is not None:
+                self.healthy_flagged += 1
+                self.misses.append(f"{name}: healthy -> {result.case_id or result.owner} [{result.method}]")
+            return
+        predicted = result.owner or "none"
+        self.total += 1
+        self.confusion[(expected, predicted)] += 1
+        if predicted == expected:
+            self.correct += 1
+            return
+        if result.owner is None:
+            self.abstained += 1
+        else:
+            self.wrong += 1
+        self.misses.append(f"{name}: {expected} -> {predicted} ({result.case_id}) [{result.method}]")
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{n / d:.1%} ({n}/{d})" if d else "n/a (0)"
+
+
+def print_matrix(confusion: Counter) -> None:
+    width = max(len(o) for o in OWNERS) + 2
+    print(" " * width + "".join(o.rjust(width) for o in OWNERS))
+    for expected in OWNERS[:-1]:
+        print(expected.ljust(width) + "".join(str(confusion[(expected, p)]).rjust(width) for p in OWNERS))
+
+
+def score_corpus(split: str, folder: Path | None, use_regex: bool) -> Score:
+    score = Score()
+    for entry in load_corpus(split, folder):
+        score.add(entry.name, entry.owner, classify(entry.log, use_regex=use_regex))
+    return score
+
+
+def report_corpus(split: str, score: Score, verbose: bool) -> None:
+    answered = score.total - score.abstained
+    print(f"\nreal-log corpus, {split} half: {score.total} failure excerpts, {score.healthy} healthy logs")
+    print(f"owner accuracy:         {_pct(score.correct, score.total)}")
+    print(f"precision when answering: {_pct(score.correct, answered)}")
+    print(f"abstention rate:        {_pct(score.abstained, score.total)}")
+    print(f"confidently wrong rate: {_pct(score.wrong, score.total)}")
+    print(f"healthy logs flagged:   {score.healthy_flagged} of {score.healthy}")
+    print("methods: " + ", ".join(f"{m}={n}" for m, n in sorted(score.methods.items())))
+    print_matrix(score.confusion)
+    if verbose and score.misses:
+        print("misses:")
+        for miss in score.misses:
+            print("  " + miss)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--labeled", type=Path, default=None, help="folder of labeled logs (default: packaged set)")
-    parser.add_argument("--min-owner", type=float, default=0.9, help="fail below this owner accuracy")
+    parser.add_argument("--corpus", type=Path, default=None, help="real-log corpus folder (default: packaged)")
+    parser.add_argument("--min-owner", type=float, default=0.9, help="fail below this labeled-set owner accuracy")
     parser.add_argument("--bm25-only", action="store_true", help="skip the regex stage (measures the fallback)")
     parser.add_argument("--verbose", action="store_true", help="list every miss")
     args = parser.parse_args(argv)
+    use_regex = not args.bm25_only
 
     samples = load_labeled(args.labeled)
-    confusion: Counter[tuple[str, str]] = Counter()
-    methods: Counter[str] = Counter()
-    owner_ok = case_ok = 0
-    misses = []
+    labeled = Score()
+    case_ok = 0
+    case_misses = []
     for sample in samples:
-        result = classify(sample.log, use_regex=not args.bm25_only)
-        predicted_owner = result.owner or "none"
-        methods[result.method] += 1
-        confusion[(sample.expected_owner, predicted_owner)] += 1
-        owner_ok += predicted_owner == sample.expected_owner
+        result = classify(sample.log, use_regex=use_regex)
+        labeled.add(sample.name, sample.expected_owner, result)
         case_ok += result.case_id == sample.expected_case
         if result.case_id != sample.expected_case:
-            misses.append((sample.name, sample.expected_case, result.case_id, result.method))
-
+            case_misses.append(f"{sample.name}: {sample.expected_case} -> {result.case_id} [{result.method}]")
     total = len(samples)
-    owner_acc, case_acc = owner_ok / total, case_ok / total
-    print(f"labeled logs: {total}" + (" (regex stage disabled)" if args.bm25_only else ""))
-    print(f"owner-phase accuracy: {owner_acc:.1%} ({owner_ok}/{total})")
-    print(f"case-id accuracy:     {case_acc:.1%} ({case_ok}/{total})")
-    print("methods: " + ", ".join(f"{m}={n}" for m, n in sorted(methods.items())))
+    owner_acc = labeled.correct / total if total else 0.0
+    print(f"labeled logs (in-sample): {total}" + (" (regex stage disabled)" if args.bm25_only else ""))
+    print(f"owner-phase accuracy: {_pct(labeled.correct, total)}")
+    print(f"case-id accuracy:     {_pct(case_ok, total)}")
+    print("methods: " + ", ".join(f"{m}={n}" for m, n in sorted(labeled.methods.items())))
     print("\nowner confusion matrix (rows expected, columns predicted)")
-    width = max(len(o) for o in OWNERS) + 2
-    print(" " * width + "".join(o.rjust(width) for o in OWNERS))
-    for expected in OWNERS[:-1]:
-        print(expected.ljust(width) + "".join(str(confusion[(expected, p)]).rjust(width) for p in OWNERS))
-    if misses and (args.verbose or case_acc < 1.0):
-        print("\ncase-id misses (sample: expected -> predicted [method])")
-        for name, expected, got, method in misses:
-            print(f"  {name}: {expected} -> {got} [{method}]")
+    print_matrix(labeled.confusion)
+    if case_misses and (args.verbose or case_ok < total):
+        print("case-id misses (sample: expected -> predicted [method])")
+        for miss in case_misses:
+            print("  " + miss)
+
+    if args.labeled is None or args.corpus is not None:
+        for split in ("tuning", "heldout"):
+            report_corpus(split, score_corpus(split, args.corpus, use_regex), args.verbose)
     return 0 if owner_acc >= args.min_owner else 1
 
 

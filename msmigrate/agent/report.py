@@ -120,8 +120,8 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
     lines += ["", "## Changes in the target", "", "```", diff, "```", "", "## Risks and next actions", ""]
     failure = state.get("last_failure")
     if failure:
-        lines.append(f"- last failure: gate {failure.get('gate')} → case `{failure.get('case_id')}` "
-                     f"(owner {failure.get('owner')}): {str(failure.get('diagnosis', ''))[:400]}")
+        lines.append(f"- last failure: gate {failure.get('gate')} → case `{failure.get('case_id') or 'unknown'}` "
+                     f"(owner {failure.get('owner') or 'unknown'}): {str(failure.get('diagnosis', ''))[:400]}")
     lines += [
         "- CPU gates prove structure, data flow, sharding plan and loss plumbing — not NPU kernels, fused ops, "
         "HCCL or throughput. Run G6 on the Ascend machine before relying on performance or precision.",

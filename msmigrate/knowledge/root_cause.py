@@ -51,7 +51,7 @@ _CHAIN = re.compile(r"^(During handling of the above exception|The above excepti
 _ASCEND = re.compile(r"\b(E[A-Z][0-9A-Z]\d{3}|E\d{5})\b:?|error code is (5\d{5}|1\d{5})\b|\bERR\d{5}\b|"
                      r"\bHCCL function error\b|NPU function error|ACL function error")
 _INFO = re.compile(r"^\s*(?:\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?\s*)?(?:\[?\w*\s*\|?\s*)?\b(INFO|DEBUG)\b|"
-                   r"NCCL INFO|HCCL INFO|^\s*\[?I\d{4} |\bINFO\b[:\]|]")
+                   r"NCCL INFO|HCCL INFO|^\s*\[?I\d{4} |\bINFO\b[:\]|]|\s-\s(?:INFO|DEBUG)\s-\s")
 _WARN = re.compile(r"\bWARN(?:ING)?\b|^\s*\[?W\d{4} |^\s*\[W [\w.]+:\d+\]|^\s*W [\w.]+:\d+\]|Warning:|"
                    r"warnings\.warn\(|NCCL WARN")
 _COLLECTIVE = re.compile(r"(?i)\b(nccl|hccl|gloo)\b.*(error|fail|timed? ?out|refused|closed by peer|reset by peer)|"

@@ -17,6 +17,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from msmigrate.knowledge.owners import owner_semantics_text
+
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
 NODE_NAMES = ("prepare", "plan", "model", "data", "config", "verify", "classify", "report")
@@ -43,8 +45,11 @@ def template_vars(name: str) -> tuple[str, ...]:
 @lru_cache(maxsize=1)
 def _environment() -> Environment:
     # autoescape off: prompts are plain text/Markdown, not HTML. keep_trailing_newline for stable snapshots.
-    return Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), undefined=StrictUndefined, autoescape=False,
-                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env = Environment(loader=FileSystemLoader(str(TEMPLATE_DIR)), undefined=StrictUndefined, autoescape=False,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    # the owner definitions are written once (knowledge/owners.py); every prompt that names owners renders this text
+    env.globals["owner_semantics"] = owner_semantics_text()
+    return env
 
 
 def _check(name: str, variables: dict[str, Any]) -> None:

@@ -115,9 +115,32 @@ def sample_vars(name: str, live_index: bool = True) -> dict[str, Any]:
         return sample_system_vars(live_index)
     if name == "format_error":
         return sample_format_error_vars()
+    if name == "classify":
+        return {**sample_node_vars(name), "last_failure": sample_classify_failure()}
     if name in NODE_NAMES:
         return sample_node_vars(name)
     raise KeyError(name)
+
+
+def sample_classify_failure() -> dict[str, Any]:
+    """What the classify node hands the LLM when the catalog abstained: root cause, candidates, the raw excerpt."""
+    return {
+        "case_id": None, "owner": None, "gate": "G2", "diagnosis": "not classified yet",
+        "excerpt": "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"mindspeed_mm/fsdp/data/datasets/"
+                   "huggingface.py\", line 212, in __getitem__\n[rank0]: TypeError: get_mm_inputs() takes 5 "
+                   "positional arguments but 9 were given",
+        "root_cause": {"kind": "exception", "text": "TypeError: get_mm_inputs() takes 5 positional arguments but 9 "
+                       "were given", "evidence": "File \"mindspeed_mm/fsdp/data/datasets/huggingface.py\", line 212, "
+                       "in __getitem__\nTypeError: get_mm_inputs() takes 5 positional arguments but 9 were given"},
+        "candidates": [
+            {"case_id": "batch-key-rejected-by-forward", "owner": "model",
+             "title": "collated batch key not accepted by forward", "cause": "The collator emits a key the forward "
+             "signature does not take."},
+            {"case_id": "mm-plugin-modality-missing", "owner": "data",
+             "title": "template's mm_plugin lacks the modality / plugin not found", "cause": "The template's mm_plugin "
+             "does not handle the media type of the data."},
+        ],
+    }
 
 
 ALL_PROMPTS = ("system", *NODE_NAMES, "format_error")

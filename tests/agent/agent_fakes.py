@@ -75,7 +75,8 @@ class ScriptedPolicy:
             return Decision(message=AIMessage(content=f"{view.phase} step {step}", tool_calls=calls), tokens=self.tokens)
         return Decision(message=AIMessage(content=f"{view.phase} done"), tokens=self.tokens)
 
-    def classify(self, failure_text: str, view: PolicyView) -> dict[str, Any] | None:
+    def classify(self, failure_text: str, view: PolicyView,
+                 evidence: dict[str, Any] | None = None) -> dict[str, Any] | None:
         return None
 
     def tool_messages(self, phase: str) -> list[ToolMessage]:

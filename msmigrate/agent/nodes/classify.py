@@ -1,5 +1,8 @@
-"""Failure signature → failure catalog → owner phase (+ diagnosis and optional auto-fix); LLM fallback when the
-catalog has nothing close. Routes back to the owner phase, or ends the run when that phase's attempts are spent."""
+"""Failure → owner phase. The deterministic classifier (root cause → failure catalog) answers when it is sure;
+when it abstains ("unknown"), the policy's LLM is asked with the extracted root cause, the closest candidate cases
+and the owner semantics, and its answer and reason are recorded; without an LLM verdict the failure goes back to
+the phase whose gate failed, and the recorded diagnosis says so. Routes back to the owner phase, or ends the run
+when that phase's attempts are spent."""
 
 from __future__ import annotations
 
@@ -8,10 +11,13 @@ from typing import Any
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.state import EXIT_GATE_FAILED, gates_before
-from msmigrate.knowledge.classifier import classify
+from msmigrate.knowledge.catalog import load_catalog
+from msmigrate.knowledge.classifier import Classification, classify
 
 # Environment failures are fixed where the launch settings and script live.
 OWNER_TO_PHASE = {"model": "model", "data": "data", "config": "config", "environment": "config"}
+GATE_PHASE = {"G0": "config", "G1": "model", "G2": "data", "G3": "config"}
+MAX_CANDIDATES = 5
 
 
 def last_failed_gate(state: dict[str, Any]) -> dict[str, Any]:
@@ -21,22 +27,46 @@ def last_failed_gate(state: dict[str, Any]) -> dict[str, Any]:
     raise AssertionError("classify reached without a failed gate")
 
 
+def llm_evidence(gate: str, verdict: Classification) -> dict[str, Any]:
+    """What the LLM is shown besides the excerpt: the root cause and the closest cases with their owners."""
+    primary = verdict.root_cause.get("primary") or {}
+    catalog = load_catalog()
+    candidates = []
+    for cand in verdict.candidates:
+        entry = catalog.get(cand.get("case_id", ""))
+        if entry is not None and entry.id not in {c["case_id"] for c in candidates}:
+            candidates.append({"case_id": entry.id, "owner": entry.meta["owner"], "title": entry.title,
+                               "cause": entry.meta["cause"]})
+    root = {"kind": primary.get("kind", "none"), "text": primary.get("text", ""),
+            "evidence": verdict.root_cause.get("evidence", "")} if primary else {}
+    return {"gate": gate, "root_cause": root, "candidates": candidates[:MAX_CANDIDATES]}
+
+
 def make_classify_node(deps: RunDeps):
     def node(state: dict[str, Any]) -> dict[str, Any]:
         failed = last_failed_gate(state)
         text = failed.get("failure_text", "")
         verdict = classify(text, failed.get("finding_codes", []))
+        primary = verdict.root_cause.get("primary") or {}
         failure: dict[str, Any] = {
             "gate": failed["gate"], "case_id": verdict.case_id, "owner": verdict.owner, "method": verdict.method,
-            "diagnosis": verdict.diagnosis, "autofix": verdict.autofix, "excerpt": text[-3000:],
-            "finding_codes": failed.get("finding_codes", []),
+            "confidence": verdict.confidence, "diagnosis": verdict.diagnosis, "autofix": verdict.autofix,
+            "excerpt": text[-3000:], "finding_codes": failed.get("finding_codes", []),
+            "root_cause": primary.get("text", ""),
         }
         if verdict.method == "none":
+            evidence = llm_evidence(failed["gate"], verdict)
             view = PolicyView(phase="classify", state=state, messages=[], tools=[], ctx=deps.ctx)
-            opinion = deps.policy.classify(text, view)
-            failure.update(opinion or {"owner": _gate_owner(failed["gate"]), "method": "gate-default",
-                                       "diagnosis": "no catalog match; returning to the phase whose gate failed"})
-        phase = OWNER_TO_PHASE.get(failure["owner"] or "", _gate_owner(failed["gate"]))
+            opinion = deps.policy.classify(text, view, evidence=evidence)
+            if opinion:
+                failure.update(opinion)
+            else:
+                phase_of_gate = _gate_phase(failed["gate"])
+                failure.update(owner=None, method="gate-default",
+                               diagnosis=f"Unknown failure: no failure case fits and no LLM verdict; returning to "
+                                         f"{phase_of_gate}, the phase whose gate ({failed['gate']}) failed. "
+                                         f"Root cause: {primary.get('text') or 'none found in the log'}")
+        phase = OWNER_TO_PHASE.get(failure["owner"] or "", _gate_phase(failed["gate"]))
         attempts = dict(state.get("attempts", {}))
         attempts[phase] = attempts.get(phase, 0) + 1
         deps.trajectory.append("classify", **{k: v for k, v in failure.items() if k != "excerpt"}, route=phase)
@@ -51,5 +81,5 @@ def make_classify_node(deps: RunDeps):
     return node
 
 
-def _gate_owner(gate: str) -> str:
-    return {"G0": "config", "G1": "model", "G2": "data", "G3": "config"}.get(gate, "config")
+def _gate_phase(gate: str) -> str:
+    return GATE_PHASE.get(gate, "config")

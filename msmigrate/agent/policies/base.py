@@ -40,8 +40,10 @@ class Policy(Protocol):
 
     def decide(self, view: PolicyView) -> Decision: ...
 
-    def classify(self, failure_text: str, view: PolicyView) -> dict[str, Any] | None:
-        """Fallback classification when the failure catalog has no match; None = no opinion."""
+    def classify(self, failure_text: str, view: PolicyView,
+                 evidence: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Verdict when the failure catalog abstained; None = no opinion. ``evidence``: the failed gate, the
+        extracted root cause (kind, text, evidence) and the closest candidate cases (case_id, owner, title, cause)."""
         ...
 
 

@@ -16,5 +16,6 @@ class GatesOnlyPolicy:
     def decide(self, view: PolicyView) -> Decision:
         return Decision(message=AIMessage(content="verify only: no edits; the gate decides"))
 
-    def classify(self, failure_text: str, view: PolicyView) -> dict[str, Any] | None:
+    def classify(self, failure_text: str, view: PolicyView,
+                 evidence: dict[str, Any] | None = None) -> dict[str, Any] | None:
         return None

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -143,17 +144,40 @@ class LLMPolicy:
             ]
         raise PolicyError(f"model produced malformed tool calls {format_errors} times in a row")
 
-    def classify(self, failure_text: str, view: PolicyView) -> dict[str, Any] | None:
-        """LLM fallback when the failure catalog has no match: ask for the owner phase in one word."""
+    def classify(self, failure_text: str, view: PolicyView,
+                 evidence: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """LLM verdict when the failure catalog abstained: the prompt carries the extracted root cause, the closest
+        candidate cases and the owner semantics; the answer is one JSON object (case_id, owner, reason)."""
         values = prompt_vars(view)  # the failure being classified is not in the state yet: show its text
         # (fresh, not merged with an earlier failure's verdict: that case/owner would mislead the model)
         values["last_failure"] = {"case_id": None, "owner": None, "diagnosis": "not classified yet",
-                                  "excerpt": failure_text[-4000:]}
+                                  "excerpt": failure_text[-4000:], **(evidence or {})}
         prompt = render("classify", **values)
         reply = self._invoke(self.chat_model, [HumanMessage(prompt)])
-        text = str(reply.content).lower()
-        # the owner the reply names first is the one it means ("config, not the model" → config)
-        hits = [(text.find(owner), owner) for owner in ("model", "data", "config", "environment") if owner in text]
-        if hits:
-            return {"owner": min(hits)[1], "diagnosis": str(reply.content)[:600], "method": "llm"}
-        return None
+        return parse_classify_answer(str(reply.content), evidence)
+
+
+OWNER_WORDS = ("model", "data", "config", "environment")
+
+
+def parse_classify_answer(text: str, evidence: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Read the model's classification: the JSON object the prompt asks for; failing that, the owner the reply
+    names first ("config, not the model" → config). A case id is kept only if it was one of the candidates."""
+    known = {c.get("case_id") for c in (evidence or {}).get("candidates", [])}
+    found = re.search(r"\{.*\}", text, re.S)
+    if found:
+        try:
+            answer = json.loads(found.group(0))
+        except ValueError:
+            answer = None
+        if isinstance(answer, dict) and str(answer.get("owner", "")).strip().lower() in OWNER_WORDS:
+            case_id = str(answer.get("case_id") or "").strip()
+            return {"owner": str(answer["owner"]).strip().lower(), "case_id": case_id if case_id in known else None,
+                    "diagnosis": str(answer.get("reason", ""))[:1200] or text[:600], "method": "llm",
+                    "llm_answer": text[:2000]}
+    lowered = text.lower()
+    hits = [(lowered.find(owner), owner) for owner in OWNER_WORDS if owner in lowered]
+    if hits:
+        return {"owner": min(hits)[1], "case_id": None, "diagnosis": text[:600], "method": "llm",
+                "llm_answer": text[:2000]}
+    return None

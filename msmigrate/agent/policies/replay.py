@@ -32,5 +32,6 @@ class ReplayPolicy:
         calls = [{**c, "type": "tool_call"} for c in rec.get("tool_calls", [])]
         return Decision(message=AIMessage(content=rec.get("content", ""), tool_calls=calls), tokens=0)
 
-    def classify(self, failure_text: str, view: PolicyView) -> dict[str, Any] | None:
+    def classify(self, failure_text: str, view: PolicyView,
+                 evidence: dict[str, Any] | None = None) -> dict[str, Any] | None:
         return None

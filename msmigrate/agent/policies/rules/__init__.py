@@ -28,5 +28,6 @@ class RulesPolicy:
         note, calls = module.next_calls(view, self)
         return Decision(message=AIMessage(content=note, tool_calls=calls))
 
-    def classify(self, failure_text: str, view: PolicyView) -> dict[str, Any] | None:
+    def classify(self, failure_text: str, view: PolicyView,
+                 evidence: dict[str, Any] | None = None) -> dict[str, Any] | None:
         return None  # no opinion beyond the catalog: the classify node falls back to the failed gate's phase

@@ -1,0 +1,89 @@
+"""The classify node on the compiled graph: catalog verdicts, the LLM verdict over a real HTTP round trip (a local
+OpenAI-compatible server on 127.0.0.1), and the no-LLM fallback to the phase whose gate failed, said in the report."""
+
+from __future__ import annotations
+
+import json
+
+from agent_fakes import FakeGates, ScriptedPolicy, make_run
+from fake_openai_server import ScriptedChatServer
+
+from msmigrate.agent.config import LLMSettings, Settings
+from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model, parse_classify_answer
+
+# A real public failure (the data stack's mm_plugin called with the wrong arity) that no catalog case names.
+UNKNOWN = ("[INFO] Loading dataset mllm_demo.json...\n"
+           "[rank0]: Traceback (most recent call last):\n"
+           "[rank0]:   File \"/opt/LLaMA-Factory/src/llamafactory/data/mm_plugin.py\", line 412, in get_mm_inputs\n"
+           "[rank0]: TypeError: Qwen2vlPlugin.get_mm_inputs() takes 5 positional arguments but 9 were given\n"
+           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n")
+
+
+def drive(run, **kw):
+    try:
+        return run.drive(**kw)
+    finally:
+        run.close()
+
+
+def llm_policy(server: ScriptedChatServer) -> LLMPolicy:
+    llm = LLMSettings(base_url=server.base_url, model="scripted", timeout_s=10, max_transport_retries=0)
+    return LLMPolicy(build_chat_model(llm, Settings(llm_api_key="sk-test")), llm)
+
+
+def test_llm_verdict_is_asked_with_root_cause_and_recorded(fast_prepare, tmp_path):
+    answer = json.dumps({"case_id": "unknown", "owner": "data",
+                         "reason": "get_mm_inputs() of the mm_plugin is called with 9 arguments: the data plugin "
+                                   "and the collator disagree; fix the plugin call in the data path."})
+    gates = FakeGates({"G2": [UNKNOWN, None]})
+    with ScriptedChatServer({}, classify_reply=answer) as server:
+        run = make_run(fast_prepare, tmp_path, llm_policy(server), gates)
+        out = drive(run)
+        classify_requests = [r for r in server.requests if not r.get("tools")]
+    assert out["exit_status"] == "success", out.get("exit_detail")
+    (record,) = run.trajectory.records("classify")
+    assert (record["method"], record["owner"], record["route"]) == ("llm", "data", "data")
+    assert record["case_id"] is None  # "unknown" is not a case id
+    assert "data plugin" in record["diagnosis"] and json.loads(record["llm_answer"])["owner"] == "data"
+    assert gates.calls.count("G2") == 2  # routed back to data, which passed its gate the second time
+    (request,) = classify_requests
+    prompt = request["messages"][0]["content"]
+    assert "decisive signal (exception): TypeError: Qwen2vlPlugin.get_mm_inputs() takes 5 positional" in prompt
+    assert "## Candidate cases" in prompt and "(owner " in prompt
+    assert "the phase whose artifact must change to fix it" in prompt  # owner semantics
+    assert "- failed gate: G2" in prompt
+
+
+def test_without_llm_unknown_goes_back_to_the_gate_phase_and_the_report_says_so(fast_prepare, tmp_path):
+    gates = FakeGates({"G2": [UNKNOWN] * 5})
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates, budgets={"phase_attempts": 1})
+    out = drive(run)
+    assert out["exit_status"] == "gates_failed"
+    records = run.trajectory.records("classify")
+    assert {r["method"] for r in records} == {"gate-default"} and {r["route"] for r in records} == {"data"}
+    assert records[0]["owner"] is None and "get_mm_inputs() takes 5 positional" in records[0]["root_cause"]
+    report = (run.run_dir / "verification_report.md").read_text()
+    assert "Unknown failure" in report and "returning to data, the phase whose gate (G2) failed" in report
+
+
+def test_catalog_verdict_skips_the_llm(fast_prepare, tmp_path):
+    gates = FakeGates({"G3": ["RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60 GiB total)",
+                              None]})
+    with ScriptedChatServer({}, classify_reply="environment") as server:
+        run = make_run(fast_prepare, tmp_path, llm_policy(server), gates)
+        out = drive(run)
+        asked = [r for r in server.requests if not r.get("tools")]
+    assert out["exit_status"] == "success"
+    (record,) = run.trajectory.records("classify")
+    assert (record["case_id"], record["method"], record["route"]) == ("device-oom", "regex", "config")
+    assert asked == []
+
+
+def test_answer_parsing_keeps_only_candidate_case_ids():
+    evidence = {"candidates": [{"case_id": "collator-unknown"}]}
+    got = parse_classify_answer('Sure: {"case_id": "collator-unknown", "owner": "Data", "reason": "r"}', evidence)
+    assert (got["owner"], got["case_id"], got["diagnosis"]) == ("data", "collator-unknown", "r")
+    invented = parse_classify_answer('{"case_id": "made-up", "owner": "model", "reason": "r"}', evidence)
+    assert invented["case_id"] is None and invented["owner"] == "model"
+    assert parse_classify_answer("config, not the model", evidence)["owner"] == "config"
+    assert parse_classify_answer('{"owner": "nobody"} no idea', evidence) is None

@@ -1,0 +1,68 @@
+"""The real-log corpus: size, labels, the fixed split, and that nothing was fitted on the held-out half."""
+
+import json
+import re
+
+import pytest
+
+from msmigrate.knowledge.catalog import CatalogError, _check_failure, load_catalog
+from msmigrate.knowledge.owners import OWNERS, owner_semantics_text
+from msmigrate.knowledge.real_log_corpus import load_corpus, split_of
+
+CORPUS = load_corpus()
+FAILURES = [e for e in CORPUS if not e.healthy]
+
+
+def test_size_owners_and_sources():
+    assert len(FAILURES) >= 80 and len(CORPUS) - len(FAILURES) >= 10
+    assert {e.owner for e in FAILURES} == set(OWNERS)
+    assert all(re.match(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+$", e.source) for e in CORPUS)
+    assert len({e.source for e in CORPUS}) == len(CORPUS)  # one excerpt per thread
+    assert all(e.basis in ("resolution", "message") and e.resolution for e in FAILURES)
+
+
+def test_split_is_a_fixed_function_of_the_url_and_both_halves_are_substantial():
+    assert split_of("https://github.com/Ascend/pytorch/issues/7") == split_of("https://github.com/Ascend/pytorch/issues/7")
+    halves = {s: [e for e in FAILURES if e.split == s] for s in ("tuning", "heldout")}
+    assert min(len(v) for v in halves.values()) >= 35
+    for owner in OWNERS:  # every owner is represented in both halves
+        assert all(any(e.owner == owner for e in v) for v in halves.values()), owner
+
+
+def test_catalog_real_examples_come_from_the_tuning_half_only():
+    examples = [x for e in load_catalog().failures() for x in e.meta.get("real_examples", [])]
+    assert len(examples) >= 20
+    tuning = {e.source: e.log for e in CORPUS if e.split == "tuning"}
+    for example in examples:
+        assert example["source"] in tuning, example["source"]
+        assert example["text"] in tuning[example["source"]]  # verbatim
+
+
+def test_a_held_out_example_is_rejected_at_load_time():
+    held_out = next(e.source for e in CORPUS if e.split == "heldout")
+    meta = {"title": "t", "owner": "data", "patterns": ["x"], "finding_codes": [], "cause": "c", "fix": "f",
+            "example": "x", "real_examples": [{"source": held_out, "text": "x"}]}
+    with pytest.raises(CatalogError, match="held-out"):
+        _check_failure(meta, "t.md")
+
+
+def test_shipped_calibration_is_reproduced_from_the_tuning_half():
+    import importlib.util
+    from pathlib import Path
+
+    from msmigrate.knowledge.classifier import CALIBRATION_FILE
+    script = Path(__file__).resolve().parents[2] / "scripts" / "calibrate_classifier.py"
+    spec = importlib.util.spec_from_file_location("calibrate_classifier", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shipped = json.loads(CALIBRATION_FILE.read_text())
+    again = module.calibrate(module.lexical_votes("tuning"), shipped["target"], shipped["min_support"])
+    assert again["min_margin"] == shipped["min_margin"] and again["votes"] == shipped["votes"]
+
+
+def test_owner_semantics_are_written_once_and_rendered_in_the_prompt():
+    from msmigrate.prompts.render import render
+    from msmigrate.prompts.sample_state import sample_vars
+    text = owner_semantics_text()
+    assert all(f"- {owner}:" in text for owner in OWNERS)
+    assert text in render("classify", **sample_vars("classify"))

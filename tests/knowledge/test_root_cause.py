@@ -1,0 +1,96 @@
+"""Root-cause extraction: failure signals per kind, rank prefixes, wrappers, and INFO/WARNING lines that never count."""
+
+import pytest
+
+from msmigrate.knowledge.real_log_corpus import load_corpus
+from msmigrate.knowledge.root_cause import extract, strip_prefixes
+
+TWO_RANKS = """[rank1]: Traceback (most recent call last):
+[rank1]:   File "/x/train.py", line 10, in <module>
+[rank1]:     main()
+[rank1]:   File "/x/model.py", line 99, in forward
+[rank1]: ValueError: shapes do not line up
+[rank0]: [E ProcessGroupNCCL.cpp:1182] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE)
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 4242)
+  error_file: <N/A>
+============================================================"""
+
+
+def test_prefixes_are_stripped_and_name_the_rank():
+    assert strip_prefixes("[rank3]: RuntimeError: x") == ("RuntimeError: x", 3)
+    assert strip_prefixes("(WorkerDict pid=904548) [E331 socket.cpp:1011] timeout")[0] == "[E331 socket.cpp:1011] timeout"
+    text, _ = strip_prefixes("ERROR 04-14 19:53:35 worker_base.py:581] RuntimeError: boom")
+    assert text == "RuntimeError: boom"
+
+
+def test_the_rank_torchrun_names_decides_over_a_later_collective_timeout():
+    root = extract(TWO_RANKS)
+    assert root.failed and root.failed_rank == 1
+    assert root.primary.kind == "exception" and root.primary.text == "ValueError: shapes do not line up"
+    assert 'File "/x/model.py", line 99, in forward' in root.evidence  # the decisive traceback's last frames
+    assert "Watchdog" not in root.evidence  # rank 0's timeout is a consequence
+    assert root.evidence.endswith("rank 1 exitcode  : 1 (pid: 4242)")  # the wrapper is kept, last
+
+
+@pytest.mark.parametrize("line, kind", [
+    ("EZ9999: Inner Error! The error from device(chipId:0, dieId:0)", "ascend"),
+    ("EE1002: Stream synchronize timeout. rtDeviceSynchronize execute failed", "ascend"),
+    ("[ERROR] HCCL(36035,x):2025-05-13 [op_base.cc:974] HcclCommInitRootInfo failed.", "collective"),
+    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer", "exception"),
+    ("NPU out of memory. Tried to allocate more than 1EB memory", "oom"),
+    ("{'loss': 2.0968, 'grad_norm': nan, 'learning_rate': 2e-05, 'epoch': 0.4}", "nonfinite"),
+    ("E1223 17:10:17.404000 530255 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) "
+     "local_rank: 1 (pid: 530297) of binary: /usr/bin/python", "killed"),
+])
+def test_signal_kinds(line, kind):
+    root = extract(line)
+    assert root.failed and root.primary.kind == kind
+
+
+@pytest.mark.parametrize("line", [
+    "[2025-01-30 18:11:28] NCCL INFO Channel 00/02 :    0   1",
+    "[INFO|2024-11-29 16:18:52] llamafactory.cli:157 >> Initializing distributed tasks at: 127.0.0.1:28787",
+    "2024-10-21 10:09:43,821 - lmdeploy - INFO - HCCL_EXEC_TIMEOUT=0 HCCL timeout disabled",
+    "/x/torch_npu/utils/collect_env.py:58: UserWarning: Warning: The /usr/local/Ascend owner does not match.",
+    "[W compiler_depend.ts:623] Warning: expandable_segments currently defaults to false.",
+    "FutureWarning: `torch.cpu.amp.autocast(args...)` is deprecated. Please use `torch.amp.autocast('cpu')`.",
+    " iteration 123/ 250000 | lm loss: 2.493043E+00 | number of skipped iterations: 0 | number of nan iterations: 0 |",
+])
+def test_info_and_warning_lines_are_no_failure(line):
+    root = extract(line)
+    assert not root.failed and root.primary is None
+
+
+def test_warnings_are_collected_apart():
+    root = extract("UserWarning: None of the inputs have requires_grad=True.\nValueError: real")
+    assert root.primary.text == "ValueError: real"
+    assert root.warnings == ["UserWarning: None of the inputs have requires_grad=True."]
+
+
+def test_a_cut_traceback_is_represented_by_its_last_frame():
+    root = extract('Traceback (most recent call last):\n  File "/x/loader.py", line 357, in get_dataset\n')
+    assert root.failed and root.primary.kind == "traceback" and "loader.py" in root.primary.text
+
+
+def test_validation_error_block_is_kept_whole():
+    log = ("[ERROR] Configuration loading failed: 2 validation errors for Arguments\n"
+           "data.dataloader_param.shuffle\n  Field required [type=missing]\n"
+           "data.dataloader_param.pin_memory\n  Field required [type=missing]\n")
+    evidence = extract(log).evidence
+    assert "data.dataloader_param.pin_memory Field required [type=missing]" in evidence
+
+
+def test_wrapper_only_log_is_not_a_root_cause():
+    root = extract("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n  exitcode  : 1 (pid: 1)")
+    assert not root.failed and root.signals and all(s.wrapper for s in root.signals)
+
+
+def test_no_healthy_log_of_the_real_corpus_shows_a_failure():
+    healthy = [e for e in load_corpus() if e.healthy]
+    assert len(healthy) >= 10
+    assert [e.name for e in healthy if extract(e.log).failed] == []
