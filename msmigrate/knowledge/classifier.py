@@ -203,7 +203,7 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
         return generic or Classification(None, None, 0.0, "none",
                                          "No failure signal in the log (only INFO/WARNING lines) and no case "
                                          "matched.", excerpt=searched[-1500:], root_cause=root.to_dict())
-    vote = lexical(root.evidence, catalog, exclude_source)
+    vote = lexical(root.cause, catalog, exclude_source)
     candidates = vote.candidates if vote else []
     confidence = accept_vote(vote, calibration)
     if vote is not None and confidence is not None:

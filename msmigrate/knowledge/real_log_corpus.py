@@ -40,6 +40,7 @@ class RealLog:
     owner: str | None  # None for a healthy log
     basis: str = ""
     resolution: str = ""
+    round: int = 1  # collection round: round 2 was collected after round 1's held-out half had been measured
 
     @property
     def split(self) -> Split:
@@ -56,7 +57,8 @@ def _load(path: Path, healthy: bool) -> RealLog:
     if owner is not None and owner not in OWNERS:
         raise ValueError(f"{path}: owner must be one of {OWNERS}, got {owner!r}")
     return RealLog(name=path.stem, source=data["source"], log=data["log"], owner=owner,
-                   basis=data.get("basis", ""), resolution=data.get("resolution", data.get("note", "")))
+                   basis=data.get("basis", ""), resolution=data.get("resolution", data.get("note", "")),
+                   round=int(data.get("round", 1)))
 
 
 def load_corpus(split: Split | None = None, folder: Path | None = None) -> list[RealLog]:

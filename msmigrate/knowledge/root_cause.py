@@ -92,6 +92,7 @@ class RootCause:
     primary: Signal | None = None
     evidence: str = ""  # the failure lines (+ the decisive traceback's last frames), for matching and prompts
     failed_rank: int | None = None
+    cause: str = ""  # the evidence without wrapper lines: what the lexical stage is asked about
 
     @property
     def failed(self) -> bool:
@@ -237,6 +238,7 @@ def _summarise(signals: list[Signal], warnings: list[str], frames: dict[int, lis
     for s in mine:
         evidence.extend(frames.get(s.line, []) if s is root.primary else [])
         evidence.append(s.text)
+    root.cause = "\n".join(dict.fromkeys(evidence))[-4000:]
     evidence += [s.text for s in signals if s.wrapper]  # last: names the wrapper case when nothing else matches
     root.evidence = "\n".join(dict.fromkeys(evidence))[-4000:]
     return root

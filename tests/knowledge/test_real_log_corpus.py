@@ -56,7 +56,9 @@ def test_shipped_calibration_is_reproduced_from_the_tuning_half():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     shipped = json.loads(CALIBRATION_FILE.read_text())
-    again = module.calibrate(module.lexical_votes("tuning"), shipped["target"], shipped["min_support"])
+    population = shipped["population"]
+    again = module.calibrate(module.lexical_votes("tuning", population), shipped["target"], shipped["min_support"],
+                             population)
     assert again["min_margin"] == shipped["min_margin"] and again["votes"] == shipped["votes"]
 
 
