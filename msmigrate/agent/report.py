@@ -115,6 +115,12 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
     if metrics:
         lines += ["", "## Training metrics", "", "| launch | steps | first loss | last loss | median step ms | samples/s |",
                   "|---|---|---|---|---|---|", *metrics]
+    jobs = [f"| {g} {ev.get('label', '')} | {ev['job_id']} | {ev.get('nodes')} | {ev.get('job_state')} | "
+            f"{ev.get('exit_code')} |" for g in ("G4", "G5", "G6") for ev in gates.get(g, {}).get("evidence", [])
+            if ev.get("job_id")]
+    if jobs:  # launch.backend: slurm — which scheduler job proved what
+        lines += ["", "## Scheduler jobs", "", "| launch | job id | nodes | end state | exit code |",
+                  "|---|---|---|---|---|", *jobs]
     if has_plot:
         lines += ["", "![loss curve](loss_curve.png)"]
     lines += ["", "## Changes in the target", "", "```", diff, "```", "", "## Risks and next actions", ""]

@@ -325,3 +325,79 @@ def test_other_launches_leave_an_orphan_job_to_its_own_launch(tmp_path, monkeypa
     assert launch(ctx, other).ok and fake.cancels == [] and len(fake.submits) == 2
     forced = LaunchSpec(**{**spec.__dict__, "force": True})
     assert launch(ctx, forced).data["job_id"] == "4242"  # force still re-attaches to the very same launch's job
+
+
+# ---------------------------------------------------------------- batch: the scheduler's queue replaces local slots
+def _gate_deps(tmp_path: Path, backend: str):
+    from types import SimpleNamespace
+
+    spec = RunSpec.model_validate({"source": "s", "target": "t", "model_name": "m1", "launch": {
+        "backend": backend, "device": "cpu", "nnodes": 2, "slurm": {"partition": "debug"}}})
+    ctx = RunContext(run_id="r", run_dir=tmp_path / "run", source=tmp_path, target=tmp_path, model_name="m1")
+    return SimpleNamespace(spec=spec, ctx=ctx, emit=lambda *a, **k: None)
+
+
+@pytest.mark.parametrize("backend", ["slurm", "local"])
+def test_batch_launch_slots_only_for_local_launches(tmp_path, monkeypatch, backend):
+    import fcntl
+
+    from msmigrate.agent.gates import training
+    from msmigrate.agent.launch_slots import slot_env
+    from msmigrate.core.tool_result import ToolResult
+
+    slots = tmp_path / "slots"
+    slots.mkdir()
+    for k, v in slot_env(slots, 1).items():
+        monkeypatch.setenv(k, v)
+    held = open(slots / "slot-0.lock", "a+")  # another batch item holds the only local launch slot
+    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    seen = []
+
+    def fake_launch(ctx, spec, on_progress=None):
+        seen.append(spec)
+        return ToolResult(ok=True, data={"summary": {}, "backend": spec.backend, "job_id": "9", "nodes": "n1"})
+
+    monkeypatch.setattr(training, "launch", fake_launch)
+    deps, state = _gate_deps(tmp_path, backend), {"plan": {"config_path": "c.yaml"}, "started_at": 1000.0}
+    if backend == "local":
+        from msmigrate.agent import launch_slots as ls
+
+        monkeypatch.setattr(ls.time, "sleep", lambda s: (_ for _ in ()).throw(TimeoutError("waits for a slot")))
+        with pytest.raises(TimeoutError):
+            training.run_launch(deps, state, "G4", "single-process", 1, {})
+        assert seen == []
+        return
+    _, ev, _ = training.run_launch(deps, state, "G4", "single-process", 1, {})
+    _, ev6, _ = training.run_launch(deps, state, "G6", "2-ranks", 2, {})
+    g4, g6 = seen
+    assert (g4.backend, g4.nnodes, g6.nnodes, g4.slurm.partition) == ("slurm", 1, 2, "debug")
+    assert g4.deadline == 1000.0 + deps.spec.budgets.wall_seconds  # the run's wall budget ends the job
+    assert ev["job_id"] == "9" and ev["nodes"] == "n1" and ev["backend"] == "slurm"
+    held.close()
+
+
+def test_wall_budget_deadline_cancels_a_running_job(tmp_path, monkeypatch):
+    ctx, spec = _script_ctx(tmp_path)
+    fake = FakeSlurm(monkeypatch)
+    cancelled = []
+
+    def info(job_id):  # running for ever, until cancelled
+        return JobInfo(job_id, "CANCELLED" if cancelled else "RUNNING", nodes="n1", exit_code=0 if cancelled else None)
+
+    monkeypatch.setattr(slurm_jobs, "job_info", info)
+    monkeypatch.setattr(slurm_jobs, "cancel", lambda job, signal=None: cancelled.append(job) or True)
+    res = launch(ctx, LaunchSpec(**{**spec.__dict__, "deadline": 1.0}))  # the run's wall budget ended long ago
+    assert res.data["status"] == "budget_exhausted" and cancelled == ["4242"] and len(fake.submits) == 1
+
+
+def test_report_lists_the_scheduler_jobs():
+    from msmigrate.agent.report import render_report
+
+    ev = {"label": "2-ranks", "command": [], "exit_code": 0, "metrics": {"steps": 5}, "backend": "slurm",
+          "job_id": "5", "nodes": "node[01-02]", "job_state": "COMPLETED", "log_excerpt": ""}
+    state = {"run_id": "r", "exit_status": "success", "plan": {},
+             "gates": {"G6": {"gate": "G6", "passed": True, "summary": "ok", "evidence": [ev]}}}
+    text = render_report(state, "(no changes)", has_plot=False)
+    assert "## Scheduler jobs" in text and "| G6 2-ranks | 5 | node[01-02] | COMPLETED | 0 |" in text
+    local = {**state, "gates": {"G6": {**state["gates"]["G6"], "evidence": [{**ev, "job_id": None}]}}}
+    assert "Scheduler jobs" not in render_report(local, "(no changes)", has_plot=False)

@@ -140,14 +140,6 @@ def parse_exit_code(text: str) -> int | None:
     return 128 + sig if sig else code
 
 
-def hostnames(nodes: str | None) -> list[str]:
-    """Expand a compressed node list with ``scontrol show hostnames`` (what the job script does for rendezvous)."""
-    if not nodes:
-        return []
-    proc = _call(["scontrol", "show", "hostnames", nodes])
-    return proc.stdout.split() if proc.returncode == 0 else [nodes]
-
-
 def _none(text: str | None) -> str | None:
     text = (text or "").strip()
     return None if text in ("", "None", "(null)", "(None)") else text
