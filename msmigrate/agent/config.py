@@ -6,18 +6,76 @@ read from the environment only and never written to run artifacts.
 
 from __future__ import annotations
 
+import difflib
 import re
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from msmigrate.tools.launcher.slurm_options import SlurmOptions
 
 PolicyName = Literal["rules", "llm", "replay", "none"]  # none: gates only (msmigrate verify)
+POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)
+
+
+def closest(word: str, valid: Iterable[str]) -> str:
+    """' — did you mean 'X'?' for the nearest valid name, or the list of valid names when none is near."""
+    valid = sorted(valid)
+    near = difflib.get_close_matches(word, valid, n=1, cutoff=0.6)
+    if not near and len(word) >= 3:  # a shortened name (nproc → nproc_per_node) is as near as a typo
+        near = sorted((v for v in valid if v.startswith(word) or word in v), key=len)[:1]
+    return f"did you mean {near[0]!r}?" if near else f"valid: {', '.join(valid)}"
+
+
+def unknown_key_error(raw: Any, allowed: Iterable[str] | type[BaseModel], where: str) -> str | None:
+    """The first key of a user mapping that is not a valid one (nested pydantic models are followed), as one line
+    naming the key and the closest valid key; None when every key is known. For inputs that are not one pydantic
+    model (a manifest entry, an eval task) and for partial specs (an eval task's spec overrides)."""
+    if not isinstance(raw, Mapping):
+        return None
+    model = allowed if isinstance(allowed, type) and issubclass(allowed, BaseModel) else None
+    names = list(model.model_fields) if model else list(allowed)
+    for key, value in raw.items():
+        if key not in names:
+            return f"unknown key {key!r} in {where}; {closest(str(key), names)}"
+        sub = model.model_fields[key].annotation if model else None
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            nested = unknown_key_error(value, sub, f"{where}.{key}")
+            if nested:
+                return nested
+    return None
+
+
+def explain(exc: ValidationError, model: type[BaseModel], where: str = "spec") -> str:
+    """A pydantic error as one line a user can act on: every problem with its dotted key; an unknown key also gets
+    the closest valid one (``budget`` → ``budgets``)."""
+    parts = []
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        key = ".".join(loc) or where
+        if err["type"] == "extra_forbidden":
+            sub: Any = model
+            for p in loc[:-1]:
+                field = sub.model_fields.get(p) if isinstance(sub, type) and issubclass(sub, BaseModel) else None
+                sub = field.annotation if field else None
+            valid = list(sub.model_fields) if isinstance(sub, type) and issubclass(sub, BaseModel) else []
+            parts.append(f"unknown key {key!r} in {where}; {closest(loc[-1], valid)}")
+        else:
+            got = err.get("input")
+            shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+            parts.append(f"{key}: {err['msg']}{shown}")
+    return "; ".join(parts)
+
+
+class _UserInput(BaseModel):
+    """What a user writes: a misspelt key is an error naming it, never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class Settings(BaseSettings):
@@ -32,7 +90,7 @@ class Settings(BaseSettings):
     runtime_python: str = Field(sys.executable, description="the target runtime's Python interpreter")
 
 
-class LLMSettings(BaseModel):
+class LLMSettings(_UserInput):
     base_url: str | None = Field(None, description="overrides MSMIGRATE_LLM_BASE_URL")
     model: str | None = Field(None, description="overrides MSMIGRATE_LLM_MODEL")
     temperature: float = 0.0
@@ -42,7 +100,7 @@ class LLMSettings(BaseModel):
     timeout_s: float = 120.0
 
 
-class Budgets(BaseModel):
+class Budgets(_UserInput):
     phase_attempts: int = Field(4, ge=1, description="gate failures tolerated per phase before the run stops")
     policy_steps: int = Field(120, ge=1, description="policy decisions over the whole run")
     wall_seconds: float = Field(3600.0, gt=0)
@@ -50,7 +108,7 @@ class Budgets(BaseModel):
     launches: int = Field(16, ge=1, description="training launches (G4–G6) over the whole run")
 
 
-class LaunchSettings(BaseModel):
+class LaunchSettings(_UserInput):
     backend: Literal["local", "slurm"] = Field(
         "local", description="local: torchrun on this host; slurm: each gate launch is an sbatch job (launch.slurm)")
     slurm: SlurmOptions = Field(default_factory=SlurmOptions, description="partition, account, gres, time … (slurm)")
@@ -80,7 +138,18 @@ class LaunchSettings(BaseModel):
         return LaunchSettings.model_validate(data)
 
 
-class RunSpec(BaseModel):
+def launch_edit_error(current: Mapping[str, Any], edits: Mapping[str, Any]) -> str | None:
+    """Why ``edits`` over the ``current`` launch settings are not valid launch settings (one line), or None."""
+    try:
+        LaunchSettings.model_validate(dict(current)).with_edits(dict(edits))
+    except ValidationError as exc:
+        return "edit refused: " + explain(exc, LaunchSettings, "launch")
+    except ValueError as exc:  # a key with_edits does not know
+        return f"edit refused: {exc}"
+    return None
+
+
+class RunSpec(_UserInput):
     """What to migrate and how. Paths are resolved relative to the spec file."""
 
     source: Path = Field(description="HF model folder or repo with the model's code")
@@ -107,9 +176,22 @@ class RunSpec(BaseModel):
 
     @classmethod
     def load(cls, path: Path) -> "RunSpec":
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-        spec = cls.model_validate(raw)
-        return spec.resolved(Path(path).parent)
+        """Raises ValueError with one line a user can act on (an unreadable file, bad YAML, an unknown key …)."""
+        try:
+            raw = yaml.safe_load(Path(path).read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"not valid YAML: {' '.join(str(exc).split())}") from None
+        return cls.from_dict(raw, Path(path).parent)
+
+    @classmethod
+    def from_dict(cls, raw: Any, base: Path, where: str = "spec") -> "RunSpec":
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"{where} must be a mapping of keys (source, target, model_name …)")
+        try:
+            spec = cls.model_validate(raw)
+        except ValidationError as exc:
+            raise ValueError(explain(exc, cls, where)) from None
+        return spec.resolved(base)
 
     def resolved(self, base: Path) -> "RunSpec":
         def fix(p: Path | None) -> Path | None:

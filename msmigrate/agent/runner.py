@@ -5,6 +5,7 @@ and the traceback in the trajectory, never a crash of the caller (the batch face
 
 from __future__ import annotations
 
+import difflib
 import secrets
 import sqlite3
 import time
@@ -68,6 +69,24 @@ def build_gates() -> dict[str, Any]:
     return dict(GATES)
 
 
+def unknown_run_message(run_id: str, runs_dir: Path) -> str:
+    """Where the resume looked, what is there, and how to look elsewhere."""
+    runs_dir = Path(runs_dir).resolve()
+    known = sorted(p.parent.name for p in runs_dir.glob("*/spec.yaml")) if runs_dir.is_dir() else []
+    near = difflib.get_close_matches(run_id, known, n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]}? " if near else (f"{len(known)} runs there; " if known else "no runs there; ")
+    return (f"no run {run_id} in {runs_dir}; {hint}if it lives elsewhere pass --runs-dir DIR "
+            "(or set MSMIGRATE_RUNS_DIR)")
+
+
+def run_spec(run_id: str, settings: Settings) -> RunSpec:
+    """The spec an existing run was started with; FileNotFoundError (a user-readable line) when there is none."""
+    spec_file = settings.runs_dir / run_id / "spec.yaml"
+    if not spec_file.is_file():
+        raise FileNotFoundError(unknown_run_message(run_id, settings.runs_dir))
+    return RunSpec.model_validate(yaml.safe_load(spec_file.read_text()))
+
+
 class Run:
     """One run: its directory, its checkpointer and its compiled graph."""
 
@@ -96,14 +115,15 @@ class Run:
         self.graph = build_graph(self.deps, SqliteSaver(self._conn))
         self.config = {"configurable": {"thread_id": run_id},
                        "recursion_limit": 4 * spec.budgets.policy_steps + 200}
+        edits = self.snapshot().get("launch_edits")
+        if edits:  # a resumed run launches with what the user approved, not with the spec's first settings
+            from msmigrate.agent.nodes.verify import apply_launch_edits
+
+            apply_launch_edits(self.deps, edits)
 
     @classmethod
     def resume(cls, run_id: str, settings: Settings, **kw: Any) -> "Run":
-        spec_file = settings.runs_dir / run_id / "spec.yaml"
-        if not spec_file.is_file():
-            raise FileNotFoundError(f"no run {run_id} under {settings.runs_dir}")
-        spec = RunSpec.model_validate(yaml.safe_load(spec_file.read_text()))
-        return cls(spec, run_id, settings, **kw)
+        return cls(run_spec(run_id, settings), run_id, settings, **kw)
 
     def initial_state(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "phase": "prepare", "attempts": {}, "gates": {}, "gate_history": [],

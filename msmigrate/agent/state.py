@@ -36,6 +36,9 @@ EXIT_BUDGET = "budget_exhausted"  # steps / wall time / tokens / launches
 EXIT_PRECHECK = "precheck_failed"
 EXIT_ERROR = "error"  # a bug or an infrastructure outage
 EXIT_REJECTED = "rejected_by_user"
+# Not a graph exit: what a headless face reports when the run paused before the launches for an approval nobody
+# could give (the checkpoint holds the question; ``msmigrate run --resume ID --approve`` answers it).
+EXIT_AWAITING_APPROVAL = "awaiting_approval"
 
 
 class GateRecord(TypedDict, total=False):
@@ -62,6 +65,7 @@ class MigrationState(TypedDict, total=False):
     last_failure: dict[str, Any] | None  # classify's verdict: case_id, owner, diagnosis, autofix, excerpt
     runtime: dict[str, Any]  # what the env probe found in the target runtime
     instructions: str  # free text from the user (spec or chat)
+    launch_edits: dict[str, Any]  # launch settings the user edited at an approval (survive a resume)
     max_attempts: int  # budgets.phase_attempts, shown to the policy
     started_at: float
     exit_status: str | None

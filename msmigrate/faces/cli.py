@@ -4,16 +4,20 @@ validate-config, chat, batch and eval (batch and eval keep their options in thei
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from msmigrate.agent.config import RunSpec, Settings
+from msmigrate.agent.state import EXIT_AWAITING_APPROVAL
 from msmigrate.faces.batch.cli import batch
 from msmigrate.faces.chat.render import EventPrinter, make_console
 from msmigrate.faces.eval.cli import eval_cmd
+from msmigrate.faces.user_errors import check_policy, user_error
 
 # Usage errors and tracebacks keep rich's boxes only on a terminal: in a pipe or CI log they are click's plain lines,
 # never folded to COLUMNS (an option name or path in an error stays whole and greppable).
@@ -45,17 +49,54 @@ def load_spec_or_exit(spec: Path) -> RunSpec:
     try:
         return RunSpec.load(spec)
     except (OSError, ValueError) as exc:
-        console.print(f"[red]invalid spec {spec}[/]: {exc}")
-        raise typer.Exit(2)
+        raise user_error(f"invalid spec {spec}: {exc}")
 
 
-def _drive_headless(r) -> None:
-    """Drive a run to its end, print the JSON summary on stdout, exit 0 only on success."""
+def open_run(make):
+    """``make()`` builds a Run; the mistakes a user can make there (an unknown run id, a runs dir that cannot be
+    written) become one line instead of a traceback."""
+    try:
+        return make()
+    except FileNotFoundError as exc:
+        raise user_error(str(exc))
+    except OSError as exc:
+        raise user_error(f"cannot write the run folder {exc.filename or ''}: {exc.strerror or exc}; "
+                         "choose another with --runs-dir DIR (or MSMIGRATE_RUNS_DIR)")
+
+
+def _start(spec: Optional[RunSpec], settings: Settings, resume: Optional[str] = None):
+    """A new run of ``spec``, or the run ``resume`` reopened; the faces' test hook applies as in chat and batch."""
+    from msmigrate.faces.run_hook import run_overrides
+    from msmigrate.agent.runner import Run, new_run_id, run_spec
+
+    spec = run_spec(resume, settings) if resume else spec
+    run_id = resume or new_run_id(spec.model_name)
+    return Run(spec, run_id, settings, on_event=_progress_printer, **run_overrides(spec, run_id, settings))
+
+
+def resume_command(r) -> str:
+    """The exact command that approves and continues ``r``, from any folder (the runs dir spelt out, absolute)."""
+    return f"msmigrate run --resume {r.run_id} --runs-dir {shlex.quote(str(Path(r.settings.runs_dir).resolve()))} --approve"
+
+
+def _drive_headless(r, resume_value: Optional[dict] = None) -> None:
+    """Drive a run to its end, print the JSON summary on stdout, exit 0 only on success.
+
+    With ``approval: true`` and nobody at a terminal to ask, the run stops before the launch gates with exit status
+    ``awaiting_approval`` (exit code 3) and one line saying what waits and the command that approves it."""
     console.print(f"run {r.run_id} → {r.run_dir}")
-    state = r.drive(_cli_approver if r.spec.approval and sys.stdin.isatty() else None)
+    state = r.drive(_cli_approver if r.spec.approval and sys.stdin.isatty() else None, resume_value=resume_value)
     r.close()
-    print(json.dumps(_summary(state), indent=2))
-    raise typer.Exit(0 if state.get("exit_status") == "success" else 1)
+    summary = _summary(state)
+    pending = state.get("interrupt")
+    if pending is not None:
+        launch = ", ".join(f"{k}={v}" for k, v in (pending.get("launch") or {}).items())
+        console.print(f"[yellow]awaiting approval[/]: {pending.get('kind')} of {', '.join(pending.get('gates', []))} "
+                      f"({escape(launch)}); approve and continue with: {resume_command(r)} "
+                      f"(or --reject; --set KEY=VALUE edits the launch)")
+        summary.update(exit_status=EXIT_AWAITING_APPROVAL, pending=pending, approve_command=resume_command(r))
+    print(json.dumps(summary, indent=2))
+    raise typer.Exit(0 if state.get("exit_status") == "success" else 3 if pending is not None else 1)
 
 
 def _summary(state: dict) -> dict:
@@ -66,28 +107,57 @@ def _summary(state: dict) -> dict:
     }
 
 
+def _answer(approve: bool, reject: bool, edits: list[str], pending: Optional[dict]) -> Optional[dict]:
+    """The resume value for a pending approval from --approve / --reject / --set, checked like the chat's edit."""
+    if not (approve or reject or edits):
+        return None
+    if pending is None:
+        raise user_error("this run is not waiting for an approval; resume it without --approve/--reject/--set")
+    if approve and reject:
+        raise user_error("give --approve or --reject, not both")
+    if reject:
+        return {"action": "reject"}
+    if not edits:
+        return {"action": "approve"}
+    from msmigrate.faces.chat.session import parse_edit
+
+    parsed = parse_edit(" ".join(edits), pending.get("launch") or {})
+    if isinstance(parsed, str):
+        raise user_error(parsed)
+    return {"action": "edit", "launch": parsed}
+
+
 @app.command()
 def run(
     spec: Optional[Path] = typer.Argument(None, help="run spec YAML (source, target, model_name, policy, budgets …)"),
     resume: Optional[str] = typer.Option(None, "--resume", help="continue the run with this id"),
     policy: Optional[str] = typer.Option(None, help="override the spec's policy: rules | llm | replay"),
     runs_dir: Optional[Path] = typer.Option(None, help="where runs/<run_id>/ go (env MSMIGRATE_RUNS_DIR)"),
+    approve: bool = typer.Option(False, "--approve", help="with --resume: approve the pending launch and continue"),
+    reject: bool = typer.Option(False, "--reject", help="with --resume: reject the pending launch (the run ends)"),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="with --resume: approve with launch edits, KEY=VALUE (repeatable)"),
 ) -> None:
-    """Headless single migration; prints a JSON summary on stdout."""
-    from msmigrate.agent.runner import Run, new_run_id
-
+    """Headless single migration; prints a JSON summary on stdout. Exit code 0 success, 1 failed, 2 a usage error,
+    3 waiting for an approval (``approval: true``; continue with --resume ID --approve)."""
+    check_policy(policy)
     settings = settings_for(runs_dir)
     if resume:
-        r = Run.resume(resume, settings, on_event=_progress_printer)
+        r = open_run(lambda: _start(None, settings, resume))
+        try:
+            answer = _answer(approve, reject, set_ or [], r.pending_interrupt())
+        except typer.Exit:
+            r.close()
+            raise
+        _drive_headless(r, answer)
     elif spec is not None:
+        if approve or reject or set_:
+            raise user_error("--approve/--reject/--set answer a paused run: use them with --resume RUN_ID")
         s = load_spec_or_exit(spec)
         if policy:
             s = s.model_copy(update={"policy": policy})
-        r = Run(s, new_run_id(s.model_name), settings, on_event=_progress_printer)
+        _drive_headless(open_run(lambda: _start(s, settings)))
     else:
-        console.print("[red]give a SPEC.yaml or --resume RUN_ID[/]")
-        raise typer.Exit(2)
-    _drive_headless(r)
+        raise user_error("give a SPEC.yaml or --resume RUN_ID")
 
 
 @app.command()
@@ -96,12 +166,10 @@ def verify(
     runs_dir: Optional[Path] = typer.Option(None, help="where runs/<run_id>/ go (env MSMIGRATE_RUNS_DIR)"),
 ) -> None:
     """The gates alone (G0–G6) on a checkout that already holds a migration; edits nothing."""
-    from msmigrate.agent.runner import Run, new_run_id
-
     s = load_spec_or_exit(spec)
     # one repair round is pointless without a policy: a failing gate ends the run at its second look
     s = s.model_copy(update={"policy": "none", "budgets": s.budgets.model_copy(update={"phase_attempts": 1})})
-    _drive_headless(Run(s, new_run_id(s.model_name), settings_for(runs_dir), on_event=_progress_printer))
+    _drive_headless(open_run(lambda: _start(s, settings_for(runs_dir))))
 
 
 @app.command()
@@ -200,13 +268,13 @@ def chat(
     """Interactive migration: streams progress, asks before launches, slash commands (/help)."""
     from msmigrate.faces.chat.session import ChatSession
 
+    check_policy(policy)
     session = ChatSession(settings_for(runs_dir), plain=plain, approval=approval, policy=policy, replay=replay)
     if resume:
         try:
             session.open_existing(resume)
         except FileNotFoundError as exc:
-            console.print(f"[red]{exc}[/]")
-            raise typer.Exit(2)
+            raise user_error(str(exc))
         session.continue_run()
     elif spec is not None:
         session.open_new(load_spec_or_exit(spec))

@@ -102,3 +102,23 @@ def test_a_resumed_run_finds_its_pending_interrupt(fast_prepare, tmp_path):
         assert out["exit_status"] == "success"
     finally:
         again.close()
+
+
+def test_a_launch_edit_survives_a_resume_in_a_new_process(fast_prepare, tmp_path):
+    """The edit is in the checkpointed state, not only in the first process's memory: a resumed Run (as after a
+    Ctrl-C and ``--resume``) launches with the edited settings and shows them at its next approval."""
+    from msmigrate.agent.runner import Run
+
+    gates = FakeGates()
+    run, _ = _paused(fast_prepare, tmp_path, gates)
+    try:
+        out = run.drive(resume_value={"action": "edit", "launch": {"nproc_per_node": 4, "gate_train_iters": 9}})
+        assert out["exit_status"] == "success" and out["launch_edits"] == {"nproc_per_node": 4, "gate_train_iters": 9}
+    finally:
+        run.close()
+    again = Run.resume(run.run_id, run.settings, policy=ScriptedPolicy(), tools=[], gates=gates.as_dict())
+    try:
+        assert again.deps.spec.launch.nproc_per_node == 4 and again.deps.spec.launch.gate_train_iters == 9
+    finally:
+        again.close()
+

@@ -17,6 +17,11 @@ EDITABLE_LAUNCH_KEYS = {"nproc_per_node", "device", "gate_train_iters", "timeout
                                                             "cpus_per_task", "mem", "constraint", "exclusive"))}
 
 
+def apply_launch_edits(deps: RunDeps, edits: dict[str, Any]) -> None:
+    """Raises ValueError when the edited settings are not valid launch settings."""
+    deps.spec.launch = deps.spec.launch.with_edits(edits)
+
+
 def make_verify_node(deps: RunDeps):
     def node(state: dict[str, Any]) -> dict[str, Any]:
         reason = exhausted(state, deps.spec.budgets)
@@ -34,10 +39,12 @@ def make_verify_node(deps: RunDeps):
                 break
             edits = {k: v for k, v in answer.get("launch", {}).items() if k in EDITABLE_LAUNCH_KEYS}
             try:  # validated like the spec: a refused value asks again instead of reaching a launch
-                deps.spec.launch = deps.spec.launch.with_edits(edits)
-                break
+                apply_launch_edits(deps, edits)
             except ValueError as exc:
                 payload = {**payload, "error": f"edit refused: {exc}"}
+                continue
+            # kept in the state (checkpointed), so a resumed run in a new process launches with the edit too
+            return {**run_gates(deps, state, "verify"), "launch_edits": {**state.get("launch_edits", {}), **edits}}
         return run_gates(deps, state, "verify")
 
     return node

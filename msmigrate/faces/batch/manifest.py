@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
-from msmigrate.agent.config import RunSpec
+from msmigrate.agent.config import RunSpec, unknown_key_error
 
 _ID_OK = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -53,6 +52,10 @@ def load_manifest(path: Path) -> Manifest:
         raw = {"items": raw}
     if not isinstance(raw, dict) or not isinstance(raw.get("items"), list) or not raw["items"]:
         return Manifest([], "manifest needs a non-empty list 'items' (or is that list itself)")
+    bad = unknown_key_error(raw, ("defaults", "items"), "the manifest") or unknown_key_error(
+        raw.get("defaults"), RunSpec, "defaults")
+    if bad:
+        return Manifest([], bad)
     defaults = raw.get("defaults") or {}
     items: list[BatchItem] = []
     seen: set[str] = set()
@@ -61,12 +64,15 @@ def load_manifest(path: Path) -> Manifest:
             entry = {"spec": entry}
         if not isinstance(entry, dict) or "spec" not in entry:
             return Manifest([], f"item {n}: expected a mapping with 'spec' (a path or an inline spec)")
+        bad = unknown_key_error(entry, ("id", "spec"), f"item {n}")
+        if bad:
+            return Manifest([], bad)
         try:
             if isinstance(entry["spec"], dict):
-                spec = RunSpec.model_validate(_merge(defaults, entry["spec"])).resolved(path.parent)
+                spec = RunSpec.from_dict(_merge(defaults, entry["spec"]), path.parent, f"item {n} spec")
             else:
                 spec = RunSpec.load(path.parent / str(entry["spec"]))
-        except (OSError, ValueError, ValidationError) as exc:
+        except (OSError, ValueError) as exc:
             return Manifest([], f"item {n}: invalid spec: {exc}")
         base = _ID_OK.sub("-", str(entry.get("id") or spec.model_name)).strip("-")[:48] or f"item{n}"
         item_id, k = base, 2

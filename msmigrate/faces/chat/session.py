@@ -24,31 +24,29 @@ from msmigrate.faces.chat.driver import Driver
 from msmigrate.faces.run_hook import run_overrides
 from msmigrate.faces.chat.input_pump import CTRL_C, EOF_MARK, InputPump
 from msmigrate.faces.chat.render import EventPrinter, approval_view, make_console
-from msmigrate.agent.config import LaunchSettings, RunSpec, Settings
+from msmigrate.agent.config import RunSpec, Settings, closest, launch_edit_error
 from msmigrate.agent.nodes.verify import EDITABLE_LAUNCH_KEYS
-from msmigrate.agent.runner import Run, new_run_id
+from msmigrate.agent.runner import Run, new_run_id, run_spec
 
 APPROVE_WORDS = {"approve", "a", "y", "yes", "ok", "go"}
 REJECT_WORDS = {"reject", "r", "n", "no"}
 
 
-def parse_edit(arg: str) -> dict[str, Any] | str:
-    """``key=value …`` → launch overrides (values parsed as YAML scalars), or the reason it is not valid."""
+def parse_edit(arg: str, current: dict[str, Any] | None = None) -> dict[str, Any] | str:
+    """``key=value …`` → launch overrides (values parsed as YAML scalars), or the reason they are not valid: the
+    edited launch settings must pass the same checks a spec's do (``gate_train_iters`` ≥ the gate minimum,
+    ``nproc_per_node`` ≥ 1, ``nnodes`` an integer …)."""
     edits: dict[str, Any] = {}
     for item in arg.split():
         key, sep, value = item.partition("=")
         if not sep:
             return f"expected KEY=VALUE, got {item!r}"
         if key not in EDITABLE_LAUNCH_KEYS:
-            return f"{key} cannot be edited; editable: {', '.join(sorted(EDITABLE_LAUNCH_KEYS))}"
+            return f"{key} cannot be edited; {closest(key, EDITABLE_LAUNCH_KEYS)}"
         edits[key] = yaml.safe_load(value)
     if not edits:
         return "give at least one KEY=VALUE"
-    try:  # the same validation the verify node applies, so a bad value is refused here, at once
-        LaunchSettings().with_edits(edits)
-    except ValueError as exc:
-        return f"edit refused: {exc}"
-    return edits
+    return launch_edit_error(current or {}, edits) or edits
 
 
 class ChatSession:
@@ -86,10 +84,7 @@ class ChatSession:
                          **run_overrides(spec, run_id, self.settings)))
 
     def open_existing(self, run_id: str) -> None:
-        spec_file = self.settings.runs_dir / run_id / "spec.yaml"
-        if not spec_file.is_file():
-            raise FileNotFoundError(f"no run {run_id} under {self.settings.runs_dir}")
-        spec = RunSpec.model_validate(yaml.safe_load(spec_file.read_text()))
+        spec = run_spec(run_id, self.settings)
         self._attach(Run.resume(run_id, self.settings, on_event=self.printer,
                                 **run_overrides(spec, run_id, self.settings)))
 
@@ -172,7 +167,7 @@ class ChatSession:
         elif word in REJECT_WORDS:
             self.drive({"action": "reject"})
         elif word == "edit":
-            edits = parse_edit(rest)
+            edits = parse_edit(rest, self.pending.get("launch") if self.pending else None)
             if isinstance(edits, str):
                 self.console.print(f"[red]{escape(edits)}[/]")
             else:

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from msmigrate.faces.chat.render import make_console
+from msmigrate.faces.user_errors import check_policy
 
 
 def eval_cmd(
@@ -30,9 +31,7 @@ def eval_cmd(
     from msmigrate.faces.eval.suite import load_suite
 
     console = make_console(stderr=True)
-    if policy not in ("rules", "llm", "replay"):
-        console.print(f"[red]unknown policy {policy}[/]")
-        raise typer.Exit(2)
+    check_policy(policy, ("rules", "llm", "replay"))
     loaded = load_suite(suite, tasks_dir, [t.strip() for t in tasks.split(",")] if tasks else None)
     if loaded.error:
         console.print(f"[red]{loaded.error}[/]")

@@ -13,6 +13,8 @@ import yaml
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 DEFAULT_DATASET_TYPE = "huggingface"  # the generic HF-style dataset every known model maps through
 EXPECT_KEYS = ("model_id", "dataset_type", "template", "data_branch")
+TASK_KEYS = ("id", "model_name", "fixture", "source", "target", "expect", "spec")
+SUITE_KEYS = ("name", "trials", "tasks")
 
 
 @dataclass
@@ -43,8 +45,15 @@ def expectations_from_fixture(name: str) -> dict[str, str]:
 
 
 def task_from_dict(raw: dict[str, Any], base: Path) -> EvalTask:
+    from msmigrate.agent.config import RunSpec, unknown_key_error
     from msmigrate.testbeds.fixtures import FIXTURES
 
+    where = f"task {raw.get('id') or raw.get('fixture') or raw.get('source')}"
+    bad = (unknown_key_error(raw, TASK_KEYS, where) or unknown_key_error(raw.get("expect"), EXPECT_KEYS,
+                                                                             f"{where} expect")
+           or unknown_key_error(raw.get("spec"), RunSpec, f"{where} spec"))
+    if bad:
+        raise ValueError(bad)
     fixture = raw.get("fixture")
     if fixture is not None and fixture not in FIXTURES:
         raise ValueError(f"unknown fixture {fixture!r}; known: {', '.join(sorted(FIXTURES))}")
@@ -66,8 +75,13 @@ def task_from_dict(raw: dict[str, Any], base: Path) -> EvalTask:
 
 
 def _tasks_in(path: Path) -> list[EvalTask]:
+    from msmigrate.agent.config import unknown_key_error
+
     raw = yaml.safe_load(path.read_text()) or []
     if isinstance(raw, dict) and "tasks" in raw:
+        bad = unknown_key_error(raw, SUITE_KEYS, path.name)
+        if bad:
+            raise ValueError(bad)
         raw = raw["tasks"]
     entries = raw if isinstance(raw, list) else [raw]
     return [task_from_dict(e if isinstance(e, dict) else {"fixture": e}, path.parent) for e in entries]

@@ -1,0 +1,82 @@
+"""``msmigrate run`` without a terminal: an approval it cannot ask for ends in a distinct status with the exact
+command that continues; every mistake a user can make is one line and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+
+
+def write_spec(path, source, target):
+    path.write_text(f"source: {source}\ntarget: {target}\nmodel_name: qwen2_vl\n")
+    return path
+
+
+def msmigrate(*args, env, cwd, timeout=180):
+    return subprocess.run([sys.executable, "-m", "msmigrate.faces.cli", *map(str, args)], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _one_error_line(out) -> str:
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, out.stderr
+    return lines[0]
+
+
+def test_headless_approval_ends_awaiting_approval_then_the_printed_command_continues(tmp_path, source_model,
+                                                                                       standin, hook_env):
+    spec = write_spec(tmp_path / "spec.yaml", source_model, standin)
+    spec.write_text(spec.read_text() + "approval: true\n")
+    runs = tmp_path / "runs"
+    out = msmigrate("run", spec, "--runs-dir", runs, env=hook_env, cwd=tmp_path)
+    assert out.returncode == 3, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["exit_status"] == "awaiting_approval" and summary["pending"]["kind"] == "launch"
+    line = [ln for ln in out.stderr.splitlines() if ln.startswith("awaiting approval")]
+    assert len(line) == 1 and "G4, G5, G6" in line[0] and "nproc_per_node=2" in line[0], out.stderr
+    command = summary["approve_command"]
+    assert command in line[0]
+    assert command == f"msmigrate run --resume {summary['run_id']} --runs-dir {runs.resolve()} --approve"
+    assert summary["gates"] == {"G0": True, "G1": True, "G2": True, "G3": True}  # nothing launched yet
+
+    again = msmigrate(*shlex.split(command)[1:], env=hook_env, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["exit_status"] == "success"
+    # a finished run has nothing to approve: one line, not a traceback
+    assert "not waiting for an approval" in _one_error_line(
+        msmigrate(*shlex.split(command)[1:], env=hook_env, cwd=tmp_path))
+
+
+def test_headless_edit_is_checked_before_it_answers(tmp_path, source_model, standin, hook_env):
+    spec = write_spec(tmp_path / "spec.yaml", source_model, standin)
+    spec.write_text(spec.read_text() + "approval: true\n")
+    runs = tmp_path / "runs"
+    run_id = json.loads(msmigrate("run", spec, "--runs-dir", runs, env=hook_env, cwd=tmp_path).stdout)["run_id"]
+    bad = _one_error_line(msmigrate("run", "--resume", run_id, "--runs-dir", runs, "--set", "nnodes=abc",
+                                    env=hook_env, cwd=tmp_path))
+    assert "nnodes" in bad and "integer" in bad
+    ok = msmigrate("run", "--resume", run_id, "--runs-dir", runs, "--set", "gate_train_iters=7", env=hook_env,
+                   cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_user_errors_are_one_line(tmp_path, source_model, standin, hook_env):
+    runs = tmp_path / "runs"
+    line = _one_error_line(msmigrate("run", "--resume", "nope-123", "--runs-dir", runs, env=hook_env, cwd=tmp_path))
+    assert "nope-123" in line and str(runs.resolve()) in line and "--runs-dir" in line
+
+    spec = write_spec(tmp_path / "spec.yaml", source_model, standin)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    line = _one_error_line(msmigrate("run", spec, "--runs-dir", blocker / "runs", env=hook_env, cwd=tmp_path))
+    assert "cannot write the run folder" in line and "--runs-dir" in line
+
+    assert "did you mean 'rules'" in _one_error_line(msmigrate("run", spec, "--policy", "rulez", env=hook_env,
+                                                               cwd=tmp_path))
+    spec.write_text(spec.read_text() + "budget: {launches: 2}\n")
+    assert "did you mean 'budgets'" in _one_error_line(msmigrate("run", spec, env=hook_env, cwd=tmp_path))
