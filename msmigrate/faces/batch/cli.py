@@ -14,7 +14,7 @@ from msmigrate.faces.chat.render import make_console
 def batch(
     manifest: Path = typer.Argument(..., help="YAML: items (each a spec path or an inline spec, optional id)"),
     jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="migrations at a time (agent slots)"),
-    launch_jobs: int = typer.Option(1, "--launch-jobs", min=1, help="training launches at a time (accelerator slots)"),
+    launch_jobs: int = typer.Option(1, "--launch-jobs", min=1, help="local training launches at a time (accelerator slots); launch.backend slurm items queue in the scheduler instead"),
     batch_dir: Optional[Path] = typer.Option(None, help="state, logs, runs and summary; default <manifest>.batch/"),
     redo: bool = typer.Option(False, "--redo", help="run finished items again (new attempt, new run id)"),
 ) -> None:
