@@ -1,5 +1,8 @@
 """Run code in the *target runtime* Python (DESIGN decision 3): the agent's own process never imports torch,
-transformers or the target's code. Every child gets its own process group so a timeout kills the whole tree."""
+transformers or the target's code. Every child gets its own process group so a timeout kills the whole tree.
+
+Probes run in a forked child of the warm runtime (``warm_runtime``: torch and transformers imported once per run)
+when it is safe, else as fresh processes; each result says which (``runtime_mode``) and, when cold, why."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from msmigrate.core.tool_result import ToolResult
+from msmigrate.tools import warm_runtime
 
 PROBES_DIR = Path(__file__).parent / "probes"
 # A probe prints its JSON result on one line starting with this marker; everything else it prints is log.
@@ -36,7 +40,7 @@ def run_process(
     timeout: float = 300.0,
 ) -> ProcessOutcome:
     """Run argv (never a shell string) in a new session; on timeout kill the whole process group."""
-    env = {**os.environ, **(env_extra or {})}
+    env = child_env(env_extra)
     start = time.monotonic()
     proc = subprocess.Popen(
         argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
@@ -48,6 +52,11 @@ def run_process(
         kill_group(proc.pid)
         out, err = proc.communicate()
         return ProcessOutcome(argv, None, out, err, time.monotonic() - start, True)
+
+
+def child_env(env_extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of every target-runtime child, fresh or forked (the one place it is decided)."""
+    return {**os.environ, **(env_extra or {})}
 
 
 def kill_group(pid: int) -> None:
@@ -65,17 +74,27 @@ def run_probe(
     cwd: Path | str | None = None,
     env_extra: dict[str, str] | None = None,
     timeout: float = 300.0,
+    probes_dir: Path | None = None,
 ) -> ToolResult:
     """Run ``probes/<probe>.py`` in the target runtime and return its JSON result.
 
     Expected failures (non-zero exit, no result line, timeout) come back as ``ok=False`` with the tail of stderr, so
     the policy can read the real error message."""
-    script = PROBES_DIR / f"{probe}.py"
+    script = (probes_dir or PROBES_DIR) / f"{probe}.py"
     if not script.is_file():
         raise FileNotFoundError(f"unknown probe {probe!r}")  # a bug, not an expected failure
-    outcome = run_process([runtime_python, str(script), *(args or [])], cwd=cwd, env_extra=env_extra, timeout=timeout)
+    argv = [runtime_python, str(script), *(args or [])]
+    mode, reason = "warm", None
+    try:
+        warm, _ = warm_runtime.POOL.run(runtime_python, str(script), list(args or []), str(cwd or os.getcwd()),
+                                           child_env(env_extra), timeout)
+        outcome = ProcessOutcome(argv, warm.returncode, warm.stdout, warm.stderr, warm.seconds, warm.timed_out)
+    except warm_runtime.Cold as exc:
+        mode, reason = "cold", str(exc)
+        outcome = run_process(argv, cwd=cwd, env_extra=env_extra, timeout=timeout)
     result_lines = [ln for ln in outcome.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
-    base = {"argv": outcome.argv, "returncode": outcome.returncode, "seconds": round(outcome.seconds, 2)}
+    base = {"argv": outcome.argv, "returncode": outcome.returncode, "seconds": round(outcome.seconds, 2),
+            "runtime_mode": mode, **({"runtime_reason": reason} if reason else {})}
     if outcome.timed_out:
         return ToolResult.failure(f"probe {probe} timed out after {timeout:.0f}s", **base, stderr_tail=outcome.stderr[-4000:])
     if not result_lines:

@@ -1,5 +1,8 @@
 """Probes run through runtime.run_probe on models built in-test from tiny configs, and a tmp plugin tree whose
-register module mirrors the real attribute names (``model_register`` / ``data_register`` holding ``_registry``)."""
+register module mirrors the real attribute names (``model_register`` / ``data_register`` holding ``_registry``).
+
+Every probe test runs twice: in a forked child of the warm runtime and as a fresh process; the results must be the
+same (the assertions are the same)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from msmigrate.tools.runtime import PROBES_DIR, run_probe
+from msmigrate.tools.warm_runtime import SWITCH_ENV
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PY = sys.executable
@@ -144,8 +148,18 @@ def target(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(params=["warm", "cold"], autouse=True)
+def runtime_mode(request, monkeypatch):
+    monkeypatch.setenv(SWITCH_ENV, "1" if request.param == "warm" else "0")
+    return request.param
+
+
 def _probe(name, args, timeout=300):
+    import os
+
     res = run_probe(PY, name, args, timeout=timeout)
+    expected = "warm" if os.environ[SWITCH_ENV] == "1" else "cold"
+    assert res.data["runtime_mode"] == expected, res.data.get("runtime_reason")
     return res, res.data.get("result", {})
 
 
