@@ -24,6 +24,7 @@ from msmigrate.agent.policies.base import Policy
 from msmigrate.agent.state import EXIT_ERROR
 from msmigrate.agent.trajectory import Trajectory
 from msmigrate.core.run_context import RunContext
+from msmigrate.tools.warm_runtime import POOL
 
 Approver = Callable[[dict[str, Any]], Any]
 
@@ -162,4 +163,5 @@ class Run:
             return {**self.snapshot(), "exit_status": EXIT_ERROR, "exit_detail": f"{type(exc).__name__}: {exc}"}
 
     def close(self) -> None:
+        POOL.close_all()  # the warm target runtime lives as long as the run
         self._conn.close()

@@ -162,7 +162,7 @@ class WarmServer:
                 conn.connect(self.sock_path)
                 conn.sendall((json.dumps({"op": "run", "script": script, "args": args, "cwd": cwd, "env": env,
                                           "stdout": out, "stderr": err, "modules": mods}) + "\n").encode())
-                reader = conn.makefile("rb")
+                reader = _LineReader(conn)
                 first = json.loads(reader.readline() or b"{}")
             except (OSError, ValueError) as exc:
                 raise Cold(f"warm runtime did not take the probe ({type(exc).__name__}: {exc})") from exc
@@ -194,7 +194,7 @@ class WarmServer:
             conn.settimeout(30)
             conn.connect(self.sock_path)
             conn.sendall((json.dumps({"op": "status", "names": names or []}) + "\n").encode())
-            return json.loads(conn.makefile("rb").readline())
+            return json.loads(_LineReader(conn).readline())
 
     @staticmethod
     def _kill(conn: socket.socket, reader, pid: int) -> bytes:
@@ -219,6 +219,23 @@ class WarmServer:
                 _killpg(self.proc.pid)
                 self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _LineReader:
+    """Lines from a socket that survive a recv timeout (a ``makefile`` reader is unusable after one)."""
+
+    def __init__(self, conn: socket.socket):
+        self.conn, self.buf = conn, b""
+
+    def readline(self) -> bytes:
+        while b"\n" not in self.buf:
+            chunk = self.conn.recv(65536)  # TimeoutError propagates; the buffer keeps what came so far
+            if not chunk:
+                line, self.buf = self.buf, b""
+                return line
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line + b"\n"
 
 
 class Stale(Exception):

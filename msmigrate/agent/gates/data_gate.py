@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from msmigrate.agent.draft_config import draft_config, load_baseline
-from msmigrate.agent.gates.evidence import evidence_item
+from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
 from msmigrate.tools.target_checks import data_check, forward_check
 
 
@@ -39,7 +39,7 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     evidence.append(evidence_item("dataset → collator", res.data.get("argv", []), res.data.get("returncode"), t0,
                                   time.time(), res.data.get("stderr_tail", "") if not res.ok else "",
                                   {"num_samples": r.get("num_samples"), "batch_keys": r.get("batch_keys"),
-                                   "media": r.get("media")}, config=str(config)))
+                                   "media": r.get("media")}, config=str(config), **probe_runtime(res)))
     if not res.ok:
         problems.append(f"data pipeline failed: {res.error}")
     else:
@@ -51,7 +51,7 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                                       fwd.data.get("returncode"), t1, time.time(),
                                       fwd.data.get("stderr_tail", "") if not fwd.ok else "",
                                       {"loss": f.get("loss"), "finite": f.get("finite"),
-                                       "forward_params": f.get("forward_params")}))
+                                       "forward_params": f.get("forward_params")}, **probe_runtime(fwd)))
         if not fwd.ok:
             problems.append(f"the model rejects the collated batch: {fwd.error}")
     failure = "\n".join(problems + [e["log_excerpt"] for e in evidence if e["log_excerpt"]])

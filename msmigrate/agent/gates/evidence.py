@@ -16,3 +16,9 @@ def evidence_item(label: str, command: list[str] | str, exit_code: int | None, s
         "label": label, "command": command, "exit_code": exit_code, "started": _iso(started), "ended": _iso(ended),
         "seconds": round(ended - started, 2), "log_excerpt": log_excerpt[-3000:], "metrics": metrics or {}, **extra,
     }
+
+
+def probe_runtime(res: Any) -> dict[str, Any]:
+    """How a probe ran: ``runtime_mode`` warm (forked from the warm runtime) or cold (fresh process, with the reason)."""
+    data = getattr(res, "data", None) or {}
+    return {k: data[k] for k in ("runtime_mode", "runtime_reason") if k in data}

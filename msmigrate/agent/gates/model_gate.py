@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from msmigrate.agent.gates.evidence import evidence_item
+from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
 from msmigrate.tools.target_checks import forward_check, module_tree
 
 
@@ -21,7 +21,8 @@ def gate_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     evidence.append(evidence_item("meta build", tree.data.get("argv", []), tree.data.get("returncode"), t0, time.time(),
                                   tree.data.get("stderr_tail", "") if not tree.ok else "",
                                   {"modules": (tree.data.get("result") or {}).get("num_modules"),
-                                   "model_class": (tree.data.get("result") or {}).get("model_class")}))
+                                   "model_class": (tree.data.get("result") or {}).get("model_class")},
+                                  **probe_runtime(tree)))
     if not tree.ok:
         problems.append(f"plugin does not build on meta: {tree.error}")
     else:
@@ -31,7 +32,8 @@ def gate_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         evidence.append(evidence_item("forward with labels", fwd.data.get("argv", []), fwd.data.get("returncode"), t1,
                                       time.time(), fwd.data.get("stderr_tail", "") if not fwd.ok else "",
                                       {"loss": r.get("loss"), "finite": r.get("finite"),
-                                       "output_type": r.get("output_type"), "batch_keys": r.get("batch_keys")}))
+                                       "output_type": r.get("output_type"), "batch_keys": r.get("batch_keys")},
+                                      **probe_runtime(fwd)))
         if not fwd.ok:
             problems.append(f"forward smoke failed: {fwd.error}")
     failure = "\n".join(problems + [e["log_excerpt"] for e in evidence if e["log_excerpt"]])

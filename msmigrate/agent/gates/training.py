@@ -2,10 +2,16 @@
 
 Gate launches bound the iteration count (``launch.gate_train_iters``, ≥ 5) through the per-run YAML the launcher
 writes; they never edit the delivered config. On CPU a single-process launch needs meta-device init (otherwise the
-framework falls back to DDP, which has no CPU path) — so G4/G5 set it, and say so in their evidence."""
+framework falls back to DDP, which has no CPU path) — so G4/G5 set it, and say so in their evidence.
+
+Four launches, not five: G4 saves a DCP checkpoint after its last iteration and G5's load run resumes from it. A
+separate "save" launch would train the same model on the same data with the same seed and prove only that saving
+works — which G4's own save proves. G5's same-seed repeat stays a launch of its own: re-reading G4's log would
+compare G4 with itself, and the repeat IS the determinism proof (see README, "Fewer launches")."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from contextlib import nullcontext
@@ -15,6 +21,7 @@ from typing import Any
 from msmigrate.agent.launch_slots import launch_slots
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.tools.launcher import LaunchSpec, launch
+from msmigrate.tools.launcher.run import target_state
 
 MIN_STEPS = 5
 REPRO_RTOL = 1e-5
@@ -94,8 +101,21 @@ def _single_process_overrides(deps: Any) -> dict[str, Any]:
                          "save_interval": 100000}}
 
 
+def g4_checkpoint(deps: Any) -> Path:
+    """Where G4 saves: named by the target's code state, so a G4 rerun after a repair never hands G5 a checkpoint of
+    older code (a reused G4 launch is the same code, and so the same folder)."""
+    code = hashlib.sha256(target_state(deps.ctx.target).encode()).hexdigest()[:12]
+    return deps.ctx.run_dir / "checkpoints" / f"G4-{code}"
+
+
+def _g4_overrides(deps: Any) -> dict[str, Any]:
+    iters = deps.spec.launch.gate_train_iters
+    return {"training": {**_single_process_overrides(deps)["training"], "save": str(g4_checkpoint(deps)),
+                         "save_interval": iters}}
+
+
 def gate_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
-    res, ev, losses = run_launch(deps, state, "G4", "single-process", 1, _single_process_overrides(deps))
+    res, ev, losses = run_launch(deps, state, "G4", "single-process", 1, _g4_overrides(deps))
     problems = training_problems(res, losses, "single-process")
     s = res.data.get("summary", {})
     return _record("G4", problems, [ev], f"{s.get('steps')} steps, loss {s.get('first_loss'):.4g} → "
@@ -117,30 +137,26 @@ def gate_reliability(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         problems.append("no reference losses from G4 to compare with")
     elif any(abs(a - b) > REPRO_RTOL * max(1.0, abs(a)) for a, b in zip(ref[:n], losses[:n])):
         problems.append(f"same seed, different losses: {ref[:n]} vs {losses[:n]}")
-    ckpt = deps.ctx.run_dir / "checkpoints" / "G5"
-    half = max(2, iters // 2)
-    save = {"training": {**_single_process_overrides(deps)["training"], "train_iters": half, "save": str(ckpt),
-                         "save_interval": half}}
-    res_s, ev_s, _ = run_launch(deps, state, "G5", "save", 1, save)
-    evidence.append(ev_s)
-    launches += 0 if res_s.data.get("reused") else 1
-    saved = (res_s.data.get("summary", {}) or {}).get("checkpoints_saved") or []
-    if not res_s.ok or not saved:
-        problems.append(f"save run: {res_s.error or 'no Saved checkpoint line'}")
-    load = {"training": {**_single_process_overrides(deps)["training"], "train_iters": half + 2, "load": str(ckpt),
-                         "save_interval": 100000}}
-    res_l, ev_l, _ = run_launch(deps, state, "G5", "load", 1, load)
-    evidence.append(ev_l)
-    launches += 0 if res_l.data.get("reused") else 1
-    s_l = res_l.data.get("summary", {}) or {}
-    if not res_l.ok or not s_l.get("checkpoint_loaded"):
-        problems.append(f"load run: {res_l.error or 'no Loaded checkpoint line'}")
-    elif (s_l.get("last_iteration") or 0) != half + 2 or (s_l.get("steps") or 0) != 2:
-        problems.append(f"resume did not continue at iteration {half + 1}: ran {s_l.get('steps')} steps, "
-                        f"last {s_l.get('last_iteration')}")
-    last = res_l if problems and not res_l.ok else (res_s if not res_s.ok else res)
+    # the round trip: G4 saved after its last iteration; resuming from it must continue at the next one
+    last = res
+    if not ((first or {}).get("metrics", {}).get("checkpoints_saved")):
+        problems.append("G4 saved no checkpoint (no 'Saved checkpoint' line in its log): nothing to resume from")
+    else:
+        load = {"training": {**_single_process_overrides(deps)["training"], "train_iters": iters + 2,
+                             "load": str(g4_checkpoint(deps)), "save_interval": 100000}}
+        res_l, ev_l, _ = run_launch(deps, state, "G5", "load", 1, load)
+        evidence.append(ev_l)
+        launches += 0 if res_l.data.get("reused") else 1
+        s_l = res_l.data.get("summary", {}) or {}
+        if not res_l.ok or not s_l.get("checkpoint_loaded"):
+            problems.append(f"load run: {res_l.error or 'no Loaded checkpoint line'}")
+            last = res_l if not res_l.ok else res
+        elif (s_l.get("last_iteration") or 0) != iters + 2 or (s_l.get("steps") or 0) != 2:
+            problems.append(f"resume did not continue at iteration {iters + 1}: ran {s_l.get('steps')} steps, "
+                            f"last {s_l.get('last_iteration')}")
     return _record("G5", problems, evidence,
-                   f"same seed → same first {n} losses; DCP save at {half} → resumed to {half + 2}", last, launches)
+                   f"same seed → same first {n} losses; G4's DCP save at {iters} → resumed to {iters + 2}", last,
+                   launches)
 
 
 def gate_distributed(deps: Any, state: dict[str, Any]) -> dict[str, Any]:

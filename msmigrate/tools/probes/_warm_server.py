@@ -90,6 +90,13 @@ class Snapshot:
             found[d] = [(n, self._stat(os.path.join(d, n))) for n in names]
         return found
 
+    def extend(self):
+        """Add the files of modules imported since; the stats already taken stay (they describe what is loaded)."""
+        for path in self._module_files():
+            if path not in self.stats:
+                self.files.append(path)
+                self.stats[path] = self._stat(path)
+
     def changed(self):
         """The first difference from disk, or None."""
         if self._dists() != self.dists:
@@ -100,25 +107,34 @@ class Snapshot:
         return None
 
 
-def set_parent_death_signal():
-    """Linux prctl(PR_SET_PDEATHSIG, SIGKILL): the kernel kills us when the thread that started us ends."""
+def set_parent_death_signal(sig):
+    """Linux prctl(PR_SET_PDEATHSIG, sig): the kernel signals us when the thread that started us ends."""
     if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0
+        return libc.prctl(1, int(sig), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
 
 
-def device_state():
+def fork_unsafe():
     """None when forking is safe, else why not."""
+    return device_state() or thread_state()
+
+
+def device_state():
+    """Why a device runtime makes forking unsafe (initialised in this process), or None."""
     torch = sys.modules.get("torch")
     for name in ("cuda", "npu", "xpu", "mlu"):
         backend = getattr(torch, name, None) if torch is not None else None
         is_init = getattr(backend, "is_initialized", None)
         if callable(is_init) and is_init():
             return f"torch.{name} is initialised in the warm parent (a forked child cannot use it)"
+    return None
+
+
+def thread_state():
     extra = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     if extra:
         return f"the warm parent runs Python threads {extra} (fork would copy their locks, not them)"
@@ -180,9 +196,10 @@ def child_main(req, keep_fds):
     code = 1
     try:
         os.setsid()
-        set_parent_death_signal()  # the server dies -> so does the probe (its group is killed on a clean exit too)
+        set_parent_death_signal(signal.SIGKILL)  # the server is killed -> so is the probe (a server that exits
+        # kills the probe's whole group itself)
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
+        for sig in (signal.SIGCHLD, signal.SIGTERM):  # as in a fresh interpreter (SIGPIPE stays ignored)
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for fd in keep_fds:
@@ -259,7 +276,7 @@ class Server:
         send(self.control, {"ready": True, "pid": os.getpid(), "python": sys.executable,
                             "version": sys.version.split()[0], "preloaded": loaded, "preload_errors": errors,
                             "preload_s": round(time.monotonic() - start, 2), "modules": len(sys.modules),
-                            "unsafe": device_state(), "pdeathsig": self.pdeathsig, "site_dirs": self.dirs})
+                            "unsafe": fork_unsafe(), "pdeathsig": self.pdeathsig, "site_dirs": self.dirs})
 
     def shutdown(self, code):
         for pid in list(self.children):
@@ -293,7 +310,7 @@ class Server:
         if stale:
             send(conn, {"stale": stale})
             return self.drop(conn)
-        unsafe = device_state()
+        unsafe = fork_unsafe()
         if unsafe:
             send(conn, {"cold": unsafe})
             return self.drop(conn)
@@ -350,7 +367,7 @@ class Server:
             return
         loaded, _ = preload(names)
         self.learned += loaded
-        self.snapshot = Snapshot(self.dirs)
+        self.snapshot.extend()
 
     def serve(self):
         while True:
@@ -400,7 +417,8 @@ def main(argv):
     ap.add_argument("--preload", default="torch,transformers")
     ap.add_argument("--no-learn", action="store_true")
     args = ap.parse_args(argv)
-    pdeathsig = set_parent_death_signal()
+    # SIGTERM, not SIGKILL: its handler (installed before any child exists) kills every probe's group first
+    pdeathsig = set_parent_death_signal(signal.SIGTERM)
     if os.getppid() != args.agent_pid:  # the agent died before the signal was armed
         return 0
     server = Server(args)
