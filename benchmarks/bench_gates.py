@@ -3,7 +3,7 @@
     python benchmarks/bench_gates.py                  # qwen2_vl, cold then warm, in this one process
     python benchmarks/bench_gates.py --model llava --order warm,cold
 
-Each mode runs the whole demo (``msmigrate demo``: rules policy, a fresh stand-in target, gates G0–G6) in this
+Each mode runs the whole demo (``msmigrate demo``, ``msmigrate.faces.demo``: rules policy, a fresh stand-in target, gates G0–G6) in this
 process. Every probe (``run_probe``) and every launch (``launch``) is timed at its call, so a warm probe's time
 includes the server start it may have paid; the launches are real torchrun runs in both modes (the warm runtime
 serves probes only). The table pairs the i-th call of each probe/launch in both modes and prints the ratio.
@@ -81,7 +81,7 @@ def load_average() -> str:
 
 
 def run_mode(mode: str, model: str, workdir: Path, rec: Recorder) -> dict[str, Any]:
-    from msmigrate.agent.demo import run_demo
+    from msmigrate.faces.demo import run_demo
 
     os.environ[SWITCH_ENV] = "1" if mode == "warm" else "0"
     rec.calls = []

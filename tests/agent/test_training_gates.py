@@ -1,0 +1,90 @@
+"""G4/G5 launch plan with a fake trainer behind ``launch`` (the real one is exercised by the integration tests):
+G4 saves, G5's same-seed repeat is a launch of its own (never G4's log read twice), G5 resumes from G4's checkpoint,
+and each proof still fails when its evidence is missing or wrong."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+from msmigrate.agent.config import Budgets, LaunchSettings
+from msmigrate.agent.gates import training
+from msmigrate.core.tool_result import ToolResult
+
+
+class FakeTrainer:
+    """Losses from the seed (or from a fresh RNG when ``deterministic`` is off); save writes a marker, load needs it."""
+
+    def __init__(self, deterministic: bool = True, saves: bool = True):
+        self.deterministic, self.saves = deterministic, saves
+        self.specs: list = []
+
+    def __call__(self, ctx, spec, on_progress=None, **_):
+        self.specs.append(spec)
+        t = spec.overrides["training"]
+        rng = random.Random(0 if self.deterministic else len(self.specs))
+        start, saved, loaded = 0, [], None
+        if t.get("load"):
+            marker = Path(t["load"]) / "latest"
+            if not marker.is_file():
+                return ToolResult(ok=False, data={"summary": {"steps": 0}}, error="launch failed: no checkpoint")
+            start, loaded = int(marker.read_text()), t["load"]
+        curve = [[i, 5.0 - 0.1 * i + rng.random() * 1e-3] for i in range(start + 1, t["train_iters"] + 1)]
+        if t.get("save") and self.saves:
+            Path(t["save"]).mkdir(parents=True, exist_ok=True)
+            (Path(t["save"]) / "latest").write_text(str(t["train_iters"]))
+            saved = [t["save"]]
+        summary = {"steps": len(curve), "first_loss": curve[0][1], "last_loss": curve[-1][1], "loss_finite": True,
+                   "loss_constant": False, "loss_curve_head": curve[:10], "loss_curve_tail": curve[-10:],
+                   "checkpoints_saved": saved, "checkpoint_loaded": loaded, "last_iteration": curve[-1][0]}
+        return ToolResult(ok=True, data={"summary": summary, "argv": ["torchrun"], "exit_code": 0, "reused": False,
+                                         "launch_id": f"{spec.gate.lower()}-{len(self.specs)}"})
+
+
+def _deps(tmp_path: Path):
+    spec = SimpleNamespace(launch=LaunchSettings(gate_train_iters=6), budgets=Budgets())
+    ctx = SimpleNamespace(run_dir=tmp_path / "run", target=tmp_path / "target")  # not git: code state "nogit"
+    return SimpleNamespace(spec=spec, ctx=ctx, emit=lambda *a, **k: None)
+
+
+def _run(monkeypatch, tmp_path, trainer):
+    monkeypatch.setattr(training, "launch", trainer)
+    deps, state = _deps(tmp_path), {"plan": {"config_path": "examples/x/x.yaml"}, "gates": {}}
+    state["gates"]["G4"] = training.gate_functional(deps, state)
+    return deps, state["gates"]["G4"], training.gate_reliability(deps, state)
+
+
+def test_four_launches_g5_repeats_and_resumes_from_g4(monkeypatch, tmp_path):
+    trainer = FakeTrainer()
+    deps, g4, g5 = _run(monkeypatch, tmp_path, trainer)
+    assert g4["passed"] and g5["passed"], (g4["summary"], g5["summary"])
+    assert [s.gate for s in trainer.specs] == ["G4-single-process", "G5-repeat-same-seed", "G5-load"]
+    g4_spec, repeat, load = trainer.specs
+    ckpt = str(training.g4_checkpoint(deps))
+    assert g4_spec.overrides["training"]["save"] == ckpt and load.overrides["training"]["load"] == ckpt
+    # the repeat trains what G4 trained (same iterations, seed, init) and is its own launch, never a reuse
+    assert "save" not in repeat.overrides["training"] and not repeat.force
+    same = {k: v for k, v in g4_spec.overrides["training"].items() if k not in ("save", "save_interval")}
+    assert {k: v for k, v in repeat.overrides["training"].items() if k != "save_interval"} == same
+    assert load.overrides["training"]["train_iters"] == 8 and g5["launches"] == 2 and g4["launches"] == 1
+
+
+def test_nondeterministic_trainer_fails_g5(monkeypatch, tmp_path):
+    _, g4, g5 = _run(monkeypatch, tmp_path, FakeTrainer(deterministic=False))
+    assert g4["passed"] and not g5["passed"] and "same seed, different losses" in g5["summary"]
+
+
+def test_g4_without_a_checkpoint_fails_g5_without_a_load_launch(monkeypatch, tmp_path):
+    trainer = FakeTrainer(saves=False)
+    _, g4, g5 = _run(monkeypatch, tmp_path, trainer)
+    assert not g5["passed"] and "G4 saved no checkpoint" in g5["summary"]
+    assert [s.gate for s in trainer.specs] == ["G4-single-process", "G5-repeat-same-seed"]
+
+
+def test_checkpoint_folder_follows_the_code_state(monkeypatch, tmp_path):
+    deps = _deps(tmp_path)
+    monkeypatch.setattr(training, "target_state", lambda target: "aaaa")
+    first = training.g4_checkpoint(deps)
+    monkeypatch.setattr(training, "target_state", lambda target: "bbbb")  # a repair committed in between
+    assert training.g4_checkpoint(deps) != first
