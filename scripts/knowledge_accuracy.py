@@ -10,6 +10,11 @@ Rows = expected owner, columns = predicted; "none" = the classifier abstained (t
 decides at run time). Exit code 1 if labeled-set owner accuracy < --min-owner.
 
     python scripts/knowledge_accuracy.py [--labeled DIR] [--corpus DIR] [--min-owner 0.9] [--bm25-only] [--verbose]
+                                         [--llm-base-url URL --llm-model NAME]
+
+With --llm-base-url (any OpenAI-compatible endpoint), every corpus excerpt the classifier abstains on is asked to the
+LLM exactly as the classify node asks it (root cause, candidate cases, owner semantics), and the corpus figures are
+printed again for the whole pipeline; a wrong LLM answer counts as confidently wrong (it would route the run).
 """
 
 from __future__ import annotations
@@ -67,11 +72,44 @@ def print_matrix(confusion: Counter) -> None:
         print(expected.ljust(width) + "".join(str(confusion[(expected, p)]).rjust(width) for p in OWNERS))
 
 
-def score_corpus(split: str, folder: Path | None, use_regex: bool, round_: int | None = None) -> Score:
+class LLMStage:
+    """The classify node's LLM fallback, outside a run: the same prompt, the same answer parsing."""
+
+    def __init__(self, base_url: str, model: str):
+        from msmigrate.agent.config import LLMSettings, Settings
+        from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model
+
+        llm = LLMSettings(base_url=base_url, model=model, max_transport_retries=1)
+        self.policy = LLMPolicy(build_chat_model(llm, Settings()), llm)
+        self.asked = self.answered = 0
+
+    def __call__(self, log: str, result):
+        from msmigrate.agent.nodes.classify import llm_evidence
+        from msmigrate.agent.policies.base import PolicyView
+        from msmigrate.core.run_context import RunContext
+
+        ctx = RunContext(run_id="accuracy", run_dir=Path("."), source=Path("."), target=Path("."),
+                         model_name="(corpus excerpt)")
+        view = PolicyView(phase="classify", state={"attempts": {}, "gates": {}, "plan": {}}, messages=[], tools=[],
+                          ctx=ctx)
+        self.asked += 1
+        opinion = self.policy.classify(log, view, evidence=llm_evidence("unknown", result))
+        if not opinion:
+            return result
+        self.answered += 1
+        result.owner, result.case_id, result.method = opinion["owner"], opinion.get("case_id"), "llm"
+        return result
+
+
+def score_corpus(split: str, folder: Path | None, use_regex: bool, round_: int | None = None,
+                 llm: LLMStage | None = None) -> Score:
     score = Score()
     for entry in load_corpus(split, folder):
         if round_ is None or entry.round == round_:
-            score.add(entry.name, entry.owner, classify(entry.log, use_regex=use_regex))
+            result = classify(entry.log, use_regex=use_regex)
+            if llm is not None and result.method == "none" and not entry.healthy:
+                result = llm(entry.log, result)
+            score.add(entry.name, entry.owner, result)
     return score
 
 
@@ -98,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-owner", type=float, default=0.9, help="fail below this labeled-set owner accuracy")
     parser.add_argument("--bm25-only", action="store_true", help="skip the regex stage (measures the fallback)")
     parser.add_argument("--verbose", action="store_true", help="list every miss")
+    parser.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint for the LLM stage")
+    parser.add_argument("--llm-model", default="default", help="model name at that endpoint")
     args = parser.parse_args(argv)
     use_regex = not args.bm25_only
 
@@ -132,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         fresh = score_corpus("heldout", args.corpus, use_regex, round_=2)
         if fresh.total:
             report_corpus("heldout (round 2 only: never seen before the last catalog extension)", fresh, args.verbose)
+        if args.llm_base_url:
+            llm = LLMStage(args.llm_base_url, args.llm_model)
+            for split in ("tuning", "heldout"):
+                report_corpus(f"{split}, with the LLM stage", score_corpus(split, args.corpus, use_regex, llm=llm),
+                              args.verbose)
+            print(f"\nLLM asked {llm.asked} times, answered {llm.answered}")
     return 0 if owner_acc >= args.min_owner else 1
 
 

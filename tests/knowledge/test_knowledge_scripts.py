@@ -35,3 +35,29 @@ def test_prompt_sizes_within_budget(capsys):
     out = capsys.readouterr().out
     assert "system" in out and "format_error" in out and "chars / 3.5" in out
     assert _load("prompt_sizes").main(["--budget", "100"]) == 1
+
+
+def test_knowledge_accuracy_llm_stage_over_http(tmp_path, capsys):
+    """The LLM stage of the script talks to a real OpenAI-compatible endpoint (a local fake on 127.0.0.1)."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
+    from fake_openai_server import ScriptedChatServer
+
+    (tmp_path / "failures").mkdir()
+    (tmp_path / "healthy").mkdir()
+    (tmp_path / "failures" / "a.yaml").write_text(
+        "source: https://github.com/example/a/issues/1\nowner: data\nbasis: message\nresolution: r\n"
+        "log: 'TypeError: get_mm_inputs() takes 5 positional arguments but 9 were given'\n")
+    (tmp_path / "failures" / "b.yaml").write_text(
+        "source: https://github.com/example/b/issues/2\nowner: config\nbasis: message\nresolution: r\n"
+        "log: 'RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB'\n")
+    answer = json.dumps({"case_id": "unknown", "owner": "data", "reason": "the data plugin call is wrong"})
+    with ScriptedChatServer({}, classify_reply=answer) as server:
+        code = _load("knowledge_accuracy").main(["--corpus", str(tmp_path), "--llm-base-url", server.base_url])
+        asked = len(server.requests)
+    out = capsys.readouterr().out
+    assert code == 0 and asked == 1  # only the excerpt the classifier abstains on is asked
+    assert "with the LLM stage" in out and "LLM asked 1 times, answered 1" in out
+    assert "methods: llm=1" in out and "owner accuracy:         100.0% (1/1)" in out
