@@ -24,16 +24,20 @@ class ChatFormat:
     system: str | None  # system turn with {{content}}, None when the template has no system turn
     default_system: str
     stop_word: str | None
+    # what the template emits after a lone user turn's content to prompt an answer (add_generation_prompt), kept
+    # only where it differs from the conversation render's user end + assistant header (LLaVA: no trailing space).
+    # Training uses the conversation render; inference parity checks need this one.
+    generation_prompt: str | None = None
 
 
 class ChatFormatError(ValueError):
     pass
 
 
-def _render(template: str, messages: list[dict], bos: str, eos: str) -> str:
+def _render(template: str, messages: list[dict], bos: str, eos: str, generation: bool = False) -> str:
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     try:
-        return env.from_string(template).render(messages=messages, add_generation_prompt=False, bos_token=bos,
+        return env.from_string(template).render(messages=messages, add_generation_prompt=generation, bos_token=bos,
                                                 eos_token=eos)
     except TemplateError as exc:
         raise ChatFormatError(f"the chat template does not render plain-text messages: {exc}") from exc
@@ -74,5 +78,8 @@ def derive_chat_format(template: str, bos: str = "", eos: str = "") -> ChatForma
             prefix, system = common, pre[len(common):] + "{{content}}" + post
     stops = _SPECIAL.findall(assistant_end)
     stop = stops[0] if stops else (eos or None)
+    prompt = _render(template, [_msg("user", U1)], bos, eos, generation=True)
+    generation = prompt[prompt.index(U1) + len(U1):] if U1 in prompt else ""
     return ChatFormat(prefix=prefix, user=user_head + "{{content}}" + between, assistant="{{content}}" + assistant_end,
-                      system=system, default_system=default_system, stop_word=stop)
+                      system=system, default_system=default_system, stop_word=stop,
+                      generation_prompt=generation if generation != between else None)

@@ -9,7 +9,7 @@ from typing import Any
 
 import git
 
-from msmigrate.agent.state import PHASE_GATES
+from msmigrate.agent.state import EXIT_UNSUPPORTED, PHASE_GATES
 
 GATE_TITLES = {
     "G0": "precheck (paths, target shape, runtime)",
@@ -80,7 +80,11 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
     gates = state.get("gates", {})
     plan = state.get("plan", {})
     c = state.get("counters", {})
+    # a policy that could not do a phase says so on the first line: what, why, what to do
+    head = ([f"**{EXIT_UNSUPPORTED}** — {state.get('exit_detail', '')}", ""]
+            if state.get("exit_status") == EXIT_UNSUPPORTED else [])
     lines = [
+        *head,
         f"# Verification report — {plan.get('model_id', state.get('run_id'))}",
         "",
         f"- run id: `{state.get('run_id')}`",

@@ -39,6 +39,7 @@ EXIT_REJECTED = "rejected_by_user"
 # Not a graph exit: what a headless face reports when the run paused before the launches for an approval nobody
 # could give (the checkpoint holds the question; ``msmigrate run --resume ID --approve`` answers it).
 EXIT_AWAITING_APPROVAL = "awaiting_approval"
+EXIT_UNSUPPORTED = "unsupported_by_policy"  # the policy cannot do a phase (e.g. rules on custom code): stop at once
 
 
 class GateRecord(TypedDict, total=False):

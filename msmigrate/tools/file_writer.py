@@ -191,6 +191,15 @@ def _repo(ctx: RunContext):
         return None
 
 
+def target_commit(ctx: RunContext) -> str | None:
+    """The target's HEAD commit (every accepted edit is a commit, so it names the state the gates see)."""
+    repo = _repo(ctx)
+    try:
+        return repo.head.commit.hexsha if repo is not None else None
+    except ValueError:  # a repository without commits
+        return None
+
+
 def ensure_work_branch(ctx: RunContext):
     """The target repo with ``msmigrate/<run_id>`` checked out (created from HEAD on first use), or a reason."""
     if not _SAFE_NAME.match(ctx.run_id or ""):

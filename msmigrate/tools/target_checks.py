@@ -50,11 +50,14 @@ def module_tree(ctx: RunContext, *, plugins: list[str] | None = None, model_id: 
 
 
 def forward_check(ctx: RunContext, *, plugins: list[str], model_id: str, batch_file: str | None = None,
-                  trust_remote_code: bool = False) -> ToolResult:
-    """One forward with labels through the plugin class on a shrunk config (synthetic or real collated batch)."""
+                  trust_remote_code: bool = False, sample_data: Path | None = None) -> ToolResult:
+    """One forward with labels through the plugin class on a shrunk config: a real collated batch, else the source
+    processor's batch of a real sample (``sample_data``), else a synthetic one."""
     args = plugin_args(ctx, plugins, model_id) + ["--shrink-layers", "2"]
     if batch_file:
         args += ["--batch", batch_file]
+    elif sample_data:
+        args += ["--sample-data", str(sample_data)]
     if trust_remote_code:
         args += ["--trust-remote-code"]
     res = run_probe(ctx.runtime_python, "forward_smoke", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)

@@ -30,7 +30,12 @@ def workspace(tmp_path_factory) -> dict[str, Any]:
     assert summary.ok and inventory.ok, (summary.error, inventory.error)
     # The env probe only reports what the runtime has; its shape is all the prepare node reads.
     env = ToolResult.success(returncode=0, result={"python": sys.version.split()[0], "device": {"kind": "cpu"}})
-    return {"root": root, "source": source, "target": target, "summary": summary, "inventory": inventory, "env": env}
+    from msmigrate.tools.media_expansion import derive_media_expansion
+
+    expansion = derive_media_expansion(sys.executable, source, source / "data" / "train.json")
+    assert expansion.ok, expansion.error
+    return {"root": root, "source": source, "target": target, "summary": summary, "inventory": inventory, "env": env,
+            "expansion": expansion}
 
 
 @pytest.fixture
@@ -55,4 +60,19 @@ def fast_prepare(workspace, monkeypatch):
     monkeypatch.setattr(prepare, "hf_summary", lambda *a, **k: workspace["summary"])
     monkeypatch.setattr(prepare, "target_inventory", lambda *a, **k: workspace["inventory"])
     monkeypatch.setattr(prepare, "run_probe", lambda *a, **k: workspace["env"])
+    import msmigrate.agent.nodes.plan as plan
+
+    monkeypatch.setattr(plan, "derive_media_expansion", lambda *a, **k: workspace["expansion"])
     return workspace
+
+
+@pytest.fixture
+def repairs_change_target(monkeypatch):
+    """Every gate run sees a new target commit, as if each repair had edited something (the scripted policies of
+    the routing tests edit nothing, so the identical-target rule would otherwise end their runs first)."""
+    import itertools
+
+    import msmigrate.agent.nodes.work as work
+
+    commits = itertools.count()
+    monkeypatch.setattr(work, "target_commit", lambda ctx: f"{next(commits):040d}")

@@ -42,7 +42,7 @@ def test_bump_adds_without_mutating():
     assert bump(None, launches=1) == {"launches": 1}
 
 
-def test_launch_budget_stops_before_verify(fast_prepare, tmp_path):
+def test_launch_budget_stops_before_verify(fast_prepare, tmp_path, repairs_change_target):
     from agent_fakes import CONFIG_FAILURE, FakeGates, ScriptedPolicy, make_run
 
     # every G4 failure costs a launch and sends the run back to config; the launch budget ends it cleanly

@@ -28,15 +28,15 @@ CASES = {
         system="<|system|>\n{{content}}", default_system="", stop_word="<|endoftext|>")),
     "llava": (ct.LLAVA, "<s>", "</s>", dict(
         prefix="", user="USER: {{content}} ASSISTANT: ", assistant="{{content}}</s> ", system="{{content}} ",
-        default_system="", stop_word="</s>")),
+        default_system="", stop_word="</s>", generation_prompt=" ASSISTANT:")),
     "idefics3": (ct.IDEFICS3, "<|begin_of_text|>", "<end_of_utterance>", dict(
         prefix="<|begin_of_text|>", user="User: {{content}}<end_of_utterance>\nAssistant: ",
         assistant="{{content}}<end_of_utterance>\n", system="System: {{content}}<end_of_utterance>\n",
-        default_system="", stop_word="<end_of_utterance>")),
+        default_system="", stop_word="<end_of_utterance>", generation_prompt="<end_of_utterance>\nAssistant:")),
     "smolvlm": (ct.SMOLVLM, "", "<end_of_utterance>", dict(
         prefix="<|im_start|>", user="User: {{content}}<end_of_utterance>\nAssistant: ",
         assistant="{{content}}<end_of_utterance>\n", system="System: {{content}}<end_of_utterance>\n",
-        default_system="", stop_word="<end_of_utterance>")),
+        default_system="", stop_word="<end_of_utterance>", generation_prompt="<end_of_utterance>\nAssistant:")),
     "gemma3": (ct.GEMMA3, "<bos>", "<eos>", dict(
         prefix="<bos>", user="<start_of_turn>user\n{{content}}<end_of_turn>\n<start_of_turn>model\n",
         assistant="{{content}}<end_of_turn>\n", system="<start_of_turn>system\n{{content}}<end_of_turn>\n",
@@ -44,12 +44,39 @@ CASES = {
     "patchlm": (ct.PATCHLM, "", "<|end|>", dict(
         prefix="", user="<|user|>{{content}}<|end|>\n<|assistant|>", assistant="{{content}}<|end|>\n",
         system="<|system|>{{content}}<|end|>\n", default_system="", stop_word="<|end|>")),
+    # formats beyond ChatML
+    "llava_next": (ct.LLAVA_NEXT, "<s>", "</s>", dict(  # [INST] without a system turn, no generation branch
+        prefix="<s>", user="[INST] {{content}} [/INST] ", assistant="{{content}}</s>", system=None,
+        default_system="", stop_word="</s>", generation_prompt=" [/INST]")),
+    "mistral3": (ct.MISTRAL3, "<s>", "</s>", dict(  # [INST] + a default system prompt that is always emitted
+        prefix="", user="[INST]{{content}}[/INST]", assistant="{{content}}</s>",
+        system="<s>[SYSTEM_PROMPT]{{content}}[/SYSTEM_PROMPT]",
+        default_system="You are a small vision assistant. Answer briefly.", stop_word="</s>")),
+    "paligemma": (ct.PALIGEMMA, "<bos>", "<eos>", dict(  # prefix-LM: no roles, prompt + "\n", then the suffix
+        prefix="", user="<bos>{{content}}\n", assistant="{{content}}<eos>", system=None, default_system="",
+        stop_word="<eos>")),
+    "aya_vision": (ct.AYA_VISION, "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>", dict(  # turn tokens with role names
+        prefix="<BOS_TOKEN>",
+        user="<|START_OF_TURN_TOKEN|><|USER_TOKEN|>{{content}}<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|>"
+             "<|CHATBOT_TOKEN|>", assistant="{{content}}<|END_OF_TURN_TOKEN|>",
+        system="<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>{{content}}<|END_OF_TURN_TOKEN|>", default_system="",
+        stop_word="<|END_OF_TURN_TOKEN|>")),
+    "llava_onevision": (ct.LLAVA_ONEVISION, "", "<|im_end|>", {**CHATML,
+                                                               "default_system": "You are a helpful assistant."}),
+    "chameleon": (ct.CHAMELEON, "<s>", "</s>", dict(  # plain text, a reserved token ends the answer
+        prefix="<s>", user="{{content}}", assistant="{{content}}<reserved08706>", system="{{content}}<reserved08706>",
+        default_system="", stop_word="<reserved08706>")),
+    "florence2": (ct.FLORENCE2, "<s>", "</s>", None),  # encoder-decoder: the answer is not in the prompt text
 }
 
 
 @pytest.mark.parametrize("family", sorted(CASES))
 def test_every_fixture_family_chat_template(family):
     template, bos, eos, expected = CASES[family]
+    if expected is None:
+        with pytest.raises(ChatFormatError):
+            derive_chat_format(template, bos, eos)
+        return
     assert derive_chat_format(template, bos, eos) == ChatFormat(**expected)
 
 

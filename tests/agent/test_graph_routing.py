@@ -59,7 +59,7 @@ def test_failure_in_verify_routes_to_owner_phase(fast_prepare, tmp_path):
     assert gates.calls == ["G1", "G2", "G3", "G4", "G3", "G4", "G5", "G6"]
 
 
-def test_attempts_exhausted_ends_with_gates_failed(fast_prepare, tmp_path):
+def test_attempts_exhausted_ends_with_gates_failed(fast_prepare, tmp_path, repairs_change_target):
     gates = FakeGates({"G3": [CONFIG_FAILURE] * 10})
     out = drive(make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates, budgets={"phase_attempts": 2}))
     assert out["exit_status"] == "gates_failed"

@@ -27,12 +27,15 @@ def gate_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         problems.append(f"plugin does not build on meta: {tree.error}")
     else:
         t1 = time.time()
-        fwd = forward_check(ctx, plugins=plugins, model_id=plan["model_id"], trust_remote_code=custom)
+        fwd = forward_check(ctx, plugins=plugins, model_id=plan["model_id"], trust_remote_code=custom,
+                            sample_data=None if custom else ctx.data_path)
         r = fwd.data.get("result") or {}
         evidence.append(evidence_item("forward with labels", fwd.data.get("argv", []), fwd.data.get("returncode"), t1,
                                       time.time(), fwd.data.get("stderr_tail", "") if not fwd.ok else "",
                                       {"loss": r.get("loss"), "finite": r.get("finite"),
-                                       "output_type": r.get("output_type"), "batch_keys": r.get("batch_keys")},
+                                       "output_type": r.get("output_type"), "batch_keys": r.get("batch_keys"),
+                                       "batch_source": r.get("batch_source"),
+                                       "sample_batch_error": r.get("sample_batch_error")},
                                       **probe_runtime(fwd)))
         if not fwd.ok:
             problems.append(f"forward smoke failed: {fwd.error}")

@@ -5,19 +5,25 @@
 - data branch A when an existing template fits: its mm_plugin's image token is one of the source tokenizer's tokens
   and its first stop word (the end of an assistant turn) occurs in the source chat template (closest name
   breaks ties); otherwise B (add a template +
-  mm_plugin, reuse the generic multimodal collator). C (a new dataset class) is never chosen automatically.
+  mm_plugin, reuse the generic multimodal collator). C (a new dataset class) is never chosen automatically;
+- architecture: decoder-only, encoder-decoder or early fusion, from config.json (``data_contract``);
+- media expansion (transformers-native decoders): measured by the source's own processor in the target runtime on
+  the real samples (``tools/media_expansion``); with the forward signature it decides which processor outputs reach
+  the forward (mm_plugin, or computed by a generated collator) and which are dropped, each with its reason.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 from typing import Any
 
 from msmigrate.agent.chat_format import ChatFormat, ChatFormatError, derive_chat_format
+from msmigrate.agent.data_contract import GENERIC_COLLATOR_EXTRAS, architecture_kind, derive_contract
 from msmigrate.agent.deps import RunDeps
+from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion
 
 GENERIC_COLLATOR = "qwen3vl"  # the generic multimodal seq2seq collator in MindSpeed-MM (contract §8.2)
-GENERIC_COLLATOR_EXTRAS = ("mm_token_type_ids",)  # keys it adds beyond input_ids/attention_mask/labels + media
 
 
 def forward_params(src: dict[str, Any]) -> set[str] | None:
@@ -105,7 +111,8 @@ def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tup
                   f"its turn end {best['extra'].get('stop_words', [''])[0]!r} occurs in the source chat template"]
 
 
-def make_plan(deps: RunDeps, state: dict[str, Any]) -> dict[str, Any]:
+def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | None = None,
+              architecture: tuple[str, str] = ("decoder", "not read")) -> dict[str, Any]:
     src, inv = state["source_summary"], state["target_summary"]
     name = deps.ctx.model_name
     custom = bool(src.get("needs_trust_remote_code"))
@@ -114,9 +121,21 @@ def make_plan(deps: RunDeps, state: dict[str, Any]) -> dict[str, Any]:
     template, why = choose_template(src, inv.get("templates", []))
     reasons += why
     similar = (inv.get("similar_cases") or [{}])[0]
-    collator, drops, why_collator = (GENERIC_COLLATOR, [], "existing template's collator") if template else \
-        choose_collator(src, name)
+    reasons.append(f"architecture {architecture[0]}: {architecture[1]}")
+    contract = derive_contract(expansion, forward_params(src)) if expansion is not None and expansion.ok else None
+    if expansion is not None:
+        reasons.append(f"media expansion measured by the source processor: {expansion.describe()}")
+    if template:
+        collator, drops, why_collator = GENERIC_COLLATOR, [], "existing template's collator"
+    elif contract is not None:
+        collator, drops = (name if contract.needs_collator else GENERIC_COLLATOR), contract.collator_drops
+        why_collator = (f"collator {name}: computes {sorted(contract.collator_derives)}, drops {drops}"
+                        if contract.needs_collator else "the generic collator carries every key the forward needs")
+    else:
+        collator, drops, why_collator = choose_collator(src, name)
     reasons.append(why_collator)
+    for d in (contract.dropped if contract else []):
+        reasons.append(f"processor output {d['key']} dropped: {d['reason']}")
     plan = {
         "route": "custom" if custom else "transformers",
         "model_id": name,
@@ -133,6 +152,9 @@ def make_plan(deps: RunDeps, state: dict[str, Any]) -> dict[str, Any]:
         "mm_plugin": template["extra"].get("mm_plugin") if template else name,
         "collator": collator,
         "collator_drops": drops,
+        "architecture": architecture[0],
+        "media_expansion": expansion.to_dict() if expansion is not None else None,
+        "data_contract": contract.to_dict() if contract is not None else None,
         "similar_case": similar.get("example"),
         "reasons": reasons + [f"similar case {similar.get('example')}: {', '.join(similar.get('why', []))}"],
     }
@@ -141,7 +163,17 @@ def make_plan(deps: RunDeps, state: dict[str, Any]) -> dict[str, Any]:
 
 def make_plan_node(deps: RunDeps):
     def node(state: dict[str, Any]) -> dict[str, Any]:
-        plan = make_plan(deps, state)
+        src, ctx = state["source_summary"], deps.ctx
+        try:
+            cfg = json.loads((ctx.source / "config.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            cfg = {}
+        arch = architecture_kind(cfg)
+        expansion = None
+        if not src.get("needs_trust_remote_code") and arch[0] == "decoder":
+            data = ctx.data_path or ctx.source / "data" / "train.json"
+            expansion = derive_media_expansion(ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir)
+        plan = make_plan(deps, state, expansion, arch)
         deps.trajectory.append("plan", plan=plan)
         deps.emit("plan", **{k: plan[k] for k in ("route", "data_branch", "template", "similar_case")})
         return {"plan": plan, "phase": "model"}

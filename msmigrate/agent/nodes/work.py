@@ -13,8 +13,10 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from msmigrate.agent.budgets import bump, exhausted
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.policies.base import PolicyView
-from msmigrate.agent.state import EXIT_BUDGET, PHASE_GATES, next_phase
-from msmigrate.tools.file_writer import tag_phase
+from msmigrate.agent.state import EXIT_BUDGET, EXIT_GATE_FAILED, EXIT_UNSUPPORTED, PHASE_GATES, next_phase
+from msmigrate.tools.file_writer import tag_phase, target_commit
+
+SAME_TARGET_FAILURES = 2  # a gate that failed this often on one target commit is not run on it again
 
 
 def clear_messages() -> list[RemoveMessage]:
@@ -26,9 +28,17 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
     gates = dict(state.get("gates", {}))
     history = list(state.get("gate_history", []))
     counters = dict(state.get("counters", {}))
+    commit = target_commit(deps.ctx)
     for name in PHASE_GATES[phase]:
+        same = [r for r in history if r.get("gate") == name and commit and r.get("target_commit") == commit]
+        if len(same) >= SAME_TARGET_FAILURES and not any(r.get("passed") for r in same):
+            detail = (f"{name} failed {len(same)} times on the identical target (commit {commit[:12]}) and nothing "
+                      f"was changed since; not run again: {same[-1].get('summary', '')[:300]}")
+            deps.trajectory.append("gate_skipped", phase=phase, gate=name, target_commit=commit, detail=detail)
+            return {"gates": gates, "gate_history": history, "counters": counters, "phase": "report",
+                    "exit_status": EXIT_GATE_FAILED, "exit_detail": detail, "messages": clear_messages()}
         deps.emit("gate_start", gate=name, phase=phase)
-        record = deps.gates[name](deps, {**state, "gates": gates})
+        record = {**deps.gates[name](deps, {**state, "gates": gates}), "target_commit": commit}
         gates[name] = record
         history.append(record)
         counters = bump(counters, launches=record.get("launches", 0))
@@ -57,6 +67,10 @@ def make_work_node(deps: RunDeps, phase: str):
             tokens=decision.tokens,
         )
         deps.emit("decision", phase=phase, content=str(msg.content)[:500], tool_calls=[c["name"] for c in msg.tool_calls])
+        if decision.unsupported:
+            return {"counters": counters, "phase": "report", "exit_status": EXIT_UNSUPPORTED,
+                    "exit_detail": f"{deps.policy.name} policy, {phase} phase — {decision.unsupported}",
+                    "messages": clear_messages()}
         if msg.tool_calls:
             return {"messages": [msg], "counters": counters, "phase": phase}
         return run_gates(deps, {**state, "counters": counters}, phase)

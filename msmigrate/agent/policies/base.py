@@ -29,6 +29,21 @@ class Decision:
     tokens: int = 0
     format_errors: int = 0
     notes: dict[str, Any] = field(default_factory=dict)
+    # set when the policy cannot do this phase at all (not "done, let the gate decide"): the run ends at once with
+    # exit status unsupported_by_policy, and this text (what, why, what to do) heads the report
+    unsupported: str | None = None
+
+
+class PhaseUnsupported(Exception):
+    """Raised by a policy's phase script when the phase is beyond it; ``decide`` turns it into a Decision."""
+
+    def __init__(self, what: str, why: str, todo: str = "run it with --policy llm"):
+        super().__init__(f"{what}: {why}")
+        self.what, self.why, self.todo = what, why, todo
+
+    @property
+    def line(self) -> str:
+        return f"{self.what}: {self.why}. What to do: {self.todo}."
 
 
 class PolicyError(RuntimeError):

@@ -40,8 +40,11 @@ def expectations_from_fixture(name: str) -> dict[str, str]:
     from msmigrate.testbeds.fixtures import FIXTURES
 
     fx = FIXTURES[name]
-    return {"model_id": fx.model_id, "dataset_type": DEFAULT_DATASET_TYPE, "template": fx.template,
-            "data_branch": fx.data_branch}
+    out = {"model_id": fx.model_id, "dataset_type": DEFAULT_DATASET_TYPE, "template": fx.template,
+           "data_branch": fx.data_branch}
+    if fx.expected_exit != "success":  # an honest decline is the correct outcome (scorers.check_decline)
+        out["exit_status"] = fx.expected_exit
+    return out
 
 
 def task_from_dict(raw: dict[str, Any], base: Path) -> EvalTask:

@@ -5,9 +5,12 @@
     python forward_smoke.py --target <root> --plugin <entry> ... --model-id <id> --model-name-or-path <dir> ...
 
 Default: random init from the config with layer counts capped at ``--shrink-layers``; ``--weights`` loads the
-folder's weights instead (no shrink). Without ``--batch`` a synthetic text-only batch is used (input_ids,
-attention_mask, labels = input_ids; ``mm_token_type_ids`` zeros when the forward takes it). The forward is called
-like the trainer's engine calls it: ``model(**batch, use_cache=False)``.
+folder's weights instead (no shrink). The batch: ``--batch`` (a collated one), else with ``--sample-data`` the
+source's own processor on the first real sample (chat template + image; what the model actually requires, e.g. a
+forward that refuses text-only input), else a synthetic text-only batch (input_ids from the TEXT model's vocabulary
+— ``get_text_config()`` —, attention_mask, labels = input_ids; ``mm_token_type_ids`` zeros when the forward takes
+it). Keys the forward has no parameter for are left out. The forward is called like the trainer's engine calls
+it: ``model(**batch, use_cache=False)``.
 
 Result: ``loss``, ``finite``, ``has_loss_attr`` (the engine reads ``output.loss``), ``output_type``, ``output_keys``,
 ``forward_params`` + ``accepts_var_kwargs`` (what a collated batch may carry), ``batch_keys``, ``model_class``.
@@ -18,6 +21,7 @@ import sys
 import time
 
 from _model_build import emit, forward_params, instantiate, parse, resolve, shrink_config
+from _processor import load_processor
 
 
 def extra_args(ap):
@@ -26,14 +30,51 @@ def extra_args(ap):
     ap.add_argument("--batch", help="JSON (lists) or torch .pt (dict of tensors) batch file")
     ap.add_argument("--seq-len", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sample-data", help="ShareGPT JSON: build the batch with the source processor from sample 0")
 
 
 def vocab_size(config):
-    for cfg in (config, getattr(config, "text_config", None), getattr(config, "llm_config", None)):
+    """The text model's vocabulary: a top-level vocab_size of a composite config can be stale."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else None
+    for cfg in (text, getattr(config, "llm_config", None), config):
         size = getattr(cfg, "vocab_size", None) if cfg is not None else None
         if isinstance(size, int) and size > 0:
             return size
     return 32
+
+
+def sample_batch(folder, data_path, config, params, trust_remote_code):
+    """The source processor's inputs for the first sample with an image; labels = input_ids minus media tokens."""
+    import os
+
+    import torch
+    from PIL import Image
+
+    with open(data_path, encoding="utf-8") as fh:
+        samples = json.load(fh)
+    sample = next((s for s in samples if s.get("images")), samples[0])
+    root = os.path.dirname(os.path.abspath(data_path))
+    images = [Image.open(p if os.path.isabs(p) else os.path.join(root, p)).convert("RGB")
+              for p in sample.get("images") or []]
+    proc = load_processor(folder, trust_remote_code)[0]
+    messages = []
+    for m in sample["messages"]:
+        parts = m["content"].split("<image>")
+        content = [{"type": "text", "text": parts[0]}] if parts[0] else []
+        for text in parts[1:]:
+            content += [{"type": "image"}] + ([{"type": "text", "text": text}] if text else [])
+        messages.append({"role": m["role"], "content": content})
+    text = proc.apply_chat_template(messages, tokenize=False)
+    batch = dict(proc(text=[text], images=images or None, return_tensors="pt"))
+    ids = batch["input_ids"]
+    labels = ids.clone()
+    labels[batch.get("attention_mask", torch.ones_like(ids)) == 0] = -100
+    for key in ("image_token_id", "image_token_index"):
+        tid = getattr(config, key, None)
+        if isinstance(tid, int):
+            labels[ids == tid] = -100
+    batch["labels"] = labels
+    return {k: v for k, v in batch.items() if k in params}
 
 
 def load_batch(path):
@@ -75,7 +116,17 @@ def main(argv):
                 shrink_config(config, args.shrink_layers)
             model = instantiate(cls, config, meta=False)
         params, var_kw = forward_params(type(model))
-        batch = load_batch(args.batch) if args.batch else synthetic_batch(config, params, args.seq_len, args.seed)
+        batch_source, sample_error = "synthetic", None
+        if args.batch:
+            batch, batch_source = load_batch(args.batch), "collated"
+        elif args.sample_data and how == "transformers":
+            try:
+                batch, batch_source = sample_batch(args.model or args.model_name_or_path, args.sample_data, config,
+                                                   params, args.trust_remote_code), "source processor"
+            except Exception as exc:  # probe boundary: no usable processor -> synthetic batch
+                sample_error = f"{type(exc).__name__}: {exc}"
+        if batch_source == "synthetic":
+            batch = synthetic_batch(config, params, args.seq_len, args.seed)
         model.train()
         output = model(**batch, use_cache=False)
     except Exception as exc:  # probe boundary: the failure is the result
@@ -88,7 +139,8 @@ def main(argv):
         "loss": value, "finite": value is not None and math.isfinite(value), "has_loss_attr": loss is not None,
         "output_type": type(output).__name__, "output_keys": keys, "forward_params": params,
         "accepts_var_kwargs": var_kw, "batch_keys": sorted(batch), "model_class": f"{cls.__module__}.{cls.__qualname__}",
-        "build": how, "seconds": round(time.monotonic() - start, 2),
+        "build": how, "seconds": round(time.monotonic() - start, 2), "batch_source": batch_source,
+        "sample_batch_error": sample_error,
     }
     if loss is None:
         result["error"] = f"forward returned {type(output).__name__} without a .loss (the engine reads output.loss)"

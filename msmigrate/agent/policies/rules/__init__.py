@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from langchain_core.messages import AIMessage
 
-from msmigrate.agent.policies.base import Decision, PolicyView
+from msmigrate.agent.policies.base import Decision, PhaseUnsupported, PolicyView
 from msmigrate.agent.policies.rules import config_rules, data_rules, model_rules
 
 PHASES = {"model": model_rules, "data": data_rules, "config": config_rules}
@@ -25,7 +25,10 @@ class RulesPolicy:
 
     def decide(self, view: PolicyView) -> Decision:
         module = PHASES[view.phase]
-        note, calls = module.next_calls(view, self)
+        try:
+            note, calls = module.next_calls(view, self)
+        except PhaseUnsupported as exc:
+            return Decision(message=AIMessage(content=exc.line), unsupported=exc.line)
         return Decision(message=AIMessage(content=note, tool_calls=calls))
 
     def classify(self, failure_text: str, view: PolicyView,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from msmigrate.agent.policies.base import PolicyView
+from msmigrate.agent.policies.base import PhaseUnsupported, PolicyView
 from msmigrate.agent.policies.rules.steps import render_template, step_of, write
 
 
@@ -20,8 +20,14 @@ def plugin_files(plan: dict[str, Any], source_name: str) -> dict[str, str]:
 def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]]:
     plan = view.state["plan"]
     if plan["route"] != "transformers":
-        return (f"The rules policy only migrates transformers-native classes; {plan['hf_class']} needs custom code "
-                "(use --policy llm).", [])
+        raise PhaseUnsupported(f"custom-code model {plan['hf_class']}",
+                               "the rules policy only registers transformers-native classes; this one needs the "
+                               "source's own modeling code adapted (trust_remote_code)")
+    if plan.get("architecture", "decoder") != "decoder":
+        reason = next((r for r in plan.get("reasons", []) if r.startswith("architecture ")), plan["architecture"])
+        raise PhaseUnsupported(f"{plan['architecture']} model {plan['hf_class']}",
+                               f"the rules policy migrates decoder-only VLMs ({reason}); the framework's "
+                               "template/collator path trains one causal sequence, which this model is not")
     if step_of(view.messages) > 0:
         return "Model plugin written; G1 decides.", []
     files = plugin_files(plan, view.ctx.source.name)

@@ -38,6 +38,7 @@ def render_template(template_file: str, **values: Any) -> str:
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
     env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True)
+    env.filters["py"] = repr  # a Python literal (tojson would write null / true into generated Python)
     return env.get_template(template_file).render(**values)
 
 

@@ -1,0 +1,123 @@
+"""How one image becomes tokens for a source model, measured by its own processor in the target runtime.
+
+The core (``derive_media_expansion``) runs ``probes/media_expansion.py`` on the source folder and its real samples
+and returns a ``MediaExpansion``. The data phase builds the generated mm_plugin from it, the plan names the
+processor outputs that reach the forward (and those that do not, with why), and parity checks can compare a
+migrated pipeline's tokens with ``per_image``. Nothing in here knows a model family.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msmigrate.tools.runtime import run_probe
+
+PROBE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+TEXT_KEYS = ("input_ids", "attention_mask", "labels")
+
+
+@dataclass
+class ImageExpansion:
+    """One probed image: what the processor put in place of the placeholder."""
+
+    image: str  # sample path, or how a probe copy was made from it
+    size: list[int]  # [width, height]
+    count: int  # media tokens (the id the vision features are scattered into)
+    length: int  # all ids of the expansion (media tokens + start/end/break tokens + text the placeholder carried)
+    text: str  # the expansion decoded (what the generated plugin writes for a fixed expansion)
+    prefix: list[str] = field(default_factory=list)
+    suffix: list[str] = field(default_factory=list)
+    break_tokens: list[str] = field(default_factory=list)
+    num_multimodal_tokens: int | None = None  # the processor's own _get_num_multimodal_tokens, where it has one
+
+
+@dataclass
+class MediaExpansion:
+    ok: bool
+    error: str | None = None
+    processor_class: str = ""
+    loaded_via: str = ""
+    placeholder: str = ""  # what the source chat template renders for one image item
+    placeholder_source: str = ""
+    media_token: str = ""
+    media_token_id: int | None = None
+    media_token_source: str = ""
+    kind: str = ""  # "fixed": every probed image expands identically; "per_image": the expansion depends on it
+    pre: int = 0  # ids the processor adds before / after one expansion (bos, a trailing newline …)
+    post: int = 0
+    per_image: list[ImageExpansion] = field(default_factory=list)
+    keys_with_image: list[str] = field(default_factory=list)
+    keys_text_only: list[str] = field(default_factory=list)
+    image_processor_keys: list[str] = field(default_factory=list)
+    model_input_names: list[str] = field(default_factory=list)
+    token_type_ids: str | None = None  # what the processor marks with it: media | suffix | zeros | other
+    processor_kwargs: dict[str, Any] = field(default_factory=dict)
+    saved: str | None = None
+
+    @property
+    def fixed_text(self) -> str | None:
+        return self.per_image[0].text if self.ok and self.kind == "fixed" and self.per_image else None
+
+    @property
+    def counts(self) -> list[int]:
+        return [p.count for p in self.per_image]
+
+    def describe(self) -> str:
+        if not self.ok:
+            return f"media expansion unknown: {self.error}"
+        first = self.per_image[0]
+        around = "".join(first.prefix) + f"[{self.media_token} x N]" + "".join(first.suffix)
+        breaks = f", rows broken by {first.break_tokens}" if any(p.break_tokens for p in self.per_image) else ""
+        how = ("the same for every probed image" if self.kind == "fixed" else
+               "depends on the image: " + ", ".join(f"{p.size[0]}x{p.size[1]} -> {p.count}" for p in self.per_image))
+        return (f"{self.processor_class}: {self.placeholder!r} -> {around}{breaks}; N {how} "
+                f"(media token from {self.media_token_source})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "MediaExpansion":
+        data = dict(data)
+        data["per_image"] = [ImageExpansion(**p) for p in data.get("per_image") or []]
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def _image(raw: dict[str, Any]) -> ImageExpansion:
+    return ImageExpansion(image=raw["image"], size=raw["size"], count=raw.get("count", 0), length=len(raw["ids"]),
+                          text=raw["text"], prefix=raw.get("prefix") or [], suffix=raw.get("suffix") or [],
+                          break_tokens=raw.get("break_tokens") or [],
+                          num_multimodal_tokens=raw.get("num_multimodal_tokens"))
+
+
+def derive_media_expansion(runtime_python: str, source: Path, data: Path, *, run_dir: Path | None = None,
+                           trust_remote_code: bool = False, samples: int = 2) -> MediaExpansion:
+    """Run the probe; an expected failure (no processor, no image in the samples …) is ``ok=False`` + ``error``."""
+    args = ["--model", str(source), "--data", str(data), "--samples", str(samples)]
+    if trust_remote_code:
+        args.append("--trust-remote-code")
+    res = run_probe(runtime_python, "media_expansion", args, env_extra=PROBE_ENV, timeout=300)
+    raw = (res.data.get("result") or {}) if res.data else {}
+    saved = None
+    if run_dir is not None:
+        out = Path(run_dir) / "probes"
+        out.mkdir(parents=True, exist_ok=True)
+        saved = str(out / "media_expansion.json")
+        Path(saved).write_text(json.dumps(raw or {"error": res.error, **res.data}, indent=1, default=str))
+    if not res.ok:
+        tail = (res.data.get("stderr_tail") or "").strip().splitlines()[-1:] if res.data else []
+        return MediaExpansion(ok=False, error=res.error + (f" ({tail[0]})" if tail and tail[0] not in res.error
+                                                           else ""), saved=saved,
+                              loaded_via=raw.get("loaded_via", ""))
+    pre, post = (raw.get("pre_post") or [[0, 0]])[0]
+    return MediaExpansion(
+        ok=True, processor_class=raw["processor_class"], loaded_via=raw["loaded_via"], placeholder=raw["placeholder"],
+        placeholder_source=raw["placeholder_source"], media_token=raw["media_token"],
+        media_token_id=raw["media_token_id"], media_token_source=raw["media_token_source"], kind=raw["kind"],
+        pre=pre, post=post, per_image=[_image(p) for p in raw["per_image"]],
+        keys_with_image=raw["keys_with_image"], keys_text_only=raw["keys_text_only"],
+        image_processor_keys=raw["image_processor_keys"], model_input_names=raw["model_input_names"],
+        token_type_ids=raw.get("token_type_ids"), processor_kwargs=raw.get("processor_kwargs") or {}, saved=saved)

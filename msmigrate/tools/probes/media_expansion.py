@@ -1,0 +1,229 @@
+"""Probe (data phase): how the source's OWN processor turns one image into tokens, measured on real samples.
+
+    python media_expansion.py --model <hf folder> --data <train.json> [--samples 2] [--trust-remote-code]
+
+Runs in the target runtime (transformers 4.x or 5.x) and imports nothing from msmigrate. Nothing here knows a model
+family: every fact is read off the processor by calling it.
+
+- ``placeholder``: what the source chat template renders for one image item (render a user turn with and without
+  an image and cut the difference); else the processor's ``image_token``.
+- per probed image (the samples' images plus two stretched copies of the first, so a size-dependent count shows):
+  the processor is called on ``placeholder`` and on ``placeholder * 2`` with that image once/twice; the ids the
+  second call has more are one image's expansion, and where they sit tells what the processor adds around it
+  (``pre``/``post``: bos, a trailing newline …). The expansion is decoded and re-encoded (``roundtrip``).
+- ``kind``: ``fixed`` when every probed image expands identically, else ``per_image``; ``media_token`` the most
+  repeated id of the expansion (cross-checked with the config's image token id); prefix / suffix / break tokens.
+- ``num_multimodal_tokens``: the processor's own ``_get_num_multimodal_tokens`` where it has one (a cross-check).
+- output keys: the processor's keys with and without an image, the image processor's own keys,
+  ``model_input_names``; ``token_type_ids``: what the processor marks with it (media tokens, or the suffix).
+"""
+import argparse
+import collections
+import inspect
+import json
+import os
+import sys
+
+from _processor import load_processor
+
+RESULT_MARKER = "MSMIGRATE_PROBE_RESULT "
+SENTINEL = "QQPROBEQQ"
+TEXT_KEYS = ("input_ids", "attention_mask")
+
+
+def emit(payload):
+    print(RESULT_MARKER + json.dumps(payload, default=str), flush=True)
+
+
+def tokenizer_of(proc):
+    return getattr(proc, "tokenizer", proc)
+
+
+def rendered_placeholder(proc):
+    """The text the source chat template renders for one image item, or (None, why)."""
+    tok = tokenizer_of(proc)
+    render = getattr(proc, "apply_chat_template", None) if getattr(proc, "chat_template", None) else None
+    if render is None and getattr(tok, "chat_template", None):
+        render = tok.apply_chat_template
+    if render is None:
+        return None, "no chat template"
+    turns = []
+    for content in ([{"type": "image"}, {"type": "text", "text": SENTINEL}], [{"type": "text", "text": SENTINEL}]):
+        try:
+            turns.append(render([{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True))
+        except Exception as exc:  # probe boundary: a template that only takes strings
+            return None, f"the chat template does not render structured content: {type(exc).__name__}: {exc}"
+    with_img, without = (t[: t.index(SENTINEL)] if SENTINEL in t else None for t in turns)
+    if with_img is None or without is None:
+        return None, "the chat template drops the text"
+    common = os.path.commonprefix([with_img, without])
+    inserted = with_img[len(common):]
+    return (inserted or None), ("chat template" if inserted else "the chat template renders no image placeholder")
+
+
+def load_images(data_path, samples):
+    from PIL import Image
+
+    with open(data_path, encoding="utf-8") as fh:
+        raw = json.load(fh)
+    root = os.path.dirname(os.path.abspath(data_path))
+    out = []
+    for sample in raw:
+        for rel in sample.get("images") or []:
+            path = rel if os.path.isabs(rel) else os.path.join(root, rel)
+            out.append((rel, Image.open(path).convert("RGB")))
+            if len(out) >= samples:
+                return out
+    return out
+
+
+def ids_of(proc, text, images):
+    out = proc(text=[text], images=images)
+    ids = out["input_ids"]
+    ids = ids.tolist() if hasattr(ids, "tolist") else ids
+    return list(ids[0]), out
+
+
+def one_expansion(proc, placeholder, image):
+    """-> (expansion ids, pre, post): ids of placeholder+image, and how many ids the processor adds around it."""
+    one, out = ids_of(proc, placeholder, [image])
+    two, _ = ids_of(proc, placeholder + placeholder, [image, image])
+    size = len(two) - len(one)
+    if size <= 0:
+        raise ValueError(f"a second image added {size} ids")
+    for pre in range(0, len(one) - size + 1):
+        exp = one[pre: pre + size]
+        if one[:pre] + exp + exp + one[pre + size:] == two:
+            return exp, pre, len(one) - pre - size, out
+    raise ValueError("the two-image expansion is not the one-image expansion repeated")
+
+
+def structure(exp, media_id, tok):
+    """Prefix before the first media id, suffix after the last, and the ids that break runs of media ids."""
+    where = [i for i, t in enumerate(exp) if t == media_id]
+    if not where:
+        return {}
+    inner = [t for t in exp[where[0]: where[-1] + 1] if t != media_id]
+    def conv(ids):  # each id as text (a byte-level "Ċ" reads as "\n")
+        return [tok.decode([i], skip_special_tokens=False, clean_up_tokenization_spaces=False) for i in ids]
+
+    return {"prefix": conv(exp[: where[0]]), "suffix": conv(exp[where[-1] + 1:]),
+            "break_tokens": sorted(set(conv(sorted(set(inner))))), "runs": 1 + sum(
+                1 for a, b in zip(exp[where[0]: where[-1]], exp[where[0] + 1: where[-1] + 1]) if a == media_id != b)}
+
+
+def declared_media_id(folder):
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as fh:
+        cfg = json.load(fh)
+    for key in ("image_token_id", "image_token_index", "image_token"):
+        if isinstance(cfg.get(key), int):
+            return cfg[key], f"config.json:{key}"
+    return None, None
+
+
+def num_multimodal_tokens(proc, image):
+    fn = getattr(proc, "_get_num_multimodal_tokens", None)
+    if not callable(fn):
+        return None
+    try:
+        data = fn(image_sizes=[(image.height, image.width)])
+        return (getattr(data, "num_image_tokens", None) or (data.get("num_image_tokens") if isinstance(data, dict)
+                                                            else None) or [None])[0]
+    except Exception:  # probe boundary: a cross-check only
+        return None
+
+
+def token_type_rule(proc, placeholder, image, media_id):
+    """What ``token_type_ids`` marks: 'media' (1 exactly on media tokens), 'suffix' (1 on a suffix the processor
+    takes for training), 'zeros', or None when the processor does not return it."""
+    ids, out = ids_of(proc, placeholder + SENTINEL, [image])
+    tt = out.get("token_type_ids")
+    if tt is None:
+        return None
+    tt = list((tt.tolist() if hasattr(tt, "tolist") else tt)[0])
+    if any(tt):
+        return "media" if all((t == 1) == (i == media_id) for t, i in zip(tt, ids)) else "other"
+    if "suffix" in inspect.signature(proc.__call__).parameters:
+        out = proc(text=[placeholder + SENTINEL], images=[image], suffix=["answer"])
+        tt2 = list((out["token_type_ids"].tolist() if hasattr(out["token_type_ids"], "tolist")
+                    else out["token_type_ids"])[0])
+        if any(tt2) and tt2 == sorted(tt2):
+            return "suffix"
+    return "zeros"
+
+
+def main(argv):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--samples", type=int, default=2)
+    ap.add_argument("--trust-remote-code", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        proc, loaded_via, processor_class, processor_kwargs = load_processor(args.model, args.trust_remote_code)
+        tok = tokenizer_of(proc)
+        if getattr(proc, "image_processor", None) is None:
+            emit({"error": f"{type(proc).__name__} has no image processor", "loaded_via": loaded_via})
+            return 1
+        placeholder, placeholder_source = rendered_placeholder(proc)
+        if placeholder is None and isinstance(getattr(proc, "image_token", None), str):
+            placeholder, placeholder_source = proc.image_token, f"processor.image_token ({placeholder_source})"
+        if placeholder is None:
+            emit({"error": f"no image placeholder: {placeholder_source}", "loaded_via": loaded_via})
+            return 1
+        images = load_images(args.data, args.samples)
+        if not images:
+            emit({"error": f"no sample in {args.data} has an image", "loaded_via": loaded_via})
+            return 1
+        first = images[0][1]
+        probes = images + [("stretched wide", first.resize((first.width * 3, first.height))),
+                           ("stretched tall", first.resize((first.width, first.height * 3)))]
+        per_image, pre_post, outputs = [], set(), None
+        for label, image in probes:
+            exp, pre, post, out = one_expansion(proc, placeholder, image)
+            outputs = outputs or out
+            pre_post.add((pre, post))
+            text = tok.decode(exp, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+            per_image.append({"image": label, "size": [image.width, image.height], "ids": exp, "text": text,
+                              "roundtrip": tok.encode(text, add_special_tokens=False) == exp,
+                              "num_multimodal_tokens": num_multimodal_tokens(proc, image)})
+        declared, declared_from = declared_media_id(args.model)
+        counts = collections.Counter(t for p in per_image for t in p["ids"])
+        media_id = declared if declared in counts else counts.most_common(1)[0][0]
+        for p in per_image:
+            p["count"] = p["ids"].count(media_id)
+            p.update(structure(p["ids"], media_id, tok))
+        try:
+            text_only = sorted(proc(text=[SENTINEL]).keys())
+        except Exception:  # probe boundary: some processors require images (PaliGemma)
+            text_only = sorted(tok([SENTINEL]).keys())
+        ip_keys = sorted(proc.image_processor([first], return_tensors="pt").keys())
+        result = {
+            "processor_class": processor_class, "loaded_via": loaded_via,
+            "placeholder": placeholder, "placeholder_source": placeholder_source,
+            "media_token": tok.convert_ids_to_tokens(media_id), "media_token_id": media_id,
+            "media_token_source": declared_from if declared == media_id else "most repeated id of the expansion",
+            "kind": "fixed" if len({tuple(p["ids"]) for p in per_image}) == 1 else "per_image",
+            "pre_post": sorted(pre_post), "per_image": per_image,
+            "roundtrip": all(p["roundtrip"] for p in per_image),
+            "keys_with_image": sorted(outputs.keys()), "keys_text_only": text_only, "image_processor_keys": ip_keys,
+            "model_input_names": list(getattr(proc, "model_input_names", []) or []),
+            "token_type_ids": token_type_rule(proc, placeholder, first, media_id),
+            "processor_kwargs": processor_kwargs,
+        }
+    except Exception as exc:  # probe boundary: the failure is the result
+        import traceback
+
+        traceback.print_exc()
+        emit({"error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    if len(pre_post) != 1:
+        result["error"] = f"the processor adds a different number of ids around different images: {sorted(pre_post)}"
+    elif not result["roundtrip"]:
+        result["error"] = "the decoded expansion does not re-encode to the same ids"
+    emit(result)
+    return 0 if "error" not in result else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
