@@ -1,0 +1,71 @@
+"""The rules policy on transformers-native families whose data contracts the first fixtures do not have: one
+end-to-end migration per contract kind (integration: real probes, real torchrun), and the honest decline of the
+architectures it cannot migrate (no launch: it stops before the model phase does anything)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from msmigrate.agent.config import RunSpec, Settings
+from msmigrate.agent.runner import Run, new_run_id
+
+ALL_GATES = ["G0", "G1", "G2", "G3", "G4", "G5", "G6"]
+
+
+def _run(migration_inputs, tmp_path, family: str):
+    source, target = migration_inputs(family)
+    spec = RunSpec(source=source, target=target, model_name=family, policy="rules",
+                   launch={"gate_train_iters": 5, "timeout_s": 600})
+    run = Run(spec, new_run_id(family), Settings(runs_dir=tmp_path / "runs"))
+    try:
+        state = run.drive()
+    finally:
+        run.close()
+    return state, run, target
+
+
+def _green(state, run) -> dict:
+    assert state["exit_status"] == "success", state.get("exit_detail")
+    evidence = json.loads((run.run_dir / "evidence.json").read_text())
+    assert all(evidence["gates"][g]["passed"] for g in ALL_GATES)
+    return evidence
+
+
+@pytest.mark.integration
+def test_size_dependent_expansion_with_image_sizes(migration_inputs, tmp_path):
+    """LLaVA-NeXT: the count follows each image's size, and the vision tower needs image_sizes."""
+    state, run, target = _run(migration_inputs, tmp_path, "llava_next")
+    evidence = _green(state, run)
+    plan = evidence["plan"]
+    assert plan["media_expansion"]["kind"] == "per_image"
+    assert set(plan["data_contract"]["mm_input_keys"]) == {"pixel_values", "image_sizes"}
+    g2 = evidence["gates"]["G2"]["evidence"][0]["metrics"]["batch_keys"]
+    assert {"pixel_values", "image_sizes"} <= set(g2)
+    plugin = (target / "mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py").read_text()
+    assert "class LlavaNextPlugin(BasePlugin)" in plugin and "expansion_kind = 'per_image'" in plugin
+
+
+@pytest.mark.integration
+def test_prefix_lm_gets_token_type_ids_from_a_generated_collator(migration_inputs, tmp_path):
+    """PaliGemma: no roles; token_type_ids (0 prefix, 1 suffix) computed by the collator; processor labels dropped."""
+    state, run, target = _run(migration_inputs, tmp_path, "paligemma")
+    evidence = _green(state, run)
+    plan = evidence["plan"]
+    assert plan["collator"] == "paligemma"
+    assert plan["data_contract"]["collator_derives"] == {"token_type_ids": "suffix"}
+    assert any("labels dropped" in r for r in plan["reasons"])
+    g2 = evidence["gates"]["G2"]["evidence"][0]["metrics"]["batch_keys"]
+    assert "token_type_ids" in g2 and "mm_token_type_ids" not in g2
+
+
+@pytest.mark.parametrize("family,kind", [("florence2", "encoder-decoder"), ("chameleon", "early-fusion")])
+def test_architectures_beyond_the_policy_are_declined_at_once(migration_inputs, tmp_path, family, kind):
+    state, run, target = _run(migration_inputs, tmp_path, family)
+    assert state["exit_status"] == "unsupported_by_policy"
+    assert state["counters"]["policy_steps"] == 1 and state["counters"].get("launches", 0) == 0
+    assert sorted(state["gates"]) == ["G0"]  # nothing after the precheck ran
+    assert state["plan"]["architecture"] == kind
+    first = (run.run_dir / "verification_report.md").read_text().splitlines()[0]
+    assert first.startswith("**unsupported_by_policy**") and kind in first and "--policy llm" in first
