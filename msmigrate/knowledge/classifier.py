@@ -32,7 +32,7 @@ from typing import Any, Iterable, Literal
 from msmigrate.knowledge.catalog import (FINDING_CODE_CASES, Catalog, KnowledgeEntry, canonical_finding_code,
                                          load_catalog)
 from msmigrate.knowledge.lexical import OwnerVote, owner_vote
-from msmigrate.knowledge.root_cause import RootCause, extract, strip_prefixes
+from msmigrate.knowledge.root_cause import RootCause, extract, strip_prefixes, with_gate_verdict
 
 Method = Literal["regex", "bm25", "none"]
 
@@ -166,14 +166,15 @@ def accept_vote(vote: OwnerVote | None, calibration: dict[str, Any]) -> float | 
 
 def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Catalog | None = None,
              use_regex: bool = True, calibration: dict[str, Any] | None = None,
-             exclude_source: str | None = None) -> Classification:
-    """Classify a failure. ``use_regex=False`` skips the deterministic stage (measures the lexical stage alone);
+             exclude_source: str | None = None, gate_verdict: Iterable[str] = ()) -> Classification:
+    """Classify a failure. ``gate_verdict``: the failed gate's own problem lines (evidence from code, not from the
+    run's output). ``use_regex=False`` skips the deterministic stage (measures the lexical stage alone);
     ``calibration`` overrides the calibrated acceptance rule; ``exclude_source`` is for leave-one-out scoring."""
     catalog = catalog or load_catalog()
     calibration = load_calibration() if calibration is None else calibration
     text = (log_text or "")[-TAIL_CHARS:]
     codes = [c for c in finding_codes if c]
-    root = extract(text)
+    root = with_gate_verdict(extract(text), list(gate_verdict))
     # failure lines when the log has any; otherwise (the gate failed on a condition) the log minus INFO lines
     searched = root.evidence if root.failed else quiet_lines(text)
 

@@ -15,7 +15,8 @@ line and keeps only failure signals:
 - ``oom``: device or host out-of-memory messages; ``killed``: SIGKILL / exit code -9 (the OOM killer's signature);
 - ``child_failed``: torchrun's root-cause section (rank, exit code) — a wrapper: it says a rank died, not why;
 - ``nonfinite``: a logged loss or grad norm that is NaN/Inf;
-- ``error_line``: a line logged at ERROR / CRITICAL / FATAL level, or a failed assertion.
+- ``error_line``: a line logged at ERROR / CRITICAL / FATAL level, or a failed assertion;
+- ``gate``: the failed gate's own verdict lines, when the caller passes them (:func:`with_gate_verdict`).
 
 Warnings (``UserWarning``, ``FutureWarning``, ``[W ...]``, ``WARNING`` lines) are collected separately and never
 make a log a failure. :func:`extract` returns a :class:`RootCause` whose ``primary`` is the decisive signal (the
@@ -69,7 +70,7 @@ _ELASTIC_FAILED = re.compile(r"failed \(exitcode: -?\d+\) local_rank: \d+")
 _CHILD_ROOT = re.compile(r"Root Cause \(first observed failure\)")
 _CHILD_FIELD = re.compile(r"^\s*(rank|exitcode|error_file)\s*:\s*(.*)$")
 
-KIND_WEIGHT = {"exception": 9, "ascend": 8, "collective": 7, "oom": 7, "nonfinite": 6, "killed": 6,
+KIND_WEIGHT = {"gate": 9, "exception": 9, "ascend": 8, "collective": 7, "oom": 7, "nonfinite": 6, "killed": 6,
                "traceback": 5, "error_line": 4, "child_failed": 1}
 
 
@@ -103,6 +104,22 @@ class RootCause:
         return {"primary": self.primary.to_dict() if self.primary else None, "failed_rank": self.failed_rank,
                 "signals": [s.to_dict() for s in self.signals[:20]], "warnings": self.warnings[:10],
                 "evidence": self.evidence}
+
+
+def with_gate_verdict(root: RootCause, verdict_lines: list[str]) -> RootCause:
+    """Add the failed gate's own verdict (its problem lines: validator findings, missing batch keys, a constant
+    loss) as the first failure signals. They come from the gate's code, not from the run's output, so they are
+    evidence even when the log itself only has INFO lines."""
+    lines = [line.strip() for line in verdict_lines if line and line.strip()]
+    if not lines:
+        return root
+    gate = [Signal("gate", line, -1) for line in lines]
+    root.signals = gate + root.signals
+    if root.primary is None or root.primary.wrapper:
+        root.primary = gate[0]
+    root.cause = "\n".join(dict.fromkeys(lines + root.cause.splitlines()))[-4000:]
+    root.evidence = "\n".join(dict.fromkeys(lines + root.evidence.splitlines()))[-4000:]
+    return root
 
 
 def strip_prefixes(line: str) -> tuple[str, int | None]:

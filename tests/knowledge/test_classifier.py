@@ -150,3 +150,12 @@ def test_wrapper_hit_yields_to_finding_code_and_accepted_lexical_vote():
     # wrapper; the wrapper case is named only when there is nothing but the wrapper
     assert (classify(unknown_wording).case_id, classify(unknown_wording).method) == (None, "none")
     assert classify("some opaque message\n" + WRAPPER).case_id == "torchrun-child-failed"
+
+
+def test_the_gates_own_verdict_is_evidence_even_over_an_info_only_log():
+    info_only = "[INFO] iteration 1 done\n[INFO] collated batch keys: input_ids, image_grid_thw"
+    verdict = "forward() got an unexpected keyword argument 'image_grid_thw' (batch key from the collator)"
+    assert classify(info_only).method == "none"
+    result = classify(info_only, gate_verdict=[verdict])
+    assert (result.case_id, result.owner, result.method) == ("batch-key-rejected-by-forward", "model", "regex")
+    assert result.root_cause["primary"]["kind"] == "gate"

@@ -46,7 +46,8 @@ def make_classify_node(deps: RunDeps):
     def node(state: dict[str, Any]) -> dict[str, Any]:
         failed = last_failed_gate(state)
         text = failed.get("failure_text", "")
-        verdict = classify(text, failed.get("finding_codes", []))
+        # the gate's own verdict (its problem lines, joined in the summary) is evidence besides the run's output
+        verdict = classify(text, failed.get("finding_codes", []), gate_verdict=[failed.get("summary", "")])
         primary = verdict.root_cause.get("primary") or {}
         failure: dict[str, Any] = {
             "gate": failed["gate"], "case_id": verdict.case_id, "owner": verdict.owner, "method": verdict.method,
