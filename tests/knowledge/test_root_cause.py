@@ -40,6 +40,9 @@ def test_the_rank_torchrun_names_decides_over_a_later_collective_timeout():
 @pytest.mark.parametrize("line, kind", [
     ("EZ9999: Inner Error! The error from device(chipId:0, dieId:0)", "ascend"),
     ("EE1002: Stream synchronize timeout. rtDeviceSynchronize execute failed", "ascend"),
+    ("E39999: Inner Error! Aicore kernel execute failed, device_id=0, stream_id=2", "ascend"),
+    ("[W NPUStream.cpp:409] Warning: NPU warning, error code is 507035[Error]: vector core execution is abnormal",
+     "ascend"),
     ("[ERROR] HCCL(36035,x):2025-05-13 [op_base.cc:974] HcclCommInitRootInfo failed.", "collective"),
     ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer", "exception"),
     ("NPU out of memory. Tried to allocate more than 1EB memory", "oom"),
