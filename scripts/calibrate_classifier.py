@@ -28,11 +28,12 @@ from msmigrate.knowledge.root_cause import extract
 STRICT = {"min_margin": None, "bins": []}  # lexical stage off: find what the deterministic stage leaves
 
 
-def lexical_votes(split: str = "tuning", population: str = "all") -> list[tuple[float, bool, str]]:
+def lexical_votes(split: str = "tuning", population: str = "all", max_round: int | None = None
+                  ) -> list[tuple[float, bool, str]]:
     catalog = load_catalog()
     votes = []
     for entry in load_corpus(split):
-        if entry.healthy:
+        if entry.healthy or (max_round is not None and entry.round > max_round):
             continue
         if population == "undecided" and \
                 classify(entry.log, calibration=STRICT, exclude_source=entry.source).method != "none":
@@ -44,7 +45,8 @@ def lexical_votes(split: str = "tuning", population: str = "all") -> list[tuple[
     return votes
 
 
-def calibrate(votes: list[tuple[float, bool, str]], target: float, min_support: int, population: str = "all") -> dict:
+def calibrate(votes: list[tuple[float, bool, str]], target: float, min_support: int, population: str = "all",
+              max_round: int | None = None) -> dict:
     ordered = sorted(votes, key=lambda v: -v[0])
     bins, threshold, chosen_precision = [], None, None
     for i in range(len(ordered)):
@@ -59,7 +61,7 @@ def calibrate(votes: list[tuple[float, bool, str]], target: float, min_support: 
             threshold, chosen_precision = ordered[i][0], precision
     bins.sort(key=lambda b: b["margin"])  # ascending: the last bin a margin clears gives its confidence
     return {"min_margin": threshold, "precision": chosen_precision, "target": target, "min_support": min_support,
-            "population": population, "votes": len(votes), "bins": [b for b in bins if threshold is not None and b["margin"] >= threshold],
+            "population": population, "max_round": max_round, "votes": len(votes), "bins": [b for b in bins if threshold is not None and b["margin"] >= threshold],
             "note": "written by scripts/calibrate_classifier.py from the tuning half only (leave-one-source-out)"}
 
 
@@ -69,11 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-support", type=int, default=3, help="fewest votes a threshold may rest on")
     parser.add_argument("--population", choices=("all", "undecided"), default="all",
                         help="tuning excerpts whose votes calibrate the threshold")
+    parser.add_argument("--max-round", type=int, default=None,
+                        help="use only corpus rounds up to this one (later rounds stay untouched by any tuning)")
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
     parser.add_argument("--dry-run", action="store_true", help="print, do not write")
     args = parser.parse_args(argv)
-    votes = lexical_votes("tuning", args.population)
-    result = calibrate(votes, args.target, args.min_support, args.population)
+    votes = lexical_votes("tuning", args.population, args.max_round)
+    result = calibrate(votes, args.target, args.min_support, args.population, args.max_round)
     for margin, ok, name in sorted(votes, key=lambda v: -v[0]):
         print(f"  {margin:6.3f} {'ok ' if ok else 'BAD'} {name}")
     print(f"tuning votes: {len(votes)}; threshold: {result['min_margin']}; precision: {result['precision']}")

@@ -115,7 +115,8 @@ def score_corpus(split: str, folder: Path | None, use_regex: bool, round_: int |
 
 def report_corpus(split: str, score: Score, verbose: bool) -> None:
     answered = score.total - score.abstained
-    print(f"\nreal-log corpus, {split} half: {score.total} failure excerpts, {score.healthy} healthy logs")
+    label = f"{split} half" if split in ("tuning", "heldout") else split
+    print(f"\nreal-log corpus, {label}: {score.total} failure excerpts, {score.healthy} healthy logs")
     print(f"owner accuracy:         {_pct(score.correct, score.total)}")
     print(f"precision when answering: {_pct(score.correct, answered)}")
     print(f"abstention rate:        {_pct(score.abstained, score.total)}")
@@ -171,7 +172,19 @@ def main(argv: list[str] | None = None) -> int:
         # after the catalog had been extended from the tuning half: the cleanest held-out figure
         fresh = score_corpus("heldout", args.corpus, use_regex, round_=2)
         if fresh.total:
-            report_corpus("heldout (round 2 only: never seen before the last catalog extension)", fresh, args.verbose)
+            report_corpus("held-out half, round 2 only (never seen before the last catalog extension)", fresh,
+                          args.verbose)
+        # round 3 was collected after the last catalog change and calibration: both of its halves are untouched
+        last = Score()
+        for split in ("tuning", "heldout"):
+            part = score_corpus(split, args.corpus, use_regex, round_=3)
+            for attr in ("total", "correct", "abstained", "wrong", "healthy", "healthy_flagged"):
+                setattr(last, attr, getattr(last, attr) + getattr(part, attr))
+            last.confusion.update(part.confusion)
+            last.methods.update(part.methods)
+            last.misses += part.misses
+        if last.total:
+            report_corpus("round 3, both halves (collected after all tuning; never tuned on)", last, args.verbose)
         if args.llm_base_url:
             llm = LLMStage(args.llm_base_url, args.llm_model)
             for split in ("tuning", "heldout"):
