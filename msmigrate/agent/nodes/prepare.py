@@ -3,6 +3,7 @@ artifacts every later phase builds on (architecture_chain.md, contract_matrix.ya
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,30 @@ def checkpoint_safe(obj: Any) -> Any:
     return obj
 
 
+def data_file_problems(path: Path) -> list[str]:
+    """A sample-data file that cannot be read as records fails G0 with what is wrong, not later as a traceback in
+    the data gate. JSON (a list of records) or JSON Lines (one record a line) — the two the HF-style loaders read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [f"sample data {path} cannot be read: {exc}"]
+    if not text.strip():
+        return [f"sample data {path} is empty ({path.stat().st_size} bytes); ShareGPT-style JSON records expected"]
+    try:
+        records = json.loads(text)
+    except json.JSONDecodeError as exc:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        try:
+            records = [json.loads(ln) for ln in lines]
+        except json.JSONDecodeError:
+            return [f"sample data {path} is not JSON or JSON Lines: {exc.msg} at line {exc.lineno} column {exc.colno}"]
+    if isinstance(records, dict):
+        records = [records]
+    if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
+        return [f"sample data {path} holds no records (expected a JSON list of objects, one conversation each)"]
+    return []
+
+
 def precheck(deps: RunDeps) -> tuple[list[str], dict[str, Any]]:
     ctx = deps.ctx
     problems: list[str] = []
@@ -41,6 +66,8 @@ def precheck(deps: RunDeps) -> tuple[list[str], dict[str, Any]]:
         problems.append(f"source {ctx.source} is not a Hugging Face model folder (no config.json)")
     if ctx.data_path is None or not Path(ctx.data_path).is_file():
         problems.append(f"sample data {ctx.data_path} not found (ShareGPT-style JSON expected)")
+    else:
+        problems += data_file_problems(Path(ctx.data_path))
     for marker in TARGET_MARKERS:
         if not (ctx.target / marker).is_file():
             problems.append(f"target {ctx.target} lacks {marker}: not a MindSpeed-MM checkout with the FSDP2 route")
@@ -49,7 +76,8 @@ def precheck(deps: RunDeps) -> tuple[list[str], dict[str, Any]]:
         facts["base_commit"] = repo.head.commit.hexsha
         facts["target_dirty"] = repo.is_dirty(untracked_files=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
-        problems.append(f"target {ctx.target} is not a git repository with a commit (edits are committed there)")
+        problems.append(f"target {ctx.target} is not a git repository with a commit (edits are committed there; "
+                        "make one with: git init && git add -A && git commit -m base)")
     if ctx.source.resolve() == ctx.target.resolve() or ctx.target.resolve() in ctx.source.resolve().parents:
         problems.append("source must not live inside the target")
     return problems, facts
