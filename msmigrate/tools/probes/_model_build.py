@@ -104,6 +104,9 @@ def resolve(args):
 
     if args.model_id:
         import_plugins(args.target, args.plugin)
+        from _single_rank import start_single_rank
+
+        start_single_rank()  # a target model may ask get_parallel_state() for its groups in forward
         register = importlib.import_module("mindspeed_mm.fsdp.utils.register")
         cls = registry_dict(register.model_register).get(args.model_id)
         if cls is None:

@@ -6,7 +6,7 @@ Runs in the target runtime with NON_MEGATRON=true and the target root as cwd/sys
 public entry points (ConfigManager, import_plugin, build_mm_dataset, resolve_data_collator), so it works on the
 real MindSpeed-MM as on the stand-in. Result: ``num_samples``, ``example_keys``, ``batch_keys`` with shapes and
 dtypes, ``media`` (referenced / missing files), ``batch_file`` (the collated batch, for a forward on real data).
-Imports nothing from msmigrate."""
+Starts a 1-rank gloo group and the target's parallel state first (``_single_rank``). Imports nothing from msmigrate."""
 import argparse
 import json
 import os
@@ -38,13 +38,14 @@ def main(argv):
     args = ap.parse_args(argv)
     target = os.path.abspath(args.target)
     os.environ.setdefault("NON_MEGATRON", "true")
-    for key, value in (("LOCAL_RANK", "0"), ("RANK", "0"), ("WORLD_SIZE", "1")):
-        os.environ.setdefault(key, value)
     os.chdir(target)
     sys.path.insert(0, target)
     sys.argv = ["trainer.py", os.path.abspath(args.config)]
     try:
         import torch
+        from _single_rank import start_single_rank
+
+        setup = start_single_rank()  # the real huggingface dataset needs a process group (main_process_first)
         from mindspeed_mm.config.config_manager import ConfigManager
         from mindspeed_mm.fsdp.params.argument import Arguments
         from mindspeed_mm.fsdp.utils.register import import_plugin
@@ -91,7 +92,7 @@ def main(argv):
     emit({
         "num_samples": n, "example_keys": sorted(examples[0].keys()),
         "batch_keys": {k: describe(v) for k, v in batch.items()},
-        "media": {"referenced": len(media), "missing": missing[:20]}, "batch_file": batch_file,
+        "media": {"referenced": len(media), "missing": missing[:20]}, "batch_file": batch_file, "setup": setup,
     })
     return 0
 
