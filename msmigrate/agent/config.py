@@ -166,6 +166,17 @@ class RunSpec(_UserInput):
     allow_branch_b: bool = Field(True, description="allow additive edits to template/mm_plugin/collator registries")
     extra_editable: list[str] = Field(default_factory=list)
     instructions: str = Field("", description="free-text guidance passed to the policy")
+    # An existing migration whose names do not follow model_name (the real models/qwen3vl registers qwen3_vl_moe,
+    # its YAML is qwen3vl_30B_config_v1.yaml): each field, when set, replaces what the plan would derive.
+    model_id: str | None = Field(None, description="model_register id of the plugin class; default model_name")
+    plugin_dir: str | None = Field(None, description="plugin package, relative to the target root; default "
+                                   "mindspeed_mm/fsdp/models/<model_name>")
+    config: str | None = Field(None, description="plugin-route YAML, relative to the target root; default "
+                               "examples/<model_name>/<model_name>_config.yaml")
+    launch_script: str | None = Field(None, description="launch script running that YAML, relative to the target "
+                                      "root; default examples/<model_name>/finetune_<model_name>.sh")
+    bind_inputs: bool | None = Field(None, description="gates read the config with its model/data paths rebound to "
+                                     "this spec's source and data (default: on for verify, off for run)")
 
     @field_validator("model_name")
     @classmethod

@@ -79,6 +79,24 @@ def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path
     return cfg
 
 
+def input_overrides(source: Path, data_json: Path, cache_dir: Path | None = None) -> dict[str, Any]:
+    """The keys of a plugin-route YAML that name the model folder and the sample data, set to ``source`` and
+    ``data_json`` (images resolve against ``dataset_dir``; ``max_samples`` becomes the sample count). Used to check an existing config against the spec's
+    inputs without editing it; ``cache_dir`` keeps the dataset cache out of the target checkout."""
+    basic: dict[str, Any] = {"dataset": str(data_json), "dataset_dir": str(Path(data_json).parent)}
+    try:  # the real huggingface dataset selects range(max_samples): a cap above the sample count crashes it
+        samples = json.loads(Path(data_json).read_text(encoding="utf-8"))
+        if isinstance(samples, list) and samples:
+            basic["max_samples"] = len(samples)
+    except (OSError, json.JSONDecodeError):
+        pass
+    if cache_dir is not None:
+        basic["cache_dir"] = str(cache_dir)
+    return {"model": {"model_name_or_path": str(source)},
+            "data": {"dataset_param": {"preprocess_parameters": {"model_name_or_path": str(source)},
+                                       "basic_parameters": basic}}}
+
+
 def launch_script(baseline_script: str, baseline_config: str, new_config: str) -> str:
     """The baseline example's launch script with its YAML swapped — same env, same torchrun shape."""
     if baseline_config not in baseline_script:

@@ -164,9 +164,17 @@ def run(
 def verify(
     spec: Path = typer.Argument(..., help="run spec naming source, target and model_name of an existing migration"),
     runs_dir: Optional[Path] = typer.Option(None, help="where runs/<run_id>/ go (env MSMIGRATE_RUNS_DIR)"),
+    model_id: Optional[str] = typer.Option(None, help="model_register id (default: the spec's, else model_name)"),
+    plugin_dir: Optional[str] = typer.Option(None, help="plugin package relative to the target root"),
+    config: Optional[str] = typer.Option(None, help="the YAML to verify, relative to the target root"),
+    launch_script: Optional[str] = typer.Option(None, help="its launch script, relative to the target root"),
+    bind_inputs: bool = typer.Option(True, help="rebind the YAML's model/data paths to the spec's source/data "
+                                     "(a per-run copy; the YAML is not edited)"),
 ) -> None:
     """The gates alone (G0–G6) on a checkout that already holds a migration; edits nothing."""
     s = load_spec_or_exit(spec)
+    given = {"model_id": model_id, "plugin_dir": plugin_dir, "config": config, "launch_script": launch_script}
+    s = s.model_copy(update={**{k: v for k, v in given.items() if v}, "bind_inputs": bind_inputs})
     # one repair round is pointless without a policy: a failing gate ends the run at its second look
     s = s.model_copy(update={"policy": "none", "budgets": s.budgets.model_copy(update={"phase_attempts": 1})})
     _drive_headless(open_run(lambda: _start(s, settings_for(runs_dir))))

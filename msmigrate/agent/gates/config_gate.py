@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from msmigrate.agent.gates.bound_inputs import bound_config
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.tools.target_checks import config_check, module_tree
 
@@ -34,7 +35,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             res_tree = module_tree(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
                                    trust_remote_code=plan["route"] == "custom")
             tree = res_tree.data.get("result") if res_tree.ok else None
-        res = config_check(ctx, config, tree=tree, device=None)
+        res = config_check(ctx, bound_config(deps, config), tree=tree, device=None)
         findings = res.data.get("findings", [])
         errors = [f for f in findings if f["severity"] == "error"]
         codes = sorted({f["code"] for f in errors})

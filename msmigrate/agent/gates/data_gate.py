@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from msmigrate.agent.draft_config import draft_config, load_baseline
+from msmigrate.agent.gates.bound_inputs import bound_config
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
 from msmigrate.tools.target_checks import data_check, forward_check
 
@@ -20,7 +21,7 @@ def config_for_data(deps: Any, state: dict[str, Any]) -> Path:
     plan, ctx = state["plan"], deps.ctx
     delivered = ctx.target / plan["config_path"]
     if delivered.is_file():
-        return delivered
+        return bound_config(deps, delivered)
     baseline, _, _ = load_baseline(ctx.target, plan["similar_case"])
     cfg = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree={})
     path = ctx.run_dir / "probes" / "g2_draft_config.yaml"

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from msmigrate.agent.launch_slots import launch_slots
+from msmigrate.agent.gates.bound_inputs import bound_overrides
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.tools.launcher import LaunchSpec, launch
 from msmigrate.tools.launcher.run import target_state
+from msmigrate.tools.launcher.command import deep_merge
 
 MIN_STEPS = 5
 REPRO_RTOL = 1e-5
@@ -37,6 +39,7 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
                force: bool = False):
     """One launch with progress events; returns (ToolResult, evidence item, losses)."""
     ls = deps.spec.launch
+    overrides = deep_merge(bound_overrides(deps), overrides)
     spec = LaunchSpec(gate=f"{gate}-{label}", config=state["plan"]["config_path"], overrides=overrides, nproc=nproc,
                       nnodes=ls.nnodes, node_rank=ls.node_rank, master_addr=ls.master_addr, device=ls.device,
                       timeout_s=ls.timeout_s, no_output_timeout_s=ls.no_output_timeout_s, force=force)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from pathlib import PurePosixPath
 from typing import Any
 
 from msmigrate.agent.chat_format import ChatFormat, ChatFormatError, derive_chat_format
@@ -158,7 +159,23 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         "similar_case": similar.get("example"),
         "reasons": reasons + [f"similar case {similar.get('example')}: {', '.join(similar.get('why', []))}"],
     }
-    return plan
+    return {**plan, **explicit_paths(getattr(deps, "spec", None))}
+
+
+def explicit_paths(spec: Any) -> dict[str, Any]:
+    """The spec's explicit names for an existing migration (``model_id``, ``plugin_dir``, ``config``,
+    ``launch_script``) win over the ones derived from model_name."""
+    out: dict[str, Any] = {}
+    if getattr(spec, "model_id", None):
+        out["model_id"] = spec.model_id
+    if getattr(spec, "plugin_dir", None):
+        out["plugin_dir"] = spec.plugin_dir.strip("/")
+    if getattr(spec, "config", None):
+        out["config_path"] = spec.config
+        out["example_dir"] = str(PurePosixPath(spec.config).parent)
+    if getattr(spec, "launch_script", None):
+        out["script_path"] = spec.launch_script
+    return out
 
 
 def make_plan_node(deps: RunDeps):

@@ -27,11 +27,13 @@ def _current_rank():
     return int(os.environ.get("RANK", "0"))
 
 
-def print_rank(func, message, rank=0):
-    """Call `func(message)` (a logger method or print) on `rank` only; rank=None means every rank."""
-    if rank is not None and _current_rank() != rank:
+def print_rank(log, message, ranks=0):
+    """Call `log(message)` (a logger method or print) on the given rank(s) only (an int or a list of ints)."""
+    if isinstance(ranks, int):
+        ranks = [ranks]
+    if _current_rank() not in ranks:
         return
-    _emit(func, message)
+    _emit(log, message)
 
 
 def _emit(func, message):

@@ -30,10 +30,10 @@ def _compile(pattern):
     return re.compile("^" + "".join(parts) + "$"), tuple(ranges)
 
 
-def module_name_match(pattern: str, name: str) -> bool:
-    """True when the full dotted module `name` matches `pattern` (anchored, no prefix semantics)."""
+def module_name_match(pattern: str, string: str) -> bool:
+    """True when the full dotted module name `string` matches `pattern` (anchored, no prefix semantics)."""
     regex, ranges = _compile(pattern)
-    m = regex.match(name)
+    m = regex.match(string)
     if m is None:
         return False
     for value, bounds in zip(m.groups(), ranges):

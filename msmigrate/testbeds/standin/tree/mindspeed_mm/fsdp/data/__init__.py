@@ -16,9 +16,10 @@ def build_mm_dataset(dataset_param):
                    dataset_param=params)
 
 
-def build_mm_dataloader(dataset, dataloader_param, process_group=None, dataset_param=None, model=None,
-                        batch_size=1, seed=42):
+def build_mm_dataloader(dataset, dataloader_param, process_group=None, dataset_param=None, model=None):
+    # like the real one, batch_size and seed travel inside dataloader_param (the trainer adds them)
     param = dataloader_param.to_dict() if hasattr(dataloader_param, "to_dict") else dict(dataloader_param)
+    batch_size, seed = param.get("batch_size", 1), param.get("seed", 1024)
     mode = param["dataloader_mode"]
     collate_param = param.get("collate_param") or {}
     if mode == "sampler":

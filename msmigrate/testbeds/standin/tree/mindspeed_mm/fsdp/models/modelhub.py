@@ -14,7 +14,7 @@ logger = logging.getLogger(__name__)
 
 class ModelHub:
     @staticmethod
-    def build(model_args, feature_args=None, training_args=None):
+    def build(model_args, feature_args, training_args):
         meta = bool(getattr(training_args, "init_model_with_meta_device", False))
         try:
             print_rank(logger.info, f"> Loading AutoConfig from {model_args.model_name_or_path}...")

@@ -67,9 +67,11 @@ class ParallelArguments(BaseArguments):
                 f"ulysses_parallel_size: {self.ulysses_parallel_size}, ring_attention_size: {self.ring_attention_size}.")
         derived = self.world_size // (self.tensor_parallel_size * cp)
         if self.data_parallel_size is not None and self.data_parallel_size != derived:
-            raise ValueError(f"data_parallel_size {self.data_parallel_size} does not match the derived value {derived}.")
+            raise ValueError(f"data_parallel_size should be equal to tensor_parallel_size: {self.tensor_parallel_size}, "
+                             f"ulysses_parallel_size: {self.ulysses_parallel_size}, "
+                             f"ring_attention_size: {self.ring_attention_size}.")
         self.data_parallel_size = derived
         if self.fully_shard_parallel_size == "auto":
             self.fully_shard_parallel_size = self.world_size // self.tensor_parallel_size
         if int(self.fully_shard_parallel_size) < cp:
-            raise ValueError("fully shard parallel size should be greater than or equal to ring_attention_size * ulysses_parallel_size.")
+            raise ValueError("fully shard parallel size should be greater the ring_attention_size * ulysses_parallel_size.")

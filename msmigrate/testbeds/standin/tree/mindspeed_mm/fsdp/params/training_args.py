@@ -75,10 +75,12 @@ class TrainingArguments(BaseArguments):
         self.local_rank = int(os.environ.get("LOCAL_RANK"))
         self.global_rank = int(os.environ.get("RANK"))
         self.world_size = int(os.environ.get("WORLD_SIZE"))
-        if self.lr < self.lr_start or self.lr < self.lr_min:
-            raise ValueError("lr must be greater than or equal to lr_start and lr_min.")
+        if self.lr < self.lr_start:
+            raise ValueError(f"Learning rate {self.lr} < starting lr {self.lr_start}. Check scheduler configuration.")
+        if self.lr < self.lr_min:
+            raise ValueError(f"Learning rate {self.lr} < minimum lr {self.lr_min}. Check scheduler configuration.")
         if self.manual_gc_interval < 0:
-            raise ValueError("manual_gc_interval must be >= 0.")
+            raise ValueError(f"`manual_gc_interval` must be a non-negative integer, got {self.manual_gc_interval}.")
 
     def compute_distributed_training(self, parallel):
         if self.gradient_accumulation_steps is None:

@@ -72,9 +72,10 @@ class Trainer:
         args = self.args
         print_rank(logger.info, "Prepare data")
         dataset = build_mm_dataset(args.data.dataset_param)
-        return build_mm_dataloader(dataset, args.data.dataloader_param, process_group=get_parallel_state().get_dp_group(),
-                                   dataset_param=args.data.dataset_param, model=self.model,
-                                   batch_size=args.training.micro_batch_size, seed=args.training.seed)
+        param = {**args.data.dataloader_param.to_dict(), "batch_size": args.training.micro_batch_size,
+                 "seed": args.training.seed}
+        return build_mm_dataloader(dataset, param, process_group=get_parallel_state().get_dp_group(),
+                                   dataset_param=args.data.dataset_param, model=self.model)
 
     def get_scheduler(self):
         t = self.args.training
