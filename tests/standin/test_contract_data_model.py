@@ -60,8 +60,9 @@ def test_dataset_and_collator_produce_vlm_batch(mm, standin):
     data_args = _dataset_param(mm, standin)
     ds = data.build_mm_dataset(data_args.dataset_param)
     assert len(ds) == 16
-    loader = data.build_mm_dataloader(ds, data_args.dataloader_param, dataset_param=data_args.dataset_param,
-                                      batch_size=2)
+    # as in the real trainer, batch_size travels inside dataloader_param
+    loader = data.build_mm_dataloader(ds, {**data_args.dataloader_param.to_dict(), "batch_size": 2},
+                                      dataset_param=data_args.dataset_param)
     batch = next(iter(loader))
     assert {"input_ids", "attention_mask", "labels", "pixel_values", "image_grid_thw", "mm_token_type_ids"} <= set(batch)
     assert batch["input_ids"].shape[0] == 2 and batch["input_ids"].shape[1] % 8 == 0
@@ -75,8 +76,8 @@ def test_text_only_batch_gets_fake_image(mm, standin):
     data = mm("mindspeed_mm.fsdp.data")
     data_args = _dataset_param(mm, standin, dataset="assets/data/sharegpt_text.json")
     ds = data.build_mm_dataset(data_args.dataset_param)
-    batch = next(iter(data.build_mm_dataloader(ds, data_args.dataloader_param, dataset_param=data_args.dataset_param,
-                                               batch_size=2)))
+    batch = next(iter(data.build_mm_dataloader(ds, {**data_args.dataloader_param.to_dict(), "batch_size": 2},
+                                               dataset_param=data_args.dataset_param)))
     assert "pixel_values" in batch and batch["mm_token_type_ids"].sum().item() == 4
 
 
