@@ -29,9 +29,7 @@ def _current_rank():
 
 def print_rank(log, message, ranks=0):
     """Call `log(message)` (a logger method or print) on the given rank(s) only (an int or a list of ints)."""
-    if isinstance(ranks, int):
-        ranks = [ranks]
-    if _current_rank() not in ranks:
+    if _current_rank() not in ([ranks] if isinstance(ranks, int) else ranks):
         return
     _emit(log, message)
 
