@@ -51,6 +51,10 @@ def main(argv):
         from mindspeed_mm.fsdp.utils.register import import_plugin
 
         cfg = ConfigManager(config_class=Arguments).load_and_parse()
+        basic = getattr(cfg.data.dataset_param, "basic_parameters", None)
+        if getattr(basic, "preprocessing_num_workers", None):
+            # the probe checks the mapping, not its throughput: forked map workers take minutes on a small CPU host
+            basic.preprocessing_num_workers = None
         import_plugin(cfg.training.plugin)
         from mindspeed_mm.fsdp.data import build_mm_dataset
         from mindspeed_mm.fsdp.data.dataloader.data_collator import resolve_data_collator
