@@ -41,6 +41,8 @@ def derive_contract(exp: MediaExpansion, forward_params: set[str] | None) -> Dat
     takes = (lambda k: True) if forward_params is None else (lambda k: k in forward_params)
     out = DataContract()
     produced = [k for k in dict.fromkeys(exp.image_processor_keys + exp.keys_with_image) if k not in TEXT_KEYS]
+    if exp.token_type_ids in DERIVABLE and "token_type_ids" not in produced:
+        produced.append("token_type_ids")  # returned only with a suffix (transformers 4.x PaliGemma), still the rule
     for key in produced:
         if not takes(key):
             out.dropped.append({"key": key, "reason": "the forward has no such parameter"})

@@ -108,3 +108,14 @@ def test_a_probe_failure_is_a_result():
 ])
 def test_architecture_kind_from_config(cfg, kind):
     assert architecture_kind(cfg)[0] == kind
+
+
+def test_suffix_rule_reaches_the_collator_when_only_a_suffix_call_returns_the_key():
+    # transformers 4.57's PaliGemmaProcessor returns token_type_ids only when given a suffix (seen in the real
+    # runtime): the rule the probe measured still decides, the key need not be in the plain call's outputs
+    exp = MediaExpansion(ok=True, image_processor_keys=["pixel_values"],
+                         keys_with_image=["attention_mask", "input_ids", "pixel_values"], token_type_ids="suffix")
+    contract = derive_contract(exp, {"input_ids", "pixel_values", "token_type_ids", "labels", "attention_mask"})
+    assert contract.collator_derives == {"token_type_ids": "suffix"} and contract.mm_input_keys == ["pixel_values"]
+    assert derive_contract(exp, {"input_ids", "pixel_values"}).dropped == [
+        {"key": "token_type_ids", "reason": "the forward has no such parameter"}]

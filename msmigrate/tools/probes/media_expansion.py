@@ -138,18 +138,22 @@ def token_type_rule(proc, placeholder, image, media_id):
     takes for training), 'zeros', or None when the processor does not return it."""
     ids, out = ids_of(proc, placeholder + SENTINEL, [image])
     tt = out.get("token_type_ids")
-    if tt is None:
-        return None
-    tt = list((tt.tolist() if hasattr(tt, "tolist") else tt)[0])
-    if any(tt):
-        return "media" if all((t == 1) == (i == media_id) for t, i in zip(tt, ids)) else "other"
-    if "suffix" in inspect.signature(proc.__call__).parameters:
-        out = proc(text=[placeholder + SENTINEL], images=[image], suffix=["answer"])
-        tt2 = list((out["token_type_ids"].tolist() if hasattr(out["token_type_ids"], "tolist")
-                    else out["token_type_ids"])[0])
-        if any(tt2) and tt2 == sorted(tt2):
-            return "suffix"
-    return "zeros"
+    if tt is not None:
+        tt = list((tt.tolist() if hasattr(tt, "tolist") else tt)[0])
+        if any(tt):
+            return "media" if all((t == 1) == (i == media_id) for t, i in zip(tt, ids)) else "other"
+    # a prefix-LM processor may mark (or only return) token_type_ids once it is given the suffix it trains on
+    params = inspect.signature(proc.__call__).parameters
+    if "suffix" in params or "kwargs" in params:  # transformers 4.x takes it through **kwargs
+        try:
+            with_suffix = proc(text=[placeholder + SENTINEL], images=[image], suffix=["answer"]).get("token_type_ids")
+        except Exception:  # probe boundary: a processor without a suffix argument
+            with_suffix = None
+        if with_suffix is not None:
+            tt2 = list((with_suffix.tolist() if hasattr(with_suffix, "tolist") else with_suffix)[0])
+            if any(tt2) and tt2 == sorted(tt2):
+                return "suffix"
+    return None if tt is None else "zeros"
 
 
 def main(argv):

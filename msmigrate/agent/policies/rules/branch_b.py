@@ -41,6 +41,15 @@ def _plugins_entry(text: str, name: str, cls: str) -> str | None:
     return None if start < 0 or end < 0 else text[:end] + f'\n    "{name}": {cls},' + text[end:]
 
 
+def render_plugin(cls: str, family: str, exp: MediaExpansion, keys: list[str]) -> str:
+    """The mm_plugin class for a measured expansion (``keys``: the image-processor outputs it returns)."""
+    return render_template(
+        "mm_plugin_class.py.j2", cls=cls, family=family, processor_class=exp.processor_class,
+        processor_class_base=exp.processor_class, placeholder=exp.placeholder,
+        describe=_docstring_safe(exp.describe()), kind=exp.kind, fixed=exp.fixed_text, pre=exp.pre, post=exp.post,
+        keys=keys, processor_kwargs=exp.processor_kwargs)
+
+
 def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
     state, ctx = view.state, view.ctx
     plan, src = state["plan"], state["source_summary"]
@@ -67,14 +76,10 @@ def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
     # Idempotent on repair: an entry this run (or an earlier one) already added is kept, not added twice.
     has_plugin = f'"{name}": ' in plugin_text
     has_template = f'name="{name}"' in template_text_t or f"name='{name}'" in template_text_t
-    has_collator = f'_register_data_collator("{name}"' in collator_text
+    has_collator = any(f"_register_data_collator({q}{name}{q}" in collator_text for q in "\"'")
     kept = [what for what, present in (("mm_plugin", has_plugin), ("template", has_template),
                                        ("collator", has_collator)) if present]
-    plugin_code = render_template(
-        "mm_plugin_class.py.j2", cls=cls, family=plan["hf_class"], processor_class=exp.processor_class,
-        processor_class_base=exp.processor_class, placeholder=exp.placeholder, describe=_docstring_safe(exp.describe()), kind=exp.kind,
-        fixed=exp.fixed_text, pre=exp.pre, post=exp.post, keys=contract.get("mm_input_keys") or ["pixel_values"],
-        processor_kwargs=exp.processor_kwargs)
+    plugin_code = render_plugin(cls, plan["hf_class"], exp, contract.get("mm_input_keys") or ["pixel_values"])
     new_plugin = _insert_before(plugin_text, "PLUGINS = {", plugin_code)
     new_plugin = _plugins_entry(new_plugin, name, cls) if new_plugin else None
     if new_plugin is None:
