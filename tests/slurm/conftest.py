@@ -1,5 +1,5 @@
-"""The ``slurm_cluster`` fixture: a real slurmctld + slurmd (+ munged) on this host for the session, or a skip that
-says why (binaries missing: ``apt-get install -y slurm-wlm munge``; not root: the daemons need it)."""
+"""The ``slurm_cluster`` fixture: a real slurmctld + two slurmd (+ munged) on this host for the session, or a skip
+that says why (binaries missing: ``apt-get install -y slurm-wlm munge``; not root: the daemons need it)."""
 
 from __future__ import annotations
 

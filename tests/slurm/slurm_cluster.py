@@ -1,10 +1,12 @@
-"""A real one-node Slurm cluster for the tests: munged + slurmctld + slurmd from Debian's slurm-wlm, all state,
-sockets, logs and ports private to a temporary folder, torn down (process by process) at the end.
+"""A real Slurm cluster on this host for the tests: munged + slurmctld + two slurmd (nodes ``n1`` and ``n2``, both
+this host, as Debian's slurmd runs several per host) from Debian's slurm-wlm, all state, sockets, logs and ports
+private to a temporary folder, torn down (process by process) at the end.
 
 The config is the smallest one that runs real jobs without cgroups or accounting: ``proctrack/linuxproc``,
 ``task/none``, ``jobacct_gather/none``, ``accounting_storage/none`` (so ``sacct`` fails and the launcher reads end
-states from ``scontrol show job``, kept for ``MinJobAge`` seconds). One node = this host, CPUs from ``nproc``.
-Clients find it through ``SLURM_CONF``."""
+states from ``scontrol show job``, kept for ``MinJobAge`` seconds). The host's CPUs (``nproc``) are split between the
+nodes; each node's address is 127.0.0.1, so a two-node job's rendezvous goes through ``NodeAddr`` as on a cluster
+whose node names are not host names. Clients find it through ``SLURM_CONF``."""
 
 from __future__ import annotations
 
@@ -33,12 +35,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+NODES = ("n1", "n2")
+
+
 @dataclass
 class Cluster:
     root: Path
     conf: Path
-    node: str
-    cpus: int
+    nodes: tuple[str, ...]
+    cpus: int  # per node
     procs: list[subprocess.Popen] = field(default_factory=list)
 
     @property
@@ -46,11 +51,10 @@ class Cluster:
         return {"SLURM_CONF": str(self.conf)}
 
     def log(self, name: str) -> str:
-        path = self.root / "log" / name
-        return path.read_text(errors="replace")[-4000:] if path.is_file() else ""
+        return "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted((self.root / "log").glob(name)))
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):  # slurmd, slurmctld, then munged
+        for proc in reversed(self.procs):  # the slurmd, slurmctld, then munged
             if proc.poll() is None:
                 proc.terminate()
                 try:
@@ -60,14 +64,15 @@ class Cluster:
                     proc.wait()
 
 
-def write_conf(root: Path, node: str, cpus: int, munge_socket: Path) -> Path:
-    ctl_port, d_port = _free_port(), _free_port()
+def write_conf(root: Path, host: str, cpus: int, munge_socket: Path) -> Path:
+    ctl_port = _free_port()
+    nodes = "".join(f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={_free_port()} CPUs={cpus} "
+                    "State=UNKNOWN\n" for n in NODES)
     conf = root / "slurm.conf"
     conf.write_text(f"""\
 ClusterName=msmtest
-SlurmctldHost={node}(127.0.0.1)
+SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ctl_port}
-SlurmdPort={d_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -78,7 +83,7 @@ SlurmdSpoolDir={root}/spool/%n
 SlurmctldPidFile={root}/run/slurmctld.pid
 SlurmdPidFile={root}/run/slurmd-%n.pid
 SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd.log
+SlurmdLogFile={root}/log/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
@@ -97,24 +102,23 @@ KillWait=5
 InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout=60
-NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
+{nodes}PartitionName=debug Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP
 """)
     return conf
 
 
 def start_cluster(root: Path, timeout_s: float = 60.0) -> Cluster:
     """Start munged, slurmctld and slurmd under ``root``; returns once the node accepts jobs."""
-    for sub in ("state", "spool", "run", "log", "munge"):
+    for sub in ("state", "run", "log", "munge", *(f"spool/{n}" for n in NODES)):
         (root / sub).mkdir(parents=True, exist_ok=True)
     os.chmod(root / "munge", 0o700)
     key = root / "munge" / "munge.key"
     key.write_bytes(os.urandom(1024))
     os.chmod(key, 0o400)
     sock = root / "munge" / "munge.socket"
-    node, cpus = socket.gethostname().split(".")[0], os.cpu_count() or 1
-    conf = write_conf(root, node, cpus, sock)
-    cluster = Cluster(root=root, conf=conf, node=node, cpus=cpus)
+    host, cpus = socket.gethostname().split(".")[0], max(1, (os.cpu_count() or 1) // len(NODES))
+    conf = write_conf(root, host, cpus, sock)
+    cluster = Cluster(root=root, conf=conf, nodes=NODES, cpus=cpus)
     env = {**os.environ, **cluster.env}
     try:
         cluster.procs.append(subprocess.Popen(
@@ -126,10 +130,11 @@ def start_cluster(root: Path, timeout_s: float = 60.0) -> Cluster:
                                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
         _wait(lambda: _ok(["scontrol", "ping"], env) and "UP" in _out(["scontrol", "ping"], env), timeout_s,
               "slurmctld", cluster)
-        cluster.procs.append(subprocess.Popen([_which("slurmd"), "-D", "-f", str(conf), "-N", node], env=env,
-                                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
-        _wait(lambda: _out(["sinfo", "-h", "-o", "%t"], env).strip() in ("idle", "mix", "alloc"), timeout_s,
-              "slurmd (node idle)", cluster)
+        for node in NODES:
+            cluster.procs.append(subprocess.Popen([_which("slurmd"), "-D", "-f", str(conf), "-N", node], env=env,
+                                                  stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
+        _wait(lambda: _out(["sinfo", "-h", "-N", "-o", "%t"], env).split() == ["idle"] * len(NODES), timeout_s,
+              "slurmd (nodes idle)", cluster)
     except BaseException:
         cluster.stop()
         raise
@@ -156,4 +161,4 @@ def _wait(cond, timeout_s: float, what: str, cluster: Cluster) -> None:
             pass
         time.sleep(0.5)
     raise RuntimeError(f"{what} did not come up:\nslurmctld: {cluster.log('slurmctld.log')}\n"
-                       f"slurmd: {cluster.log('slurmd.log')}\nmunged: {cluster.log('munged.log')}")
+                       f"slurmd: {cluster.log('slurmd-*.log')}\nmunged: {cluster.log('munged.log')}")

@@ -1,5 +1,6 @@
-"""The Slurm backend of the launcher against a real slurmctld/slurmd: a refused submission, and cancellation
-(scancel) of a running stand-in training job on a timeout and on Ctrl-C. Successful G4–G6 jobs, their evidence and
+"""The Slurm backend of the launcher against a real slurmctld and two slurmd: a two-node torchrun of the stand-in
+example (one torchrun per node through srun), a refused submission, and cancellation (scancel) of a running
+training job on a timeout and on Ctrl-C. Successful G4–G6 jobs, their evidence and
 re-attaching after kill -9 are in test_slurm_agent_e2e.py."""
 
 from __future__ import annotations
@@ -37,6 +38,23 @@ def _spec(**kw) -> LaunchSpec:
 def _events(run_dir: Path, launch_id: str) -> list[dict]:
     return [e for e in (json.loads(ln) for ln in (run_dir / "launches.jsonl").read_text().splitlines())
             if e.get("launch_id") == launch_id]
+
+
+def test_two_node_g6_one_torchrun_per_node(ctx, slurm_cluster):
+    """nnodes=2: srun starts torchrun on n1 and n2 (node rank from $SLURM_NODEID), both meet at n1's NodeAddr and
+    form one 2-rank data-parallel group."""
+    res = launch(ctx, _spec(gate="G6-2nodes", nproc=1, nnodes=2))
+    log = Path(res.data["log_path"]).read_text()
+    assert res.ok, f"{res.error}\n{log[-3000:]}\n{slurm_cluster.log('slurmd-*.log')}"
+    d = res.data
+    assert d["job_state"] == "COMPLETED" and d["exit_code"] == 0 and d["nodes"] == "n[1-2]"
+    assert f"[msmigrate] slurm job {d['job_id']} nodes n[1-2] master n1 (127.0.0.1:" in log
+    assert d["summary"]["global_batch_size"] == 2 and d["summary"]["steps"] >= 5 and d["summary"]["loss_finite"]
+    argv = d["argv"]
+    assert argv[argv.index("--nnodes") + 1] == "2" and argv[argv.index("--nproc_per_node") + 1] == "1"
+    assert "--node_rank" not in argv  # each node's rank came from its Slurm task
+    again = launch(ctx, _spec(gate="G6-2nodes", nproc=1, nnodes=2))
+    assert again.ok and again.data["reused"] and again.data["job_id"] == d["job_id"]  # not submitted twice
 
 
 def test_refused_submission_is_an_observation(ctx):

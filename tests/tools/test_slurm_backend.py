@@ -83,8 +83,10 @@ def test_spec_and_chat_edits_validate_backend_and_slurm_fields(tmp_path):
 def _fake_slurm_bin(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     scripts = {
-        # two hosts in the allocation, whatever the compressed list says
-        "scontrol": '#!/bin/bash\n[ "$1 $2" = "show hostnames" ] && printf "nodeA\\nnodeB\\n"\n',
+        # two hosts in the allocation, whatever the compressed list says; nodeA's address is 10.1.2.3
+        "scontrol": '#!/bin/bash\n[ "$1 $2" = "show hostnames" ] && printf "nodeA\\nnodeB\\n"\n'
+                    '[ "$1 $2 $3" = "show node nodeA" ] && echo "NodeName=nodeA Arch=x86_64 NodeAddr=10.1.2.3 '
+                    'NodeHostName=nodeA Version=22.05.8"\nexit 0\n',
         # one task per node, as srun --ntasks-per-node=1 starts them: SLURM_NODEID differs per task
         "srun": '#!/bin/bash\nwhile [[ "$1" == --* ]]; do echo "srun-opt $1" >&2; shift; done\n'
                 'for i in $(seq 0 $((SLURM_JOB_NUM_NODES - 1))); do SLURM_NODEID=$i "$@" || exit $?; done\n',
@@ -113,10 +115,10 @@ def test_job_script_rendezvous_and_quoting_under_fake_srun(tmp_path):
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == "[msmigrate] slurm job 123 nodes node[A-B] master nodeA:20123"
+    assert lines[0] == "[msmigrate] slurm job 123 nodes node[A-B] master nodeA (10.1.2.3:20123)"
     ranks = [json.loads(ln) for ln in lines[1:]]
     assert [r["PET_NODE_RANK"] for r in ranks] == ["0", "1"] and [r["NODE_RANK"] for r in ranks] == ["0", "1"]
-    assert {r["PET_MASTER_ADDR"] for r in ranks} == {"nodeA"} and {r["PET_MASTER_PORT"] for r in ranks} == {"20123"}
+    assert {r["PET_MASTER_ADDR"] for r in ranks} == {"10.1.2.3"} and {r["PET_MASTER_PORT"] for r in ranks} == {"20123"}
     assert all(r["FOO"] == nasty and r["argv"] == [nasty, "--flag"] and r["EXTRA"] == "x y" for r in ranks)
     assert all(r["cwd"] == str(workdir) for r in ranks)
     assert not pwned.exists()  # nothing quoted was executed
@@ -136,7 +138,7 @@ def test_job_script_sources_cann_only_for_npu_and_when_present(tmp_path):
         (tmp_path / "job.sh").write_text(render_script(cmd, LaunchSpec(gate="G6", master_port=29600), opts,
                                                        header="h"))
         out = subprocess.run(["bash", str(tmp_path / "job.sh")], env=env, capture_output=True, text=True).stdout
-        assert out.splitlines()[-1] == expect and "master nodeA:29600" in out
+        assert out.splitlines()[-1] == expect and "master nodeA (10.1.2.3:29600)" in out
 
 
 def test_scheduler_command_leaves_rendezvous_to_the_job():
@@ -401,3 +403,26 @@ def test_report_lists_the_scheduler_jobs():
     assert "## Scheduler jobs" in text and "| G6 2-ranks | 5 | node[01-02] | COMPLETED | 0 |" in text
     local = {**state, "gates": {"G6": {**state["gates"]["G6"], "evidence": [{**ev, "job_id": None}]}}}
     assert "Scheduler jobs" not in render_report(local, "(no changes)", has_plot=False)
+
+
+def test_a_slow_controller_is_retried_a_lasting_outage_ends_the_launch(tmp_path, monkeypatch):
+    ctx, spec = _script_ctx(tmp_path)
+    fake = FakeSlurm(monkeypatch)
+    real_info, hiccups = fake.info, iter([True, True])
+
+    def flaky(job_id):
+        if next(hiccups, False):
+            raise slurm_jobs.SlurmError("squeue did not answer within 60s")
+        return real_info(job_id)
+
+    monkeypatch.setattr(slurm_jobs, "job_info", flaky)
+    assert launch(ctx, spec).ok  # two failed queries in a row are tolerated
+
+    def down(job_id):
+        raise slurm_jobs.SlurmError("squeue did not answer within 60s")
+
+    monkeypatch.setattr(slurm_jobs, "job_info", down)
+    res = launch(ctx, LaunchSpec(**{**spec.__dict__, "gate": "G4"}))
+    assert not res.ok and res.data["status"] == "launcher_error" and "lost contact" in res.error
+    assert fake.cancels == [res.data["job_id"]]  # the job is not left running unwatched
+    assert read_launches(ctx.run_dir)[-1].status == "launcher_error"

@@ -281,10 +281,11 @@ def _follow_job(ctx: RunContext, job_id: str, log_path: Path, spec: LaunchSpec, 
     try:
         outcome = slurm_run.follow(job_id, log_path, spec, opts, watcher, run_dir=ctx.run_dir,
                                    base_event=base_event, cancel=cancel)
-    except SlurmError as exc:  # Slurm stopped answering: the job may live on; a resume re-attaches to it
+    except SlurmError as exc:  # Slurm stopped answering: follow() has asked scancel (best effort); retryable
         records.append_event(ctx.run_dir, {"event": "finished", **base_event, "exit_code": None, "job_id": job_id,
                                            "status": "launcher_error", "error": str(exc)})
-        return ToolResult.failure(f"lost contact with Slurm while following job {job_id}: {exc}")
+        return ToolResult.failure(f"lost contact with Slurm while following job {job_id}: {exc}",
+                                  status="launcher_error", job_id=job_id)
     except BaseException as exc:  # Ctrl-C, a bug in a callback: follow() has cancelled the job; journal, re-raise
         records.append_event(ctx.run_dir, {"event": "finished", **base_event, "exit_code": None, "job_id": job_id,
                                            "status": "launcher_error", "error": repr(exc)})

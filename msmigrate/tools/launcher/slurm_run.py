@@ -21,8 +21,9 @@ from msmigrate.tools.launcher.slurm_options import SlurmOptions
 from msmigrate.tools.log_parser import LogWatcher
 
 CANCEL_WAIT_S = 60.0  # after scancel, how long to wait for the job to leave the running states
-LOG_SETTLE_S = 2.0
-UNKNOWN_GRACE_S = 30.0  # a job just submitted may not be visible to squeue yet  # after the job ends, the last lines may reach a shared file system a little later
+LOG_SETTLE_S = 2.0  # after the job ends, the last lines may reach a shared file system a little later
+UNKNOWN_GRACE_S = 30.0  # a job just submitted may not be visible to squeue yet
+QUERY_FAILURES = 5  # consecutive failed state queries before the launch gives up (and cancels the job)
 
 
 def device_for(spec: LaunchSpec, opts: SlurmOptions) -> tuple[str, str | None]:
@@ -94,8 +95,17 @@ def _follow(job_id, log_path, spec, opts, watcher, run_dir, base_event, cancel, 
     begun = time.monotonic()
     running_since = last_output = fatal_at = stopped_at = None
     stop_reason: str | None = None
+    failures = 0
     while True:
-        info = slurm_jobs.job_info(job_id)
+        try:
+            info = slurm_jobs.job_info(job_id)
+            failures = 0
+        except SlurmError:  # a busy controller answers late now and then; a lasting outage ends the launch
+            failures += 1
+            if failures >= QUERY_FAILURES:
+                raise
+            sleep(opts.poll_s)
+            continue
         now = time.monotonic()
         for line in tail.read():
             last_output = now

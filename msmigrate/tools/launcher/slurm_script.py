@@ -5,7 +5,7 @@ Shape of the job (one Slurm task per node, torchrun starts the ranks of its node
 
     export <launch env>                       # NON_MEGATRON, PYTHONPATH, HCCL_* / device visibility, spec env
     source <CANN set_env.sh> if present       # NPU launches
-    MASTER_ADDR = first host of $SLURM_JOB_NODELIST (scontrol show hostnames)
+    MASTER_ADDR = NodeAddr of the first host of $SLURM_JOB_NODELIST (scontrol show hostnames / show node)
     srun --ntasks-per-node=1 bash -c NODE_WRAPPER <torchrun argv>   # node rank = $SLURM_NODEID
 
 Nothing from the spec or the model is spliced into shell code: the script's fixed parts are constants here and every
@@ -25,6 +25,8 @@ from msmigrate.tools.launcher.slurm_options import ENV_NAME_RE, SlurmOptions
 NODE_WRAPPER = 'export PET_NODE_RANK="$SLURM_NODEID" NODE_RANK="$SLURM_NODEID"; exec "$@"'
 # The port: the spec's, else derived from the job id, so that two jobs sharing a first node rarely collide.
 PORT_FROM_JOB = "$((20000 + SLURM_JOB_ID % 20000))"
+MASTER_ADDR_OF_NODE = (r'MASTER_ADDR="$(scontrol show node "$MASTER_NODE" -o 2>/dev/null'
+                       r" | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p')" '"')
 TIME_MARGIN_S = 60.0  # --time backstop over the launch's own timeout: the scheduler ends a job the agent lost
 
 
@@ -56,10 +58,14 @@ def render_script(cmd: Command, spec: LaunchSpec, opts: SlurmOptions, *, header:
         ]
     port = q(str(spec.master_port)) if spec.master_port else f'"{PORT_FROM_JOB}"'
     lines += [
-        'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        # rank 0's node is the first of the allocation; its address is the node's NodeAddr (the name when unset)
+        'MASTER_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        MASTER_ADDR_OF_NODE,
+        'MASTER_ADDR="${MASTER_ADDR:-$MASTER_NODE}"',
         f"MASTER_PORT={port}",
         'export MASTER_ADDR MASTER_PORT PET_MASTER_ADDR="$MASTER_ADDR" PET_MASTER_PORT="$MASTER_PORT"',
-        'echo "[msmigrate] slurm job $SLURM_JOB_ID nodes $SLURM_JOB_NODELIST master $MASTER_ADDR:$MASTER_PORT"',
+        'echo "[msmigrate] slurm job $SLURM_JOB_ID nodes $SLURM_JOB_NODELIST master $MASTER_NODE'
+        ' ($MASTER_ADDR:$MASTER_PORT)"',
         f"cd {q(cmd.cwd)} || exit 1",
         # srun does not take --cpus-per-task from the job's environment (Slurm >= 22.05): pass it, or the step
         # would be confined to one CPU where task binding is on
