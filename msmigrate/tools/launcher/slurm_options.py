@@ -24,9 +24,16 @@ ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 DEFAULT_CANN_SET_ENV = ("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh")
 
 
+HINTS = {
+    NAME_RE: "letters, digits and ._+- only", GRES_RE: "name[:type]:count, e.g. npu:8 or gpu:a100:4",
+    TIME_RE: "minutes, HH:MM:SS, D-HH:MM:SS or UNLIMITED", MEM_RE: "a size such as 256G",
+    CONSTRAINT_RE: "feature names joined by & | , (no spaces)", ENV_NAME_RE: "letters, digits and _",
+}
+
+
 def _check(pattern: re.Pattern[str], what: str, value: str | None) -> str | None:
     if value is not None and not pattern.fullmatch(value):
-        raise ValueError(f"{what} {value!r} is not valid (expected {pattern.pattern})")
+        raise ValueError(f"{what} {value!r} is not valid ({HINTS[pattern]})")
     return value
 
 
