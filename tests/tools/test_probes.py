@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -19,7 +20,7 @@ from msmigrate.tools.runtime import PROBES_DIR, run_probe
 from msmigrate.tools.warm_runtime import SWITCH_ENV
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-PY = sys.executable
+PY = os.environ.get("MSMIGRATE_PROBE_TEST_PYTHON", sys.executable)  # e.g. the real runtime (torch 2.7.1)
 
 REGISTER = '''
 class Register:
@@ -155,8 +156,6 @@ def runtime_mode(request, monkeypatch):
 
 
 def _probe(name, args, timeout=300):
-    import os
-
     res = run_probe(PY, name, args, timeout=timeout)
     expected = "warm" if os.environ[SWITCH_ENV] == "1" else "cold"
     assert res.data["runtime_mode"] == expected, res.data.get("runtime_reason")
