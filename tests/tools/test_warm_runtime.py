@@ -22,7 +22,7 @@ from msmigrate.tools import warm_runtime
 from msmigrate.tools.runtime import child_env, run_probe
 from msmigrate.tools.warm_runtime import POOL, PRELOAD_ENV, SWITCH_ENV
 
-PY = sys.executable
+PY = os.environ.get("MSMIGRATE_PROBE_TEST_PYTHON", sys.executable)  # the target runtime under test
 SERVER = warm_runtime.SERVER_SCRIPT
 
 ECHO = '''
@@ -237,7 +237,7 @@ import json, sys, time
 from pathlib import Path
 from msmigrate.tools.runtime import run_probe
 from msmigrate.tools.warm_runtime import POOL
-res = run_probe(sys.executable, "hang", [sys.argv[2]], probes_dir=Path(sys.argv[1]), timeout=300)
+res = run_probe(sys.argv[3], "hang", [sys.argv[2]], probes_dir=Path(sys.argv[1]), timeout=300)
 '''
 
 
@@ -247,7 +247,7 @@ def test_server_and_probe_die_with_the_agent(light, tmp_path):
     probes = tmp_path / "probes"
     _write(probes, "hang.py", HANG)
     pids = tmp_path / "pids.json"
-    agent = subprocess.Popen([PY, "-c", AGENT, str(probes), str(pids)], env={**os.environ},
+    agent = subprocess.Popen([sys.executable, "-c", AGENT, str(probes), str(pids), PY], env={**os.environ},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while not pids.exists() and time.monotonic() < deadline:
