@@ -18,6 +18,7 @@ import argparse
 import importlib
 import os
 import pkgutil
+import statistics
 import sys
 import tempfile
 import time
@@ -34,14 +35,25 @@ class Recorder:
     """Wraps ``run_probe`` and ``launch`` wherever a loaded msmigrate module holds them (robust to module moves)."""
 
     def __init__(self):
-        self.calls: list[tuple[str, str, float, str]] = []  # (kind, name, seconds, how) of the current mode
+        # (kind, name, seconds, how) of the current mode; a launch's seconds exclude the probes it ran itself (its
+        # device detection), which are listed as probes — so probes + launches + the rest add up to the whole run
+        self.calls: list[tuple[str, str, float, str]] = []
+        self._inner: list[float] = []  # probe seconds accumulated inside the launch that is running
 
     def _wrap(self, kind, original, name_of):
         def timed(*args, **kwargs):
+            if kind == "launch":
+                self._inner.append(0.0)
             start = time.monotonic()
-            res = original(*args, **kwargs)
-            mode = res.data.get("runtime_mode", "") if kind == "probe" else ("reused" if res.data.get("reused") else "")
-            self.calls.append((kind, name_of(args, kwargs), time.monotonic() - start, mode))
+            try:
+                res = original(*args, **kwargs)
+            finally:
+                secs = time.monotonic() - start
+                inner = self._inner.pop() if kind == "launch" else 0.0
+                if kind == "probe" and self._inner:
+                    self._inner[-1] += secs
+            how = res.data.get("runtime_mode", "") if kind == "probe" else ("reused" if res.data.get("reused") else "")
+            self.calls.append((kind, name_of(args, kwargs), secs - inner, how))
             return res
 
         timed.__wrapped__ = original
@@ -81,17 +93,28 @@ def load_average() -> str:
 
 
 def run_mode(mode: str, model: str, workdir: Path, rec: Recorder) -> dict[str, Any]:
+    """One demo in ``mode``; a fresh target and runs dir each time (the source fixture is built once)."""
     from msmigrate.faces.demo import run_demo
 
     os.environ[SWITCH_ENV] = "1" if mode == "warm" else "0"
     rec.calls = []
     print(f"[{mode}] load average {load_average()} (cores: {os.cpu_count()})", file=sys.stderr, flush=True)
     start = time.monotonic()
-    state = run_demo(model, workdir / mode)
+    state = run_demo(model, workdir)
     total = time.monotonic() - start
     gates = {g: bool(r.get("passed")) for g, r in (state.get("gates") or {}).items()}
     print(f"[{mode}] {state.get('exit_status')} in {total:.1f} s; gates {gates}", file=sys.stderr, flush=True)
     return {"total": total, "calls": list(rec.calls), "exit_status": state.get("exit_status"), "gates": gates}
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-call median over rounds (calls paired by position: every round makes the same calls when green)."""
+    calls = []
+    for i, call in enumerate(runs[0]["calls"]):
+        secs = [r["calls"][i][2] for r in runs if i < len(r["calls"]) and r["calls"][i][:2] == call[:2]]
+        calls.append((call[0], call[1], statistics.median(secs), call[3]))
+    bad = next((r["exit_status"] for r in runs if r["exit_status"] != "success"), "success")
+    return {"total": statistics.median(r["total"] for r in runs), "calls": calls, "exit_status": bad}
 
 
 def paired(results: dict[str, dict], kind: str) -> list[tuple[str, dict[str, float], dict[str, str]]]:
@@ -142,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="qwen2_vl")
     ap.add_argument("--order", default="cold,warm", help="modes in the order they run")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of --order; the table shows each call's median")
     ap.add_argument("--workdir", type=Path, help="default: a temporary directory")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -151,7 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     rec.install()
     with tempfile.TemporaryDirectory(prefix="bench-gates-") as tmp:
         workdir = args.workdir or Path(tmp)
-        results = {mode: run_mode(mode, args.model, workdir, rec) for mode in args.order.split(",")}
+        from msmigrate.faces.demo import prepare_workdir
+
+        prepare_workdir(args.model, workdir)  # the source fixture is built once, outside every timed run
+        rounds = [{mode: run_mode(mode, args.model, workdir, rec) for mode in args.order.split(",")}
+                  for _ in range(args.repeat)]
+    results = {mode: median_run([r[mode] for r in rounds]) for mode in rounds[0]}
     print(table(results))
     bad = [m for m, r in results.items() if r["exit_status"] != "success"]
     if bad:
