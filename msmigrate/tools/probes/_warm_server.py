@@ -237,6 +237,9 @@ def child_main(req, keep_fds):
             report_modules(req["modules"], before)
         sys.stdout.flush()
         sys.stderr.flush()
+    except BaseException:  # before the probe ran (a missing cwd, say): say why on the probe's stderr, exit 1
+        traceback.print_exc()
+        sys.stderr.flush()
     finally:
         os._exit(code)
 
@@ -407,10 +410,10 @@ class Server:
             self.buffers[conn] = rest
             try:
                 msg = json.loads(line)
-            except ValueError:
-                send(conn, {"error": "malformed request"})
+                self.handle(conn, msg)
+            except (ValueError, KeyError, TypeError) as exc:  # a malformed request ends that connection only
+                send(conn, {"error": f"malformed request: {type(exc).__name__}: {exc}"})
                 return self.drop(conn)
-            self.handle(conn, msg)
 
 
 def main(argv):
