@@ -426,3 +426,13 @@ def test_a_slow_controller_is_retried_a_lasting_outage_ends_the_launch(tmp_path,
     assert not res.ok and res.data["status"] == "launcher_error" and "lost contact" in res.error
     assert fake.cancels == [res.data["job_id"]]  # the job is not left running unwatched
     assert read_launches(ctx.run_dir)[-1].status == "launcher_error"
+
+
+def test_slurm_clients_get_the_child_environment_plus_the_cluster_address(monkeypatch):
+    """sbatch exports its environment into the job: it is the runtime children's one (wherever that is narrowed),
+    and still names the cluster."""
+    monkeypatch.setattr(slurm_jobs, "child_env", lambda: {"PATH": "/usr/bin"})
+    monkeypatch.setenv("SLURM_CONF", "/etc/x/slurm.conf")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    env = slurm_jobs.client_env()
+    assert env == {"PATH": "/usr/bin", "SLURM_CONF": "/etc/x/slurm.conf"}

@@ -8,9 +8,12 @@ state and exit code come from the accounting database (``sacct``), and on cluste
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass
+
+from msmigrate.tools.runtime import child_env
 
 CALL_TIMEOUT_S = 60.0
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
@@ -18,6 +21,7 @@ ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED",
 # End states that say nothing about the code under test (the launch may be retried after them).
 SCHEDULER_FAILURES = {"NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
 JOB_ID_RE = re.compile(r"\d+(_\d+)?(\+\d+)?")
+SCHEDULER_ENV_PREFIXES = ("SLURM_CONF", "SLURM_CLUSTERS", "SBATCH_", "SQUEUE_", "SACCT_", "SCANCEL_", "MUNGE")
 
 
 class SlurmError(RuntimeError):
@@ -42,9 +46,18 @@ class JobInfo:
         return self.state != "UNKNOWN"
 
 
+def client_env() -> dict[str, str]:
+    """The environment of Slurm client calls. sbatch exports its own environment into the job (``--export=ALL``), so
+    it is the target-runtime children's environment (``child_env``, the one place that is decided), plus the
+    variables that tell the clients which cluster to talk to (``SLURM_CONF``, ``SBATCH_*``, munge's socket)."""
+    scheduler = {k: v for k, v in os.environ.items() if k.startswith(SCHEDULER_ENV_PREFIXES)}
+    return {**child_env(), **scheduler}
+
+
 def _call(argv: list[str], timeout: float = CALL_TIMEOUT_S) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                              env=client_env())
     except FileNotFoundError as exc:
         raise SlurmError(f"{argv[0]} not found: is Slurm installed on this host? ({exc})") from exc
     except subprocess.TimeoutExpired as exc:
