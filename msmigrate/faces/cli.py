@@ -243,6 +243,7 @@ def validate_config_cmd(
     config: Path = typer.Argument(..., help="a plugin-route YAML"),
     target: Path = typer.Option(..., help="the MindSpeed-MM checkout the YAML is for"),
     runtime_python: str = typer.Option(sys.executable, help="target runtime interpreter (for the schema probe)"),
+    as_json: bool = typer.Option(False, "--json", help="print {ok, summary, entry_point, findings} as JSON on stdout"),
 ) -> None:
     """The strict config check alone: schema from the target's own argument models (probe in the target runtime),
     registries and plugin paths from the target; no module tree (the pattern audit needs a run)."""
@@ -256,6 +257,11 @@ def validate_config_cmd(
         console.print(f"[red]cannot derive the schema from {target}[/]: {schema.error}")
         raise typer.Exit(2)
     result = validate_config(config.resolve(), schema=schema.data["schema"], target_root=target.resolve())
+    if as_json:
+        print(json.dumps({"ok": result.ok, "config": str(config), "summary": result.data.get("summary", result.error),
+                          "entry_point": result.data.get("entry_point"),
+                          "findings": result.data.get("findings", [])}, indent=2))
+        raise typer.Exit(0 if result.ok else 1)
     for f in result.data.get("findings", []):
         console.print(f"{f['severity']:>7} [{f['code']}] {f['path']} (line {f.get('line')}): {f['message']}"
                       + (f" — {f['suggestion']}" if f.get("suggestion") else ""), markup=False)

@@ -8,6 +8,7 @@ from pathlib import Path
 from msmigrate.core.tool_result import ToolResult
 from msmigrate.tools.yaml_validator.checks import SchemaChecker
 from msmigrate.tools.yaml_validator.crossrefs import crossref_checks, inventory_from_target
+from msmigrate.tools.yaml_validator.entry_point import GENERIC_TRAINER, entry_point_of, names_read_by
 from msmigrate.tools.yaml_validator.findings import Finding
 from msmigrate.tools.yaml_validator.patterns import ModuleTree, pattern_checks
 from msmigrate.tools.yaml_validator.schema import root_node
@@ -60,6 +61,13 @@ def validate_config(
         if module_tree is not None:
             tree = ModuleTree.from_dict(module_tree) if isinstance(module_tree, dict) else module_tree
             findings += pattern_checks(data, tree)
+    entry = None
+    as_path = yaml_text_or_path if isinstance(yaml_text_or_path, Path) else (
+        Path(yaml_text_or_path) if "\n" not in yaml_text_or_path and len(yaml_text_or_path) < 4096 else None)
+    if target_root is not None and as_path is not None and as_path.is_file():
+        entry = entry_point_of(as_path.resolve(), Path(target_root))
+        if entry and entry != GENERIC_TRAINER:
+            findings = _read_by_entry(findings, entry, names_read_by(entry, Path(target_root)))
     for f in findings:
         if f.line is None and f.path:
             f.line = loaded.line_of(f.path)
@@ -69,11 +77,25 @@ def validate_config(
     summary = (f"{len(errors)} error(s), {len(findings) - len(errors)} warning(s)"
                + (f"; first: [{errors[0].code}] {errors[0].path}" if errors else ""))
     payload = dict(source=source, summary=summary, findings=[f.to_dict() for f in findings],
-                   checked={"schema": True, "inventory": inventory is not None, "module_tree": module_tree is not None,
+                   entry_point=entry, checked={"schema": True, "inventory": inventory is not None, "module_tree": module_tree is not None,
                             "files": target_root is not None})
     if errors:
         return ToolResult.failure(f"config invalid: {summary}", **payload)
     return ToolResult.success(**payload)
+
+
+def _read_by_entry(findings: list[Finding], entry: str, read: set[str]) -> list[Finding]:
+    """An undeclared key that the config's own task entry point reads is not silently ignored: a warning that says
+    who reads it, not an error."""
+    out = []
+    for f in findings:
+        last = f.path.rsplit(".", 1)[-1].split("[", 1)[0]
+        if f.code == "unknown-key" and last in read:
+            f = Finding("warning", "read-by-entry-point", f.path,
+                        f"`{f.path}` is not declared by the argument models, but this config's entry point "
+                        f"{entry} reads `{last}` itself", None, f.line)
+        out.append(f)
+    return out
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

@@ -49,6 +49,16 @@ PATTERN_LISTS = (
     ("features.chunkmbs_plan.apply_modules", "features.enable_chunk_mbs"),
     ("parallel.ep_plan.apply_modules", None),
 )
+# Plans of a parallelism that is off are never applied (expert parallel size 1: no ep_plan): not audited at all.
+PARALLELISM_SIZE = {"parallel.ep_plan.apply_modules": "parallel.expert_parallel_size"}
+
+
+def _parallelism_off(data: dict, list_path: str) -> bool:
+    size_key = PARALLELISM_SIZE.get(list_path)
+    if size_key is None:
+        return False
+    size = get(data, size_key)
+    return not isinstance(size, int) or size <= 1
 
 
 def _patterns(data: dict, path: str) -> list[tuple[int, str]]:
@@ -66,6 +76,9 @@ def pattern_checks(data: dict, tree: ModuleTree) -> list[Finding]:
     out: list[Finding] = []
     selected: dict[str, set[str]] = {}
     for list_path, switch in PATTERN_LISTS:
+        if _parallelism_off(data, list_path):
+            selected[list_path] = set()
+            continue
         enabled = switch is None or get(data, switch) is True
         chosen: set[str] = set()
         for i, pattern in _patterns(data, list_path):
