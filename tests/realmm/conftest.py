@@ -25,11 +25,24 @@ def snapshot_dir() -> Path | None:
     return None
 
 
-def pytest_collection_modifyitems(config, items):
-    here = Path(__file__).parent
-    for item in items:
-        if Path(str(item.fspath)).is_relative_to(here):
-            item.add_marker(pytest.mark.realmm)
+@pytest.fixture(scope="session")
+def realmm_tarballs() -> Path:
+    """The folder holding the two snapshot tarballs (or a skip saying where they are looked for)."""
+    snap = snapshot_dir()
+    if snap is None:
+        pytest.skip("real MindSpeed-MM snapshots not found (set MSMIGRATE_REALMM_DIR to the folder holding "
+                    "MindSpeed-MM.tar.gz and MindSpeed.tar.gz)")
+    return snap
+
+
+@pytest.fixture(scope="session")
+def real_checkout(tmp_path_factory, realmm_tarballs, real_runtime) -> Path:
+    """One real checkout (git repo, mindspeed importable) built by scripts/real_target.sh, shared read-only by
+    the verify and validator tests (migrations get their own)."""
+    from realmm_helpers import real_target
+
+    printed = real_target(tmp_path_factory.mktemp("real_target"), realmm_tarballs, real_runtime)
+    return Path(printed["target"])
 
 
 @pytest.fixture(scope="session")

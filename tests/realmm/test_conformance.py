@@ -50,6 +50,8 @@ SIGNATURES = [
 # Messages the stand-in raises on behalf of a library the real code calls, not of MindSpeed-MM itself.
 LIBRARY_TEXTS = {"Unable to find '": "datasets.load_dataset (the real huggingface dataset calls it)"}
 
+pytestmark = pytest.mark.realmm
+
 
 def real_file(root: Path, rel: str) -> Path | None:
     for base in (root / "MindSpeed-MM", root / "MindSpeed"):
