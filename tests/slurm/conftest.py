@@ -1,4 +1,4 @@
-"""The ``slurm_cluster`` fixture: a real slurmctld + two slurmd (+ munged) on this host for the session, or a skip
+"""The ``slurm_cluster`` fixture: a real slurmctld + two slurmd (+ munged) on this host for tests/slurm, or a skip
 that says why (binaries missing: ``apt-get install -y slurm-wlm munge``; not root: the daemons need it)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from slurm_cluster import missing_binaries, start_cluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # torn down when tests/slurm is done, not at the end of the whole suite
 def slurm_cluster(tmp_path_factory):
     missing = missing_binaries()
     if missing:
