@@ -340,5 +340,22 @@ class WarmPool:
             server.close()
 
 
+    def forget_after_fork(self) -> None:
+        """In a forked copy of this process: the servers are not its children. Drop its copies of their control
+        sockets (so they still see EOF when the real owner exits) without stopping them."""
+        for server in self._servers.values():
+            if server._control is not None:
+                server._control.close()
+        self._servers, self._lock = {}, threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()  # the spawner thread did not survive the fork
+    POOL.forget_after_fork()
+
+
 POOL = WarmPool()
 atexit.register(POOL.close_all)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

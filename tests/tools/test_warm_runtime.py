@@ -260,3 +260,25 @@ def test_server_and_probe_die_with_the_agent(light, tmp_path):
     agent.kill()
     agent.wait()
     assert _wait_gone([server_pid, seen["probe"], seen["grandchild"]]) == []
+
+
+def test_a_forked_agent_starts_its_own_server(light, tmp_path):
+    """A copy of the agent made by fork (multiprocessing's default on Linux) must not wait on the parent's spawner
+    thread (it did not survive the fork) nor stop the parent's server."""
+    probes = tmp_path / "probes"
+    _write(probes, "echo.py", ECHO)
+    assert run_probe(PY, "echo", [], probes_dir=probes, timeout=60).data["runtime_mode"] == "warm"
+    (parent_server,) = POOL.servers()
+    pid = os.fork()
+    if pid == 0:  # the forked copy: one probe through its own server, then a hard exit
+        code = 1
+        try:
+            res = run_probe(PY, "echo", [], probes_dir=probes, timeout=60)
+            mine = POOL.servers()
+            code = 0 if res.ok and res.data["runtime_mode"] == "warm" and mine and mine[0] is not parent_server else 2
+            POOL.close_all()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert parent_server.alive() and run_probe(PY, "echo", [], probes_dir=probes, timeout=60).ok
