@@ -60,3 +60,7 @@ def test_kill_mid_verify_then_resume_without_duplicate_launch(migration_inputs, 
     drives = [r for r in (json.loads(ln) for ln in (run_dir / "trajectory.jsonl").read_text().splitlines())
               if r["kind"] == "drive"]
     assert [d["resumed"] for d in drives] == [False, True]
+    # counts stay true across the kill: every launch attempt in the journal is counted, in the summary and report
+    attempts = sum(starts.values())
+    assert summary["counters"]["launches"] == attempts, (summary["counters"], starts)
+    assert f"training launches: {attempts}" in (run_dir / "verification_report.md").read_text()

@@ -57,7 +57,8 @@ def test_batch_three_items_killed_and_resumed(tmp_path, source_model, standin, h
     while time.time() < deadline:  # kill once one item is done and another is mid-run (past a gate)
         st = read_state(batch_dir)
         if any(v["status"] == "done" for v in st.values()) and any(
-                v["status"] == "running" and gates_recorded(batch_dir / "runs" / f"{k}-1") for k, v in st.items()):
+                v["status"] == "running" and gates_recorded(batch_dir / "runs" / f"{k}-1")
+                and not (batch_dir / "results" / f"{k}-1.json").is_file() for k, v in st.items()):
             break
         assert proc.poll() is None, proc.stdout.read().decode()
         time.sleep(0.3)
@@ -67,8 +68,12 @@ def test_batch_three_items_killed_and_resumed(tmp_path, source_model, standin, h
     proc.wait()
     before = read_state(batch_dir)
     done_before = {k for k, v in before.items() if v["status"] == "done"}
+    # an item may have written its result just before the kill (its process still tearing down): it is finished,
+    # and the re-run takes that result instead of resuming it
+    finished_unrecorded = {k for k, v in before.items() if v["status"] == "running"
+                           and (batch_dir / "results" / f"{k}-1.json").is_file()}
     interrupted = {k for k, v in before.items() if v["status"] == "running"
-                   and gates_recorded(batch_dir / "runs" / f"{k}-1")}
+                   and gates_recorded(batch_dir / "runs" / f"{k}-1")} - finished_unrecorded
     assert done_before and interrupted
     assert all(before[k]["exit_status"] == "success" for k in done_before)
     result_mtimes = {k: (batch_dir / "results" / f"{k}-1.json").stat().st_mtime for k in done_before}
@@ -83,6 +88,8 @@ def test_batch_three_items_killed_and_resumed(tmp_path, source_model, standin, h
     assert "| qwen2_vl | qwen2_vl-1 | success | ✔✔✔✔✔✔✔ |" in (batch_dir / "summary.md").read_text()
     for k in done_before:  # finished items were skipped: same result file, one drive in their run
         assert (batch_dir / "results" / f"{k}-1.json").stat().st_mtime == result_mtimes[k]
+        assert drives(batch_dir / "runs" / f"{k}-1") == 1
+    for k in finished_unrecorded:
         assert drives(batch_dir / "runs" / f"{k}-1") == 1
     for k in interrupted:  # interrupted items continued from their checkpoint
         result = json.loads((batch_dir / "results" / f"{k}-1.json").read_text())
@@ -140,3 +147,50 @@ def test_launch_slots_limit_holders(tmp_path, monkeypatch):
                 pass
     with launch_slots(timeout_s=0.3) as slot:  # released on exit
         assert slot == 0
+
+
+def test_kill_9_of_the_batch_alone_does_not_start_a_second_copy(tmp_path, source_model, standin, hook_env):
+    """kill -9 of the batch process (not its group) leaves the item processes running; the re-run waits for them,
+    says so, and takes their results — each run was driven once. The item logs hold the items' progress."""
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(
+        "items:\n"
+        f"  - id: one\n    spec: {{source: {source_model}, target: {standin}, model_name: qwen2_vl}}\n"
+        f"  - id: two\n    spec: {{source: {source_model}, target: {standin}, model_name: qwen2_vl_b}}\n")
+    batch_dir = tmp_path / "b"
+    env = {**hook_env, "FAKE_GATE_SLEEP": "8", "FAKE_SLOW_GATES": "G4"}
+    proc = subprocess.Popen(batch_cmd(manifest, "--jobs", "2", "--batch-dir", str(batch_dir)), env=env,
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline:  # both items mid-run (past a gate)
+        st = read_state(batch_dir)
+        if len(st) == 2 and all(v["status"] == "running" and gates_recorded(batch_dir / "runs" / f"{k}-1")
+                                for k, v in st.items()):
+            break
+        assert proc.poll() is None
+        time.sleep(0.3)
+    else:
+        pytest.fail("the two items never ran at once")
+    os.kill(proc.pid, signal.SIGKILL)  # the batch only; its item processes live on
+    proc.wait()
+    try:
+        out = subprocess.run(batch_cmd(manifest, "--jobs", "2", "--batch-dir", str(batch_dir)), env=hook_env,
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL) if _group_alive(proc.pid) else None
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("still runs; waiting for it instead of starting a second copy") == 2, out.stderr
+    for k in ("one", "two"):
+        assert drives(batch_dir / "runs" / f"{k}-1") == 1  # no second copy, no resume of a live run
+        log = (batch_dir / "logs" / f"{k}-1.log").read_text()
+        assert "gate G4 PASS" in log and "exit: success" in log, log
+    assert json.loads((batch_dir / "summary.json").read_text())["succeeded"] == 2
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False

@@ -142,6 +142,11 @@ def test_eval_cli_scripted_policy_real_validator(tmp_path, source_model, hook_en
             "--workdir", str(tmp_path / "w"), "--leaderboard", str(tmp_path / "lb.json")]
     ok = subprocess.run(base, env=hook_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stdout + ok.stderr
+    # progress: each trial as it starts and ends, and where the leaderboard went
+    lines = ok.stderr.splitlines()
+    assert any(ln.strip().startswith("[1/1] qwen2_vl trial 0: started, run qwen2_vl-t0-") for ln in lines), ok.stderr
+    assert any(ln.strip().startswith("[1/1] qwen2_vl trial 0: PASS success") for ln in lines), ok.stderr
+    assert f"leaderboard: {tmp_path / 'lb.json'} and {tmp_path / 'lb.md'}" in ok.stderr
     assert "| 1 | rules | one | 1 | 1.00 | 1.00 (1) | 1/1 |" in ok.stdout
     assert f"| {fx.name} | 1/1 |" in ok.stdout
     weak = subprocess.run([*base, "--label", "weakened", "--redo"], env={**hook_env, "FAKE_WEAKEN": "1"},

@@ -15,6 +15,7 @@ from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.state import EXIT_BUDGET, EXIT_GATE_FAILED, EXIT_UNSUPPORTED, PHASE_GATES, next_phase
 from msmigrate.tools.file_writer import tag_phase, target_commit
+from msmigrate.tools.launcher.records import read_launches
 
 SAME_TARGET_FAILURES = 2  # a gate that failed this often on one target commit is not run on it again
 
@@ -42,6 +43,9 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
         gates[name] = record
         history.append(record)
         counters = bump(counters, launches=record.get("launches", 0))
+        # The journal is the truth: launches finished before a kill -9 are reused (not counted again) by the
+        # resumed node, whose first visit never saved its count; every started attempt is in launches.jsonl.
+        counters["launches"] = max(counters.get("launches", 0), len(read_launches(deps.ctx.run_dir)))
         deps.trajectory.append("gate", phase=phase, **record)
         deps.emit("gate_end", gate=name, phase=phase, passed=record["passed"], summary=record.get("summary", ""))
         if not record["passed"]:

@@ -2,10 +2,14 @@
 
     python -m msmigrate.faces.batch.item SPEC.yaml RUN_ID RUNS_DIR RESULT.json
 
-A run whose folder already exists is resumed from its checkpoint (a batch killed mid-run loses no finished step)."""
+A run whose folder already exists is resumed from its checkpoint (a batch killed mid-run loses no finished step).
+The process holds ``RESULT.lock`` (an flock, with its pid inside) while it lives, so a re-run batch can tell an item
+whose process survived a kill -9 of the batch from one that died, and never starts a second copy of it. Its progress
+(the chat's event lines) goes to stdout, which the batch sends to the item's log."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
@@ -14,15 +18,36 @@ from pathlib import Path
 
 import yaml
 
+from msmigrate.faces.chat.render import EventPrinter, make_console
 from msmigrate.faces.run_hook import run_overrides
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.runner import Run
 
 
-def run_item(spec_file: Path, run_id: str, runs_dir: Path, result_file: Path) -> dict:
+# Exit code of an item process that found another process of the same item alive (it did nothing).
+ALREADY_RUNNING = 75
+
+
+def item_lock(result_file: Path):
+    """The item's lock file: taken by its process for its whole life; the pid in it says who holds it."""
+    return open(result_file.with_suffix(".lock"), "a+")
+
+
+def run_item(spec_file: Path, run_id: str, runs_dir: Path, result_file: Path) -> dict | None:
+    lock = item_lock(result_file)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        print(f"another process (pid {lock.read().strip() or '?'}) is already running {run_id}; not starting a "
+              "second copy", flush=True)
+        return None
+    lock.truncate(0)
+    lock.write(str(os.getpid()))
+    lock.flush()
     settings = Settings(runs_dir=runs_dir)
     spec = RunSpec.model_validate(yaml.safe_load(spec_file.read_text()))
-    kw = {"on_event": lambda kind, data: None, **run_overrides(spec, run_id, settings)}
+    kw = {"on_event": EventPrinter(make_console(highlight=False)), **run_overrides(spec, run_id, settings)}
     resumed = (runs_dir / run_id / "spec.yaml").is_file()
     started = time.time()
     run = Run.resume(run_id, settings, **kw) if resumed else Run(spec, run_id, settings, **kw)
@@ -46,4 +71,5 @@ def run_item(spec_file: Path, run_id: str, runs_dir: Path, result_file: Path) ->
 
 if __name__ == "__main__":
     spec_arg, run_id_arg, runs_arg, result_arg = sys.argv[1:5]
-    run_item(Path(spec_arg), run_id_arg, Path(runs_arg), Path(result_arg))
+    if run_item(Path(spec_arg), run_id_arg, Path(runs_arg), Path(result_arg)) is None:
+        sys.exit(ALREADY_RUNNING)

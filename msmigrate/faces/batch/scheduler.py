@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from msmigrate.faces.batch.item import item_lock
 from msmigrate.faces.batch.manifest import BatchItem, load_manifest
 from msmigrate.faces.batch.progress import item_progress
 from msmigrate.agent.launch_slots import slot_env
@@ -57,11 +58,34 @@ def _isolate_targets(items: list[BatchItem], batch_dir: Path, redo: bool) -> Non
         it.spec = it.spec.model_copy(update={"target": clone.resolve()})
 
 
-def _run_one(item: BatchItem, state: BatchState, batch_dir: Path, env: dict[str, str]) -> None:
+def _wait_for_survivor(result_file: Path, say) -> bool:
+    """True after waiting out a process of this item that outlived an earlier batch (kill -9 of the batch leaves
+    its item processes running); False when none holds the item's lock."""
+    lock = item_lock(result_file)
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            lock.seek(0)
+            say(f"{result_file.stem}: its process from an earlier batch (pid {lock.read().strip() or '?'}) still "
+                "runs; waiting for it instead of starting a second copy")
+        fcntl.flock(lock, fcntl.LOCK_EX)  # blocks until that process ends
+        return True
+    finally:
+        lock.close()
+
+
+def _run_one(item: BatchItem, state: BatchState, batch_dir: Path, env: dict[str, str],
+             say=lambda text: None) -> None:
     st = state.update(item.id, status="running", started=time.time())
     spec_file = batch_dir / "specs" / f"{item.id}.yaml"
     result_file = batch_dir / "results" / f"{st.run_id}.json"
     log_file = batch_dir / "logs" / f"{st.run_id}.log"
+    _wait_for_survivor(result_file, say)
+    if result_file.is_file():  # finished by a process that outlived an earlier batch: its result is the item's
+        _record(item, state, result_file, 0, log_file)
+        return
     argv = [sys.executable, "-m", "msmigrate.faces.batch.item", str(spec_file), st.run_id, str(batch_dir / "runs"),
             str(result_file)]
     with open(log_file, "a") as log:
@@ -72,6 +96,10 @@ def _run_one(item: BatchItem, state: BatchState, batch_dir: Path, env: dict[str,
                                 timeout=item.spec.budgets.wall_seconds + KILL_MARGIN_S).returncode
         except subprocess.TimeoutExpired:
             rc = -9
+    _record(item, state, result_file, rc, log_file)
+
+
+def _record(item: BatchItem, state: BatchState, result_file: Path, rc: int, log_file: Path) -> None:
     if result_file.is_file():
         result = yaml.safe_load(result_file.read_text())  # JSON is YAML
         state.update(item.id, status="done", ended=time.time(), exit_status=result.get("exit_status"),
@@ -132,7 +160,8 @@ def run_batch(manifest_path: Path, batch_dir: Path, *, jobs: int = 2, launch_job
                   f"({jobs} agent slots, {launch_jobs} launch slots)")
     env = {**os.environ, **slot_env(batch_dir / "launch_slots", launch_jobs)}
     with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="batch-item") as pool:
-        futures = [pool.submit(_run_one, it, state, batch_dir, env) for it in todo]
+        say = lambda text: console.print(f"  {text}")  # noqa: E731
+        futures = [pool.submit(_run_one, it, state, batch_dir, env, say) for it in todo]
         if console.is_terminal:
             with Live(_table(items, state, batch_dir), console=console, refresh_per_second=2) as live:
                 while not all(f.done() for f in futures):

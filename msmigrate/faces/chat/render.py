@@ -93,9 +93,17 @@ def gates_table(state: dict[str, Any]) -> Table:
     for col in ("gate", "what it proves", "result", "summary"):
         table.add_column(col)
     gates = state.get("gates", {})
+    history = state.get("gate_history", [])
     for name, title in GATE_TITLES.items():
         rec = gates.get(name)
-        result = "not run" if rec is None else ("PASS" if rec.get("passed") else "FAIL")
+        if rec is None:
+            # re-entering a phase drops its gates' current records (classify), and a resume shows that state:
+            # the last outcome is still in the history and is what the user needs to see
+            earlier = next((r for r in reversed(history) if r.get("gate") == name), None)
+            result = "not run" if earlier is None else ("PASS" if earlier.get("passed") else "FAIL") + " (earlier; to re-run)"
+            rec = earlier
+        else:
+            result = "PASS" if rec.get("passed") else "FAIL"
         table.add_row(name, title, result, escape(str((rec or {}).get("summary", ""))[:120]))
     return table
 

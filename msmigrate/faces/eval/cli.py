@@ -39,15 +39,21 @@ def eval_cmd(
     k = trials or loaded.trials
     console.print(f"suite {loaded.name}: {len(loaded.tasks)} tasks × {k} trials, policy {policy} → {workdir}")
 
+    total, seen = len(loaded.tasks) * k, [0]
+
+    def started(task_id, trial, run_id, run_dir) -> None:
+        console.print(f"  [{seen[0] + 1}/{total}] {task_id} trial {trial}: started, run {run_id} → {run_dir}")
+
     def show(score) -> None:
+        seen[0] += 1
         failed = [c.name for c in score.checks if not c.passed]
         mark = "[green]PASS[/]" if score.passed else "[red]FAIL[/]"
-        console.print(f"  {score.task_id} trial {score.trial}: {mark} {score.exit_status} "
+        console.print(f"  [{seen[0]}/{total}] {score.task_id} trial {score.trial}: {mark} {score.exit_status} "
                       f"{'failed: ' + ', '.join(failed) if failed else ''} ({score.soft.get('wall_s', 0)} s)")
 
     cfg = EvalConfig(policy=policy, trials=k, workdir=workdir / f"{loaded.name}-{policy}", replay_dir=replay_dir,
                      redo=redo)
-    scores = run_suite(loaded, cfg, on_trial=show)
+    scores = run_suite(loaded, cfg, on_trial=show, on_start=started)
     name = label or (f"{policy}:{Settings().llm_model}" if policy == "llm" else policy)
     entry = build_entry(name, loaded.name, policy, scores, k)
     leaderboard.parent.mkdir(parents=True, exist_ok=True)
@@ -56,4 +62,6 @@ def eval_cmd(
     leaderboard.with_suffix(".md").write_text(md)
     (Path(cfg.workdir) / "entry.json").write_text(json.dumps(entry, indent=2, default=str))
     print(md)
+    console.print(f"leaderboard: {leaderboard.resolve()} and {leaderboard.with_suffix('.md').resolve()}; "
+                  f"this eval's entry: {(Path(cfg.workdir) / 'entry.json').resolve()}")
     raise typer.Exit(0 if entry["overall"]["solved"] == entry["overall"]["tasks"] else 1)

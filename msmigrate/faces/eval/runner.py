@@ -94,7 +94,10 @@ def _from_row(row: dict[str, Any]) -> TrialScore:
 
 
 def run_suite(suite: Suite, cfg: EvalConfig, *, run_fn: RunFn = default_run, validate: Validator = default_validator,
-              on_trial: Callable[[TrialScore], None] | None = None) -> list[TrialScore]:
+              on_trial: Callable[[TrialScore], None] | None = None,
+              on_start: Callable[[str, int, str, Path], None] | None = None) -> list[TrialScore]:
+    """``on_start(task_id, trial, run_id, run_dir)`` before each trial runs, ``on_trial(score)`` after it (and for a
+    trial already scored in results.jsonl, which is not run again)."""
     workdir = Path(cfg.workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     results = workdir / "results.jsonl"
@@ -108,9 +111,13 @@ def run_suite(suite: Suite, cfg: EvalConfig, *, run_fn: RunFn = default_run, val
         for trial in range(trials):
             if (task.id, trial) in done:
                 scores.append(_from_row(done[(task.id, trial)]))
+                if on_trial:
+                    on_trial(scores[-1])
                 continue
             run_id = f"{task.id}-t{trial}-{secrets.token_hex(2)}"
             started = time.time()
+            if on_start:
+                on_start(task.id, trial, run_id, settings.runs_dir / run_id)
             if cfg.policy == "replay" and _replay_file(task, cfg.replay_dir) is None:
                 score = TrialScore(task.id, trial, run_id, None, False, None,
                                    [Check("replay_available", False, f"no recorded trajectory for {task.id}")], {},
