@@ -165,6 +165,8 @@ class RunSpec(_UserInput):
     approval: bool = Field(False, description="ask before accelerator launches and out-of-scope edits")
     allow_branch_b: bool = Field(True, description="allow additive edits to template/mm_plugin/collator registries")
     extra_editable: list[str] = Field(default_factory=list)
+    env_passthrough: list[str] = Field(default_factory=list, description="extra environment variables (names or "
+                                       "PREFIX_*) the target runtime's processes may see; all others are dropped")
     instructions: str = Field("", description="free-text guidance passed to the policy")
     # An existing migration whose names do not follow model_name (the real models/qwen3vl registers qwen3_vl_moe,
     # its YAML is qwen3vl_30B_config_v1.yaml): each field, when set, replaces what the plan would derive.

@@ -27,6 +27,7 @@ class RunDeps:
     gates: dict[str, GateFn]  # "G0".."G6"
     trajectory: Trajectory
     on_event: Callable[[str, dict[str, Any]], None] = field(default=lambda kind, data: None)
+    worktree_error: str | None = None  # why the run has no work tree of its own (G0 fails with it)
 
     def emit(self, kind: str, **data: Any) -> None:
         """Progress for the faces (chat streams it, batch shows it) and the trajectory."""

@@ -10,6 +10,7 @@ from typing import Any
 import git
 
 from msmigrate.agent.state import EXIT_UNSUPPORTED, PHASE_GATES
+from msmigrate.core.secret_mask import mask_text
 
 GATE_TITLES = {
     "G0": "precheck (paths, target shape, runtime)",
@@ -155,10 +156,10 @@ def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
         "gate_history": state.get("gate_history", []),
         "counters": state.get("counters", {}),
     }
-    (run_dir / "evidence.json").write_text(json.dumps(evidence, indent=2, default=str))
+    (run_dir / "evidence.json").write_text(mask_text(json.dumps(evidence, indent=2, default=str)))
     has_plot = plot_losses(_losses(gates), run_dir / "loss_curve.png")
     diff = diff_summary(deps.ctx.target, state.get("artifacts", {}).get("base_commit"), deps.ctx.work_branch)
-    (run_dir / "verification_report.md").write_text(render_report(state, diff, has_plot))
+    (run_dir / "verification_report.md").write_text(mask_text(render_report(state, diff, has_plot)))
     out = dict(state.get("artifacts", {}))
     out.update(report=str(run_dir / "verification_report.md"), evidence=str(run_dir / "evidence.json"))
     if has_plot:

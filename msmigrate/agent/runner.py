@@ -6,6 +6,7 @@ and the traceback in the trajectory, never a crash of the caller (the batch face
 from __future__ import annotations
 
 import difflib
+import os
 import secrets
 import sqlite3
 import time
@@ -15,16 +16,22 @@ from typing import Any, Callable
 
 import yaml
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.graph import build_graph
+from msmigrate.agent.masked_serde import MaskingSerializer
 from msmigrate.agent.policies.base import Policy
 from msmigrate.agent.state import EXIT_ERROR
 from msmigrate.agent.trajectory import Trajectory
 from msmigrate.core.run_context import RunContext
 from msmigrate.tools.warm_runtime import POOL
+from msmigrate.core.tool_result import ToolResult
+from msmigrate.core.secret_mask import mask_text, register_all
+from msmigrate.tools.subprocess_env import set_passthrough
+from msmigrate.tools.worktree import WorktreeError, attach, release_worktree
 
 Approver = Callable[[dict[str, Any]], Any]
 
@@ -92,28 +99,39 @@ class Run:
     """One run: its directory, its checkpointer and its compiled graph."""
 
     def __init__(self, spec: RunSpec, run_id: str, settings: Settings, *, policy: Policy | None = None,
-                 on_event: Callable[[str, dict[str, Any]], None] | None = None, tools: list | None = None,
+                 on_event: Callable[[str, dict[str, Any]], None] | None = None,
+                 tools: list | Callable[[RunContext], list] | None = None,
                  gates: dict[str, Any] | None = None):
         self.spec, self.run_id, self.settings = spec, run_id, settings
         self.run_dir = (settings.runs_dir / run_id).resolve()
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # Before anything runs or is written: secrets to mask by value, and what children may see of the environment.
+        register_all([settings.llm_api_key, os.environ.get("OPENAI_API_KEY")])
+        set_passthrough(spec.env_passthrough)
         spec_file = self.run_dir / "spec.yaml"
         if not spec_file.exists():  # the spec a resume reloads
-            spec_file.write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+            spec_file.write_text(mask_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)))
         self.ctx = RunContext(
             run_id=run_id, run_dir=self.run_dir, source=spec.source, target=spec.target, model_name=spec.model_name,
             runtime_python=spec.runtime_python or settings.runtime_python,
             data_path=spec.data or (spec.source / "data" / "train.json"),
-            allow_branch_b=spec.allow_branch_b, extra_editable=list(spec.extra_editable),
+            allow_branch_b=spec.allow_branch_b, extra_editable=list(spec.extra_editable), approval=spec.approval,
         )
+        self.worktree_error: str | None = None
+        try:  # the run's own git worktree on msmigrate/<run_id>; the user's checkout is never touched
+            attach(self.ctx)
+        except WorktreeError as exc:  # G0 reports it (not a git repo, no commit): the run then edits nothing
+            self.worktree_error = str(exc)
         self.trajectory = Trajectory(self.run_dir / "trajectory.jsonl")
         self.deps = RunDeps(
             ctx=self.ctx, spec=spec, policy=policy or build_policy(spec, settings),
-            tools=tools if tools is not None else build_tools(self.ctx), gates=gates or build_gates(),
+            tools=(tools(self.ctx) if callable(tools) else tools) if tools is not None else build_tools(self.ctx),
+            gates=gates or build_gates(),
             trajectory=self.trajectory, on_event=on_event or (lambda kind, data: None),
+            worktree_error=self.worktree_error,
         )
         self._conn = sqlite3.connect(str(self.run_dir / "checkpoints.sqlite"), check_same_thread=False)
-        self.graph = build_graph(self.deps, SqliteSaver(self._conn))
+        self.graph = build_graph(self.deps, SqliteSaver(self._conn, serde=MaskingSerializer()))
         self.config = {"configurable": {"thread_id": run_id},
                        "recursion_limit": 4 * spec.budgets.policy_steps + 200}
         edits = self.snapshot().get("launch_edits")
@@ -147,20 +165,48 @@ class Run:
         started = bool(self.graph.get_state(self.config).values)
         inp: Any = Command(resume=resume_value) if resume_value is not None else (None if started else self.initial_state())
         self.trajectory.append("drive", resumed=started)
+        if started and resume_value is None:
+            self.answer_crashed_calls()
         try:
             while True:
                 self.graph.invoke(inp, self.config)
                 payload = self.pending_interrupt()
                 if payload is None:
+                    self.release_worktree()
                     return self.snapshot()
                 if approver is None:
                     return {**self.snapshot(), "interrupt": payload}
                 inp = Command(resume=approver(payload))
         except Exception as exc:  # boundary: a bug fails the run with a status, not the caller
-            tb = traceback.format_exc()
+            tb = mask_text(traceback.format_exc())
             self.trajectory.append("error", error=repr(exc), traceback=tb)
             (self.run_dir / "error.txt").write_text(tb)
-            return {**self.snapshot(), "exit_status": EXIT_ERROR, "exit_detail": f"{type(exc).__name__}: {exc}"}
+            return {**self.snapshot(), "exit_status": EXIT_ERROR,
+                    "exit_detail": mask_text(f"{type(exc).__name__}: {exc}")}
+
+    def answer_crashed_calls(self) -> None:
+        """Resume after a run failed with a bug: tool calls that were pending when it failed are not replayed
+        blindly — each gets an error observation naming the failure, and the policy decides again."""
+        err = self.run_dir / "error.txt"
+        state = self.graph.get_state(self.config)
+        if not err.is_file():
+            return
+        first = next((ln for ln in reversed(err.read_text().splitlines()) if ln.strip()), "unknown error")
+        err.rename(self.run_dir / f"error.{int(time.time())}.txt")  # answered once; a new failure writes anew
+        messages = state.values.get("messages") or []
+        if state.next != ("tools",) or not messages or not isinstance(messages[-1], AIMessage):
+            return  # a node other than tools failed: it is re-run (the failure may have been an outage)
+        answers = [ToolMessage(content=ToolResult.failure(
+            f"not replayed: the run failed while this call was pending ({first[:300]}); call it again only if "
+            f"something changed").to_json(), tool_call_id=c["id"], name=c["name"], status="error")
+            for c in messages[-1].tool_calls]
+        self.graph.update_state(self.config, {"messages": answers}, as_node="tools")
+        self.trajectory.append("not_replayed", calls=[c["name"] for c in messages[-1].tool_calls], error=first)
+
+    def release_worktree(self) -> None:
+        """The run ended: remove its work tree (the branch and tags stay), so the user can check the branch out."""
+        if self.ctx.checkout is not None and self.snapshot().get("exit_status"):
+            release_worktree(self.ctx.checkout, self.ctx.target)
 
     def close(self) -> None:
         POOL.close_all()  # the warm target runtime lives as long as the run

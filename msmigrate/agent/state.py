@@ -71,3 +71,4 @@ class MigrationState(TypedDict, total=False):
     started_at: float
     exit_status: str | None
     exit_detail: str
+    code_approval: dict[str, Any]  # approval on: {"pending": phase} while G1 waits, {"approved": head} after

@@ -11,21 +11,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from msmigrate.core.secret_mask import mask_text
+
 # Keys whose value is a credential. Not every key containing "token": token counts ("tokens", "total_tokens") and
 # tokenizer facts ("eos_token", "media_tokens") are data the trajectory must keep.
 _SECRET_KEY = re.compile(r"(api[_-]?key|secret|passw(or)?d|authorization|^token$|"
                          r"(access|auth|api|bearer|refresh|session|hf|github)[_-]?token)", re.I)
-_SECRET_VALUE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9._\-]{8,})")
 
 
 def mask(obj: Any) -> Any:
-    """Mask values under secret-looking keys and secret-looking substrings anywhere."""
+    """Mask values under secret-looking keys, and every registered secret value anywhere (``secret_mask``)."""
     if isinstance(obj, dict):
         return {k: ("***" if _SECRET_KEY.search(str(k)) and v else mask(v)) for k, v in obj.items()}
-    if isinstance(obj, list):
+    if isinstance(obj, (list, tuple)):
         return [mask(v) for v in obj]
     if isinstance(obj, str):
-        return _SECRET_VALUE.sub("***", obj)
+        return mask_text(obj)
     return obj
 
 

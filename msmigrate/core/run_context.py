@@ -25,12 +25,15 @@ class RunContext:
     run_id: str
     run_dir: Path
     source: Path  # the source HF model folder / repo (read-only)
-    target: Path  # the MindSpeed-MM checkout (stand-in or real)
+    target: Path  # where this run reads and edits the target: its own git worktree (tools/worktree.py)
     model_name: str  # short name used for plugin dirs and examples/<name>/
     runtime_python: str = sys.executable  # the target runtime's interpreter
     data_path: Path | None = None  # sample training data (ShareGPT JSON); defaults to <source>/data
     allow_branch_b: bool = True
     extra_editable: list[str] = field(default_factory=list)
+    checkout: Path | None = None  # the user's MindSpeed-MM checkout the worktree came from (never edited)
+    approval: bool = False  # spec.approval: model-written code runs only once the user approved (G1 asks)
+    code_approved: bool = False  # the user's answer, restored from the run state at every node visit
 
     @property
     def editable_paths(self) -> list[str]:

@@ -10,7 +10,8 @@ Safety is enforced here, not asked of the model (DESIGN decision 7):
   non-blank line must survive, in order (checked on the full before/after text, not on the model's claim);
 - Python must ``ast.parse``; YAML must ``yaml.safe_load`` and define no anchor twice;
 - every accepted edit is one git commit on ``msmigrate/<run_id>`` (created from HEAD on first use), returned with
-  its unified diff; phases are lightweight tags; ``rollback`` and ``undo_last`` hard-reset that branch.
+  its unified diff; phases are lightweight tags; ``rollback`` and ``undo_last`` hard-reset that branch — inside the
+  run's own git worktree (``worktree.py``), never the user's checkout.
 Expected refusals are ``ToolResult.failure`` so the policy can read the reason and adapt.
 """
 
@@ -18,18 +19,21 @@ from __future__ import annotations
 
 import ast
 import functools
-import os
 import posixpath
-import threading
 import re
+import threading
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+import git
 import yaml
 from pydantic import BaseModel, Field
 
-from msmigrate.core.tool_result import ToolResult, make_tool
 from msmigrate.core.run_context import BRANCH_B_FILES, RunContext
+from msmigrate.core.secret_mask import mask_text
+from msmigrate.core.tool_result import ToolResult, make_tool
+from msmigrate.tools import safe_fs
 
 # Reference §11 "must not change": never writable, whatever the run's configuration says. Directories end with "/".
 FRAMEWORK_CORE = (
@@ -98,6 +102,10 @@ def check_path(ctx: RunContext, path: str) -> Target | str:
         return ".git/ is never writable"
     if any(ch.isspace() and ch != " " for ch in path) or any(ord(ch) < 32 for ch in path):
         return "control characters are not allowed in paths"
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Co", "Cs", "Zl", "Zp") for ch in path):
+        return "invisible or format characters (zero-width, bidi overrides) are not allowed in paths"
+    if unicodedata.normalize("NFKC", path) != path:  # fullwidth '．．', '／', ligatures: look-alikes of real paths
+        return "look-alike unicode characters are not allowed in paths; use the plain ASCII spelling"
     rel = posixpath.normpath(path)
     if rel in (".", "") or path.endswith("/"):
         return "path names a directory, not a file"
@@ -201,21 +209,21 @@ def target_commit(ctx: RunContext) -> str | None:
 
 
 def ensure_work_branch(ctx: RunContext):
-    """The target repo with ``msmigrate/<run_id>`` checked out (created from HEAD on first use), or a reason."""
+    """The run's work tree as a repo, checked out on ``msmigrate/<run_id>``, or the reason there is none.
+
+    Nothing here checks out, creates or resets anything in the user's checkout: the work tree is made by
+    ``worktree.attach`` (the runner does it at start); a context still pointing at the user's checkout is refused."""
     if not _SAFE_NAME.match(ctx.run_id or ""):
         return f"run_id {ctx.run_id!r} is not a safe git ref component"
+    if ctx.checkout is None or Path(ctx.checkout).resolve() == Path(ctx.target).resolve():
+        return "this run has no work tree of its own; edits are refused so the user's checkout stays untouched"
     repo = _repo(ctx)
     if repo is None:
-        return f"target {ctx.target} is not a git repository; edits must be committed"
+        return f"work tree {ctx.target} is not a git repository; edits must be committed"
     if not repo.head.is_valid():
-        return f"target {ctx.target} has no commits yet; commit a base first"
-    branch = ctx.work_branch
-    if branch not in [h.name for h in repo.heads]:
-        repo.create_head(branch, repo.head.commit)
-        # Where the run started: rollback never goes below it, and "base" rolls back every edit of the run.
-        repo.create_tag(_tag_name(ctx, "base"), ref=repo.head.commit, force=True)
-    if repo.head.is_detached or repo.active_branch.name != branch:
-        repo.git.checkout(branch)  # same commit when just created, so local work survives
+        return f"work tree {ctx.target} has no commits"
+    if repo.head.is_detached or repo.active_branch.name != ctx.work_branch:
+        return f"work tree {ctx.target} is not on {ctx.work_branch}; refusing to edit"
     return repo
 
 
@@ -248,8 +256,14 @@ def _apply(ctx: RunContext, path: str, make_new, op: str, reason: str) -> ToolRe
     repo = ensure_work_branch(ctx)
     if isinstance(repo, str):
         return ToolResult.failure(repo, path=path)
-    exists = target.abs.is_file()
-    old = target.abs.read_text(encoding="utf-8") if exists else None
+    root = Path(ctx.target).resolve()
+    try:
+        old = safe_fs.read_text(root, target.rel)  # no symlink followed at any component (the check above can race)
+    except OSError as exc:  # a symlink or a file where a directory should be (UnsafePath), or it changed under us
+        return ToolResult.failure(f"refused: {target.rel}: {exc.strerror or exc}", path=target.rel)
+    except UnicodeDecodeError:
+        return ToolResult.failure(f"refused: {target.rel} is not UTF-8 text", path=target.rel)
+    exists = old is not None
     new = make_new(old)
     if isinstance(new, ToolResult):
         return new
@@ -265,12 +279,17 @@ def _apply(ctx: RunContext, path: str, make_new, op: str, reason: str) -> ToolRe
         loss = additive_violation(old, new)
         if loss:
             return ToolResult.failure(f"refused: {target.rel} accepts additive edits only; {loss}", path=target.rel)
-    target.abs.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.abs.with_name(f".{target.abs.name}.msmigrate-tmp")
-    tmp.write_text(new, encoding="utf-8")
-    os.replace(tmp, target.abs)
-    summary = f"msmigrate: {op} {target.rel}" + (f" ({reason.strip()[:120]})" if reason.strip() else "")
-    sha, diff = _commit(repo, ctx, target.rel, summary)
+    try:
+        safe_fs.write_text(root, target.rel, new)
+    except OSError as exc:  # as above; also a directory in the way, or the tree changed during the write
+        return ToolResult.failure(f"refused: cannot write {target.rel}: {exc.strerror or exc}", path=target.rel)
+    reason = mask_text(" ".join(reason.split()))  # one line, and no secret ever lands in a commit message
+    summary = f"msmigrate: {op} {target.rel}" + (f" ({reason[:120]})" if reason else "")
+    try:
+        sha, diff = _commit(repo, ctx, target.rel, summary)
+    except git.GitCommandError as exc:  # the file vanished or turned into a link between the write and git add
+        return ToolResult.failure(f"refused: {target.rel} changed while it was committed: "
+                                  f"{str(exc.stderr or exc).strip()[:300]}", path=target.rel)
     return ToolResult.success(path=target.rel, commit=sha, branch=ctx.work_branch, created=not exists, diff=diff)
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from msmigrate.core.tool_result import ToolResult
-from msmigrate.tools import warm_runtime
+from msmigrate.tools import subprocess_env, warm_runtime
+from msmigrate.tools.subprocess_env import spawn
 
 PROBES_DIR = Path(__file__).parent / "probes"
 # A probe prints its JSON result on one line starting with this marker; everything else it prints is log.
@@ -39,12 +40,11 @@ def run_process(
     env_extra: dict[str, str] | None = None,
     timeout: float = 300.0,
 ) -> ProcessOutcome:
-    """Run argv (never a shell string) in a new session; on timeout kill the whole process group."""
-    env = child_env(env_extra)
+    """Run argv (never a shell string) in a new session with the allow-listed environment (``subprocess_env``);
+    on timeout kill the whole process group; the child dies with the agent (parent-death signal)."""
     start = time.monotonic()
-    proc = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
+    proc = spawn(argv, env_extra=env_extra, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                 stdin=subprocess.DEVNULL, text=True)
     try:
         out, err = proc.communicate(timeout=timeout)
         return ProcessOutcome(argv, proc.returncode, out, err, time.monotonic() - start, False)
@@ -55,8 +55,8 @@ def run_process(
 
 
 def child_env(env_extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of every target-runtime child, fresh or forked (the one place it is decided)."""
-    return {**os.environ, **(env_extra or {})}
+    """The environment of every target-runtime child, fresh or forked: the allow-list (``subprocess_env``)."""
+    return subprocess_env.child_env(env_extra)
 
 
 def kill_group(pid: int) -> None:

@@ -18,6 +18,15 @@ from msmigrate.tools.yaml_validator import schema_from_target, validate_config
 PROBE_ENV = {"NON_MEGATRON": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
+def unapproved(ctx: RunContext) -> ToolResult | None:
+    """With approval on, code this run wrote runs only after the user said yes (asked when the phase ends, at its
+    gate); until then every check that would import it is refused — an error observation, not a crash."""
+    if ctx.approval and not ctx.code_approved:
+        return ToolResult.failure("running the code written in this run needs the user's approval, which is asked "
+                                  "when the phase ends (at its gate); finish the phase without this check")
+    return None
+
+
 def _save(ctx: RunContext, name: str, payload: Any) -> str:
     out = ctx.run_dir / "probes"
     out.mkdir(parents=True, exist_ok=True)
@@ -38,6 +47,8 @@ def module_tree(ctx: RunContext, *, plugins: list[str] | None = None, model_id: 
                 trust_remote_code: bool = False) -> ToolResult:
     """The module tree of the plugin class (when ``model_id`` is given) or of the source model, on meta."""
     if model_id:
+        if (refused := unapproved(ctx)) is not None:
+            return refused
         args, name = plugin_args(ctx, plugins or [], model_id), f"module_tree_{model_id}"
     else:
         args, name = ["--model", str(ctx.source)], "module_tree_source"
@@ -53,6 +64,8 @@ def forward_check(ctx: RunContext, *, plugins: list[str], model_id: str, batch_f
                   trust_remote_code: bool = False, sample_data: Path | None = None) -> ToolResult:
     """One forward with labels through the plugin class on a shrunk config: a real collated batch, else the source
     processor's batch of a real sample (``sample_data``), else a synthetic one."""
+    if (refused := unapproved(ctx)) is not None:
+        return refused
     args = plugin_args(ctx, plugins, model_id) + ["--shrink-layers", "2"]
     if batch_file:
         args += ["--batch", batch_file]
@@ -73,6 +86,8 @@ def forward_check(ctx: RunContext, *, plugins: list[str], model_id: str, batch_f
 
 
 def data_check(ctx: RunContext, config_path: Path) -> ToolResult:
+    if (refused := unapproved(ctx)) is not None:
+        return refused
     out = ctx.run_dir / "probes"
     out.mkdir(parents=True, exist_ok=True)
     res = run_probe(ctx.runtime_python, "data_check",
@@ -88,6 +103,8 @@ def data_check(ctx: RunContext, config_path: Path) -> ToolResult:
 
 def config_check(ctx: RunContext, config_path: Path, *, tree: dict | None, device: str | None = None) -> ToolResult:
     """The strict validator with the schema from the target's own argument models (cached per commit)."""
+    if (refused := unapproved(ctx)) is not None:  # the schema probe imports the target, plugins included
+        return refused
     schema = schema_from_target(ctx.target, ctx.runtime_python, cache_dir=ctx.run_dir / "probes")
     if not schema.ok:
         return ToolResult.failure(f"could not derive the config schema from the target: {schema.error}", **schema.data)

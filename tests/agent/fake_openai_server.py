@@ -7,6 +7,8 @@
   turn index is the number of assistant turns with tool calls already in the conversation, so the server is a pure
   function of the request except for the two fault injections below. Past the end of a list: "phase done".
 - ``fail_first``: the first N requests get HTTP 503 (transport retry).
+- ``garbage_first``: the next N requests get HTTP 200 with a body that is not JSON (a proxy's HTML page),
+  labelled alternately as HTML and as JSON.
 - a turn with ``"malformed": True`` is first sent once with its first call's arguments cut to invalid JSON.
 - requests without tools (the classify fallback) get ``classify_reply``.
 - like OpenAI, a conversation where an assistant turn's tool calls are not answered by tool messages is a 400.
@@ -50,10 +52,11 @@ def sequence_error(messages: list[dict[str, Any]]) -> str | None:
 
 
 class ScriptedChatServer:
-    def __init__(self, script: dict[str, list[dict[str, Any]]], *, fail_first: int = 0,
+    def __init__(self, script: dict[str, list[dict[str, Any]]], *, fail_first: int = 0, garbage_first: int = 0,
                  classify_reply: str = "config", model: str = "scripted"):
         self.script = script
         self.fail_remaining = fail_first
+        self.garbage_remaining = garbage_first
         self.classify_reply = classify_reply
         self.model = model
         self.requests: list[dict[str, Any]] = []
@@ -143,8 +146,15 @@ class ScriptedChatServer:
                 status, payload = server.respond(self.path, raw)
                 server.statuses.append(status)
                 data = json.dumps(payload).encode()
+                kind = "application/json"
+                with server._lock:
+                    if status == 200 and server.garbage_remaining > 0:
+                        server.garbage_remaining -= 1  # alternately labelled HTML and (wrongly) JSON
+                        kind = "text/html" if server.garbage_remaining % 2 else "application/json"
+                        data = b"<html><body>502 upstream hiccup</body></html>"
+                        server.statuses[-1] = -200  # marks a garbage 200 in the record
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

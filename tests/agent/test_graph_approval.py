@@ -1,4 +1,5 @@
-"""Human approval before the training launches (spec.approval): interrupt payload, reject, approve, edit."""
+"""Human approval (spec.approval) before the model-written code first runs (G1) and before the training launches:
+interrupt payloads, reject, approve, edit."""
 
 from __future__ import annotations
 
@@ -6,9 +7,28 @@ from agent_fakes import FakeGates, ScriptedPolicy, make_run
 
 
 def _paused(ws, tmp_path, gates):
+    """Paused at the launch approval (the code-execution approval before G1 answered yes)."""
     run = make_run(ws, tmp_path, ScriptedPolicy(), gates, approval=True)
     out = run.drive()
+    assert out["interrupt"]["kind"] == "code_execution" and gates.calls == []
+    out = run.drive(resume_value={"action": "approve"})
     return run, out
+
+
+def test_model_written_code_waits_for_approval_before_g1(fast_prepare, tmp_path):
+    gates = FakeGates()
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates, approval=True)
+    try:
+        out = run.drive()
+        payload = out["interrupt"]
+        assert payload["kind"] == "code_execution" and payload["gates"] == ["G1"] and payload["phase"] == "model"
+        assert gates.calls == []  # nothing that imports the plugin ran
+        assert run.ctx.approval and not run.ctx.code_approved
+        out = run.drive(resume_value={"action": "reject"})
+        assert out["exit_status"] == "rejected_by_user" and gates.calls == []
+        assert "model-written code" in out["exit_detail"]
+    finally:
+        run.close()
 
 
 def test_drive_without_approver_pauses_with_launch_interrupt(fast_prepare, tmp_path):
@@ -33,7 +53,7 @@ def test_reject_ends_with_rejected_by_user(fast_prepare, tmp_path):
         assert out["exit_status"] == "rejected_by_user" and "interrupt" not in out
         assert gates.calls == ["G1", "G2", "G3"]
         assert (run.run_dir / "verification_report.md").is_file()
-        assert run.trajectory.records("approval")[0]["answer"] == {"action": "reject"}
+        assert run.trajectory.records("approval")[-1]["answer"] == {"action": "reject"}
     finally:
         run.close()
 
@@ -60,7 +80,7 @@ def test_approver_callback_and_launch_edits(fast_prepare, tmp_path):
 
     try:
         out = run.drive(approver)
-        assert out["exit_status"] == "success" and len(seen) == 1
+        assert out["exit_status"] == "success" and [p["kind"] for p in seen] == ["code_execution", "launch"]
         assert run.deps.spec.launch.nproc_per_node == 4
     finally:
         run.close()

@@ -100,13 +100,48 @@ def test_wall_time_budget_exits_cleanly(fast_prepare, tmp_path):
     assert policy.views == []
 
 
-def test_tool_that_raises_fails_the_run_with_error(fast_prepare, tmp_path):
-    run = make_run(fast_prepare, tmp_path, ScriptedPolicy({"model": [[echo("boom")]]}))
+def test_tool_that_raises_becomes_an_error_observation(fast_prepare, tmp_path):
+    policy = ScriptedPolicy({"model": [[echo("boom")]]})
+    run = make_run(fast_prepare, tmp_path, policy)
     out = drive(run)
-    assert out["exit_status"] == "error"
-    assert "echo tool bug: boom" in out["exit_detail"]
-    assert "RuntimeError" in (run.run_dir / "error.txt").read_text()
-    assert run.trajectory.records("error")
+    assert out["exit_status"] == "success"  # one bad call does not end the run
+    (obs,) = policy.tool_messages("model")
+    result = json.loads(obs.content)
+    assert result["ok"] is False and "RuntimeError: echo tool bug: boom" in result["error"]
+    assert result["data"]["exception"] == "RuntimeError" and "echo_core" in result["data"]["traceback_tail"]
+    assert not (run.run_dir / "error.txt").exists()
+
+
+def test_a_bug_fails_the_run_once_and_resume_does_not_replay_the_call(fast_prepare, tmp_path):
+    """A tool outside the wrapper (its bug escapes ToolNode) fails the run with a clear status; --resume answers
+    the pending call with an error observation instead of running it again, and the run goes on."""
+    from langchain_core.tools import StructuredTool
+
+    from msmigrate.agent.runner import Run
+    from msmigrate.agent.policies.base import tool_call
+
+    calls = []
+
+    def raw(text: str) -> str:
+        calls.append(text)
+        raise RuntimeError("raw tool bug")
+
+    raw_tool = StructuredTool.from_function(func=raw, name="raw", description="raises")
+    policy = ScriptedPolicy({"model": [[tool_call("raw", {"text": "x"})]]})
+    run = make_run(fast_prepare, tmp_path, policy, tools=[raw_tool])
+    out = drive(run)
+    assert out["exit_status"] == "error" and "raw tool bug" in out["exit_detail"]
+    assert "RuntimeError" in (run.run_dir / "error.txt").read_text() and calls == ["x"]
+    run.close()
+    again = Run.resume(run.run_id, run.settings, policy=policy, tools=[raw_tool], gates=run.deps.gates)
+    try:
+        out = again.drive()
+        assert out["exit_status"] == "success" and calls == ["x"]  # not replayed
+        (obs,) = policy.tool_messages("model")
+        assert "not replayed" in json.loads(obs.content)["error"]
+        assert again.trajectory.records("not_replayed")[0]["calls"] == ["raw"]
+    finally:
+        again.close()
 
 
 def test_expected_tool_failure_goes_back_to_the_policy(fast_prepare, tmp_path):

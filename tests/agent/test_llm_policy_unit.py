@@ -52,6 +52,21 @@ def test_transport_errors_are_retried_with_backoff(view):
     assert server.requests[-1]["messages"][1]["content"].startswith("# Phase: model")
 
 
+def test_non_json_200_bodies_are_retried_like_transport_errors(view):
+    sleeps: list[float] = []
+    with ScriptedChatServer({"model": [{"tool_calls": [READ]}]}, garbage_first=2) as server:
+        decision = make_policy(server, sleeps).decide(view)
+    assert server.statuses == [-200, -200, 200]  # an HTML page labelled as HTML, then one labelled as JSON
+    assert sleeps == [1.0, 2.0]
+    assert [c["name"] for c in decision.message.tool_calls] == ["read_file"]
+
+
+def test_non_json_bodies_past_the_retries_end_with_a_clear_policy_error(view):
+    with ScriptedChatServer({"model": [{"tool_calls": [READ]}]}, garbage_first=10) as server:
+        with pytest.raises(PolicyError, match="body that is not a chat completion after 3 tries"):
+            make_policy(server, [], retries=2).decide(view)
+
+
 def test_outage_after_retries_is_a_policy_error(view):
     with ScriptedChatServer({"model": [{"tool_calls": [READ]}]}, fail_first=10) as server:
         with pytest.raises(PolicyError, match="unavailable after 2 tries"):

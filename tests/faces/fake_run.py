@@ -13,7 +13,6 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.policies.base import Decision, PolicyView, tool_call
-from msmigrate.core.run_context import RunContext
 from msmigrate.tools.file_writer import file_writer_tools
 
 PLUGIN = ('"""Plugin of {name} (test)."""\nfrom mindspeed_mm.fsdp.utils.register import model_register\n\n\n'
@@ -80,7 +79,6 @@ def fake_gates() -> dict:
 
 def overrides(spec, run_id: str, settings) -> dict:
     """The MSMIGRATE_RUN_HOOK factory: the Run keyword arguments replacing policy, tools and gates."""
-    ctx = RunContext(run_id=run_id, run_dir=(settings.runs_dir / run_id).resolve(), source=spec.source,
-                     target=spec.target, model_name=spec.model_name)
-    return {"policy": ScriptedPolicy(spec.model_name), "tools": file_writer_tools(ctx), "gates": fake_gates()}
+    # tools as a factory: the Run binds them to its own context (the one pointing at the run's worktree)
+    return {"policy": ScriptedPolicy(spec.model_name), "tools": file_writer_tools, "gates": fake_gates()}
 

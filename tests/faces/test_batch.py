@@ -17,6 +17,7 @@ from conftest import write_spec
 from msmigrate.agent.launch_slots import launch_slots
 from msmigrate.faces.batch.manifest import load_manifest
 from msmigrate.agent.launch_slots import slot_env
+from msmigrate.tools.worktree import checkout_state
 
 
 def batch_cmd(manifest: Path, *extra: str) -> list[str]:
@@ -41,7 +42,7 @@ def gates_recorded(run_dir: Path) -> bool:
 def test_batch_three_items_killed_and_resumed(tmp_path, source_model, standin, hook_env):
     spec = write_spec(tmp_path / "qwen.yaml", source_model, standin)
     manifest = tmp_path / "manifest.yaml"
-    # Three items on ONE target checkout: the batch gives each its own clone (work branches cannot share a tree).
+    # Three items on ONE target checkout: each run works in its own git worktree of it, on its own branch.
     manifest.write_text(
         "items:\n"
         f"  - spec: {spec.name}\n"
@@ -50,6 +51,7 @@ def test_batch_three_items_killed_and_resumed(tmp_path, source_model, standin, h
         "  - id: third\n"
         f"    spec: {{source: {source_model}, target: {standin}, model_name: qwen2_vl_c}}\n")
     batch_dir = tmp_path / "b"
+    user_state = checkout_state(standin)
     env = {**hook_env, "FAKE_GATE_SLEEP": "4", "FAKE_SLOW_GATES": "G4"}
     proc = subprocess.Popen(batch_cmd(manifest, "--jobs", "2", "--batch-dir", str(batch_dir)), env=env,
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -95,11 +97,13 @@ def test_batch_three_items_killed_and_resumed(tmp_path, source_model, standin, h
         result = json.loads((batch_dir / "results" / f"{k}-1.json").read_text())
         assert result["resumed"] is True and result["exit_status"] == "success"
         assert drives(batch_dir / "runs" / f"{k}-1") == 2
-    # each item edited its own clone, never the shared checkout
-    for k in ("qwen2_vl", "second", "third"):
-        assert (batch_dir / "targets" / k / ".git").is_dir()
-    branches = subprocess.run(["git", "-C", str(standin), "branch"], capture_output=True, text=True).stdout
-    assert "msmigrate/" not in branches
+    # each item committed on its own branch of the shared target; the user's checkout itself never changed
+    assert checkout_state(standin) == user_state
+    for k, name in (("qwen2_vl", "qwen2_vl"), ("second", "qwen2_vl_b"), ("third", "qwen2_vl_c")):
+        files = subprocess.run(["git", "-C", str(standin), "ls-tree", "-r", "--name-only", f"msmigrate/{k}-1"],
+                               capture_output=True, text=True, check=True).stdout
+        assert f"mindspeed_mm/fsdp/models/{name}/__init__.py" in files
+        assert not (batch_dir / "runs" / f"{k}-1" / "worktree").exists()  # released when the run ended
 
 
 def test_batch_item_failure_is_its_exit_status(tmp_path, source_model, standin, hook_env):

@@ -42,8 +42,11 @@ def test_chat_full_migration_with_approval_diff_undo(tmp_path, source_model, sta
     c = spawn_chat([str(spec), "--runs-dir", str(runs)], hook_env, tmp_path)
     c.expect("policy")  # policy messages and tool calls stream as they happen
     c.expect(r"tool write_file → ok mindspeed_mm/fsdp/models/qwen2_vl/__init__.py")
+    c.expect("Approval needed: code_execution for gates G1")  # approval is on by default: the plugin has not run
+    c.expect(APPROVAL)
+    c.sendline("approve")
     c.expect("gate G3 PASS")
-    c.expect("Approval needed")  # approval is on by default in chat: nothing launched yet
+    c.expect("Approval needed")  # nothing launched yet
     c.expect(APPROVAL)
     run_id = run_id_of(runs)
     config = "examples/qwen2_vl/qwen2_vl_config.yaml"
@@ -102,8 +105,8 @@ def test_chat_full_migration_with_approval_diff_undo(tmp_path, source_model, sta
     assert evidence["exit_status"] == "success"
     records = [json.loads(ln) for ln in (run_dir / "trajectory.jsonl").read_text().splitlines()]
     approvals = [r for r in records if r["kind"] == "approval"]
-    assert [a["answer"]["action"] for a in approvals] == ["edit"]
-    assert approvals[0]["answer"]["launch"] == {"gate_train_iters": 8}
+    assert [a["answer"]["action"] for a in approvals] == ["approve", "edit"]
+    assert approvals[1]["answer"]["launch"] == {"gate_train_iters": 8}
     assert any(r["kind"] == "instruction" and "learning rate" in r["text"] for r in records)
     assert sorted(work_files(standin, run_id)) == sorted([config, "mindspeed_mm/fsdp/models/qwen2_vl/__init__.py",
                                                           "mindspeed_mm/fsdp/models/qwen2_vl/builder.py"])
@@ -114,6 +117,8 @@ def test_chat_ctrl_c_stops_cleanly_and_resumes(tmp_path, source_model, standin, 
     runs = tmp_path / "runs"
     env = {**hook_env, "FAKE_GATE_SLEEP": "5", "FAKE_SLOW_GATES": "G1"}
     c = spawn_chat([str(spec), "--runs-dir", str(runs)], env, tmp_path)
+    c.expect(APPROVAL)  # running the model-written code (G1) waits for the user
+    c.sendline("approve")
     c.expect("gate G1 running")
     c.sendline("/status")  # the prompt stays live while the agent works
     c.expect("the agent is working")

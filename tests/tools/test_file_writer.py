@@ -9,6 +9,7 @@ import git
 import pytest
 
 from msmigrate.core.run_context import RunContext
+from msmigrate.tools.worktree import attach
 from msmigrate.tools.file_writer import (
     additive_violation, check_path, edit_file, file_writer_tools, rollback, tag_phase, undo_last, write_file,
 )
@@ -22,7 +23,8 @@ TEMPLATE_TEXT = (
 
 
 @pytest.fixture()
-def target(tmp_path: Path) -> Path:
+def checkout(tmp_path: Path) -> Path:
+    """The user's checkout (on main); the run works in a git worktree of it."""
     root = tmp_path / "mm"
     files = {
         "mindspeed_mm/fsdp/train/trainer.py": "print('trainer')\n",
@@ -45,11 +47,19 @@ def target(tmp_path: Path) -> Path:
 
 
 @pytest.fixture()
-def ctx(target: Path, tmp_path: Path) -> RunContext:
+def ctx(checkout: Path, tmp_path: Path) -> RunContext:
     source = tmp_path / "src_model"
     source.mkdir()
     (source / "config.json").write_text("{}")
-    return RunContext(run_id="r1", run_dir=tmp_path / "run", source=source, target=target, model_name="tiny")
+    c = RunContext(run_id="r1", run_dir=tmp_path / "run", source=source, target=checkout, model_name="tiny")
+    attach(c)
+    return c
+
+
+@pytest.fixture()
+def target(ctx: RunContext) -> Path:
+    """The run's work tree (where every edit lands)."""
+    return ctx.target
 
 
 GOOD_PY = "mindspeed_mm/fsdp/models/tiny/modeling_tiny.py"
@@ -144,6 +154,8 @@ def test_accepted_write_commits_on_work_branch_with_diff(ctx: RunContext, target
     assert "Msmigrate-Run: r1" in repo.head.commit.message
     assert repo.head.commit.parents[0].hexsha == repo.heads["main"].commit.hexsha
     assert not repo.is_dirty(untracked_files=True)
+    user = git.Repo(ctx.checkout)  # the user's checkout stays on main, without the edit
+    assert user.active_branch.name == "main" and not (ctx.checkout / GOOD_PY).exists()
 
 
 def test_edit_replaces_unique_text_and_commits(ctx: RunContext, target: Path):

@@ -10,6 +10,7 @@ import pytest
 from msmigrate.core.run_context import RunContext
 from msmigrate.tools.file_writer import edit_file, rollback, tag_phase, write_file
 from msmigrate.tools.repo_reader import outline, target_inventory, tree
+from msmigrate.tools.worktree import attach
 
 standin = pytest.importorskip("msmigrate.testbeds.standin")
 
@@ -47,7 +48,10 @@ def test_tree_and_outline_on_standin(target: Path):
 
 
 def test_file_writer_on_standin(target: Path, tmp_path: Path):
-    ctx = RunContext(run_id="standin-1", run_dir=tmp_path, source=tmp_path / "src", target=target, model_name="tiny")
+    checkout = target
+    ctx = RunContext(run_id="standin-1", run_dir=tmp_path, source=tmp_path / "src", target=checkout, model_name="tiny")
+    attach(ctx)  # the run's own worktree, as the runner makes it
+    target = ctx.target
     written = write_file(ctx, "mindspeed_mm/fsdp/models/tiny/__init__.py", "from . import modeling_tiny  # noqa\n")
     assert written.ok, written.error
     tag_phase(ctx, "model")
@@ -62,3 +66,4 @@ def test_file_writer_on_standin(target: Path, tmp_path: Path):
     assert rollback(ctx, "model").ok
     assert (target / template).read_text() == text
     assert git.Repo(target).active_branch.name == "msmigrate/standin-1"
+    assert git.Repo(checkout).active_branch.name != "msmigrate/standin-1"

@@ -71,14 +71,19 @@ def precheck(deps: RunDeps) -> tuple[list[str], dict[str, Any]]:
     for marker in TARGET_MARKERS:
         if not (ctx.target / marker).is_file():
             problems.append(f"target {ctx.target} lacks {marker}: not a MindSpeed-MM checkout with the FSDP2 route")
-    try:
-        repo = git.Repo(ctx.target)
-        facts["base_commit"] = repo.head.commit.hexsha
-        facts["target_dirty"] = repo.is_dirty(untracked_files=False)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
-        problems.append(f"target {ctx.target} is not a git repository with a commit (edits are committed there; "
-                        "make one with: git init && git add -A && git commit -m base)")
-    if ctx.source.resolve() == ctx.target.resolve() or ctx.target.resolve() in ctx.source.resolve().parents:
+    checkout = Path(ctx.checkout or ctx.target)
+    if deps.worktree_error or ctx.checkout is None:
+        problems.append(deps.worktree_error or f"target {checkout}: the run has no git worktree of its own")
+    else:
+        try:
+            repo = git.Repo(ctx.target)
+            facts["base_commit"] = repo.head.commit.hexsha
+            # the user's uncommitted changes are not part of the run (it starts from their committed HEAD)
+            facts["target_dirty"] = git.Repo(checkout).is_dirty(untracked_files=False)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
+            problems.append(f"target {checkout} is not a git repository with a commit (edits are committed there; "
+                            "make one with: git init && git add -A && git commit -m base)")
+    if ctx.source.resolve() == checkout.resolve() or checkout.resolve() in ctx.source.resolve().parents:
         problems.append("source must not live inside the target")
     return problems, facts
 

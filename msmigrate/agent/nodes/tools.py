@@ -2,7 +2,9 @@
 
 Error tiers (DESIGN decision 9): a tool's *expected* failure is already a result with ``ok: false``; a call the
 model got wrong (unknown tool, arguments that fail the schema) is answered with the format-error observation;
-anything else a tool raises is a bug and fails the run (ToolNode does not swallow it)."""
+anything a tool core raises is turned into an error observation by the tool wrapper (``tools/base.make_tool``).
+The calls of one decision run one at a time, in order (``max_concurrency=1``): tools share the work tree and git
+index, and CPython's ``ast.parse`` (outline, file_writer) proved not thread-safe here."""
 
 from __future__ import annotations
 
@@ -39,9 +41,10 @@ def make_tools_node(deps: RunDeps):
     tool_node = ToolNode(deps.tools, handle_tool_errors=on_invalid_args)
 
     def node(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        deps.ctx.code_approved = bool((state.get("code_approval") or {}).get("approved"))
         last = state["messages"][-1]
         assert isinstance(last, AIMessage) and last.tool_calls, "tools node reached without tool calls"
-        out = tool_node.invoke({"messages": state["messages"]}, config)
+        out = tool_node.invoke({"messages": state["messages"]}, {**config, "max_concurrency": 1})
         results: list[ToolMessage] = out["messages"]
         by_id = {c["id"]: c for c in last.tool_calls}
         for res in results:

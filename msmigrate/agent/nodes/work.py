@@ -9,11 +9,12 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.types import interrupt
 
 from msmigrate.agent.budgets import bump, exhausted
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.policies.base import PolicyView
-from msmigrate.agent.state import EXIT_BUDGET, EXIT_GATE_FAILED, EXIT_UNSUPPORTED, PHASE_GATES, next_phase
+from msmigrate.agent.state import EXIT_BUDGET, EXIT_GATE_FAILED, EXIT_REJECTED, EXIT_UNSUPPORTED, PHASE_GATES, next_phase
 from msmigrate.tools.file_writer import tag_phase, target_commit
 from msmigrate.tools.launcher.records import read_launches
 
@@ -56,8 +57,37 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
             "messages": clear_messages(), "last_failure": None}
 
 
+def code_approval_needed(deps: RunDeps, state: dict[str, Any]) -> bool:
+    """With approval on, the first gate that would execute model-written code (G1, or G2/G3 when a resumed run
+    starts later) waits for the user; the answer covers the run's later code-executing gates and check tools."""
+    return bool(deps.spec.approval) and not (state.get("code_approval") or {}).get("approved")
+
+
+def ask_code_approval(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any]:
+    """Interrupt for the approval; returns the state update (approved, or rejected → report)."""
+    payload = {"kind": "code_execution", "phase": phase, "gates": list(PHASE_GATES[phase]),
+               "what": "run the code written in this run (plugin, data and config) in the target runtime: a "
+                       "subprocess with the scrubbed environment, a timeout and its own process group",
+               "work_branch": deps.ctx.work_branch, "worktree": str(deps.ctx.target)}
+    answer = interrupt(payload)
+    verdict = answer.get("action", "approve") if isinstance(answer, dict) else str(answer)
+    deps.trajectory.append("approval", what="code_execution", answer=answer)
+    if verdict == "reject":
+        return {"phase": "report", "exit_status": EXIT_REJECTED,
+                "exit_detail": "executing the model-written code was rejected by the user",
+                "code_approval": {"rejected": True}}
+    deps.ctx.code_approved = True
+    return {"code_approval": {"approved": True, "phase": phase}}
+
+
 def make_work_node(deps: RunDeps, phase: str):
     def node(state: dict[str, Any]) -> dict[str, Any]:
+        deps.ctx.code_approved = bool((state.get("code_approval") or {}).get("approved"))
+        if (state.get("code_approval") or {}).get("pending") == phase:  # the policy finished: G1.. wait for a human
+            update = ask_code_approval(deps, state, phase)
+            if update.get("exit_status"):
+                return update
+            return {**run_gates(deps, {**state, **update}, phase), **update}
         reason = exhausted(state, deps.spec.budgets)
         if reason:
             return {"phase": "report", "exit_status": EXIT_BUDGET, "exit_detail": f"{reason} (in phase {phase})"}
@@ -77,6 +107,8 @@ def make_work_node(deps: RunDeps, phase: str):
                     "messages": clear_messages()}
         if msg.tool_calls:
             return {"messages": [msg], "counters": counters, "phase": phase}
+        if code_approval_needed(deps, state):  # ask on the next visit, so a resume does not re-ask the policy
+            return {"counters": counters, "phase": phase, "code_approval": {"pending": phase}}
         return run_gates(deps, {**state, "counters": counters}, phase)
 
     node.__name__ = f"{phase}_node"

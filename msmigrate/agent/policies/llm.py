@@ -1,6 +1,7 @@
 """The main policy: any OpenAI-compatible chat model with tool calling (vLLM, vLLM-Ascend, Ollama, hosted).
 
-- transport errors (connection, timeout, 5xx, 429) are retried with exponential backoff; nothing else is;
+- transport errors (connection, timeout, 5xx, 429) and 200 answers whose body is not JSON are retried with
+  exponential backoff; nothing else is;
 - an answer whose tool calls cannot be parsed gets a format-error observation and is asked again (bounded);
 - old tool outputs are cut so each call stays within the prompt budget; tokens are counted from usage metadata.
 """
@@ -18,9 +19,20 @@ from langchain_openai import ChatOpenAI
 
 from msmigrate.agent.config import LLMSettings, Settings
 from msmigrate.agent.policies.base import Decision, PolicyError, PolicyView
+from msmigrate.prompts.fence import fence
 from msmigrate.prompts.render import render, render_system
+from msmigrate.core.secret_mask import mask_obj, mask_text
 
 TRANSPORT_ERRORS = (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError, openai.RateLimitError)
+# A 200 whose body is not a completion (a proxy's HTML page, a cut-off body): the openai client raises
+# JSONDecodeError (body labelled JSON) or APIResponseValidationError; langchain-openai raises a plain ValueError
+# "Unexpected response type ..." (body labelled otherwise). Retried like transport errors.
+BAD_BODY_MARK = "Unexpected response type"
+
+
+def is_bad_body(exc: BaseException) -> bool:
+    return isinstance(exc, (json.JSONDecodeError, openai.APIResponseValidationError)) or (
+        type(exc) is ValueError and BAD_BODY_MARK in str(exc))
 CHARS_PER_TOKEN = 3.5  # documented estimate; the endpoint's usage metadata is the real count
 KEEP_RECENT_TOOL_OUTPUTS = 4
 OLD_TOOL_OUTPUT_CHARS = 600
@@ -100,6 +112,12 @@ def fit_history(messages: list[AnyMessage], budget_tokens: int, fixed_chars: int
     return out
 
 
+def fence_tool_outputs(messages: list[AnyMessage]) -> list[AnyMessage]:
+    """Tool results carry source files, logs and probe output: each goes to the model inside a data fence."""
+    return [m.model_copy(update={"content": fence(str(m.content), f"tool result {m.name or ''}".strip())})
+            if isinstance(m, ToolMessage) else m for m in messages]
+
+
 class LLMPolicy:
     name = "llm"
 
@@ -114,9 +132,14 @@ class LLMPolicy:
         for attempt in range(self.llm.max_transport_retries + 1):
             try:
                 return bound.invoke(messages)
-            except TRANSPORT_ERRORS as exc:
+            except (*TRANSPORT_ERRORS, ValueError) as exc:
+                bad_body = isinstance(exc, ValueError)
+                if bad_body and not is_bad_body(exc):
+                    raise  # a ValueError of our own making is a bug, not the endpoint
                 if attempt == self.llm.max_transport_retries:
-                    raise PolicyError(f"LLM endpoint unavailable after {attempt + 1} tries: {exc}") from exc
+                    what = "answered with a body that is not a chat completion" if bad_body else "unavailable"
+                    raise PolicyError(mask_text(f"LLM endpoint {what} after {attempt + 1} tries: "
+                                                f"{str(exc)[:300]}")) from exc
                 self._sleep(delay)
                 delay = min(delay * 2, 30.0)
         raise AssertionError("unreachable")
@@ -125,9 +148,10 @@ class LLMPolicy:
         system = SystemMessage(render_system(**system_vars(view, self.knowledge_index)))
         node = HumanMessage(render(view.phase, **prompt_vars(view)))
         fixed = len(str(system.content)) + len(str(node.content))
-        history = fit_history(view.messages, self.llm.prompt_budget_tokens, fixed)
+        history = fence_tool_outputs(fit_history(view.messages, self.llm.prompt_budget_tokens, fixed))
         bound = self.chat_model.bind_tools(view.tools)
-        convo: list[AnyMessage] = [system, node, *history]
+        # secrets masked by value in everything sent (a tool output or a log could carry one)
+        convo: list[AnyMessage] = [mask_obj(m) for m in (system, node, *history)]
         tokens = format_errors = 0
         for _ in range(self.llm.max_format_retries + 1):
             reply = self._invoke(bound, convo)
@@ -152,7 +176,7 @@ class LLMPolicy:
         # (fresh, not merged with an earlier failure's verdict: that case/owner would mislead the model)
         values["last_failure"] = {"case_id": None, "owner": None, "diagnosis": "not classified yet",
                                   "excerpt": failure_text[-4000:], **(evidence or {})}
-        prompt = render("classify", **values)
+        prompt = mask_text(render("classify", **values))
         reply = self._invoke(self.chat_model, [HumanMessage(prompt)])
         return parse_classify_answer(str(reply.content), evidence)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -38,24 +37,6 @@ KILL_MARGIN_S = 600.0
 class BatchResult:
     summary: dict[str, Any]
     error: str | None = None
-
-
-def _isolate_targets(items: list[BatchItem], batch_dir: Path, redo: bool) -> None:
-    """Items sharing a target checkout each get a local clone (git work branches cannot share one work tree)."""
-    by_target: dict[Path, int] = {}
-    for it in items:
-        by_target[it.spec.target] = by_target.get(it.spec.target, 0) + 1
-    for it in items:
-        if by_target[it.spec.target] < 2:
-            continue
-        clone = batch_dir / "targets" / it.id
-        if redo and clone.exists():
-            shutil.rmtree(clone)
-        if not clone.exists():
-            clone.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["git", "clone", "-q", "--local", str(it.spec.target), str(clone)], check=True,
-                           capture_output=True, text=True)
-        it.spec = it.spec.model_copy(update={"target": clone.resolve()})
 
 
 def _wait_for_survivor(result_file: Path, say) -> bool:
@@ -137,12 +118,7 @@ def run_batch(manifest_path: Path, batch_dir: Path, *, jobs: int = 2, launch_job
     except BlockingIOError:
         return BatchResult({}, f"another batch process is working in {batch_dir}")
     state = BatchState(batch_dir / "batch_state.json")
-    items = manifest.items
-    try:
-        _isolate_targets(items, batch_dir, redo)
-    except subprocess.CalledProcessError as exc:
-        lock.close()
-        return BatchResult({}, f"cannot clone a shared target for the items: {exc.stderr or exc}")
+    items = manifest.items  # items sharing a target need no clone: each run works in its own git worktree
     todo: list[BatchItem] = []
     for it in items:
         st = state.get(it.id)

@@ -134,6 +134,12 @@ def status_lines(run_id: str, state: dict[str, Any], pending: dict[str, Any] | N
 
 
 def approval_view(console: Console, payload: dict[str, Any]) -> None:
+    if payload.get("kind") == "code_execution":
+        console.print(f"[bold yellow]Approval needed[/]: code_execution for gates {', '.join(payload.get('gates', []))}"
+                      f" — {payload.get('what', '')}")
+        console.print(f"  work branch: {payload.get('work_branch')} (see /diff)")
+        console.print("answer [bold]approve[/] or [bold]reject[/]; slash commands still work")
+        return
     console.print(f"[bold yellow]Approval needed[/]: {payload.get('kind')} for gates "
                   f"{', '.join(payload.get('gates', []))} with these launch settings:")
     for key, value in (payload.get("launch") or {}).items():

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.core.run_context import RunContext
+from msmigrate.tools.worktree import branch_checkout
 
 ALL_GATES = ("G0", "G1", "G2", "G3", "G4", "G5", "G6")
 EVIDENCE_KEYS = ("command", "exit_code", "started", "ended")
@@ -202,8 +203,9 @@ def score_run_dir(run_dir: Path, expect: dict[str, str], *, task_id: str = "", t
         return TrialScore(task_id, trial, run_id, evidence.get("exit_status"), all(c.passed for c in checks), None,
                           checks, soft_measures(evidence, run_dir / "trajectory.jsonl", wall_s))
     rel = plan.get("config_path") or f"examples/{spec.model_name}/{spec.model_name}_config.yaml"
-    clean, weak, config = check_config(delivered_config(spec.target, run_id, rel), rel, spec.target,
-                                       spec.runtime_python or Settings().runtime_python, validate)
+    with branch_checkout(spec.target, f"msmigrate/{run_id}") as tree:  # the run's worktree is gone by now
+        clean, weak, config = check_config(delivered_config(spec.target, run_id, rel), rel, tree,
+                                           spec.runtime_python or Settings().runtime_python, validate)
     checks = [check_gates(evidence), clean, weak, check_scope(edited_files(spec.target, run_id), ctx.editable_paths),
               *check_facts(expect, plan, config)]
     gates = evidence.get("gates") or {}

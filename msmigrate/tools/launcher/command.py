@@ -22,6 +22,7 @@ import yaml
 
 from msmigrate.tools.launcher.device import DeviceInfo
 from msmigrate.tools.launcher.slurm_options import SlurmOptions
+from msmigrate.tools.subprocess_env import NEVER
 
 TRAINER_REL = "mindspeed_mm/fsdp/train/trainer.py"
 CPU_SHIM = Path(__file__).resolve().parents[1] / "cpu_shim.py"
@@ -38,8 +39,8 @@ CPU_OVERRIDES: dict[str, Any] = {"model": {"attn_implementation": "sdpa"}, "trai
 CPU_FP32_OVERRIDES: dict[str, Any] = {"parallel": {"fsdp_plan": {"param_dtype": "fp32", "reduce_dtype": "fp32"}}}
 # Launch-script environment of the plugin route (contract §11); the spec's env wins.
 NPU_ENV = {"HCCL_CONNECT_TIMEOUT": "1200", "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
-# Variables that make bash or the dynamic loader run extra code: never taken from a spec.
-UNSAFE_ENV = ("BASH_ENV", "ENV", "LD_PRELOAD", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "PS4")
+# Variables that make bash, Python or the dynamic loader run extra code: never taken from a spec.
+UNSAFE_ENV = tuple(sorted(NEVER))
 
 
 @dataclass

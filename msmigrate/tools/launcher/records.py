@@ -28,13 +28,17 @@ def now() -> str:
 
 
 def mask_env(env: dict[str, str]) -> dict[str, str]:
-    """Values of keys that look like credentials are replaced by ``***``."""
-    return {k: ("***" if SECRET_KEY.search(k) else v) for k, v in env.items()}
+    """Values of keys that look like credentials are replaced by ``***``; registered secrets are masked by value."""
+    from msmigrate.core.secret_mask import mask_mapping_by_name
+
+    return {k: ("***" if SECRET_KEY.search(k) else v) for k, v in mask_mapping_by_name(env).items()}
 
 
 def append_event(run_dir: Path, event: dict[str, Any]) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"ts": now(), **event}, default=str, ensure_ascii=False)
+    from msmigrate.core.secret_mask import mask_obj
+
+    line = json.dumps(mask_obj({"ts": now(), **event}), default=str, ensure_ascii=False)
     with open(run_dir / JOURNAL, "a", encoding="utf-8") as fh:
         fh.write(line + "\n")
         fh.flush()

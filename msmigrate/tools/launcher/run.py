@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import threading
@@ -32,7 +33,12 @@ from msmigrate.tools.launcher.slurm_options import SlurmOptions
 from msmigrate.tools.launcher.slurm_script import job_name, render_script, sbatch_argv
 from msmigrate.tools.log_parser import IterationRecord, LogWatcher
 from msmigrate.tools.runtime import kill_group
+from msmigrate.tools.subprocess_env import spawn, unsupervised_argv
 
+GATE_NAME = re.compile(r"G[0-9](-[a-z0-9][a-z0-9-]{0,39})?")  # "G4", "G5-save": a name, never a path
+# a launch script the model may name: a relative path under examples/, plain components, ending in .sh
+SCRIPT_PATH = re.compile(r"examples/(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)+[A-Za-z0-9_][A-Za-z0-9_.-]*\.sh")
+SPAWN_FAILED_MARK = "msmigrate supervisor: cannot start"  # printed by tools/supervise.py
 TERM_GRACE_S = 5.0  # SIGTERM first (torchrun forwards it to the ranks), SIGKILL after this
 DRAIN_AFTER_EXIT_S = 5.0  # after the main process exits, leftovers still holding the log pipe are killed
 BACKENDS = ("local", "slurm")
@@ -56,8 +62,9 @@ def reap_interrupted(run_dir: Path, keep: tuple[str, int] | None = None,
                      slurm_key: str | None = None) -> list[records.LaunchRecord]:
     """Close the journal entries of launches whose agent died mid-run (kill -9, reboot).
 
-    The job ran in its own session, so it may still be alive: if the recorded pid still runs the recorded argv
-    (checked via /proc, so a recycled pid is left alone) its whole process group is killed; a Slurm job still queued
+    The job ran in its own session, so it may still be alive (normally its supervisor stopped it when the agent
+    died; this is the second net): if the recorded pid still runs the recorded argv (checked via /proc, so a
+    recycled pid is left alone), or is gone while members of its group remain, its whole process group is killed; a Slurm job still queued
     or running is cancelled. Each such attempt gets a ``finished`` event with status ``interrupted`` (retryable).
     ``keep`` = (launch_id, attempt) of a Slurm attempt the caller re-attaches to instead. With ``slurm_key`` only
     the Slurm attempts of that launch are reaped: the orphaned jobs of other launches are left to the launches that
@@ -71,7 +78,7 @@ def reap_interrupted(run_dir: Path, keep: tuple[str, int] | None = None,
         note = None
         if rec.backend == "slurm":
             note = _cancel_orphan_job(rec)
-        elif rec.pid is not None and _runs_argv(rec.pid, rec.argv):
+        elif rec.pid is not None and _group_is_ours(rec.pid, rec.argv):
             kill_group(rec.pid)
         records.append_event(run_dir, {"event": "finished", "launch_id": rec.launch_id, "attempt": rec.attempt,
                                        "exit_code": None, "status": "interrupted", "summary": None,
@@ -91,12 +98,37 @@ def _cancel_orphan_job(rec: records.LaunchRecord) -> str | None:
     return None
 
 
+def _group_is_ours(pgid: int, argv: list[str]) -> bool:
+    """The recorded pid led the job's process group. If it still runs, it must run the recorded argv (a recycled
+    pid is left alone). If it is gone but members of its group remain (the leader was killed, the ranks were not),
+    the group is ours: Linux does not hand out a pid that is still in use as a process group id."""
+    if Path(f"/proc/{pgid}").exists():
+        return _runs_argv(pgid, argv)
+    return bool(group_members(pgid))
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids whose process group is ``pgid`` (from /proc/<pid>/stat)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(entry.name))
+    return out
+
+
 def _runs_argv(pid: int, argv: list[str]) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return [part.decode(errors="replace") for part in cmdline if part] == argv
+    return unsupervised_argv([part.decode(errors="replace") for part in cmdline if part]) == argv
 
 
 def _resolve_config(ctx: RunContext, config: str) -> Path | None:
@@ -119,6 +151,10 @@ def launch(
     agent died while its job ran re-attaches to that job instead of submitting again."""
     if spec.backend not in BACKENDS:
         return ToolResult.failure(f"unknown launch backend {spec.backend!r}; use {' or '.join(BACKENDS)}")
+    if not GATE_NAME.fullmatch(str(spec.gate)):  # the gate names a directory under the run dir: never a path
+        return ToolResult.failure(f"gate {spec.gate!r} is not a gate name (G0..G9, optionally -label)")
+    if spec.script and not SCRIPT_PATH.fullmatch(spec.script):
+        return ToolResult.failure(f"script {spec.script!r} must be an existing examples/<model>/<name>.sh of the target")
     if spec.script and spec.overrides:
         return ToolResult.failure("overrides apply to trainer launches only; a launch script runs its own YAML")
     if not spec.script and not spec.config:
@@ -304,13 +340,11 @@ def _run(
 ) -> tuple[str | None, int | None, LogWatcher]:
     """Spawn, stream and watch. Returns (status set by a stop reason or None, exit code, watcher)."""
     watcher = LogWatcher(on_iteration=on_progress)
-    env = {**os.environ, **cmd.env}
     with open(log_path, "w", encoding="utf-8") as log:
         try:
-            proc = subprocess.Popen(
-                cmd.argv, cwd=cmd.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-            )
+            # scrubbed env, own process group under the supervisor: the whole job stops if the agent dies
+            proc = spawn(cmd.argv, env_extra=cmd.env, cwd=cmd.cwd, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         except OSError as exc:
             log.write(f"spawn failed: {exc}\n")
             watcher.feed(f"spawn failed: {exc}")
@@ -325,6 +359,8 @@ def _run(
             _stop_group(proc)
             raise
         exit_code = proc.wait()
+    if stop_reason is None and exit_code == 127 and SPAWN_FAILED_MARK in log_path.read_text(errors="replace")[:2000]:
+        stop_reason = "spawn_failed"  # the supervisor could not exec the command (missing runtime python, say)
     return stop_reason, exit_code, watcher
 
 

@@ -3,7 +3,7 @@ never a command line."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -14,8 +14,13 @@ from msmigrate.tools.launcher.device import DeviceInfo, detect_device
 from msmigrate.tools.launcher.run import launch
 
 
+# The gates that launch training. Only these names: the gate is part of the launch id and so of a path under the
+# run directory, and nothing the model sends may become a path.
+LaunchGate = Literal["G4", "G5", "G6"]
+
+
 class LaunchArgs(BaseModel):
-    gate: str = Field(description="Gate this launch serves (e.g. 'G4', 'G6'); part of the resumable launch key.")
+    gate: LaunchGate = Field(description="Gate this launch serves (G4, G5 or G6); part of the resumable launch key.")
     # not named `config`: LangChain reserves that argument name for its RunnableConfig and silently drops it
     config_yaml: str | None = Field(default=None, description="Base YAML, relative to the target root (trainer launch).")
     overrides: dict[str, Any] = Field(
