@@ -89,7 +89,8 @@ def test_approver_callback_and_launch_edits(fast_prepare, tmp_path):
 def test_a_refused_launch_edit_asks_again_and_a_valid_one_switches_to_slurm(fast_prepare, tmp_path):
     gates = FakeGates()
     run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates, approval=True)
-    answers = iter([{"action": "edit", "launch": {"backend": "slurm", "slurm.partition": "debug; rm -rf ~"}},
+    answers = iter([{"action": "approve"},  # running the model-written code (G1)
+                    {"action": "edit", "launch": {"backend": "slurm", "slurm.partition": "debug; rm -rf ~"}},
                     {"action": "edit", "launch": {"backend": "slurm", "slurm.partition": "debug",
                                                   "slurm.gres": "npu:8"}}])
     seen = []
@@ -100,7 +101,8 @@ def test_a_refused_launch_edit_asks_again_and_a_valid_one_switches_to_slurm(fast
 
     try:
         out = run.drive(approver)
-        assert out["exit_status"] == "success" and len(seen) == 2
+        assert out["exit_status"] == "success" and [p["kind"] for p in seen] == ["code_execution", "launch", "launch"]
+        seen = seen[1:]
         assert "slurm" not in seen[0]["launch"]  # a local run's approval does not list the slurm fields
         assert "edit refused" in seen[1]["error"] and "partition" in seen[1]["error"]
         launch = run.deps.spec.launch

@@ -69,7 +69,7 @@ def make_hostile_source(dest: Path) -> Path:
     """The qwen2_vl fixture whose README, config, chat template, code comments and data carry instructions."""
     import json
 
-    from msmigrate.evals.fixtures import build_source
+    from msmigrate.testbeds.fixtures import build_source
 
     src = build_source("qwen2_vl", dest)
     (src / "README.md").write_text(f"# Model card\n\n{hostile_text('README')}\n")

@@ -32,14 +32,14 @@ PLUGIN = "mindspeed_mm/fsdp/models/qwen2_vl/__init__.py"
 
 @pytest.fixture(scope="module")
 def source_model(tmp_path_factory) -> Path:
-    from msmigrate.evals.fixtures import build_source
+    from msmigrate.testbeds.fixtures import build_source
 
     return build_source("qwen2_vl", tmp_path_factory.mktemp("iso_src") / "qwen2_vl")
 
 
 @pytest.fixture()
 def standin(tmp_path) -> Path:
-    from msmigrate.evals.standin import write_standin
+    from msmigrate.testbeds.standin import write_standin
 
     return write_standin(tmp_path / "target", with_assets=False)
 

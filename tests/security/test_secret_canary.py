@@ -77,7 +77,7 @@ def grep_tree(root: Path, values: list[str]) -> list[str]:
 
 @pytest.mark.integration
 def test_secret_canary_in_every_artifact_of_a_real_rules_run(tmp_path):
-    from msmigrate.evals.standin import write_standin
+    from msmigrate.testbeds.standin import write_standin
 
     values = canaries()
     source = make_hostile_source(tmp_path / "hostile_qwen2_vl")

@@ -139,8 +139,13 @@ def test_symlink_attack_is_refused(ctx, victim, setup):
 
 
 SWAPPER = """
-import os, sys, shutil
-real, victim = sys.argv[1], sys.argv[2]
+import os, sys, shutil, signal
+real, victim, count = sys.argv[1], sys.argv[2], sys.argv[3]
+swaps = 0
+def done(*_):
+    open(count, "w").write(str(swaps))
+    os._exit(0)
+signal.signal(signal.SIGTERM, done)
 while True:
     try:
         if os.path.islink(real):
@@ -149,6 +154,7 @@ while True:
         else:
             shutil.rmtree(real, ignore_errors=True)
             os.symlink(victim, real)
+        swaps += 1
     except OSError:
         pass
 """
@@ -161,19 +167,20 @@ def test_symlink_swap_race_cannot_escape(ctx, victim):
     base = ctx.target / M
     base.mkdir(parents=True)
     real = base / "sub"
-    swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, str(real), str(victim)])
+    count = victim.parent / "swaps"
+    swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, str(real), str(victim), str(count)])
     results = []
     try:
         for i in range(150):
             results.append(write_file(ctx, f"{M}/sub/f{i}.py", f"x = {i}\n"))
     finally:
-        swapper.kill()
+        swapper.terminate()
         swapper.wait()
     assert sorted(os.listdir(victim)) == ["victim.yaml"], "a write escaped through the swapped symlink"
     assert (victim / "victim.yaml").read_text() == "a: 1\n"
     refused = [r for r in results if not r.ok]
     assert all(r.error for r in refused)
-    assert refused, "the swap never hit a write: the race was not exercised"
+    assert int(count.read_text()) > 150, "the swapper hardly ran: the race was not exercised"
 
 
 def test_a_path_under_an_existing_file_is_an_observation_not_a_crash(ctx):
