@@ -23,27 +23,55 @@ GATE_TITLES = {
 }
 
 
-def _losses(gates: dict[str, Any]) -> dict[str, list[float]]:
+def _losses(gates: dict[str, Any]) -> dict[str, tuple[list[int], list[float]]]:
+    """Per launch: (iterations, losses) at the iteration numbers the launch logged. A resumed load run continues at
+    G4's last iteration + 1; evidence without the numbers is placed so that it ends at its last iteration."""
     series = {}
     for name in ("G4", "G5", "G6"):
         for ev in gates.get(name, {}).get("evidence", []):
-            losses = (ev.get("metrics") or {}).get("losses")
-            if losses:
-                series[f"{name} {ev.get('label', '')}".strip()] = losses
+            metrics = ev.get("metrics") or {}
+            losses = metrics.get("losses")
+            if not losses:
+                continue
+            its = metrics.get("loss_iterations")
+            if not its or len(its) != len(losses):
+                last = metrics.get("last_iteration") or len(losses)
+                its = list(range(last - len(losses) + 1, last + 1))
+            series[f"{name} {ev.get('label', '')}".strip()] = (list(its), losses)
     return series
 
 
-def plot_losses(series: dict[str, list[float]], path: Path) -> bool:
+MARKERS = ("o", "s", "^", "D", "v", "x", "P", "*")
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def draw_losses(ax: Any, series: dict[str, tuple[list[int], list[float]]]) -> list[Any]:
+    """One line per launch, each with its own marker and line style, marker sizes shrinking so a line drawn over an
+    identical one (G5's same-seed repeat of G4 is identical by design) leaves the one below visible; a curve equal
+    to one already drawn is also shifted a little sideways."""
+    lines, drawn = [], []
+    for k, (label, (its, losses)) in enumerate(series.items()):
+        shift = 0.08 * sum(1 for d in drawn if d == (its, losses))
+        drawn.append((its, losses))
+        (line,) = ax.plot([i + shift for i in its], losses, marker=MARKERS[k % len(MARKERS)],
+                          linestyle=LINESTYLES[k % len(LINESTYLES)], markersize=max(3.0, 8.0 - 1.2 * k),
+                          markerfacecolor="none" if k % 2 else None, label=label)
+        lines.append(line)
+    return lines
+
+
+def plot_losses(series: dict[str, tuple[list[int], list[float]]], path: Path) -> bool:
     if not series:
         return False
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    for label, losses in series.items():
-        ax.plot(range(1, len(losses) + 1), losses, marker="o", label=label)
+    draw_losses(ax, series)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("iteration")
     ax.set_ylabel("loss")
     ax.set_title("Training loss in gate launches")

@@ -67,6 +67,7 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
                                            "loss_constant", "median_step_ms", "samples_per_s", "global_batch_size",
                                            "checkpoints_saved", "checkpoint_loaded", "last_iteration")}
     metrics["losses"] = losses
+    metrics["loss_iterations"] = sorted(curve)  # where each loss was logged (a resumed load run starts late)
     ev = evidence_item(label, data.get("argv", []), data.get("exit_code"), started, time.time(),
                        _tail(data.get("log_path")), metrics, config_path=data.get("config_path"),
                        log_path=data.get("log_path"), launch_id=data.get("launch_id"), reused=data.get("reused"),
