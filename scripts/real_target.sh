@@ -93,9 +93,14 @@ if [ -n "$RUNTIME" ] && [ "$VENV" != "$DEST/runtime" ]; then
   ln -sfn "$VENV" "$DEST/runtime"
 fi
 
-# 3. `mindspeed` importable: a .pth naming the MindSpeed checkout (its code stays where it is; no pip deps pulled).
+# 3. `mindspeed` importable: a .pth naming MindSpeed checkouts (their code stays where it is; no pip deps pulled).
+# One runtime may serve several targets: this one's path goes first, paths that no longer exist are dropped (Python
+# skips missing .pth entries anyway), so removing one target never breaks another.
 site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-printf '%s\n' "$DEST/MindSpeed" > "$site/msmigrate_real_mindspeed.pth"
+pth="$site/msmigrate_real_mindspeed.pth"
+{ printf '%s\n' "$DEST/MindSpeed"; [ -f "$pth" ] && while IFS= read -r line; do
+    [ "$line" != "$DEST/MindSpeed" ] && [ -d "$line" ] && printf '%s\n' "$line"; done < "$pth"; true; } > "$pth.new"
+mv "$pth.new" "$pth"
 step "runtime: mindspeed -> $DEST/MindSpeed"
 
 step "checking: import mindspeed_mm.fsdp.train.trainer (NON_MEGATRON=true, CPU)"

@@ -1,5 +1,6 @@
 """The plugin-route YAML for a migrated model, derived from the most similar existing example (its training knobs,
-parallel and dataloader settings are kept — the maintainers' rule "copy the baseline, fill model/data entries"),
+parallel and dataloader settings are kept — the maintainers' rule "copy the baseline, fill model/data entries" —
+minus what does not apply to this model: see config_fit),
 with the model, data, plugin and sharding entries filled from the plan, the sample data and the real module tree."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from msmigrate.agent.config_fit import fit_to_model
 from msmigrate.tools.module_plan import apply_modules_from_tree, recompute_from_tree
 
 ROLE_PAIRS = (("role", "content", "user", "assistant"), ("from", "value", "human", "gpt"))
@@ -49,6 +51,7 @@ def tied_embeddings(source: Path) -> bool:
 def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path, data_json: Path,
                  tree: dict[str, Any]) -> dict[str, Any]:
     cfg = copy.deepcopy(baseline)
+    fit_to_model(cfg, tree=tree, source=source)  # only what applies to this model survives from the example
     tree = {**tree, "tied_embeddings": tied_embeddings(source)}
     model = _section(cfg, "model")
     for stale in ("model_name_or_path", "model_id", "freeze"):

@@ -38,7 +38,12 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
         if not fixes:
             return (f"No deterministic fix for {failure.get('case_id') or failure.get('diagnosis', '')[:120]}; "
                     "leaving the config as it is.", [])
-        return "Auto-fix: " + "; ".join(fixes), [write(plan["config_path"], _dump(cfg), "; ".join(fixes)[:200])]
+        text = _dump(cfg)
+        if text == current.read_text():
+            # the fix reproduces the file the gate just rejected: retrying it would only fail the same way
+            return (f"The fix for {failure.get('case_id') or 'this failure'} leaves {plan['config_path']} "
+                    "unchanged; not rewriting it.", [])
+        return "Auto-fix: " + "; ".join(fixes), [write(plan["config_path"], text, "; ".join(fixes)[:200])]
     baseline, script, _ = load_baseline(ctx.target, plan["similar_case"])
     cfg = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree)
     if policy.config_mutator is not None and not current.is_file():
