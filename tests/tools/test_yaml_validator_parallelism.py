@@ -12,3 +12,11 @@ def test_ep_plan_is_not_audited_without_expert_parallelism():
     assert not [f for f in pattern_checks(data, tree) if f.path.startswith("parallel.ep_plan")]
     data["parallel"]["expert_parallel_size"] = 2
     assert [f.code for f in pattern_checks(data, tree) if f.path.startswith("parallel.ep_plan")] == ["pattern-no-match"]
+
+
+def test_pattern_syntax_is_checked_without_a_module_tree():
+    from msmigrate.tools.yaml_validator.patterns import pattern_syntax_checks
+
+    data = {"parallel": {"fsdp_plan": {"apply_modules": ["model.layers.{x-y}", "model.layers.{*}"]}}}
+    assert [(f.code, f.path) for f in pattern_syntax_checks(data)] == [
+        ("pattern-invalid", "parallel.fsdp_plan.apply_modules[0]")]

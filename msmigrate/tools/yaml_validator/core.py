@@ -10,7 +10,7 @@ from msmigrate.tools.yaml_validator.checks import SchemaChecker
 from msmigrate.tools.yaml_validator.crossrefs import crossref_checks, inventory_from_target
 from msmigrate.tools.yaml_validator.entry_point import GENERIC_TRAINER, entry_point_of, names_read_by
 from msmigrate.tools.yaml_validator.findings import Finding
-from msmigrate.tools.yaml_validator.patterns import ModuleTree, pattern_checks
+from msmigrate.tools.yaml_validator.patterns import ModuleTree, pattern_checks, pattern_syntax_checks
 from msmigrate.tools.yaml_validator.schema import root_node
 from msmigrate.tools.yaml_validator.semantics import get, semantic_checks
 from msmigrate.tools.yaml_validator.yaml_lines import load_yaml
@@ -61,6 +61,8 @@ def validate_config(
         if module_tree is not None:
             tree = ModuleTree.from_dict(module_tree) if isinstance(module_tree, dict) else module_tree
             findings += pattern_checks(data, tree)
+        else:
+            findings += pattern_syntax_checks(data)
     entry = None
     as_path = yaml_text_or_path if isinstance(yaml_text_or_path, Path) else (
         Path(yaml_text_or_path) if "\n" not in yaml_text_or_path and len(yaml_text_or_path) < 4096 else None)

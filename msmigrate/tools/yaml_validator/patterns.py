@@ -72,6 +72,20 @@ def _matches(pattern: str, names: list[str]) -> list[str]:
     return [n for n in names if compile_pattern(pattern).matches(n)]
 
 
+def pattern_syntax_checks(data: dict) -> list[Finding]:
+    """Without a module tree: every pattern of every plan must at least compile (the framework fails on it only
+    when it applies the plan, deep into a launch)."""
+    out: list[Finding] = []
+    for list_path, _ in PATTERN_LISTS:
+        for i, pattern in _patterns(data, list_path):
+            try:
+                compile_pattern(pattern)
+            except ValueError as exc:
+                out.append(Finding("error", "pattern-invalid", f"{list_path}[{i}]", f"pattern {pattern!r}: {exc}",
+                                   "braces hold only `*` or a digit range `a-b`"))
+    return out
+
+
 def pattern_checks(data: dict, tree: ModuleTree) -> list[Finding]:
     out: list[Finding] = []
     selected: dict[str, set[str]] = {}
