@@ -13,7 +13,7 @@ STAMP_FILE=.venv/.msmigrate-install-stamp
 stamp() { { cat pyproject.toml; echo "torch==$TORCH_VERSION"; python -VV; pwd; } | sha256sum | cut -d' ' -f1; }
 say() { echo "setup: $*"; }
 pip_install() {  # pip with one progress line per package; on failure the end of the log
-  if ! python -m pip install --progress-bar off "$@" 2>&1 | tee -a .venv/setup.log \
+  if ! PYTHONUNBUFFERED=1 python -m pip install --progress-bar off "$@" 2>&1 | tee -a .venv/setup.log \
       | awk '/^(Collecting|Successfully installed)/ { print "  " $0; fflush() }'; then
     say "pip failed; the end of .venv/setup.log:"
     tail -n 30 .venv/setup.log
