@@ -31,10 +31,11 @@ CPU_SHIM = Path(__file__).resolve().parents[1] / "cpu_shim.py"
 SOURCE_THEN_EXEC = 'f="$1"; shift; cmd=("$@"); set --; source "$f" && exec "${cmd[@]}"'
 # CPU runs: no flash-attn, no fused Adam (contract §10.1/§10.3); fp32 unless the spec keeps the YAML's dtypes.
 # pin_memory: the real dataloader pins to get_device_type(); with pinning on, torchdata calls torch.cuda on a CPU host.
+# enable_preload: the real preloading dataloader overlaps host-to-device copies on a device stream (none on CPU).
 # preprocessing_num_workers: the real huggingface dataset maps samples with that many forked processes (16 in the
 # examples); forked from a process holding torch threads, on a few CPU cores, that takes minutes per sample.
 CPU_OVERRIDES: dict[str, Any] = {"model": {"attn_implementation": "sdpa"}, "training": {"adam_fused": False},
-                                 "data": {"dataloader_param": {"pin_memory": False},
+                                 "data": {"dataloader_param": {"pin_memory": False, "enable_preload": False},
                                           "dataset_param": {"basic_parameters": {"preprocessing_num_workers": None}}}}
 CPU_FP32_OVERRIDES: dict[str, Any] = {"parallel": {"fsdp_plan": {"param_dtype": "fp32", "reduce_dtype": "fp32"}}}
 # Launch-script environment of the plugin route (contract §11); the spec's env wins.
