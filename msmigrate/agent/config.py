@@ -149,6 +149,15 @@ def launch_edit_error(current: Mapping[str, Any], edits: Mapping[str, Any]) -> s
     return None
 
 
+class ParallelismSpec(_UserInput):
+    """Model-parallel sizes the user needs; any of tp / pp > 1 needs the Megatron backend route."""
+
+    tp: int = Field(1, ge=1, description="tensor-parallel size (attention heads and KV heads split over it)")
+    pp: int = Field(1, ge=1, description="pipeline-parallel size (layers split over pp x vpp stages)")
+    cp: int = Field(1, ge=1, description="context-parallel size (sequence split)")
+    vpp: int = Field(1, ge=1, description="virtual pipeline stages per pipeline rank")
+
+
 class RunSpec(_UserInput):
     """What to migrate and how. Paths are resolved relative to the spec file."""
 
@@ -177,6 +186,9 @@ class RunSpec(_UserInput):
                                "examples/<model_name>/<model_name>_config.yaml")
     launch_script: str | None = Field(None, description="launch script running that YAML, relative to the target "
                                       "root; default examples/<model_name>/finetune_<model_name>.sh")
+    backend: Literal["auto", "fsdp2", "megatron"] = Field(
+        "auto", description="training backend route: auto chooses from parallelism; fsdp2 or megatron forces it")
+    parallelism: ParallelismSpec | None = Field(None, description="model-parallel sizes the user needs")
     bind_inputs: bool | None = Field(None, description="gates read the config with its model/data paths rebound to "
                                      "this spec's source and data (default: on for verify, off for run)")
 

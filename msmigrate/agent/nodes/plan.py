@@ -19,9 +19,11 @@ import json
 from pathlib import PurePosixPath
 from typing import Any
 
+from msmigrate.agent.backend_route import choose_backend
 from msmigrate.agent.chat_format import ChatFormat, ChatFormatError, derive_chat_format
 from msmigrate.agent.data_contract import GENERIC_COLLATOR_EXTRAS, architecture_kind, derive_contract
 from msmigrate.agent.deps import RunDeps
+from msmigrate.agent.state import EXIT_UNSUPPORTED
 from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion
 
 GENERIC_COLLATOR = "qwen3vl"  # the generic multimodal seq2seq collator in MindSpeed-MM (contract §8.2)
@@ -185,12 +187,23 @@ def make_plan_node(deps: RunDeps):
             cfg = json.loads((ctx.source / "config.json").read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             cfg = {}
+        backend = choose_backend(getattr(deps, "spec", None), cfg)
+        if backend.unsupported:
+            # stop before any probe: the later phases only know the FSDP2 route
+            plan = {"backend": backend.backend, "model_id": ctx.model_name, "parallel_check": backend.parallel_check,
+                    "reasons": backend.reasons}
+            deps.trajectory.append("plan", plan=plan)
+            deps.emit("plan", backend=backend.backend)
+            return {"plan": plan, "phase": "report", "exit_status": EXIT_UNSUPPORTED,
+                    "exit_detail": f"plan — {backend.unsupported}"}
         arch = architecture_kind(cfg)
         expansion = None
         if not src.get("needs_trust_remote_code") and arch[0] == "decoder":
             data = ctx.data_path or ctx.source / "data" / "train.json"
             expansion = derive_media_expansion(ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir)
         plan = make_plan(deps, state, expansion, arch)
+        plan = {"backend": backend.backend, **plan, "parallel_check": backend.parallel_check,
+                "reasons": backend.reasons + plan["reasons"]}
         deps.trajectory.append("plan", plan=plan)
         deps.emit("plan", **{k: plan[k] for k in ("route", "data_branch", "template", "similar_case")})
         return {"plan": plan, "phase": "model"}
