@@ -185,7 +185,7 @@ class WarmServer:
                                time.monotonic() - start, timed_out)
         finally:
             conn.close()
-            for path in (out, err, mods):
+            for path in (out, err):  # the server reads and removes ``mods`` itself, after it sent the exit line
                 Path(path).unlink(missing_ok=True)
 
     def status(self, names: list[str] | None = None) -> dict:

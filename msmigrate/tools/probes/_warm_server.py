@@ -359,13 +359,13 @@ class Server:
             send(conn, {"exit": os.waitstatus_to_exitcode(status)})
             self.buffers.pop(conn, None)
             conn.close()
-            if self.learn and req.get("modules"):
+            if req.get("modules"):
                 self.absorb(req)
 
     def absorb(self, req):
         """Import, in the parent, the site-dir modules the child needed (edit-independent by construction)."""
         script_dir = os.path.dirname(os.path.realpath(req["script"]))
-        names = learnable(req["modules"], self.dirs, script_dir)
+        names = learnable(req["modules"], self.dirs, script_dir) if self.learn else []
         try:
             os.unlink(req["modules"])
         except OSError:
