@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import git
 import pytest
 
 from msmigrate.agent.config import RunSpec, Settings
@@ -43,7 +44,9 @@ def test_size_dependent_expansion_with_image_sizes(migration_inputs, tmp_path):
     assert set(plan["data_contract"]["mm_input_keys"]) == {"pixel_values", "image_sizes"}
     g2 = evidence["gates"]["G2"]["evidence"][0]["metrics"]["batch_keys"]
     assert {"pixel_values", "image_sizes"} <= set(g2)
-    plugin = (target / "mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py").read_text()
+    # the edits are commits on the run's work branch (the user's checkout is left as it was)
+    plugin = git.Repo(target).git.show(
+        f"msmigrate/{run.run_id}:mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py")
     assert "class LlavaNextPlugin(BasePlugin)" in plugin and "expansion_kind = 'per_image'" in plugin
 
 
