@@ -91,9 +91,10 @@ def _drive_headless(r, resume_value: Optional[dict] = None) -> None:
     pending = state.get("interrupt")
     if pending is not None:
         launch = ", ".join(f"{k}={v}" for k, v in (pending.get("launch") or {}).items())
+        what = launch or pending.get("what", "")  # a code_execution approval (before G1) has no launch settings
+        hint = "(or --reject; --set KEY=VALUE edits the launch)" if launch else "(or --reject)"
         console.print(f"[yellow]awaiting approval[/]: {pending.get('kind')} of {', '.join(pending.get('gates', []))} "
-                      f"({escape(launch)}); approve and continue with: {resume_command(r)} "
-                      f"(or --reject; --set KEY=VALUE edits the launch)")
+                      f"({escape(what)}); approve and continue with: {resume_command(r)} {hint}")
         summary.update(exit_status=EXIT_AWAITING_APPROVAL, pending=pending, approve_command=resume_command(r))
     print(json.dumps(summary, indent=2))
     raise typer.Exit(0 if state.get("exit_status") == "success" else 3 if pending is not None else 1)

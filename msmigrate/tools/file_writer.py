@@ -34,6 +34,7 @@ from msmigrate.core.run_context import BRANCH_B_FILES, RunContext
 from msmigrate.core.secret_mask import mask_text
 from msmigrate.core.tool_result import ToolResult, make_tool
 from msmigrate.tools import safe_fs
+from msmigrate.tools.worktree import WorktreeError, attach
 
 # Reference §11 "must not change": never writable, whatever the run's configuration says. Directories end with "/".
 FRAMEWORK_CORE = (
@@ -217,6 +218,11 @@ def ensure_work_branch(ctx: RunContext):
         return f"run_id {ctx.run_id!r} is not a safe git ref component"
     if ctx.checkout is None or Path(ctx.checkout).resolve() == Path(ctx.target).resolve():
         return "this run has no work tree of its own; edits are refused so the user's checkout stays untouched"
+    if not Path(ctx.target).exists():  # released when the run ended (chat /undo afterwards): re-create it
+        try:
+            attach(ctx)
+        except WorktreeError as exc:
+            return f"the run's work tree cannot be re-created: {exc}"
     repo = _repo(ctx)
     if repo is None:
         return f"work tree {ctx.target} is not a git repository; edits must be committed"

@@ -33,7 +33,14 @@ def test_headless_approval_ends_awaiting_approval_then_the_printed_command_conti
     spec = write_spec(tmp_path / "spec.yaml", source_model, standin)
     spec.write_text(spec.read_text() + "approval: true\n")
     runs = tmp_path / "runs"
-    out = msmigrate("run", spec, "--runs-dir", runs, env=hook_env, cwd=tmp_path)
+    first = msmigrate("run", spec, "--runs-dir", runs, env=hook_env, cwd=tmp_path)
+    assert first.returncode == 3, first.stderr
+    summary = json.loads(first.stdout)  # first: running the model-written code (G1) waits for the user
+    assert summary["exit_status"] == "awaiting_approval" and summary["pending"]["kind"] == "code_execution"
+    assert summary["gates"] == {"G0": True}
+    line = [ln for ln in first.stderr.splitlines() if ln.startswith("awaiting approval")]
+    assert len(line) == 1 and "code_execution of G1" in line[0] and "--set" not in line[0], first.stderr
+    out = msmigrate(*shlex.split(summary["approve_command"])[1:], env=hook_env, cwd=tmp_path)
     assert out.returncode == 3, out.stderr
     summary = json.loads(out.stdout)
     assert summary["exit_status"] == "awaiting_approval" and summary["pending"]["kind"] == "launch"
@@ -57,6 +64,8 @@ def test_headless_edit_is_checked_before_it_answers(tmp_path, source_model, stan
     spec.write_text(spec.read_text() + "approval: true\n")
     runs = tmp_path / "runs"
     run_id = json.loads(msmigrate("run", spec, "--runs-dir", runs, env=hook_env, cwd=tmp_path).stdout)["run_id"]
+    code = msmigrate("run", "--resume", run_id, "--runs-dir", runs, "--approve", env=hook_env, cwd=tmp_path)
+    assert json.loads(code.stdout)["pending"]["kind"] == "launch"  # the code-execution ask answered, launch next
     bad = _one_error_line(msmigrate("run", "--resume", run_id, "--runs-dir", runs, "--set", "nnodes=abc",
                                     env=hook_env, cwd=tmp_path))
     assert "nnodes" in bad and "integer" in bad

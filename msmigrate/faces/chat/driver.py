@@ -14,6 +14,7 @@ from typing import Any, Callable
 from langgraph.types import Command
 
 from msmigrate.agent.runner import Run
+from msmigrate.core.secret_mask import mask_text
 
 
 @dataclass
@@ -88,6 +89,8 @@ class Driver:
         else:
             inp = None if started else run.initial_state()
         run.trajectory.append("drive", resumed=started, face="chat")
+        if started and resume_value is None:
+            run.answer_crashed_calls()  # as Run.drive: a call that crashed the last drive is not replayed blindly
         try:
             while True:
                 paused = False
@@ -107,11 +110,13 @@ class Driver:
                 self.apply_instructions()
                 inp = None  # continue from the checkpoint just written
         except Exception as exc:  # boundary (as Run.drive): a bug ends this drive with a message, not the session
-            tb = traceback.format_exc()
+            tb = mask_text(traceback.format_exc())
             run.trajectory.append("error", error=repr(exc), traceback=tb)
             (run.run_dir / "error.txt").write_text(tb)
-            self.outcome = DriveOutcome("error", run.snapshot(), error=f"{type(exc).__name__}: {exc}")
+            self.outcome = DriveOutcome("error", run.snapshot(), error=mask_text(f"{type(exc).__name__}: {exc}"))
             return
         payload = run.pending_interrupt()
+        if payload is None:
+            run.release_worktree()  # the run ended: its branch can be checked out; /undo re-creates the worktree
         state = run.snapshot()
         self.outcome = DriveOutcome("interrupt", state, interrupt=payload) if payload else DriveOutcome("finished", state)
