@@ -82,8 +82,9 @@ def resume_command(r) -> str:
 def _drive_headless(r, resume_value: Optional[dict] = None) -> None:
     """Drive a run to its end, print the JSON summary on stdout, exit 0 only on success.
 
-    With ``approval: true`` and nobody at a terminal to ask, the run stops before the launch gates with exit status
-    ``awaiting_approval`` (exit code 3) and one line saying what waits and the command that approves it."""
+    With ``approval: true`` and nobody at a terminal to ask, the run stops at the approval (running the code it
+    wrote, before G1; the training launches, before G4) with exit status ``awaiting_approval`` (exit code 3) and one
+    line saying what waits and the command that approves it."""
     console.print(f"run {r.run_id} → {r.run_dir}")
     state = r.drive(_cli_approver if r.spec.approval and sys.stdin.isatty() else None, resume_value=resume_value)
     r.close()
@@ -120,6 +121,9 @@ def _answer(approve: bool, reject: bool, edits: list[str], pending: Optional[dic
         return {"action": "reject"}
     if not edits:
         return {"action": "approve"}
+    if pending.get("launch") is None:
+        raise user_error(f"--set edits launch settings; the pending approval is {pending.get('kind')}: "
+                         "answer it with --approve or --reject")
     from msmigrate.faces.chat.session import parse_edit
 
     parsed = parse_edit(" ".join(edits), pending.get("launch") or {})

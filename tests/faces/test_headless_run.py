@@ -40,6 +40,8 @@ def test_headless_approval_ends_awaiting_approval_then_the_printed_command_conti
     assert summary["gates"] == {"G0": True}
     line = [ln for ln in first.stderr.splitlines() if ln.startswith("awaiting approval")]
     assert len(line) == 1 and "code_execution of G1" in line[0] and "--set" not in line[0], first.stderr
+    assert "--set edits launch settings" in _one_error_line(msmigrate(  # nothing to edit in this question
+        *shlex.split(summary["approve_command"])[1:-1], "--set", "nnodes=2", env=hook_env, cwd=tmp_path))
     out = msmigrate(*shlex.split(summary["approve_command"])[1:], env=hook_env, cwd=tmp_path)
     assert out.returncode == 3, out.stderr
     summary = json.loads(out.stdout)
