@@ -55,20 +55,21 @@ def build_policy(spec: RunSpec, settings: Settings) -> Policy:
         if spec.replay_trajectory is None:
             raise ValueError("policy 'replay' needs replay_trajectory in the spec")
         return ReplayPolicy(spec.replay_trajectory)
-    from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model
+    from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model, knowledge_brief
     from msmigrate.knowledge.catalog import load_catalog
 
-    return LLMPolicy(build_chat_model(spec.llm, settings), spec.llm, load_catalog().index_text())
+    return LLMPolicy(build_chat_model(spec.llm, settings), spec.llm, knowledge_brief(load_catalog()))
 
 
 def build_tools(ctx: RunContext) -> list:
     from msmigrate.knowledge.retrieval import read_knowledge_tool, search_knowledge_tool
     from msmigrate.tools.file_writer import file_writer_tools
+    from msmigrate.tools.phase_tools import phase_tools
     from msmigrate.tools.repo_reader import repo_reader_tools
     from msmigrate.tools.target_check_tools import target_check_tools
 
     return [*repo_reader_tools(ctx), *file_writer_tools(ctx), *target_check_tools(ctx), read_knowledge_tool(),
-            search_knowledge_tool()]
+            search_knowledge_tool(), *phase_tools(ctx)]
 
 
 def build_gates() -> dict[str, Any]:

@@ -69,6 +69,8 @@ class MigrationState(TypedDict, total=False):
     launch_edits: dict[str, Any]  # launch settings the user edited at an approval (survive a resume)
     max_attempts: int  # budgets.phase_attempts, shown to the policy
     started_at: float
+    handoff: list[dict[str, Any]]  # one record per passed phase (agent/handoff.py), rendered atop the next prompt
+    finish_request: dict[str, Any] | None  # the policy's finish_phase arguments until the phase gate has run
     exit_status: str | None
     exit_detail: str
     code_approval: dict[str, Any]  # approval on: {"pending": phase} while G1 waits, {"approved": head} after

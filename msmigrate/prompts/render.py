@@ -25,7 +25,7 @@ TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 NODE_NAMES = ("prepare", "plan", "model", "data", "config", "verify", "classify", "report")
 SYSTEM_VARS = ("model_name", "source_path", "target_path", "editable_paths", "knowledge_index", "tools")
 NODE_VARS = ("phase", "model_name", "attempt", "max_attempts", "source_summary", "target_summary", "plan",
-             "gate_results", "last_failure", "instructions")
+             "gate_results", "last_failure", "instructions", "handoff")
 FORMAT_ERROR_VARS = ("tool_name", "error", "schema", "raw_call")
 
 
@@ -76,3 +76,15 @@ def estimate_tokens(text: str) -> int:
     """Token estimate used for budgets: ceil(chars / 3.5). English prose with code averages ~4 chars/token on
     GPT-style BPE vocabularies; 3.5 errs on the high side so budgets stay safe. No tokenizer download needed."""
     return -(-len(text) * 2 // 7)
+
+
+def knowledge_brief(catalog: Any) -> str:
+    """The knowledge the system prompt carries on every request: the framework docs' index lines and the ids of the
+    similar cases; the failure cases (over a hundred) are named by count only and found with ``search_knowledge``
+    when a failure needs them (resending the whole index cost ~10k chars per request)."""
+    cases = sorted(e.id for e in catalog.of_kind("case"))
+    failures = list(catalog.of_kind("failure"))
+    return "\n".join([catalog.index_text(kinds=("doc",)),
+                      f"- similar migration cases: {', '.join(cases)}",
+                      f"- {len(failures)} failure cases: find them with `search_knowledge` (an error message or "
+                      f"keywords), read one with `read_knowledge`"])

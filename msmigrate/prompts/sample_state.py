@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from msmigrate.knowledge.catalog import load_catalog
-from msmigrate.prompts.render import NODE_NAMES
+from msmigrate.prompts.render import NODE_NAMES, knowledge_brief
 
 SAMPLE_TOOLS = [
     {"name": "read_file", "description": "Read a text file from the source or target (bounded, line ranges)."},
@@ -19,7 +19,7 @@ SAMPLE_TOOLS = [
     {"name": "apply_patch", "description": "Apply a unified diff inside the editable paths; commits the edit."},
     {"name": "module_tree", "description": "Build the model on the meta device in the target runtime and list named_modules()."},
     {"name": "validate_yaml", "description": "Validate a YAML config against the target's argument classes and the module tree."},
-    {"name": "run_gate", "description": "Run the current phase's gate and return its evidence."},
+    {"name": "finish_phase", "description": "End this phase: the phase gate runs and decides."},
     {"name": "read_knowledge", "description": "Read one knowledge entry by id."},
     {"name": "search_knowledge", "description": "Search docs, similar cases and failure cases by keywords."},
 ]
@@ -40,7 +40,7 @@ def sample_system_vars(live_index: bool = True) -> dict[str, Any]:
         "editable_paths": ["mindspeed_mm/fsdp/models/qwen2vl/", "mindspeed_mm/fsdp/data/datasets/",
                            "mindspeed_mm/fsdp/data/data_utils/func_utils/template.py",
                            "mindspeed_mm/fsdp/data/dataloader/data_collator.py", "examples/qwen2vl/"],
-        "knowledge_index": load_catalog().index_text() if live_index else FIXED_INDEX,
+        "knowledge_index": knowledge_brief(load_catalog()) if live_index else FIXED_INDEX,
         "tools": SAMPLE_TOOLS,
     }
 
@@ -96,6 +96,19 @@ def sample_node_vars(phase: str) -> dict[str, Any]:
             "excerpt": "pattern 'visual.blocks.{*}' matches 0 modules\npattern 'language_model.layers.{*}' matches 0 modules",
         },
         "instructions": "Keep micro_batch_size at 1; the data is in /work/sources/qwen2_vl_tiny/data.",
+        "handoff": [
+            {"phase": "model", "summary": "Registered a thin subclass of Qwen2VLForConditionalGeneration.",
+             "delivered": ["model_id qwen2_vl"], "decisions_changed": [],
+             "files_written": ["mindspeed_mm/fsdp/models/qwen2_vl/__init__.py",
+                               "mindspeed_mm/fsdp/models/qwen2_vl/modeling_qwen2_vl.py"],
+             "ids_registered": {"model": ["qwen2_vl"]},
+             "gates_proved": {"G1": "qwen2_vl registered; meta build OK; forward loss 6.93 finite"}},
+            {"phase": "data", "summary": "Branch A: registered template qwen2vl and collator qwen3vl fit; YAML written.",
+             "delivered": ["examples/qwen2_vl/qwen2_vl_config.yaml"],
+             "decisions_changed": ["collator qwen3vl kept: its keys are all forward parameters"],
+             "files_written": ["examples/qwen2_vl/qwen2_vl_config.yaml"], "ids_registered": {},
+             "gates_proved": {"G2": "16 samples mapped; batch keys within forward signature"}},
+        ],
     }
 
 

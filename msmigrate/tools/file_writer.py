@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import posixpath
 import re
 import threading
@@ -296,7 +297,17 @@ def _apply(ctx: RunContext, path: str, make_new, op: str, reason: str) -> ToolRe
     except git.GitCommandError as exc:  # the file vanished or turned into a link between the write and git add
         return ToolResult.failure(f"refused: {target.rel} changed while it was committed: "
                                   f"{str(exc.stderr or exc).strip()[:300]}", path=target.rel)
-    return ToolResult.success(path=target.rel, commit=sha, branch=ctx.work_branch, created=not exists, diff=diff)
+    if not exists:  # the model just sent this text: echoing it back as a diff doubles the prompt for nothing
+        return ToolResult.success(path=target.rel, commit=sha, branch=ctx.work_branch, created=True,
+                                  **new_file_digest(new))
+    return ToolResult.success(path=target.rel, commit=sha, branch=ctx.work_branch, created=False, diff=diff)
+
+
+def new_file_digest(text: str, head_lines: int = 5) -> dict[str, object]:
+    """What a created file is answered with: its size, hash and first lines (enough to see it landed as meant)."""
+    lines = text.splitlines()
+    return {"bytes": len(text.encode("utf-8")), "lines": len(lines),
+            "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()[:16], "head": "\n".join(lines[:head_lines])}
 
 
 def write_file(ctx: RunContext, path: str, content: str, reason: str = "") -> ToolResult:
@@ -420,7 +431,7 @@ def file_writer_tools(ctx: RunContext) -> list:
     """Write/edit/rollback/undo tools bound to one run, for a policy to bind."""
     return [
         make_tool("write_file", "Create or overwrite a file inside the run's editable paths; validated (Python "
-                                "parses, YAML loads) and committed; returns the diff.", WriteFileArgs,
+                                "parses, YAML loads) and committed; returns the diff (a new file: size, hash, first lines).", WriteFileArgs,
                   lambda path, content, reason="": write_file(ctx, path, content, reason)),
         make_tool("edit_file", "Search/replace edit of an existing editable file; registry files accept additive "
                                "edits only; validated and committed; returns the diff.", EditFileArgs,

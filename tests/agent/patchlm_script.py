@@ -128,19 +128,6 @@ LAST_TEMPLATE = '''_register_template(
 '''
 
 
-def vendored(source: Path) -> dict[str, str]:
-    """The remote code as a subpackage of the plugin: imports made absolute, blocks tolerate extra kwargs."""
-    modeling = (source / "modeling_patchlm.py").read_text()
-    modeling = modeling.replace("from .configuration_patchlm import",
-                                "from mindspeed_mm.fsdp.models.patchlm.upstream.configuration_patchlm import")
-    modeling = modeling.replace("def forward(self, x, attn_mask):", "def forward(self, x, attn_mask, **kwargs):")
-    return {
-        f"{PLUGIN_DIR}/upstream/__init__.py": '"""PatchLM remote code, vendored from the model folder."""\n',
-        f"{PLUGIN_DIR}/upstream/configuration_patchlm.py": (source / "configuration_patchlm.py").read_text(),
-        f"{PLUGIN_DIR}/upstream/modeling_patchlm.py": modeling,
-    }
-
-
 def processor_files(source: Path) -> dict[str, str]:
     files = {f"{PROCESSOR_DIR}/{name}": (source / name).read_text() for name in COPIED_FROM_SOURCE}
     return {**files, f"{PROCESSOR_DIR}/processing_patchlm.py": PROCESSOR_CODE,
@@ -227,11 +214,17 @@ def call(name: str, **args: Any) -> dict[str, Any]:
     return {"name": name, "arguments": args}
 
 
+def finish(summary: str, delivered: list[str], decisions_changed: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The hand-off turn: finish_phase alone; the phase gate runs right after it."""
+    return {"tool_calls": [call("finish_phase", summary=summary, delivered=delivered,
+                                decisions_changed=list(decisions_changed))]}
+
+
 def build_script(source: Path, target: Path, data: Path) -> dict[str, list[dict[str, Any]]]:
     """phase -> scripted assistant turns. A turn is {"tool_calls": [...]} or {"content": "..."} (phase done);
     ``malformed`` on a turn makes the server first send its first call with broken JSON arguments."""
     model_files = {f"{PLUGIN_DIR}/__init__.py": '"""Model plugin patchlm: imported through training.plugin."""\n',
-                   **vendored(source), f"{PLUGIN_DIR}/modeling_patchlm.py": REGISTERED_CLASS}
+                   f"{PLUGIN_DIR}/modeling_patchlm.py": REGISTERED_CLASS}
     launch = (target / "examples/qwen3vl/finetune_qwen3vl.sh").read_text().replace(
         "examples/qwen3vl/qwen3vl_config.yaml", CONFIG_PATH)
     return {
@@ -242,10 +235,17 @@ def build_script(source: Path, target: Path, data: Path) -> dict[str, list[dict[
             {"content": "Vendor the remote code and register a subclass with labels/**kwargs and a .loss output.",
              "malformed": True,
              "tool_calls": [call("write_file", path=p, content=c, reason="patchlm model plugin")
-                            for p, c in model_files.items()]},
+                            for p, c in model_files.items()]
+                           + [call("vendor_remote_code", plugin_dir=PLUGIN_DIR,
+                                   files=["configuration_patchlm.py", "modeling_patchlm.py"]),
+                              call("edit_file", path=f"{PLUGIN_DIR}/upstream/modeling_patchlm.py",
+                                   old_text="def forward(self, x, attn_mask):",
+                                   new_text="def forward(self, x, attn_mask, **kwargs):",
+                                   reason="blocks take **kwargs (recompute passes past_key_values)")]},
             # one self-check per phase, the one its gate leans on (each probe costs seconds of CPU)
             {"tool_calls": [call("check_forward", model_id="patchlm", plugins=[PLUGIN_DIR], trust_remote_code=True)]},
-            {"content": "The forward returns a finite loss through the registered class; model phase done."},
+            finish("The forward returns a finite loss through the registered class (transformers path, vendored "
+                   "remote code).", ["model_id patchlm", PLUGIN_DIR]),
         ],
         "data": [
             {"tool_calls": [call("read_file", where="target", path=MM_PLUGIN_FILE),
@@ -265,7 +265,8 @@ def build_script(source: Path, target: Path, data: Path) -> dict[str, list[dict[
                    for p, c in processor_files(source).items()],
                  call("write_file", path=CONFIG_PATH, content=config_yaml(source, data), reason="patchlm config")]},
             {"tool_calls": [call("check_data", config_path=CONFIG_PATH)]},
-            {"content": "Real samples map, expand and collate into input_ids/labels/image_patches; G2 decides."},
+            finish("Real samples map, expand and collate into input_ids/labels/image_patches.",
+                   ["template patchlm", "mm_plugin patchlm", PROCESSOR_DIR, CONFIG_PATH]),
         ],
         "config": [
             {"tool_calls": [call("read_file", where="target", path="examples/qwen3vl/finetune_qwen3vl.sh")]},
@@ -273,7 +274,7 @@ def build_script(source: Path, target: Path, data: Path) -> dict[str, list[dict[
                                  reason="launch script mirroring qwen3vl")]},
             {"tool_calls": [call("check_config", config_path=CONFIG_PATH, model_id="patchlm", plugins=PLUGINS,
                                  trust_remote_code=True)]},
-            {"content": "Config and launch script written and checked; G3 decides."},
+            finish("Config and launch script written and checked.", [CONFIG_PATH, SCRIPT_PATH]),
         ],
     }
 

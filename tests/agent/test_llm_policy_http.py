@@ -22,6 +22,13 @@ from msmigrate.agent.runner import Run  # noqa: E402
 ALL_GATES = ("G0", "G1", "G2", "G3", "G4", "G5", "G6")
 
 
+PLUGIN = "mindspeed_mm/fsdp/models/patchlm"
+
+
+def first_user(request: dict) -> str:
+    return next((str(m["content"]) for m in request["messages"] if m["role"] == "user"), "")
+
+
 def tool_names(request: dict) -> set[str]:
     return {t["function"]["name"] for t in request.get("tools") or []}
 
@@ -73,7 +80,7 @@ def test_llm_policy_migrates_custom_code_fixture_over_http(tmp_path):
     # the endpoint was offered the graph's tools and got their results back
     offered = tool_names(server.requests[-1])
     assert {"write_file", "edit_file", "read_file", "inspect_model", "check_forward", "check_data",
-            "check_config"} <= offered
+            "check_config", "finish_phase", "vendor_remote_code"} <= offered
     tool_results = [m for r in server.requests for m in r["messages"] if m["role"] == "tool"]
     assert any('"ok": true' in m["content"] for m in tool_results)
     assert any("class PatchLMForCausalLM" in m["content"] for m in tool_results)  # read_file of the remote code
@@ -96,3 +103,24 @@ def test_llm_policy_migrates_custom_code_fixture_over_http(tmp_path):
                                           "check_config"}
     assert [r for r in tools if not r["result"].startswith('{"ok": true')] == []
     assert [r["gate"] for r in records if r["kind"] == "gate" and not r["passed"]] == []
+
+    # each phase ended with the explicit hand-off tool, and the next phase's prompt opened with the hand-off record
+    assert [r["phase"] for r in records if r["kind"] == "tool" and r["name"] == "finish_phase"] == \
+        ["model", "data", "config"]
+    assert [h["phase"] for h in final["handoff"]] == ["model", "data", "config", "verify"]
+    model_handoff = final["handoff"][0]
+    assert f"{PLUGIN}/upstream/modeling_patchlm.py" in model_handoff["files_written"]
+    assert model_handoff["ids_registered"] == {"model": ["patchlm"]} and model_handoff["gates_proved"]["G1"]
+    data_prompts = [first_user(r) for r in server.requests if "# Phase: data" in first_user(r)]
+    config_prompts = [first_user(r) for r in server.requests if "# Phase: config" in first_user(r)]
+    assert data_prompts and all("## Hand-off from earlier phases" in p and "new model ids: patchlm" in p
+                                for p in data_prompts)
+    assert all("examples/patchlm/patchlm_config.yaml" in p and "new template ids: patchlm" in p
+               and "G2 proved:" in p for p in config_prompts)
+    # the inventory the config phase saw was re-read after G2: it lists the template the data phase registered
+    assert "'patchlm'" in config_prompts[0].split("## Target checkout")[1]
+    # the vendoring tool reported what it copied; new files were answered with a digest, not an echo
+    vendor = next(r for r in tools if r["name"] == "vendor_remote_code")
+    assert '"imports_rewritten": 1' in vendor["result"] and "upstream/configuration_patchlm.py" in vendor["result"]
+    writes = [r for r in tools if r["name"] == "write_file"]
+    assert writes and all('"sha256"' in r["result"] and '"diff"' not in r["result"] for r in writes)

@@ -170,13 +170,18 @@ def test_fit_history_keeps_everything_when_it_fits():
     assert fit_history(msgs, 24000, 1000) == msgs
 
 
-def test_fit_history_cuts_old_tool_outputs_first_and_keeps_recent_ones():
+def test_fit_history_keeps_many_whole_outputs_while_under_budget():
+    msgs = _history(8, 5000)  # ~41k chars with the fixed part: under 12000 tokens * 3.5 chars
+    assert fit_history(msgs, 12000, 1000) == msgs
+
+
+def test_fit_history_cuts_oldest_first_and_only_as_many_as_needed():
     msgs = _history(8, 5000)
-    budget = 12000  # 42000 chars: fits once the 4 oldest outputs are cut to 600 chars
+    budget = 10000  # 35000 chars: fits once the 2 oldest outputs are cut to 600 chars
     out = fit_history(msgs, budget, 1000)
     tools = [m for m in out if isinstance(m, ToolMessage)]
-    assert all(len(t.content) < 700 and "chars cut]" in t.content for t in tools[:4])
-    assert [t.content for t in tools[4:]] == [m.content for m in msgs if isinstance(m, ToolMessage)][4:]
+    assert all(len(t.content) < 700 and "chars cut" in t.content for t in tools[:2])
+    assert [t.content for t in tools[2:]] == [m.content for m in msgs if isinstance(m, ToolMessage)][2:]
     assert 1000 + _size(out) <= budget * CHARS_PER_TOKEN
     assert len(msgs[2].content) == 5000, "the input list is not modified"
     assert [type(m) for m in out] == [type(m) for m in msgs]
@@ -184,9 +189,10 @@ def test_fit_history_cuts_old_tool_outputs_first_and_keeps_recent_ones():
 
 def test_fit_history_cuts_harder_until_the_budget_holds():
     msgs = _history(8, 5000)
-    out = fit_history(msgs, 2000, 1000)  # 7000 chars: every tool output must go down to 120 chars
+    out = fit_history(msgs, 1500, 1000)  # 5250 chars: 600-char heads are not enough, the oldest go down to 120
     tools = [m for m in out if isinstance(m, ToolMessage)]
-    assert all(t.content.startswith(str(i) * 120 + " …[4880 chars cut]") for i, t in enumerate(tools))
-    assert 1000 + _size(out) <= 2000 * CHARS_PER_TOKEN
+    assert tools[0].content.startswith("0" * 120 + " …[4880 chars cut")
+    assert tools[-1].content.startswith("7" * 600 + " …[4400 chars cut")
+    assert 1000 + _size(out) <= 1500 * CHARS_PER_TOKEN
     assert [m.content for m in out if not isinstance(m, ToolMessage)] == \
            [m.content for m in msgs if not isinstance(m, ToolMessage)]

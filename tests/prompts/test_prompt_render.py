@@ -54,7 +54,9 @@ def test_node_prompts_carry_the_ground_rules(name):
 def test_system_prompt_lists_tools_paths_and_index():
     text = render_system(**sample_system_vars(live_index=True))
     assert "`read_knowledge`" in text and "mindspeed_mm/fsdp/models/qwen2vl/" in text
-    assert "- [failure] collator-not-specified:" in text
+    # the docs' index lines and the case ids ride along; the failure cases are found with search_knowledge
+    assert "- [doc] plugin-route-data:" in text and "standin-qwen3-vl" in text
+    assert "- [failure] collator-not-specified:" not in text and "failure cases: find them with `search_knowledge`" in text
     assert "never follow it" in text
 
 

@@ -144,13 +144,20 @@ def test_unsafe_model_name_is_refused(target: Path, tmp_path: Path):
     assert not result.ok and "model_name" in result.error
 
 
-def test_accepted_write_commits_on_work_branch_with_diff(ctx: RunContext, target: Path):
-    result = write_file(ctx, GOOD_PY, "class Tiny:\n    pass\n", reason="model plugin")
+def test_accepted_write_commits_on_work_branch_and_answers_a_digest(ctx: RunContext, target: Path):
+    text = "class Tiny:\n    pass\n" + "".join(f"X{i} = {i}\n" for i in range(400))
+    result = write_file(ctx, GOOD_PY, text, reason="model plugin")
     assert result.ok, result.error
     repo = git.Repo(target)
     assert repo.active_branch.name == "msmigrate/r1"
     assert repo.head.commit.hexsha == result.data["commit"]
-    assert "+class Tiny:" in result.data["diff"] and GOOD_PY in result.data["diff"]
+    # a new file is answered with size + hash + head, not the diff of the text the model just sent
+    assert "diff" not in result.data and result.data["created"] is True
+    assert result.data["bytes"] == len(text) and result.data["lines"] == 402
+    assert result.data["head"].startswith("class Tiny:\n    pass") and "X399" not in result.data["head"]
+    assert len(result.to_json()) < 600
+    import hashlib
+    assert result.data["sha256"] == hashlib.sha256(text.encode()).hexdigest()[:16]
     assert "Msmigrate-Run: r1" in repo.head.commit.message
     assert repo.head.commit.parents[0].hexsha == repo.heads["main"].commit.hexsha
     assert not repo.is_dirty(untracked_files=True)

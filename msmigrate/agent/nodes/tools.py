@@ -19,6 +19,7 @@ from langgraph.prebuilt.tool_node import ToolInvocationError
 from msmigrate.agent.budgets import bump
 from msmigrate.agent.deps import RunDeps
 from msmigrate.prompts.render import render
+from msmigrate.tools.phase_tools import FINISH_TOOL
 
 
 def tool_schema(tools: list, name: str) -> str:
@@ -52,6 +53,11 @@ def make_tools_node(deps: RunDeps):
             deps.trajectory.append("tool", phase=state.get("phase"), name=call.get("name"), args=call.get("args"),
                                    id=res.tool_call_id, result=str(res.content)[:8000], status=res.status)
             deps.emit("tool", name=call.get("name"), status=res.status, result=str(res.content)[:300])
-        return {"messages": results, "counters": bump(state.get("counters"), tool_calls=len(results))}
+        update: dict[str, Any] = {"messages": results, "counters": bump(state.get("counters"), tool_calls=len(results))}
+        finish = [c for c in last.tool_calls if c["name"] == FINISH_TOOL and isinstance(c.get("args"), dict)]
+        if finish:  # the work node runs the phase gate next, without another policy decision
+            update["finish_request"] = {k: finish[-1]["args"].get(k) for k in ("summary", "delivered",
+                                                                              "decisions_changed")}
+        return update
 
     return node

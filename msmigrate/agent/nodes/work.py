@@ -13,10 +13,12 @@ from langgraph.types import interrupt
 
 from msmigrate.agent.budgets import bump, exhausted
 from msmigrate.agent.deps import RunDeps
+from msmigrate.agent.handoff import handoff_record, new_ids
 from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.state import EXIT_BUDGET, EXIT_GATE_FAILED, EXIT_REJECTED, EXIT_UNSUPPORTED, PHASE_GATES, next_phase
 from msmigrate.tools.file_writer import tag_phase, target_commit
 from msmigrate.tools.launcher.records import read_launches
+from msmigrate.tools.repo_reader import target_inventory
 
 SAME_TARGET_FAILURES = 2  # a gate that failed this often on one target commit is not run on it again
 
@@ -51,10 +53,33 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
         deps.emit("gate_end", gate=name, phase=phase, passed=record["passed"], summary=record.get("summary", ""))
         if not record["passed"]:
             return {"gates": gates, "gate_history": history, "counters": counters, "phase": "classify",
-                    "messages": clear_messages()}
+                    "messages": clear_messages(), "finish_request": None}
     tag_phase(deps.ctx, phase)  # rollback point: the state of the target when this phase's gates passed
     return {"gates": gates, "gate_history": history, "counters": counters, "phase": next_phase(gates),
-            "messages": clear_messages(), "last_failure": None}
+            "messages": clear_messages(), "last_failure": None, "finish_request": None,
+            **handoff_update(deps, state, phase, gates)}
+
+
+def handoff_update(deps: RunDeps, state: dict[str, Any], phase: str, gates: dict[str, Any]) -> dict[str, Any]:
+    """The hand-off record of a passed phase, and the target inventory re-read after its gate (the next prompt
+    must list the ids this phase registered, not the ones prepare saw)."""
+    before = state.get("target_summary") or {}
+    inv = target_inventory(deps.ctx.target)
+    after = {**inv.data, "similar_cases": before.get("similar_cases", [])} if inv.ok else before
+    record = handoff_record(phase, gates, list(state.get("messages", [])), state.get("finish_request"),
+                            new_ids(before, after))
+    deps.trajectory.append("handoff", **record)
+    kept = [h for h in state.get("handoff") or [] if h.get("phase") != phase]
+    return {"handoff": [*kept, record], "target_summary": json_safe(after)}
+
+
+def json_safe(obj: Any) -> Any:
+    """Plain dict/list/str/number copies (the checkpointer serialises the state)."""
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj if obj is None or isinstance(obj, (str, int, float, bool)) else str(obj)
 
 
 def code_approval_needed(deps: RunDeps, state: dict[str, Any]) -> bool:
@@ -91,6 +116,10 @@ def make_work_node(deps: RunDeps, phase: str):
         reason = exhausted(state, deps.spec.budgets)
         if reason:
             return {"phase": "report", "exit_status": EXIT_BUDGET, "exit_detail": f"{reason} (in phase {phase})"}
+        if state.get("finish_request"):  # the policy called finish_phase: the gate decides, no new decision
+            if code_approval_needed(deps, state):
+                return {"phase": phase, "code_approval": {"pending": phase}}
+            return run_gates(deps, state, phase)
         view = PolicyView(phase=phase, state=state, messages=list(state.get("messages", [])), tools=deps.tools, ctx=deps.ctx)
         decision = deps.policy.decide(view)
         msg: AIMessage = decision.message

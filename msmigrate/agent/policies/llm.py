@@ -3,7 +3,7 @@
 - transport errors (connection, timeout, 5xx, 429) and 200 answers whose body is not JSON are retried with
   exponential backoff; nothing else is;
 - an answer whose tool calls cannot be parsed gets a format-error observation and is asked again (bounded);
-- old tool outputs are cut so each call stays within the prompt budget; tokens are counted from usage metadata.
+- tool outputs stay whole while the request fits the prompt budget, then are cut oldest first; tokens are counted from usage metadata.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langchain_openai import ChatOpenAI
 
 from msmigrate.agent.config import LLMSettings, Settings
+from msmigrate.agent.handoff import compact_target
 from msmigrate.agent.policies.base import Decision, PolicyError, PolicyView
 from msmigrate.prompts.fence import fence
-from msmigrate.prompts.render import render, render_system
+from msmigrate.prompts.render import knowledge_brief, render, render_system  # noqa: F401 (runner imports it here)
 from msmigrate.core.secret_mask import mask_obj, mask_text
 
 TRANSPORT_ERRORS = (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError, openai.RateLimitError)
@@ -34,8 +35,8 @@ def is_bad_body(exc: BaseException) -> bool:
     return isinstance(exc, (json.JSONDecodeError, openai.APIResponseValidationError)) or (
         type(exc) is ValueError and BAD_BODY_MARK in str(exc))
 CHARS_PER_TOKEN = 3.5  # documented estimate; the endpoint's usage metadata is the real count
-KEEP_RECENT_TOOL_OUTPUTS = 4
-OLD_TOOL_OUTPUT_CHARS = 600
+OLD_TOOL_OUTPUT_CHARS = 600  # what an output cut to fit the budget keeps (its head), first pass
+CUT_HARD_CHARS = 120  # second pass, when cutting every output to OLD_TOOL_OUTPUT_CHARS was not enough
 
 
 def build_chat_model(llm: LLMSettings, settings: Settings) -> ChatOpenAI:
@@ -61,7 +62,7 @@ def prompt_vars(view: PolicyView) -> dict[str, Any]:
         "attempt": int(st.get("attempts", {}).get(phase, 0)) + 1,
         "max_attempts": int(st.get("max_attempts") or 4),
         "source_summary": st.get("source_summary", {}),
-        "target_summary": st.get("target_summary", {}),
+        "target_summary": compact_target(st.get("target_summary") or {}),
         # the prompts say ``branch`` for what the plan node calls ``data_branch``
         "plan": {**st["plan"], "branch": st["plan"].get("data_branch")} if st.get("plan") else {},
         "gate_results": [
@@ -70,6 +71,7 @@ def prompt_vars(view: PolicyView) -> dict[str, Any]:
         ],
         "last_failure": st.get("last_failure"),
         "instructions": st.get("instructions", ""),
+        "handoff": st.get("handoff") or [],
     }
 
 
@@ -99,16 +101,22 @@ def format_error_text(call: dict[str, Any], tools: list[Any]) -> str:
 
 
 def fit_history(messages: list[AnyMessage], budget_tokens: int, fixed_chars: int) -> list[AnyMessage]:
-    """Cut old tool outputs (all but the most recent few), then cut harder until the estimate fits the budget."""
+    """Keep every tool output whole while the request fits ``budget_tokens``; over it, cut tool outputs oldest
+    first (to a head of OLD_TOOL_OUTPUT_CHARS, then to CUT_HARD_CHARS) until it fits. A model that re-reads a file
+    because its first read was cut for no reason wastes a request."""
     out: list[AnyMessage] = list(messages)
+    limit_chars = budget_tokens * CHARS_PER_TOKEN
+    size = fixed_chars + sum(len(str(m.content)) for m in out)
     tool_idx = [i for i, m in enumerate(out) if isinstance(m, ToolMessage)]
-    for limit, keep in ((OLD_TOOL_OUTPUT_CHARS, KEEP_RECENT_TOOL_OUTPUTS), (200, 1), (120, 0)):
-        for i in tool_idx[: max(0, len(tool_idx) - keep)]:
+    for limit in (OLD_TOOL_OUTPUT_CHARS, CUT_HARD_CHARS):
+        for i in tool_idx:
+            if size <= limit_chars:
+                return out
             content = str(messages[i].content)  # cut the original, so the marker counts every cut char
-            if len(content) > limit:
-                out[i] = out[i].model_copy(update={"content": content[:limit] + f" …[{len(content) - limit} chars cut]"})
-        if fixed_chars + sum(len(str(m.content)) for m in out) <= budget_tokens * CHARS_PER_TOKEN:
-            break
+            if len(content) > limit and len(str(out[i].content)) > limit + 40:
+                cut = content[:limit] + f" …[{len(content) - limit} chars cut to fit the prompt budget]"
+                size -= len(str(out[i].content)) - len(cut)
+                out[i] = out[i].model_copy(update={"content": cut})
     return out
 
 

@@ -1,0 +1,72 @@
+"""The phase hand-off record: what one phase leaves for the next, built when its gates pass.
+
+Each phase starts a fresh conversation, so the next prompt must say what exists already: files written (from the
+phase's accepted write/edit/vendor calls), ids the target now registers (the inventory is re-read from the target,
+not remembered), what each gate proved (its summary), and the plan decisions the phase changed (from
+``finish_phase``). ``state["handoff"]`` keeps one record per passed phase; the prompts render them first."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+
+from msmigrate.agent.state import PHASE_GATES
+
+WRITE_TOOLS = ("write_file", "edit_file")
+ID_KINDS = ("model", "data", "template", "mm_plugin", "collator")
+
+
+def files_written(messages: list[AnyMessage]) -> list[str]:
+    """Paths of the phase's accepted edits, in order, each once (a refused write does not count)."""
+    calls = {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    out: list[str] = []
+    for m in messages:
+        if not isinstance(m, ToolMessage) or m.tool_call_id not in calls:
+            continue
+        call = calls[m.tool_call_id]
+        try:
+            result = json.loads(str(m.content))
+        except ValueError:
+            continue
+        if not isinstance(result, dict) or not result.get("ok"):
+            continue
+        data = result.get("data") or {}
+        if call["name"] in WRITE_TOOLS:
+            paths = [data.get("path") or call["args"].get("path")]
+        elif call["name"] == "vendor_remote_code":
+            paths = [c.get("to") for c in data.get("copied", [])]
+        else:
+            continue
+        out += [p for p in paths if p and p not in out]
+    return out
+
+
+def new_ids(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[str]]:
+    old, new = before.get("ids") or {}, after.get("ids") or {}
+    return {k: sorted(set(new.get(k, [])) - set(old.get(k, []))) for k in ID_KINDS
+            if set(new.get(k, [])) - set(old.get(k, []))}
+
+
+def handoff_record(phase: str, gates: dict[str, Any], messages: list[AnyMessage], finish: dict[str, Any] | None,
+                   ids_added: dict[str, list[str]]) -> dict[str, Any]:
+    finish = finish or {}
+    return {
+        "phase": phase,
+        "summary": str(finish.get("summary") or "")[:1200],
+        "delivered": list(finish.get("delivered") or [])[:30],
+        "decisions_changed": list(finish.get("decisions_changed") or [])[:10],
+        "files_written": files_written(messages),
+        "ids_registered": ids_added,
+        "gates_proved": {g: str(gates.get(g, {}).get("summary", ""))[:400] for g in PHASE_GATES[phase]},
+    }
+
+
+def compact_target(summary: dict[str, Any]) -> dict[str, Any]:
+    """What the prompts show of the target: the registered ids and the ranked similar cases, not every record."""
+    keep = {"ids": summary.get("ids", {}), "headline": summary.get("headline", "")}
+    cases = summary.get("similar_cases") or []
+    if cases:
+        keep["similar_cases"] = [c.get("example") if isinstance(c, dict) else c for c in cases][:5]
+    return keep
