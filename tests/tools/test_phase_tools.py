@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from msmigrate.agent.handoff import files_written, new_ids
 from msmigrate.core.run_context import RunContext
 from msmigrate.tools.phase_tools import finish_phase, vendor_remote_code, vendored_text
+from msmigrate.tools.worktree import attach
 
 
 @pytest.fixture()
@@ -30,7 +31,9 @@ def ctx(tmp_path: Path) -> RunContext:
     (source / "configuration_foo.py").write_text("class FooConfig:\n    pass\n")
     (source / "modeling_foo.py").write_text("from .configuration_foo import FooConfig\n\n\nclass Foo:\n    pass\n")
     (source / "config.json").write_text("{}")
-    return RunContext(run_id="r1", run_dir=tmp_path / "run", source=source, target=target, model_name="foo")
+    c = RunContext(run_id="r1", run_dir=tmp_path / "run", source=source, target=target, model_name="foo")
+    attach(c)  # the run's own work tree of the checkout, where edits land
+    return c
 
 
 def test_vendor_copies_rewrites_relative_imports_and_reports(ctx: RunContext):
