@@ -6,6 +6,7 @@ format-error observation for a malformed tool call, and token counting from the 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -67,11 +68,15 @@ def test_llm_policy_migrates_custom_code_fixture_over_http(tmp_path):
     assert final["gates"]["G6"]["evidence"][0]["exit_code"] == 0
     assert final["gates"]["G6"]["evidence"][0]["metrics"]["steps"] >= 5
 
-    # the migration really is in the target: plugin + additive registry edits + example
-    assert (target / "mindspeed_mm/fsdp/models/patchlm/upstream/modeling_patchlm.py").is_file()
-    assert '"patchlm": PatchLMPlugin,' in (target / "mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py").read_text()
-    assert 'name="patchlm"' in (target / "mindspeed_mm/fsdp/data/data_utils/func_utils/template.py").read_text()
-    assert "examples/patchlm/patchlm_config.yaml" in (target / "examples/patchlm/finetune_patchlm.sh").read_text()
+    # the migration really is on the run's work branch of the target: plugin + additive registry edits + example
+    def on_branch(rel: str) -> str:
+        return subprocess.run(["git", "-C", str(target), "show", f"msmigrate/patchlm-http:{rel}"], check=True,
+                              capture_output=True, text=True).stdout
+
+    assert "class PatchLMForCausalLM" in on_branch(f"{PLUGIN}/upstream/modeling_patchlm.py")
+    assert '"patchlm": PatchLMPlugin,' in on_branch("mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py")
+    assert 'name="patchlm"' in on_branch("mindspeed_mm/fsdp/data/data_utils/func_utils/template.py")
+    assert "examples/patchlm/patchlm_config.yaml" in on_branch("examples/patchlm/finetune_patchlm.sh")
 
     # transport: two 503s, then retried; every later request was well-formed (no 400 for a bad message sequence)
     assert server.statuses[:2] == [503, 503]

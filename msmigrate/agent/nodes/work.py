@@ -20,6 +20,7 @@ from msmigrate.tools.file_writer import tag_phase, target_commit
 from msmigrate.tools.launcher.records import read_launches
 from msmigrate.tools.repo_reader import target_inventory
 
+DECISION_NOTES = ("requests", "prompt_chars", "tool_schema_chars", "prompt_tokens")  # LLM size figures, recorded
 SAME_TARGET_FAILURES = 2  # a gate that failed this often on one target commit is not run on it again
 
 
@@ -127,7 +128,7 @@ def make_work_node(deps: RunDeps, phase: str):
         deps.trajectory.append(
             "decision", phase=phase, policy=deps.policy.name, content=str(msg.content)[:4000],
             tool_calls=[{"name": c["name"], "args": c["args"], "id": c["id"]} for c in msg.tool_calls],
-            tokens=decision.tokens,
+            tokens=decision.tokens, **{k: v for k, v in decision.notes.items() if k in DECISION_NOTES},
         )
         deps.emit("decision", phase=phase, content=str(msg.content)[:500], tool_calls=[c["name"] for c in msg.tool_calls])
         if decision.unsupported:

@@ -126,6 +126,13 @@ def fence_tool_outputs(messages: list[AnyMessage]) -> list[AnyMessage]:
             if isinstance(m, ToolMessage) else m for m in messages]
 
 
+def tool_schema_chars(tools: list[Any]) -> int:
+    """Characters of the tool schemas sent with every request (the OpenAI function format)."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    return len(json.dumps([convert_to_openai_tool(t) for t in tools]))
+
+
 class LLMPolicy:
     name = "llm"
 
@@ -160,13 +167,20 @@ class LLMPolicy:
         bound = self.chat_model.bind_tools(view.tools)
         # secrets masked by value in everything sent (a tool output or a log could carry one)
         convo: list[AnyMessage] = [mask_obj(m) for m in (system, node, *history)]
-        tokens = format_errors = 0
+        tokens = format_errors = requests = prompt_chars = 0
+        schema_chars = tool_schema_chars(view.tools)
         for _ in range(self.llm.max_format_retries + 1):
+            requests += 1
+            prompt_chars += schema_chars + sum(len(str(m.content)) for m in convo)
             reply = self._invoke(bound, convo)
             usage = getattr(reply, "usage_metadata", None) or {}
             tokens += int(usage.get("total_tokens", 0))
             if not reply.invalid_tool_calls:
-                return Decision(message=reply, tokens=tokens, format_errors=format_errors)
+                # what bench_llm_run.py reads back from the trajectory: requests and prompt size per decision
+                return Decision(message=reply, tokens=tokens, format_errors=format_errors,
+                                notes={"requests": requests, "prompt_chars": prompt_chars,
+                                       "tool_schema_chars": schema_chars,
+                                       "prompt_tokens": int(usage.get("input_tokens", 0))})
             format_errors += 1
             # The bad reply goes back as plain text: an assistant turn that still carried tool_calls (even in
             # additional_kwargs) without matching tool results is rejected by OpenAI-compatible servers.
