@@ -13,6 +13,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from msmigrate.agent.state import PHASE_GATES
+from msmigrate.core.run_context import BRANCH_B_FILES
 
 WRITE_TOOLS = ("write_file", "edit_file")
 ID_KINDS = ("model", "data", "template", "mm_plugin", "collator")
@@ -70,3 +71,36 @@ def compact_target(summary: dict[str, Any]) -> dict[str, Any]:
     if cases:
         keep["similar_cases"] = [c.get("example") if isinstance(c, dict) else c for c in cases][:5]
     return keep
+
+
+def delivered_branch(files: list[str], model_name: str) -> str | None:
+    """The data branch the written files show: a dataset plugin of the model's own → C; additive registry entries
+    (template / mm_plugin / collator tables) → B; neither → None (YAML only: A, or nothing data-specific)."""
+    if any(f.startswith(f"mindspeed_mm/fsdp/data/datasets/{model_name}/") for f in files):
+        return "C"
+    if any(f in BRANCH_B_FILES for f in files):
+        return "B"
+    return None
+
+
+def plan_revision(plan: dict[str, Any], record: dict[str, Any], model_name: str) -> dict[str, Any] | None:
+    """The plan as delivered, when the passed phase did something other than planned: the changed field, and every
+    decision the policy reported changing. Recorded in ``plan["revisions"]`` (the report and the eval read the
+    final plan, so they name what was delivered, not what was first planned)."""
+    revisions = list(plan.get("revisions") or [])
+    update: dict[str, Any] = {}
+    if record["phase"] == "data":
+        branch = delivered_branch(record["files_written"], model_name) or (
+            "A" if plan.get("data_branch") == "A" else None)
+        if branch and branch != plan.get("data_branch"):
+            update["data_branch"] = branch
+            revisions.append({"phase": "data", "field": "data_branch", "from": plan.get("data_branch"), "to": branch,
+                              "why": "files delivered: " + ", ".join(record["files_written"][:6])})
+            if branch == "C":
+                update["dataset_type"] = model_name
+                update["data_plugin"] = f"mindspeed_mm/fsdp/data/datasets/{model_name}"
+    for text in record.get("decisions_changed") or []:
+        revisions.append({"phase": record["phase"], "field": "decision", "why": str(text)[:300]})
+    if len(revisions) == len(plan.get("revisions") or []):
+        return None
+    return {**plan, **update, "revisions": revisions}

@@ -138,6 +138,9 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
             lines.append(f"- {key}: `{plan[key]}`")
     for reason in plan.get("reasons", []):
         lines.append(f"  - {reason}")
+    for rev in plan.get("revisions", []):  # where the delivered migration differs from the first plan
+        change = f"{rev['field']} {rev.get('from')} → {rev.get('to')}: " if rev.get("field") != "decision" else ""
+        lines.append(f"- revised in phase {rev.get('phase')}: {change}{rev.get('why', '')}")
     metrics = []
     for g in ("G4", "G5", "G6"):
         for ev in gates.get(g, {}).get("evidence", []):

@@ -71,3 +71,22 @@ def test_finish_phase_and_handoff_files_from_the_conversation():
             ToolMessage(json.dumps({"ok": True, "data": {"copied": [{"to": "up/m.py"}]}}), tool_call_id="3")]
     assert files_written(msgs) == ["a.py", "up/m.py"]  # the refused write is not a delivered file
     assert new_ids({"ids": {"model": ["x"]}}, {"ids": {"model": ["x", "foo"], "template": []}}) == {"model": ["foo"]}
+
+
+def test_plan_revised_when_the_data_phase_delivered_another_branch():
+    from msmigrate.agent.handoff import plan_revision
+
+    plan = {"data_branch": "B", "dataset_type": "huggingface", "reasons": ["r"]}
+    record = {"phase": "data", "files_written": ["mindspeed_mm/fsdp/data/datasets/foo/foo_dataset.py",
+                                                  "examples/foo/foo_config.yaml"],
+              "decisions_changed": ["AutoProcessor returns a bare tokenizer: a dataset plugin instead of B"]}
+    revised = plan_revision(plan, record, "foo")
+    assert revised["data_branch"] == "C" and revised["dataset_type"] == "foo" and revised["reasons"] == ["r"]
+    assert [r["field"] for r in revised["revisions"]] == ["data_branch", "decision"]
+    assert revised["revisions"][0]["from"] == "B" and "foo_dataset.py" in revised["revisions"][0]["why"]
+    # delivered as planned (registry entries for B), nothing reported changed: no revision
+    same = {"phase": "data", "files_written": ["mindspeed_mm/fsdp/data/data_utils/func_utils/template.py"],
+            "decisions_changed": []}
+    assert plan_revision(plan, same, "foo") is None
+    # only a YAML written in this (maybe repeated) attempt: earlier attempts may hold the entries; kept as planned
+    assert plan_revision(plan, {**same, "files_written": ["examples/foo/foo_config.yaml"]}, "foo") is None

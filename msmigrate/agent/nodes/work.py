@@ -13,7 +13,7 @@ from langgraph.types import interrupt
 
 from msmigrate.agent.budgets import bump, exhausted
 from msmigrate.agent.deps import RunDeps
-from msmigrate.agent.handoff import handoff_record, new_ids
+from msmigrate.agent.handoff import handoff_record, new_ids, plan_revision
 from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.state import EXIT_BUDGET, EXIT_GATE_FAILED, EXIT_REJECTED, EXIT_UNSUPPORTED, PHASE_GATES, next_phase
 from msmigrate.tools.file_writer import tag_phase, target_commit
@@ -71,7 +71,12 @@ def handoff_update(deps: RunDeps, state: dict[str, Any], phase: str, gates: dict
                             new_ids(before, after))
     deps.trajectory.append("handoff", **record)
     kept = [h for h in state.get("handoff") or [] if h.get("phase") != phase]
-    return {"handoff": [*kept, record], "target_summary": json_safe(after)}
+    update = {"handoff": [*kept, record], "target_summary": json_safe(after)}
+    revised = plan_revision(state.get("plan") or {}, record, deps.ctx.model_name)
+    if revised is not None:  # delivered differs from planned: the plan says what was delivered, and keeps why
+        deps.trajectory.append("plan_revised", revisions=revised["revisions"])
+        update["plan"] = revised
+    return update
 
 
 def json_safe(obj: Any) -> Any:
