@@ -55,6 +55,7 @@ FINDING_CODE_ALIASES: dict[str, str] = {
     "yaml-duplicate-key": "yaml-syntax",
     "yaml-not-mapping": "yaml-syntax",
     "unknown-key-passthrough": "unknown-key",
+    "read-by-entry-point": "unknown-key",  # an undeclared key a task entry point reads itself
     "model-id-outside-plugin": "model-id-unregistered",
     "plugin-missing": "model-id-unregistered",
     "dataset-type-outside-plugin": "dataset-type-unregistered",

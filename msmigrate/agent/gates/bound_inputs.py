@@ -13,7 +13,8 @@ from msmigrate.tools.launcher.command import materialize_config
 
 def binding_on(deps: Any) -> bool:
     spec = deps.spec
-    return bool(spec.bind_inputs) if spec.bind_inputs is not None else spec.policy == "none"
+    bind = getattr(spec, "bind_inputs", None)
+    return bool(bind) if bind is not None else getattr(spec, "policy", None) == "none"
 
 
 def bound_overrides(deps: Any) -> dict[str, Any]:
