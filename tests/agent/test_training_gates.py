@@ -43,7 +43,7 @@ class FakeTrainer:
 
 
 def _deps(tmp_path: Path):
-    spec = SimpleNamespace(launch=LaunchSettings(gate_train_iters=6), budgets=Budgets())
+    spec = SimpleNamespace(launch=LaunchSettings(gate_train_iters=6), budgets=Budgets(), bind_inputs=False, policy="rules")
     ctx = SimpleNamespace(run_dir=tmp_path / "run", target=tmp_path / "target")  # not git: code state "nogit"
     return SimpleNamespace(spec=spec, ctx=ctx, emit=lambda *a, **k: None)
 
