@@ -160,6 +160,9 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
     if has_plot:
         lines += ["", "![loss curve](loss_curve.png)"]
     lines += ["", "## Changes in the target", "", "```", diff, "```", "", "## Risks and next actions", ""]
+    if str((state.get("artifacts") or {}).get("target_dirty")) == "True":
+        lines.append("- your checkout had uncommitted changes; the run worked from its committed HEAD (in its own "
+                     "git worktree) and left them untouched — commit them if the migration should include them")
     failure = state.get("last_failure")
     if failure:
         lines.append(f"- last failure: gate {failure.get('gate')} → case `{failure.get('case_id') or 'unknown'}` "

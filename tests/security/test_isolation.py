@@ -88,6 +88,7 @@ def test_dirty_checkout_stays_exactly_as_it_was(tmp_path, source_model, standin)
                            text=True, check=True).stdout
     assert shown == "X = 1\n"  # the work is on the run's branch
     assert not (r.run_dir / "worktree").exists()  # released at the end; the branch stays
+    assert "uncommitted changes" in (r.run_dir / "verification_report.md").read_text()  # the report says so
 
 
 def test_second_run_starts_from_the_users_branch(tmp_path, source_model, standin):
