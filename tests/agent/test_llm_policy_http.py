@@ -77,6 +77,7 @@ def test_llm_policy_migrates_custom_code_fixture_over_http(tmp_path):
     assert '"patchlm": PatchLMPlugin,' in on_branch("mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py")
     assert 'name="patchlm"' in on_branch("mindspeed_mm/fsdp/data/data_utils/func_utils/template.py")
     assert "examples/patchlm/patchlm_config.yaml" in on_branch("examples/patchlm/finetune_patchlm.sh")
+    assert not (target / "examples/patchlm").exists()  # the user's checkout itself is untouched
 
     # transport: two 503s, then retried; every later request was well-formed (no 400 for a bad message sequence)
     assert server.statuses[:2] == [503, 503]

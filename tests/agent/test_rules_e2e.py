@@ -72,7 +72,7 @@ def test_broken_config_is_classified_routed_and_fixed(migration_inputs, tmp_path
     assert not first_g3["passed"] and "misplaced-key" in first_g3["finding_codes"]
     routes = [r for r in run.trajectory.records("classify")]
     assert routes and routes[0]["gate"] == "G3" and routes[0]["route"] == "config"
-    final = yaml.safe_load((target / "examples/llava/llava_config.yaml").read_text())
+    final = yaml.safe_load(git.Repo(target).git.show(f"msmigrate/{run.run_id}:examples/llava/llava_config.yaml"))
     assert "loss_cfg" not in final["model"] and final["features"]["loss_cfg"]["loss_type"] == "default"
     # branch B: the three registry files were extended additively, nothing else outside the model's own dirs
     changed = set(_changed_files(target, run.run_id))
