@@ -128,5 +128,11 @@ def test_llm_policy_migrates_custom_code_fixture_over_http(tmp_path):
     # the vendoring tool reported what it copied; new files were answered with a digest, not an echo
     vendor = next(r for r in tools if r["name"] == "vendor_remote_code")
     assert '"imports_rewritten": 1' in vendor["result"] and "upstream/configuration_patchlm.py" in vendor["result"]
+    # check_data shows correctness, not only shapes: a decoded row with the trained span marked, and counts
+    data_check = next(r for r in tools if r["name"] == "check_data")["result"]
+    assert "⟦" in data_check and '"labels_match_inputs": true' in data_check
+    assert '"trained_tokens": 0,' not in data_check and '"media_items": {"images": ' in data_check
+    assert "<|image|>×" in data_check  # the expanded placeholder, shown once with its count
+    assert '"forward_receives": ["attention_mask", "image_patches", "input_ids", "labels"' in data_check
     writes = [r for r in tools if r["name"] == "write_file"]
     assert writes and all('"sha256"' in r["result"] and '"diff"' not in r["result"] for r in writes)

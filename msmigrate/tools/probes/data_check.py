@@ -5,7 +5,8 @@
 Runs in the target runtime with NON_MEGATRON=true and the target root as cwd/sys.path; uses only the framework's
 public entry points (ConfigManager, import_plugin, build_mm_dataset, resolve_data_collator), so it works on the
 real MindSpeed-MM as on the stand-in. Result: ``num_samples``, ``example_keys``, ``batch_keys`` with shapes and
-dtypes, ``media`` (referenced / missing files), ``batch_file`` (the collated batch, for a forward on real data).
+dtypes, ``media`` (referenced / missing files), ``sample`` (first row decoded, trained span between ⟦ ⟧, token and
+trained-token counts, media placeholder runs with their lengths), ``forward_receives``, ``batch_file`` (the collated batch, for a forward on real data).
 Starts a 1-rank gloo group and the target's parallel state first (``_single_rank``). Imports nothing from msmigrate."""
 import argparse
 import json
@@ -27,6 +28,75 @@ def describe(value):
     if isinstance(value, list):
         return {"list": len(value)}
     return {"type": type(value).__name__}
+
+
+IGNORE = -100
+SAMPLE_CHARS = 1500
+
+
+def _runs(values):
+    """Consecutive runs of equal values: [(value, start, end)]."""
+    out, start = [], 0
+    for i in range(1, len(values) + 1):
+        if i == len(values) or values[i] != values[start]:
+            out.append((values[start], start, i))
+            start = i
+    return out
+
+
+def sample_view(decode, input_ids, labels, attention_mask=None):
+    """One collated row made readable: the decoded text with the trained span (labels != -100) between ⟦ and ⟧,
+    long runs of one token (media placeholders after expansion) shown once with their count, and the counts."""
+    ids = [int(x) for x in input_ids]
+    lab = [int(x) for x in labels] if labels is not None else [IGNORE] * len(ids)
+    mask = [int(x) for x in attention_mask] if attention_mask is not None else [1] * len(ids)
+    real = [i for i, m in enumerate(mask) if m]
+    ids, lab = [ids[i] for i in real], [lab[i] for i in real]
+    trained = [lab_i != IGNORE for lab_i in lab]
+    parts, repeated = [], {}
+    for flag, start, end in _runs(trained):
+        chunk = []
+        for tok, a, b in _runs(ids[start:end]):
+            if b - a > 4:  # an expanded media placeholder: once, with its count
+                text = decode([tok])
+                repeated[text] = repeated.get(text, 0) + (b - a)
+                chunk.append(f"{text}×{b - a}")
+            else:
+                chunk.append(decode(ids[start + a:start + b]))
+        text = "".join(chunk)
+        parts.append(f"⟦{text}⟧" if flag else text)
+    decoded = "".join(parts)
+    if len(decoded) > SAMPLE_CHARS:
+        decoded = decoded[:SAMPLE_CHARS] + f" …[{len(decoded) - SAMPLE_CHARS} chars cut]"
+    return {"decoded": decoded, "tokens": len(ids), "trained_tokens": sum(trained),
+            "trained_spans": sum(1 for flag, _, _ in _runs(trained) if flag), "repeated_tokens": repeated,
+            "labels_match_inputs": all(l == i for l, i in zip(lab, ids) if l != IGNORE)}
+
+
+def _preprocess_args(dataset_param):
+    pre = getattr(dataset_param, "preprocess_parameters", None)
+    if hasattr(pre, "to_dict"):
+        return pre.to_dict()
+    return dict(pre) if isinstance(pre, dict) else dict(vars(pre)) if pre is not None else {}
+
+
+def decoded_sample(dataset_param, batch):
+    """The first row of the batch, decoded with the processor folder's tokenizer; an error line when it cannot be
+    loaded (the batch itself was built, so that is not the probe's failure)."""
+    if "input_ids" not in batch:
+        return {"error": "the batch has no input_ids"}
+    pre = _preprocess_args(dataset_param)
+    try:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(pre["model_name_or_path"],
+                                            trust_remote_code=bool(pre.get("trust_remote_code")))
+    except (KeyError, OSError, ValueError) as exc:
+        return {"error": f"tokenizer not loadable for decoding: {type(exc).__name__}: {exc}"[:300]}
+    mask = batch.get("attention_mask")
+    return sample_view(lambda ids: tok.decode(ids, skip_special_tokens=False), batch["input_ids"][0].tolist(),
+                       batch["labels"][0].tolist() if "labels" in batch else None,
+                       mask[0].tolist() if mask is not None and getattr(mask, "dim", lambda: 0)() == 2 else None)
 
 
 def main(argv):
@@ -93,8 +163,12 @@ def main(argv):
         traceback.print_exc()
         emit({"error": f"{type(exc).__name__}: {exc}"})
         return 1
+    media_items = {kind: sum(len(ex.get(kind) or []) for ex in examples) for kind in ("images", "videos", "audios")}
     emit({
         "num_samples": n, "example_keys": sorted(examples[0].keys()),
+        # what a reader checks first: the trained span, the counts, the media expansion, the forward's inputs
+        "sample": decoded_sample(dataset_param, batch), "media_items": {k: v for k, v in media_items.items() if v},
+        "forward_receives": sorted(batch) + ["use_cache"],
         "batch_keys": {k: describe(v) for k, v in batch.items()},
         "media": {"referenced": len(media), "missing": missing[:20]}, "batch_file": batch_file, "setup": setup,
     })

@@ -1,0 +1,33 @@
+"""The decoded sample check_data/G2 return: trained span marked, counts, expanded media runs collapsed."""
+
+import importlib.util
+from pathlib import Path
+
+import msmigrate
+
+spec = importlib.util.spec_from_file_location(
+    "data_check_probe", Path(msmigrate.__file__).parent / "tools" / "probes" / "data_check.py")
+probe = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(probe)
+
+VOCAB = {1: "<user>", 2: "hi", 3: "<img>", 4: "<bot>", 5: "yes", 6: "<eos>", 0: "<pad>"}
+
+
+def decode(ids):
+    return "".join(VOCAB[i] for i in ids)
+
+
+def test_sample_view_marks_trained_span_counts_and_collapses_media():
+    ids = [1, 3, 3, 3, 3, 3, 3, 2, 4, 5, 6, 0, 0]
+    labels = [-100] * 9 + [5, 6, -100, -100]
+    mask = [1] * 11 + [0, 0]
+    view = probe.sample_view(decode, ids, labels, mask)
+    assert view["decoded"] == "<user><img>×6hi<bot>⟦yes<eos>⟧"
+    assert (view["tokens"], view["trained_tokens"], view["trained_spans"]) == (11, 2, 1)
+    assert view["repeated_tokens"] == {"<img>": 6} and view["labels_match_inputs"]
+
+
+def test_sample_view_flags_labels_that_are_not_the_inputs_and_no_trained_tokens():
+    view = probe.sample_view(decode, [1, 2, 4, 5], [-100, -100, -100, 6])
+    assert not view["labels_match_inputs"] and view["trained_tokens"] == 1
+    assert probe.sample_view(decode, [1, 2], [-100, -100])["trained_tokens"] == 0
