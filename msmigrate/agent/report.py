@@ -132,7 +132,8 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
         "## Migration decisions",
         "",
     ]
-    for key in ("backend", "route", "model_id", "data_branch", "dataset_type", "template", "mm_plugin", "collator",
+    for key in ("backend", "route", "build_path", "model_id", "data_branch", "dataset_type", "template", "mm_plugin",
+                "collator",
                 "similar_case", "plugin_dir", "example_dir"):
         if key in plan:
             lines.append(f"- {key}: `{plan[key]}`")

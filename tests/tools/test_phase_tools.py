@@ -90,3 +90,18 @@ def test_plan_revised_when_the_data_phase_delivered_another_branch():
     assert plan_revision(plan, same, "foo") is None
     # only a YAML written in this (maybe repeated) attempt: earlier attempts may hold the entries; kept as planned
     assert plan_revision(plan, {**same, "files_written": ["examples/foo/foo_config.yaml"]}, "foo") is None
+
+
+def test_custom_code_plan_reads_the_checkpoint_facts(tmp_path):
+    from msmigrate.agent.nodes.plan import custom_code_facts, signature_params
+
+    (tmp_path / "config.json").write_text(json.dumps({
+        "template": "internvl2_5", "auto_map": {"AutoConfig": "c.C", "AutoModel": "m.M"}}))
+    src = {"forward": {"signature": "forward(self, pixel_values, input_ids, labels=None, **kwargs)"}, "tokens": {}}
+    facts, path, why = custom_code_facts(tmp_path, src)
+    assert facts["config_templates"] == {"template": "internvl2_5"} and "internvl2_5" in why
+    assert facts["forward_parameters"] == ["input_ids", "labels", "pixel_values"]
+    assert path == "transformers" and facts["declared_processor"] is None and "bare tokenizer" in facts["processor_note"]
+    (tmp_path / "config.json").write_text(json.dumps({"auto_map": {"AutoConfig": "c.C"}}))
+    assert custom_code_facts(tmp_path, src)[1] == "custom"
+    assert signature_params("forward(self, x") is None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from msmigrate.agent.backend_route import choose_backend
@@ -32,9 +32,24 @@ GENERIC_COLLATOR = "qwen3vl"  # the generic multimodal seq2seq collator in MindS
 def forward_params(src: dict[str, Any]) -> set[str] | None:
     fwd = src.get("forward") or {}
     params = fwd.get("parameters") or fwd.get("params")
+    if not params and isinstance(fwd.get("signature"), str):  # the static reader of remote code gives the text
+        params = signature_params(fwd["signature"])
     if not params:
         return None
     return {p["name"] if isinstance(p, dict) else str(p) for p in params}
+
+
+def signature_params(signature: str) -> list[str] | None:
+    """Parameter names of ``forward(self, a, b=None, **kwargs)`` (self and the ``*``/``**`` catch-alls left out)."""
+    import ast
+
+    try:
+        fn = ast.parse(f"def {signature.strip()}:\n    pass\n").body[0]
+    except SyntaxError:
+        return None
+    args = fn.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    return [n for n in names if n != "self"] or None
 
 
 def choose_collator(src: dict[str, Any], name: str) -> tuple[str, list[str], str]:
@@ -161,7 +176,43 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         "similar_case": similar.get("example"),
         "reasons": reasons + [f"similar case {similar.get('example')}: {', '.join(similar.get('why', []))}"],
     }
+    if custom:
+        facts, path, why_path = custom_code_facts(deps.ctx.source, src)
+        plan.update(custom_code=facts, build_path=path)
+        plan["reasons"] = plan["reasons"] + [why_path]
     return {**plan, **explicit_paths(getattr(deps, "spec", None))}
+
+
+def custom_code_facts(source: Any, src: dict[str, Any]) -> tuple[dict[str, Any], str, str]:
+    """Facts a custom-code plan must rest on, read from the checkpoint's own files (not from the model's name):
+    config fields naming a template, ``auto_map``, the processor the folder declares, the forward signature; and
+    the build path they point to. The processor the runtime really loads is checked by check_data / G2 — a folder
+    without a processor class makes AutoProcessor return a bare tokenizer, which the huggingface dataset cannot use
+    for media (then a processor folder or a dataset plugin is needed)."""
+    try:
+        cfg = json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        cfg = {}
+    auto_map = cfg.get("auto_map") or {}
+    templates = {k: v for k, v in cfg.items() if "template" in k and isinstance(v, str)}
+    tokens = src.get("tokens") or {}
+    declared = tokens.get("processor_class") or (
+        "processor_config.json" if (Path(source) / "processor_config.json").is_file() else None)
+    params = sorted(forward_params(src) or [])
+    facts = {"auto_map": auto_map, "config_templates": templates, "declared_processor": declared,
+             "forward_parameters": params or None,
+             "processor_note": None if declared else "no processor class declared: AutoProcessor will return the "
+                                                     "bare tokenizer; media need a processor folder or a dataset plugin"}
+    if any(k.startswith("AutoModel") for k in auto_map):
+        path, why = "transformers", (f"build path transformers (trust_remote_code): auto_map names "
+                                     f"{sorted(k for k in auto_map if k.startswith('AutoModel'))}, so ModelHub loads "
+                                     f"the vendored class with from_pretrained and HF weight init")
+    else:
+        path, why = "custom", ("build path custom (BaseModel): auto_map names no AutoModel class, so ModelHub cannot "
+                               "load it through transformers")
+    if templates:
+        why += f"; the checkpoint's config names its template: {templates}"
+    return facts, path, why
 
 
 def explicit_paths(spec: Any) -> dict[str, Any]:
