@@ -61,12 +61,16 @@ def module_tree(ctx: RunContext, *, plugins: list[str] | None = None, model_id: 
 
 
 def forward_check(ctx: RunContext, *, plugins: list[str], model_id: str, batch_file: str | None = None,
-                  trust_remote_code: bool = False, sample_data: Path | None = None) -> ToolResult:
+                  trust_remote_code: bool = False, sample_data: Path | None = None,
+                  media_token_id: int | None = None) -> ToolResult:
     """One forward with labels through the plugin class on a shrunk config: a real collated batch, else the source
-    processor's batch of a real sample (``sample_data``), else a synthetic one."""
+    processor's batch of a real sample (``sample_data``), else a synthetic one. With ``media_token_id`` the result
+    also counts the batch's media tokens and the vision features the forward consumed (``vision``)."""
     if (refused := unapproved(ctx)) is not None:
         return refused
     args = plugin_args(ctx, plugins, model_id) + ["--shrink-layers", "2"]
+    if media_token_id is not None:
+        args += ["--media-token-id", str(media_token_id)]
     if batch_file:
         args += ["--batch", batch_file]
     elif sample_data:
@@ -85,19 +89,45 @@ def forward_check(ctx: RunContext, *, plugins: list[str], model_id: str, batch_f
     return res
 
 
-def data_check(ctx: RunContext, config_path: Path) -> ToolResult:
+def data_check(ctx: RunContext, config_path: Path, *, parity_data: Path | None = None,
+               media_token_id: int | None = None, trust_remote_code: bool = False) -> ToolResult:
+    """Real samples through the target's dataset → collator; with ``parity_data`` (the raw samples the config maps)
+    the mapped samples are also compared with the source's own chat template + processor (``result.parity``)."""
     if (refused := unapproved(ctx)) is not None:
         return refused
     out = ctx.run_dir / "probes"
     out.mkdir(parents=True, exist_ok=True)
-    res = run_probe(ctx.runtime_python, "data_check",
-                    ["--target", str(ctx.target), "--config", str(config_path), "--batch-out", str(out / "batch.pt")],
-                    cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
+    args = ["--target", str(ctx.target), "--config", str(config_path), "--batch-out", str(out / "batch.pt")]
+    if parity_data is not None:
+        args += ["--parity-source", str(ctx.source), "--parity-data", str(parity_data)]
+        if media_token_id is not None:
+            args += ["--media-token-id", str(media_token_id)]
+        if trust_remote_code:
+            args += ["--trust-remote-code"]
+    res = run_probe(ctx.runtime_python, "data_check", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
     if res.ok:
         res.data["saved"] = _save(ctx, "data_check", res.data["result"])
         missing = res.data["result"].get("media", {}).get("missing")
         if missing:
             return ToolResult.failure(f"Media {missing[0]} does not exist (and {len(missing) - 1} more)", **res.data)
+    return res
+
+
+def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_remote_code: bool = False,
+                 sample_data: Path | None = None) -> ToolResult:
+    """The plugin class (eager, and meta init + load) against the source's own class on one shared random init and
+    the same batch, fp32 on CPU (``probes/model_parity.py``). ``ok`` means the probe ran; ``result.passed`` is the
+    verdict."""
+    if (refused := unapproved(ctx)) is not None:
+        return refused
+    args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--shrink-layers", "2"]
+    if sample_data:
+        args += ["--sample-data", str(sample_data)]
+    if trust_remote_code:
+        args += ["--trust-remote-code"]
+    res = run_probe(ctx.runtime_python, "model_parity", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
+    if res.ok:
+        res.data["saved"] = _save(ctx, f"model_parity_{model_id}", res.data["result"])
     return res
 
 

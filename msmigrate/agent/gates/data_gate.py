@@ -1,6 +1,8 @@
 """G2 data: the registered ``dataset_type`` maps the real sample JSON through ``attr``, media paths resolve, the
 template + mm_plugin + collator produce a batch, and that batch — real data — goes through the plugin's forward to a
-finite loss (which is what "batch keys ⊆ forward signature" has to mean for forwards that take ``**kwargs``)."""
+finite loss (which is what "batch keys ⊆ forward signature" has to mean for forwards that take ``**kwargs``); and data
+parity (``gates/parity.py``): the mapped samples against the source's own chat template + processor, the batch's
+media tokens against the vision features the forward consumes."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import yaml
 from msmigrate.agent.draft_config import draft_config, load_baseline
 from msmigrate.agent.gates.bound_inputs import bound_config
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
+from msmigrate.agent.gates.parity import data_parity_record, parity_summary
 from msmigrate.tools.target_checks import data_check, forward_check
 
 
@@ -32,10 +35,12 @@ def config_for_data(deps: Any, state: dict[str, Any]) -> Path:
 
 def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx = state["plan"], deps.ctx
-    evidence, problems = [], []
+    evidence, problems, parity = [], [], None
     config = config_for_data(deps, state)
     t0 = time.time()
-    res = data_check(ctx, config)
+    media_id = (plan.get("media_expansion") or {}).get("media_token_id")
+    custom = plan["route"] == "custom"
+    res = data_check(ctx, config, parity_data=ctx.data_path, media_token_id=media_id, trust_remote_code=custom)
     r = res.data.get("result") or {}
     evidence.append(evidence_item("dataset → collator", res.data.get("argv", []), res.data.get("returncode"), t0,
                                   time.time(), res.data.get("stderr_tail", "") if not res.ok else "",
@@ -46,7 +51,7 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     else:
         t1 = time.time()
         fwd = forward_check(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
-                            batch_file=r.get("batch_file"), trust_remote_code=plan["route"] == "custom")
+                            batch_file=r.get("batch_file"), trust_remote_code=custom, media_token_id=media_id)
         f = fwd.data.get("result") or {}
         evidence.append(evidence_item("forward on the collated batch", fwd.data.get("argv", []),
                                       fwd.data.get("returncode"), t1, time.time(),
@@ -55,8 +60,14 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                                        "forward_params": f.get("forward_params")}, **probe_runtime(fwd)))
         if not fwd.ok:
             problems.append(f"the model rejects the collated batch: {fwd.error}")
+        t2 = time.time()
+        found, parity = data_parity_record(r, f)
+        evidence.append(evidence_item("data parity (target pipeline vs source processor)", res.data.get("argv", []),
+                                      res.data.get("returncode"), t2, time.time(), "", parity))
+        problems += found
     failure = "\n".join(problems + [e["log_excerpt"] for e in evidence if e["log_excerpt"]])
     ok = (f"{r.get('num_samples')} samples via {plan['dataset_type']}/{plan['template']}/{plan['collator']}; batch keys "
-          f"{sorted((r.get('batch_keys') or {}).keys())}; forward loss {evidence[-1]['metrics'].get('loss')}")
+          f"{sorted((r.get('batch_keys') or {}).keys())}; forward loss {evidence[1]['metrics'].get('loss')}; "
+          f"data parity {parity_summary(parity)}" if len(evidence) > 2 else "")
     return {"gate": "G2", "passed": not problems, "summary": "; ".join(problems) or ok, "evidence": evidence,
-            "failure_text": failure}
+            "failure_text": failure, "parity": {"data": parity} if parity else {}}

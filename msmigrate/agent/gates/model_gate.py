@@ -1,6 +1,7 @@
 """G1 model: in the target runtime, the plugin packages import (as ``import_plugin`` does), ``model_id`` resolves in
 ``model_register``, the class builds on the meta device, and a forward with labels on a shrunk config returns a
-finite ``.loss``."""
+finite ``.loss``; then model parity (``gates/parity.py``): the plugin computes what the source's own class computes,
+eager and after meta init + load."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 from typing import Any
 
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
+from msmigrate.agent.gates.parity import model_parity_check, parity_summary
 from msmigrate.tools.target_checks import forward_check, module_tree
 
 
@@ -15,7 +17,7 @@ def gate_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx = state["plan"], deps.ctx
     plugins = [plan["plugin_dir"]]
     custom = plan["route"] == "custom"
-    evidence, problems = [], []
+    evidence, problems, parity = [], [], None
     t0 = time.time()
     tree = module_tree(ctx, plugins=plugins, model_id=plan["model_id"], trust_remote_code=custom)
     evidence.append(evidence_item("meta build", tree.data.get("argv", []), tree.data.get("returncode"), t0, time.time(),
@@ -39,8 +41,14 @@ def gate_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                                       **probe_runtime(fwd)))
         if not fwd.ok:
             problems.append(f"forward smoke failed: {fwd.error}")
+        else:
+            ev, found, parity = model_parity_check(deps, state)
+            evidence.append(ev)
+            problems += found
     failure = "\n".join(problems + [e["log_excerpt"] for e in evidence if e["log_excerpt"]])
     ok_summary = (f"{plan['model_id']} registered in {plan['plugin_dir']}, built on meta "
-                  f"({evidence[0]['metrics']['modules']} modules), forward loss {evidence[-1]['metrics'].get('loss')}")
+                  f"({evidence[0]['metrics']['modules']} modules), forward loss {evidence[1]['metrics'].get('loss')}; "
+                  f"model parity {parity_summary(parity)}" if len(evidence) > 2 else "")
     return {"gate": "G1", "passed": not problems, "summary": "; ".join(problems) or ok_summary,
-            "evidence": evidence, "failure_text": failure, "module_tree_file": tree.data.get("saved")}
+            "evidence": evidence, "failure_text": failure, "module_tree_file": tree.data.get("saved"),
+            "parity": {"model": parity} if parity else {}}

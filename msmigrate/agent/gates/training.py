@@ -21,6 +21,7 @@ from typing import Any
 from msmigrate.agent.launch_slots import launch_slots
 from msmigrate.agent.gates.bound_inputs import bound_overrides
 from msmigrate.agent.gates.evidence import evidence_item
+from msmigrate.agent.gates.parity import parity_summary, sharded_parity_check
 from msmigrate.tools.launcher import LaunchSpec, launch
 from msmigrate.tools.launcher.run import target_state
 from msmigrate.tools.launcher.command import deep_merge
@@ -173,6 +174,13 @@ def gate_distributed(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     gbs = s.get("global_batch_size")
     if not problems and gbs is not None and gbs < mbs * nproc:
         problems.append(f"global batch size {gbs} < {nproc} ranks × micro batch: ranks did not form one DP group")
-    return _record("G6", problems, [ev], f"{nproc} ranks ({res.data.get('device')}), {s.get('steps')} steps, "
-                   f"global batch {gbs}, loss {s.get('first_loss')} → {s.get('last_loss')}", res,
-                   0 if res.data.get("reused") else 1)
+    evidence, parity = [ev], None
+    if not problems:  # sharded parity: the first step's loss against one process on the same global batch
+        ev_p, found, parity = sharded_parity_check(deps, res.data.get("config_path"), nproc, losses)
+        evidence.append(ev_p)
+        problems += found
+    record = _record("G6", problems, evidence, f"{nproc} ranks ({res.data.get('device')}), {s.get('steps')} steps, "
+                     f"global batch {gbs}, loss {s.get('first_loss')} → {s.get('last_loss')}; sharded parity "
+                     f"{parity_summary(parity)}", res, 0 if res.data.get("reused") else 1)
+    record["parity"] = {"sharded": parity} if parity else {}
+    return record

@@ -6,7 +6,9 @@ Runs in the target runtime with NON_MEGATRON=true and the target root as cwd/sys
 public entry points (ConfigManager, import_plugin, build_mm_dataset, resolve_data_collator), so it works on the
 real MindSpeed-MM as on the stand-in. Result: ``num_samples``, ``example_keys``, ``batch_keys`` with shapes and
 dtypes, ``media`` (referenced / missing files), ``sample`` (first row decoded, trained span between ⟦ ⟧, token and
-trained-token counts, media placeholder runs with their lengths), ``forward_receives``, ``batch_file`` (the collated batch, for a forward on real data).
+trained-token counts, media placeholder runs with their lengths), ``forward_receives``, ``batch_file`` (the collated batch, for a forward on real data); with
+``--parity-source``/``--parity-data`` also ``parity``: the mapped samples against the source's own chat template and
+processor (``_data_parity``).
 Starts a 1-rank gloo group and the target's parallel state first (``_single_rank``). Imports nothing from msmigrate."""
 import argparse
 import json
@@ -99,40 +101,59 @@ def decoded_sample(dataset_param, batch):
                        mask[0].tolist() if mask is not None and getattr(mask, "dim", lambda: 0)() == 2 else None)
 
 
+def load_pipeline(config):
+    """(parsed config, mapped dataset, collate_fn) through the framework's own entry points, as the trainer builds
+    them. Expects cwd = target, the target on sys.path and the single-rank setup done (shared with
+    ``sharded_reference``)."""
+    from mindspeed_mm.config.config_manager import ConfigManager
+    from mindspeed_mm.fsdp.params.argument import Arguments
+    from mindspeed_mm.fsdp.utils.register import import_plugin
+
+    sys.argv = ["trainer.py", os.path.abspath(config)]
+    cfg = ConfigManager(config_class=Arguments).load_and_parse()
+    basic = getattr(cfg.data.dataset_param, "basic_parameters", None)
+    if getattr(basic, "preprocessing_num_workers", None):
+        # the probe checks the mapping, not its throughput: forked map workers take minutes on a small CPU host
+        basic.preprocessing_num_workers = None
+    import_plugin(cfg.training.plugin)
+    from mindspeed_mm.fsdp.data import build_mm_dataset
+    from mindspeed_mm.fsdp.data.dataloader.data_collator import resolve_data_collator
+
+    dataset_param = cfg.data.dataset_param
+    dataset = build_mm_dataset(dataset_param)
+    if isinstance(dataset, (tuple, list)) and len(dataset) == 2 and hasattr(dataset[0], "__getitem__"):
+        dataset = dataset[0]
+    collate_fn = getattr(dataset, "collate_fn", None)
+    if not callable(collate_fn):
+        collate_param = cfg.data.dataloader_param.collate_param
+        collate_param = collate_param.to_dict() if hasattr(collate_param, "to_dict") else dict(collate_param or {})
+        cls, kwargs = resolve_data_collator(collate_param, dataset_param)
+        collate_fn = cls(dataset_param=dataset_param, model=None, **kwargs)
+    return cfg, dataset, collate_fn
+
+
 def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", required=True)
     ap.add_argument("--config", required=True)
     ap.add_argument("--batch-out")
     ap.add_argument("--samples", type=int, default=2)
+    ap.add_argument("--parity-source", help="source HF folder: compare the mapped samples with its own processor")
+    ap.add_argument("--parity-data", help="the raw ShareGPT samples the dataset maps (same order)")
+    ap.add_argument("--media-token-id", type=int, help="the media token id the source processor expands into")
+    ap.add_argument("--trust-remote-code", action="store_true")
     args = ap.parse_args(argv)
     target = os.path.abspath(args.target)
     os.environ.setdefault("NON_MEGATRON", "true")
     os.chdir(target)
     sys.path.insert(0, target)
-    sys.argv = ["trainer.py", os.path.abspath(args.config)]
     try:
         import torch
         from _single_rank import start_single_rank
 
         setup = start_single_rank()  # the real huggingface dataset needs a process group (main_process_first)
-        from mindspeed_mm.config.config_manager import ConfigManager
-        from mindspeed_mm.fsdp.params.argument import Arguments
-        from mindspeed_mm.fsdp.utils.register import import_plugin
-
-        cfg = ConfigManager(config_class=Arguments).load_and_parse()
-        basic = getattr(cfg.data.dataset_param, "basic_parameters", None)
-        if getattr(basic, "preprocessing_num_workers", None):
-            # the probe checks the mapping, not its throughput: forked map workers take minutes on a small CPU host
-            basic.preprocessing_num_workers = None
-        import_plugin(cfg.training.plugin)
-        from mindspeed_mm.fsdp.data import build_mm_dataset
-        from mindspeed_mm.fsdp.data.dataloader.data_collator import resolve_data_collator
-
+        cfg, dataset, collate_fn = load_pipeline(args.config)
         dataset_param = cfg.data.dataset_param
-        dataset = build_mm_dataset(dataset_param)
-        if isinstance(dataset, (tuple, list)) and len(dataset) == 2 and hasattr(dataset[0], "__getitem__"):
-            dataset = dataset[0]
         n = len(dataset)
         if n == 0:
             emit({"error": "the dataset is empty after mapping (all samples dropped?)", "num_samples": 0})
@@ -146,17 +167,24 @@ def main(argv):
                         media.append(path)
                         if not os.path.exists(path):
                             missing.append(path)
-        collate_fn = getattr(dataset, "collate_fn", None)
-        if not callable(collate_fn):
-            collate_param = cfg.data.dataloader_param.collate_param
-            collate_param = collate_param.to_dict() if hasattr(collate_param, "to_dict") else dict(collate_param or {})
-            cls, kwargs = resolve_data_collator(collate_param, dataset_param)
-            collate_fn = cls(dataset_param=dataset_param, model=None, **kwargs)
         batch = dict(collate_fn(examples))
         batch_file = None
         if args.batch_out:
             torch.save({k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}, args.batch_out)
             batch_file = os.path.abspath(args.batch_out)
+        parity = None
+        if args.parity_source and args.parity_data:
+            from _data_parity import data_parity
+
+            try:
+                parity = data_parity(args.parity_source, args.parity_data, examples, args.media_token_id,
+                                     args.trust_remote_code)
+            except Exception as exc:  # probe boundary: a source that cannot be rendered is a finding, not a crash
+                import traceback
+
+                traceback.print_exc()
+                parity = {"passed": False, "error": f"{type(exc).__name__}: {exc}",
+                          "problems": [f"the source's own processing could not be run: {type(exc).__name__}: {exc}"]}
     except Exception as exc:  # probe boundary: the failure is the result
         import traceback
 
@@ -171,6 +199,7 @@ def main(argv):
         "forward_receives": sorted(batch) + ["use_cache"],
         "batch_keys": {k: describe(v) for k, v in batch.items()},
         "media": {"referenced": len(media), "missing": missing[:20]}, "batch_file": batch_file, "setup": setup,
+        "parity": parity,
     })
     return 0
 

@@ -31,6 +31,8 @@ def extra_args(ap):
     ap.add_argument("--seq-len", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sample-data", help="ShareGPT JSON: build the batch with the source processor from sample 0")
+    ap.add_argument("--media-token-id", type=int,
+                    help="count the media tokens in the batch and the vision features the forward consumes")
 
 
 def vocab_size(config):
@@ -100,6 +102,49 @@ def synthetic_batch(config, params, seq_len, seed):
     return batch
 
 
+def text_hidden_size(config):
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return getattr(text, "hidden_size", None)
+
+
+def feature_rows(value, hidden):
+    """Rows of width ``hidden`` in what ``get_image_features`` returned: a tensor, a list/tuple of tensors, or a
+    model output whose ``pooler_output`` / ``last_hidden_state`` holds them (transformers 5)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.numel() // hidden if value.dim() >= 1 and value.shape[-1] == hidden else None
+    if isinstance(value, (list, tuple)):
+        parts = [feature_rows(v, hidden) for v in value]
+        return sum(parts) if parts and all(p is not None for p in parts) else None
+    for key in ("pooler_output", "image_embeds", "last_hidden_state"):
+        inner = getattr(value, key, None)
+        if inner is not None:
+            rows = feature_rows(inner, hidden)
+            if rows is not None:
+                return rows
+    return None
+
+
+def count_vision_features(model):
+    """Wrap every ``get_image_features`` in the model (the top class and its inner model) to record what the
+    forward really consumed. Returns the list the wrappers append to."""
+    seen, calls = set(), []
+    for owner in [model] + [m for _, m in model.named_modules()]:
+        fn = getattr(owner, "get_image_features", None)
+        if not callable(fn) or id(owner) in seen or "get_image_features" in vars(owner):
+            continue
+        seen.add(id(owner))
+
+        def wrapped(*a, _fn=fn, **kw):
+            out = _fn(*a, **kw)
+            calls.append(out)
+            return out
+
+        owner.get_image_features = wrapped
+    return calls
+
+
 def main(argv):
     args = parse(argv, extra_args)
     start = time.monotonic()
@@ -127,6 +172,7 @@ def main(argv):
                 sample_error = f"{type(exc).__name__}: {exc}"
         if batch_source == "synthetic":
             batch = synthetic_batch(config, params, args.seq_len, args.seed)
+        calls = count_vision_features(model) if args.media_token_id is not None else None
         model.train()
         output = model(**batch, use_cache=False)
     except Exception as exc:  # probe boundary: the failure is the result
@@ -142,6 +188,15 @@ def main(argv):
         "build": how, "seconds": round(time.monotonic() - start, 2), "batch_source": batch_source,
         "sample_batch_error": sample_error,
     }
+    if calls is not None:
+        hidden = text_hidden_size(model.config)
+        rows = [feature_rows(c, hidden) for c in calls[-1:]] if calls else []
+        result["vision"] = {
+            "media_token_id": args.media_token_id,
+            "media_tokens": int((batch["input_ids"] == args.media_token_id).sum()) if "input_ids" in batch else None,
+            "features": rows[0] if rows else None, "calls": len(calls),
+            "why_not": None if rows and rows[0] is not None else
+            ("the forward called no get_image_features" if not calls else "feature width is not the text width")}
     if loss is None:
         result["error"] = f"forward returned {type(output).__name__} without a .loss (the engine reads output.loss)"
     elif not result["finite"]:

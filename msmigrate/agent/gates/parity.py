@@ -1,0 +1,133 @@
+"""Parity: the migrated model and data must compute what the SOURCE computes, checked against the source's own code
+(DESIGN decision 11: the source is the oracle). A finite, falling loss proves none of this — a template that drops the
+system turn, labels that train the prompt, an image token too few, a changed ``rms_norm_eps`` or a buffer left
+uninitialised after meta init all still train.
+
+Three checks, each part of the gate whose evidence it needs (so no extra launch):
+
+- G1 ``model``: plugin class vs source class, one shared random init, the same batch, fp32 CPU; eager and meta init +
+  load (``probes/model_parity.py``). Tolerances: max |Δlogit| ≤ 1e-4, |Δloss| ≤ 1e-5.
+- G2 ``data``: the target's mapped samples vs the source's chat template + processor (prompt ids, label mask, media
+  token count; ``probes/_data_parity.py``), and the media tokens of the collated batch vs the vision features the
+  forward consumes (``probes/forward_smoke.py --media-token-id``).
+- G6 ``sharded``: the distributed run's first logged loss vs the single-process loss on the same global batch
+  (``probes/sharded_reference.py``). Tolerance: |Δ| ≤ 1e-4 · max(1, |loss|) — the log prints 7 significant digits
+  and gloo sums fp32 in a different order than one process does.
+
+Each record carries ``status`` (pass / fail / not_comparable), the figures, and the problems; the gate record keeps
+them under ``parity`` so the report and the eval harness read the same numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
+from msmigrate.tools.target_checks import model_parity
+from msmigrate.tools.runtime import run_probe
+
+SHARDED_RTOL = 1e-4
+
+
+def _status(passed: bool | None) -> str:
+    return "not_comparable" if passed is None else ("pass" if passed else "fail")
+
+
+def model_parity_check(deps: Any, state: dict[str, Any]) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """(evidence item, problems, parity record) for G1."""
+    plan, ctx = state["plan"], deps.ctx
+    custom = plan["route"] == "custom"
+    t0 = time.time()
+    res = model_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"], trust_remote_code=custom,
+                       sample_data=None if custom else ctx.data_path)
+    r = (res.data.get("result") or {}) if res.data else {}
+    record = {"status": _status(r.get("passed")) if res.ok else "fail",
+              "eager": r.get("eager"), "meta": r.get("meta"), "source_loss": r.get("source_loss"),
+              "tolerance": r.get("tolerance"), "batch_source": r.get("batch_source"),
+              "source_class": r.get("source_class"), "plugin_class": r.get("plugin_class"),
+              "nonpersistent_buffers": r.get("nonpersistent_buffers"), "tied": r.get("tied"),
+              "problems": list(r.get("problems") or ([] if res.ok else [f"model parity probe: {res.error}"]))}
+    ev = evidence_item("model parity (plugin vs source class)", res.data.get("argv", []), res.data.get("returncode"),
+                       t0, time.time(), res.data.get("stderr_tail", "") if not res.ok else "", record,
+                       **probe_runtime(res))
+    return ev, [f"model parity: {p}" for p in record["problems"]], record
+
+
+def data_parity_record(check: dict[str, Any], forward: dict[str, Any] | None) -> tuple[list[str], dict[str, Any]]:
+    """(problems, parity record) for G2 from the data_check probe's ``parity`` and the forward's ``vision``."""
+    parity = check.get("parity") or {}
+    problems = list(parity.get("problems") or [])
+    if not parity:
+        problems.append("data parity was not measured (no source samples to compare with)")
+    vision = (forward or {}).get("vision") or {}
+    features, tokens = vision.get("features"), vision.get("media_tokens")
+    if features is not None and tokens is not None and features != tokens:
+        problems.append(f"the collated batch has {tokens} media tokens, the model consumes {features} vision "
+                        "features")
+    record = {k: parity.get(k) for k in ("samples_compared", "tokens", "trained", "masked", "media_tokens",
+                                         "source_media_tokens", "media_trained", "prompt_match", "media_token_id",
+                                         "decoded_sample", "per_sample")}
+    record.update(status="fail" if problems else "pass", vision_features=features, batch_media_tokens=tokens,
+                  vision_why_not=vision.get("why_not") if vision else "not counted", problems=problems)
+    return [f"data parity: {p}" for p in problems], record
+
+
+def sharded_parity_check(deps: Any, config_path: str | None, nproc: int,
+                         losses: list[float]) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """(evidence item, problems, parity record) for G6: its first loss vs the single-process reference."""
+    ctx = deps.ctx
+    t0 = time.time()
+    if not config_path or not losses:
+        record = {"status": "fail", "problems": ["no distributed launch config or losses to compare"]}
+        ev = evidence_item("sharded parity (first step vs single process)", [], None, t0, time.time(), "", record)
+        return ev, [f"sharded parity: {p}" for p in record["problems"]], record
+    res = run_probe(ctx.runtime_python, "sharded_reference",
+                    ["--target", str(ctx.target), "--config", str(config_path), "--nproc", str(nproc)],
+                    cwd=ctx.target, env_extra={"NON_MEGATRON": "true", "HF_HUB_OFFLINE": "1",
+                                               "TRANSFORMERS_OFFLINE": "1"}, timeout=300)
+    r = (res.data.get("result") or {}) if res.data else {}
+    first = losses[0]
+    record: dict[str, Any] = {"distributed_first_loss": first, "nproc": nproc, "reference_loss": r.get("loss"),
+                              "per_sample": r.get("per_sample"), "indices": r.get("indices"),
+                              "tolerance": f"{SHARDED_RTOL:g} * max(1, |loss|)", "problems": []}
+    if not res.ok:
+        record.update(status="fail", problems=[f"reference probe: {res.error}"])
+    elif not r.get("comparable"):
+        record.update(status="not_comparable", why_not=r.get("why_not"))
+    else:
+        delta = abs(first - r["loss"])
+        record["dloss"] = delta
+        if delta > SHARDED_RTOL * max(1.0, abs(r["loss"])):
+            record["problems"].append(f"{nproc}-rank first-step loss {first:.6g} vs single-process {r['loss']:.6g} "
+                                      f"on the same global batch (|Δ| {delta:.3g})")
+        record["status"] = "fail" if record["problems"] else "pass"
+    ev = evidence_item("sharded parity (first step vs single process)", res.data.get("argv", []),
+                       res.data.get("returncode"), t0, time.time(),
+                       res.data.get("stderr_tail", "") if not res.ok else "", record, **probe_runtime(res))
+    return ev, [f"sharded parity: {p}" for p in record["problems"]], record
+
+
+def parity_summary(record: dict[str, Any] | None) -> str:
+    """One line of figures for the gate table."""
+    if not record:
+        return "not run"
+    status = record.get("status")
+    if "eager" in record:
+        e, m = record.get("eager") or {}, record.get("meta") or {}
+        return (f"{status}: max|Δlogit| {_fig(e.get('max_abs_dlogit'))} / meta {_fig(m.get('max_abs_dlogit'))}, "
+                f"|Δloss| {_fig(e.get('dloss'))} / meta {_fig(m.get('dloss'))}")
+    if "trained" in record:
+        return (f"{status}: prompt ids {'=' if record.get('prompt_match') else '≠'} source, trained "
+                f"{record.get('trained')} / masked {record.get('masked')}, media {record.get('media_tokens')} "
+                f"(source {record.get('source_media_tokens')}, features {record.get('vision_features')})")
+    if "distributed_first_loss" in record:
+        if status == "not_comparable":
+            return f"not comparable: {record.get('why_not')}"
+        return (f"{status}: {record.get('nproc')}-rank {_fig(record.get('distributed_first_loss'))} vs 1-process "
+                f"{_fig(record.get('reference_loss'))} (|Δ| {_fig(record.get('dloss'))})")
+    return str(status)
+
+
+def _fig(x: Any) -> str:
+    return f"{x:.2e}" if isinstance(x, float) else str(x)

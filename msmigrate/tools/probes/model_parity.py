@@ -1,0 +1,254 @@
+"""Probe (gate G1, parity): does the plugin class, built the way the target builds it, compute what the source's own
+class computes? Runs in the target runtime; imports nothing from msmigrate.
+
+    python model_parity.py --model <source folder> --target <root> --plugin <entry> ... --model-id <id>
+                           --model-name-or-path <source folder> [--sample-data <train.json>] [--shrink-layers 2]
+
+One random init, shared: the SOURCE class (``architectures`` / ``auto_map``, as transformers would load it) is built
+on a shrunk copy of the source config with a fixed seed; its state dict is loaded into the PLUGIN class (resolved in
+the target's ``model_register``, config loaded like ModelHub: AutoConfig of ``model_name_or_path``, the same shrink,
+``overwrite_transformer_config`` when the class has one). Each model gets its own copy of the config, so a plugin that
+changes a config value (an ``rms_norm_eps``) is caught rather than shared. Both run fp32, eval mode (dropout off), on
+the same batch: the source processor's batch of the first real sample, else a synthetic text batch.
+
+Two plugin paths are compared with the source:
+- ``eager``: plugin built normally, source weights loaded (``load_state_dict``, strict).
+- ``meta``: plugin built on the meta device as ``init_model_with_meta_device`` does, ``to_empty`` (uninitialised
+  storage made deterministic: ``torch.utils.deterministic.fill_uninitialized_memory`` fills it with NaN / the
+  largest integer; the target's own ``to_empty_if_needed`` where it has one), then only the persistent state dict
+  loaded, as ``training.load`` restores a checkpoint, then the target's ``retie_embeddings`` where it has one. Whatever
+  the plugin does not rebuild itself (non-persistent buffers: rotary ``inv_freq``, vision ``position_ids``) stays
+  garbage there, and the logits show it. Tied embeddings are checked too (the source's tie still holds?).
+
+Result: per path ``max_abs_dlogit``, ``dloss``, ``loss``; ``source_loss``; the tolerance; ``missing`` /
+``unexpected`` keys; ``nonpersistent_buffers`` (names); ``tied`` facts; ``passed`` and ``problems``.
+"""
+import copy
+import math
+import sys
+import time
+
+from _model_build import (add_source_args, emit, forward_params, import_plugins, model_args_for, registry_dict,
+                          shrink_config)
+
+LOGIT_TOL = 1e-4
+LOSS_TOL = 1e-5
+
+
+def extra_args(ap):
+    ap.add_argument("--shrink-layers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seq-len", type=int, default=16)
+    ap.add_argument("--sample-data")
+    ap.add_argument("--logit-tol", type=float, default=LOGIT_TOL)
+    ap.add_argument("--loss-tol", type=float, default=LOSS_TOL)
+
+
+def source_class(args):
+    """(class, config) of the source as transformers would load it."""
+    import argparse
+
+    from _model_build import resolve
+
+    ns = argparse.Namespace(**{**vars(args), "model_id": None})
+    return resolve(ns)[:2]
+
+
+def plugin_class(args):
+    """(class, config) the way ModelHub resolves a registered id (AutoConfig of model_name_or_path)."""
+    import transformers
+    from _single_rank import start_single_rank
+
+    import_plugins(args.target, args.plugin)
+    start_single_rank()
+    import importlib
+
+    register = importlib.import_module("mindspeed_mm.fsdp.utils.register")
+    cls = registry_dict(register.model_register).get(args.model_id)
+    if cls is None:
+        raise KeyError(f"ID '{args.model_id}' is not registered.")
+    config = transformers.AutoConfig.from_pretrained(args.model_name_or_path, trust_remote_code=args.trust_remote_code,
+                                                     _attn_implementation=args.attn_implementation)
+    if callable(getattr(cls, "overwrite_transformer_config", None)):
+        config = cls.overwrite_transformer_config(config, model_args_for(
+            args.model_id, args.model_name_or_path, args.attn_implementation), None)
+    return cls, config
+
+
+def build(cls, config, meta=False):
+    import torch
+
+    config = copy.deepcopy(config)
+    if meta:
+        from accelerate import init_empty_weights
+
+        with init_empty_weights():
+            model = cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
+        for module in model.modules():  # as ModelHub does: a later init_weights must not skip them
+            if getattr(module, "_is_hf_initialized", False):
+                module._is_hf_initialized = False
+        return model.float()
+    with torch.device("cpu"):
+        model = cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
+    return model.float()
+
+
+def materialize(model):
+    """Give meta tensors storage the way the target's trainer does (its ``to_empty_if_needed`` where it has one,
+    else ``Module.to_empty`` — a plugin's ``to_empty`` override runs there). Returns how."""
+    try:
+        from mindspeed_mm.fsdp.utils.utils import to_empty_if_needed
+    except ImportError:
+        model.to_empty(device="cpu")
+        return "Module.to_empty"
+    to_empty_if_needed(model, device="cpu")
+    return "to_empty_if_needed"
+
+
+def retie(model):
+    """The trainer's retie after a load, where the target has one."""
+    try:
+        from mindspeed_mm.fsdp.checkpoint.utils import retie_embeddings
+    except ImportError:
+        return False
+    retie_embeddings(model)
+    return True
+
+
+def persistent_keys(model):
+    """State-dict keys minus non-persistent buffers (what a checkpoint holds), and the non-persistent ones."""
+    nonpersistent = []
+    for name, module in model.named_modules():
+        for buf in getattr(module, "_non_persistent_buffers_set", ()):
+            nonpersistent.append(f"{name}.{buf}" if name else buf)
+    return nonpersistent
+
+
+def run_forward(model, batch):
+    import torch
+
+    model.eval()
+    with torch.no_grad():
+        out = model(**batch, use_cache=False)
+    logits = getattr(out, "logits", None)
+    loss = getattr(out, "loss", None)
+    return (logits.detach().float() if logits is not None else None,
+            float(loss.detach().float()) if loss is not None else None)
+
+
+def compare(ref_logits, ref_loss, logits, loss):
+    import torch
+
+    if logits is None or ref_logits is None:
+        dlogit = None
+    elif logits.shape != ref_logits.shape:
+        dlogit = float("inf")
+    else:
+        diff = (logits - ref_logits).abs()
+        dlogit = float(torch.nan_to_num(diff, nan=float("inf")).max()) if diff.numel() else 0.0
+    dloss = abs(loss - ref_loss) if loss is not None and ref_loss is not None else None
+    if dloss is not None and not math.isfinite(dloss):
+        dloss = float("inf")
+    return dlogit, dloss
+
+
+def tie_facts(model):
+    """Whether input and output embeddings share storage (None when the model has no such pair)."""
+    try:
+        inp, out = model.get_input_embeddings(), model.get_output_embeddings()
+    except (AttributeError, NotImplementedError):
+        return None
+    if inp is None or out is None or not hasattr(inp, "weight") or not hasattr(out, "weight"):
+        return None
+    return inp.weight is out.weight or inp.weight.data_ptr() == out.weight.data_ptr()
+
+
+def main(argv):
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    add_source_args(ap)
+    extra_args(ap)
+    args = ap.parse_args(argv)
+    start = time.monotonic()
+    try:
+        import torch
+
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+        src_cls, src_cfg = source_class(args)
+        plg_cls, plg_cfg = plugin_class(args)
+        for cfg in (src_cfg, plg_cfg):
+            shrink_config(cfg, args.shrink_layers)
+        torch.manual_seed(args.seed)
+        source = build(src_cls, src_cfg)
+        params, _ = forward_params(type(source))
+        from forward_smoke import sample_batch, synthetic_batch
+
+        batch_source, sample_error = "synthetic", None
+        if args.sample_data:
+            try:
+                batch, batch_source = sample_batch(args.model, args.sample_data, src_cfg, params,
+                                                   args.trust_remote_code), "source processor"
+            except Exception as exc:  # probe boundary: no usable processor -> synthetic batch
+                sample_error = f"{type(exc).__name__}: {exc}"
+        if batch_source == "synthetic":
+            batch = synthetic_batch(src_cfg, params, args.seq_len, args.seed)
+        ref_logits, ref_loss = run_forward(source, batch)
+        state = source.state_dict()
+        nonpersistent = persistent_keys(source)
+        source_tied = tie_facts(source)
+
+        eager = build(plg_cls, plg_cfg)
+        missing, unexpected = eager.load_state_dict(state, strict=False)
+        e_logits, e_loss = run_forward(eager, batch)
+        e_dlogit, e_dloss = compare(ref_logits, ref_loss, e_logits, e_loss)
+
+        meta = build(plg_cls, plg_cfg, meta=True)
+        materialized = materialize(meta)
+        persistent = {k: v for k, v in state.items() if k not in set(nonpersistent)}
+        meta.load_state_dict(persistent, strict=False)
+        retied = retie(meta)
+        m_logits, m_loss = run_forward(meta, batch)
+        m_dlogit, m_dloss = compare(ref_logits, ref_loss, m_logits, m_loss)
+        meta_tied = tie_facts(meta)
+    except Exception as exc:  # probe boundary: the failure is the result
+        import traceback
+
+        traceback.print_exc()
+        emit({"error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    problems = []
+    if missing or unexpected:
+        problems.append(f"the plugin's parameters are not the source's: missing {list(missing)[:5]}, "
+                        f"unexpected {list(unexpected)[:5]}")
+    for label, dlogit, dloss in (("eager", e_dlogit, e_dloss), ("meta init + load", m_dlogit, m_dloss)):
+        if dlogit is None or dloss is None:
+            problems.append(f"{label}: no logits/loss to compare")
+        elif not (dlogit <= args.logit_tol and dloss <= args.loss_tol):
+            problems.append(f"{label}: max |Δlogit| {dlogit:.3g} (tol {args.logit_tol:g}), |Δloss| {dloss:.3g} "
+                            f"(tol {args.loss_tol:g}) against the source class")
+    if source_tied and not meta_tied:
+        problems.append("meta init + load: input and output embeddings are no longer tied (the source ties them)")
+
+    def fig(x):
+        return None if x is None else (x if math.isfinite(x) else str(x))
+
+    emit({
+        "source_class": f"{src_cls.__module__}.{src_cls.__qualname__}",
+        "plugin_class": f"{plg_cls.__module__}.{plg_cls.__qualname__}",
+        "batch_source": batch_source, "sample_batch_error": sample_error, "batch_keys": sorted(batch),
+        "source_loss": ref_loss, "logits_shape": list(ref_logits.shape) if ref_logits is not None else None,
+        "eager": {"loss": fig(e_loss), "max_abs_dlogit": fig(e_dlogit), "dloss": fig(e_dloss)},
+        "meta": {"loss": fig(m_loss), "max_abs_dlogit": fig(m_dlogit), "dloss": fig(m_dloss)},
+        "tolerance": {"max_abs_dlogit": args.logit_tol, "dloss": args.loss_tol},
+        "missing": list(missing), "unexpected": list(unexpected), "nonpersistent_buffers": nonpersistent,
+        "tied": {"source": source_tied, "meta": meta_tied},
+        "meta_path": {"materialize": materialized, "retie_embeddings": retied}, "dtype": "float32", "device": "cpu",
+        "passed": not problems, "problems": problems, "seconds": round(time.monotonic() - start, 2),
+    })
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
