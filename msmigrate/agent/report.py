@@ -9,6 +9,7 @@ from typing import Any
 
 import git
 
+from msmigrate.agent.gates.parity import parity_summary
 from msmigrate.agent.state import EXIT_UNSUPPORTED, PHASE_GATES
 from msmigrate.core.secret_mask import mask_text
 
@@ -95,14 +96,44 @@ def diff_summary(target: Path, base: str | None, branch: str) -> str:
 
 
 def _gate_rows(gates: dict[str, Any]) -> list[str]:
-    rows = ["| gate | what it proves | result | evidence |", "|---|---|---|---|"]
+    rows = ["| gate | what it proves | result | parity with the source | evidence |", "|---|---|---|---|---|"]
     for group in PHASE_GATES.values():
         for g in group:
             rec = gates.get(g)
             result = "not run" if rec is None else ("PASS" if rec.get("passed") else "FAIL")
             summary = (rec or {}).get("summary", "").replace("|", "\\|").replace("\n", " ")
-            rows.append(f"| {g} | {GATE_TITLES[g]} | {result} | {summary[:300]} |")
+            parity = "; ".join(f"{kind} {parity_summary(p)}" for kind, p in ((rec or {}).get("parity") or {}).items())
+            parity = parity.replace("|", "\\|").replace("\n", " ") or "—"
+            rows.append(f"| {g} | {GATE_TITLES[g]} | {result} | {parity} | {summary[:300]} |")
     return rows
+
+
+def _parity_section(gates: dict[str, Any]) -> list[str]:
+    """The parity figures in full, and the decoded sample with its trained spans marked."""
+    lines = []
+    model = (gates.get("G1", {}).get("parity") or {}).get("model")
+    if model:
+        tol = model.get("tolerance") or {}
+        lines += ["| path | loss | max abs Δlogit | abs Δloss |", "|---|---|---|---|",
+                  f"| source class | {model.get('source_loss')} | — | — |"]
+        for key, label in (("eager", "plugin, eager"), ("meta", "plugin, meta init + load")):
+            fig = model.get(key) or {}
+            lines.append(f"| {label} | {fig.get('loss')} | {fig.get('max_abs_dlogit')} | {fig.get('dloss')} |")
+        lines += ["", f"Tolerance: max abs Δlogit ≤ {tol.get('max_abs_dlogit')}, abs Δloss ≤ {tol.get('dloss')} "
+                  f"(fp32, CPU, batch from the {model.get('batch_source')})."]
+    data = (gates.get("G2", {}).get("parity") or {}).get("data")
+    if data:
+        lines += ["", f"Data: {data.get('samples_compared')} samples, {data.get('tokens')} tokens: "
+                  f"{data.get('trained')} trained, {data.get('masked')} masked, {data.get('media_tokens')} media "
+                  f"(source processor {data.get('source_media_tokens')}, vision features in the forward "
+                  f"{data.get('vision_features')}); prompt ids equal the source's: {data.get('prompt_match')}."]
+        if data.get("decoded_sample"):
+            lines += ["", "First sample as the target feeds it (trained tokens in ⟦ ⟧):", "", "```",
+                      data["decoded_sample"], "```"]
+    sharded = (gates.get("G6", {}).get("parity") or {}).get("sharded")
+    if sharded:
+        lines += ["", f"Sharded: {parity_summary(sharded)}."]
+    return ["", "## Parity with the source", "", *lines] if lines else []
 
 
 def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
@@ -142,6 +173,7 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
     for rev in plan.get("revisions", []):  # where the delivered migration differs from the first plan
         change = f"{rev['field']} {rev.get('from')} → {rev.get('to')}: " if rev.get("field") != "decision" else ""
         lines.append(f"- revised in phase {rev.get('phase')}: {change}{rev.get('why', '')}")
+    lines += _parity_section(gates)
     metrics = []
     for g in ("G4", "G5", "G6"):
         for ev in gates.get(g, {}).get("evidence", []):

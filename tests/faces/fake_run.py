@@ -67,8 +67,10 @@ def _gate(name: str):
         fail = name in os.environ.get("FAKE_FAIL_GATES", "").split(",")
         ev = evidence_item(f"fake {name}", ["true"], 1 if fail else 0, started, time.time(), f"{name} log",
                            {"losses": [2.0, 1.9, 1.8]} if name in ("G4", "G6") else {})
+        kind = {"G1": "model", "G2": "data", "G6": "sharded"}.get(name)
         return {"gate": name, "passed": not fail, "summary": f"fake {name} {'failed' if fail else 'ok'}",
-                "evidence": [ev], "failure_text": f"{name} failed on purpose" if fail else ""}
+                "evidence": [ev], "failure_text": f"{name} failed on purpose" if fail else "",
+                "parity": {kind: {"status": "fail" if fail else "pass", "problems": []}} if kind else {}}
 
     return gate
 

@@ -32,9 +32,12 @@ def evidence_item() -> dict:
             "ended": "2026-01-01T00:00:01.000", "log_excerpt": "", "metrics": {}}
 
 
+PARITY_KINDS = {"G1": "model", "G2": "data", "G6": "sharded"}
+
+
 def make_run(runs: Path, run_id: str, target: Path, *, model: str = "mm", template: str = "tmpl",
              failing_gate: str | None = None, outside_edit: bool = False, drop_evidence_of: str | None = None,
-             counters: dict | None = None, plan: dict | None = None) -> Path:
+             counters: dict | None = None, plan: dict | None = None, parity: dict | None = None) -> Path:
     """A finished run of ``model`` whose edits are commits on ``msmigrate/<run_id>`` of ``target``."""
     branch = f"msmigrate/{run_id}"
     git(target, "checkout", "-q", "main")
@@ -54,6 +57,10 @@ def make_run(runs: Path, run_id: str, target: Path, *, model: str = "mm", templa
     for g in GATES:
         passed = g != failing_gate
         gates[g] = {"gate": g, "passed": passed, "summary": "", "evidence": [] if g == drop_evidence_of else [evidence_item()]}
+        kind = PARITY_KINDS.get(g)
+        if kind:  # parity records as the gates write them; ``parity`` overrides a kind's record (None drops it)
+            record = (parity or {}).get(kind, {"status": "pass", "problems": []})
+            gates[g]["parity"] = {kind: record} if record is not None else {}
         if not passed:
             break
     status = "gates_failed" if failing_gate else "success"

@@ -49,6 +49,19 @@ def test_scorers_on_hand_made_runs(tmp_path):
     no_evidence = score_run_dir(make_run(runs, "noev", target, drop_evidence_of="G5"), EXPECT, validate=clean)
     assert failed_checks(no_evidence) == {"gates_green"}
 
+    # parity: a failed model parity or an unmeasured data parity fails the hard check; sharded may say why not
+    bad = score_run_dir(make_run(runs, "parity_bad", target, parity={
+        "model": {"status": "fail", "problems": ["eager: max |Δlogit| 0.5"]}, "data": None}), EXPECT, validate=clean)
+    assert failed_checks(bad) == {"parity"}
+    detail = next(c.detail for c in bad.checks if c.name == "parity")
+    assert "G1 model parity fail: eager" in detail and "G2 data parity not measured" in detail
+    nc = score_run_dir(make_run(runs, "parity_nc", target, parity={
+        "sharded": {"status": "not_comparable", "why_not": "dropout on"}}), EXPECT, validate=clean)
+    assert nc.passed and "not comparable: dropout on" in next(c.detail for c in nc.checks if c.name == "parity")
+    silent = score_run_dir(make_run(runs, "parity_silent", target, parity={
+        "sharded": {"status": "not_comparable"}}), EXPECT, validate=clean)
+    assert failed_checks(silent) == {"parity"}  # "cannot compare" without a reason is not a pass
+
     g4 = score_run_dir(make_run(runs, "g4", target, failing_gate="G4"), EXPECT, validate=clean)
     assert "gates_green" in failed_checks(g4) and g4.first_failing_gate == "G4"
 

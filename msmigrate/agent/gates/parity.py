@@ -124,9 +124,13 @@ def parity_summary(record: dict[str, Any] | None) -> str:
     if "distributed_first_loss" in record:
         if status == "not_comparable":
             return f"not comparable: {record.get('why_not')}"
-        return (f"{status}: {record.get('nproc')}-rank {_fig(record.get('distributed_first_loss'))} vs 1-process "
-                f"{_fig(record.get('reference_loss'))} (|Δ| {_fig(record.get('dloss'))})")
+        return (f"{status}: {record.get('nproc')}-rank {_loss(record.get('distributed_first_loss'))} vs 1-process "
+                f"{_loss(record.get('reference_loss'))} (|Δ| {_fig(record.get('dloss'))})")
     return str(status)
+
+
+def _loss(x: Any) -> str:
+    return f"{x:.7g}" if isinstance(x, float) else str(x)
 
 
 def _fig(x: Any) -> str:

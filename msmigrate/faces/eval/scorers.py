@@ -1,9 +1,9 @@
 """Scoring one finished run from its folder alone (``evidence.json``, ``spec.yaml``, ``trajectory.jsonl``) and the
 target's git history — never from what the agent says about itself.
 
-Hard checks (all must hold for a trial to pass): gates green with evidence · delivered config validates clean ·
-config not weakened · every edit inside the editable paths · the expected model_id / dataset_type / template /
-data branch. Soft measures: launches, policy steps, tool calls, tokens, format errors, wall time."""
+Hard checks (all must hold for a trial to pass): gates green with evidence · parity with the source (G1 model,
+G2 data, G6 sharded figures in evidence.json) · delivered config validates clean · config not weakened · every edit
+inside the editable paths · the expected model_id / dataset_type / template / data branch. Soft measures: launches, policy steps, tool calls, tokens, format errors, wall time."""
 
 from __future__ import annotations
 
@@ -86,6 +86,29 @@ def check_gates(evidence: dict[str, Any]) -> Check:
     if evidence.get("exit_status") != "success":
         problems.append(f"exit status {evidence.get('exit_status')}")
     return Check("gates_green", not problems, "; ".join(problems) or "G0-G6 passed, each with evidence")
+
+
+PARITY_CHECKS = (("G1", "model"), ("G2", "data"), ("G6", "sharded"))
+
+
+def check_parity(evidence: dict[str, Any]) -> Check:
+    """The parity records the gates wrote: model and data parity must pass; sharded parity must pass or say why the
+    run cannot be compared with one process (``not_comparable`` + reason, shown in the detail)."""
+    gates = evidence.get("gates") or {}
+    problems, notes = [], []
+    for gate, kind in PARITY_CHECKS:
+        rec = ((gates.get(gate) or {}).get("parity") or {}).get(kind)
+        status = (rec or {}).get("status")
+        if rec is None:
+            problems.append(f"{gate} {kind} parity not measured")
+        elif status == "pass":
+            continue
+        elif status == "not_comparable" and kind == "sharded" and rec.get("why_not"):
+            notes.append(f"{gate} {kind} not comparable: {rec['why_not']}")
+        else:
+            problems.append(f"{gate} {kind} parity {status}: {'; '.join(rec.get('problems') or [])[:200]}")
+    detail = "; ".join(problems + notes) or "model, data and sharded parity pass"
+    return Check("parity", not problems, detail)
 
 
 def edited_files(target: Path, run_id: str) -> list[str] | str:
@@ -206,7 +229,7 @@ def score_run_dir(run_dir: Path, expect: dict[str, str], *, task_id: str = "", t
     with branch_checkout(spec.target, f"msmigrate/{run_id}") as tree:  # the run's worktree is gone by now
         clean, weak, config = check_config(delivered_config(spec.target, run_id, rel), rel, tree,
                                            spec.runtime_python or Settings().runtime_python, validate)
-    checks = [check_gates(evidence), clean, weak, check_scope(edited_files(spec.target, run_id), ctx.editable_paths),
+    checks = [check_gates(evidence), check_parity(evidence), clean, weak, check_scope(edited_files(spec.target, run_id), ctx.editable_paths),
               *check_facts(expect, plan, config)]
     gates = evidence.get("gates") or {}
     first_fail = next((g for g in ALL_GATES if not (gates.get(g) or {}).get("passed")), None)
