@@ -1,0 +1,132 @@
+"""Parity gates against the source's own code, and the mutations they must catch.
+
+One real migration (rules policy, real probes, G0–G3; approval on, so it stops before any training launch) gives a
+migrated stand-in target whose G1/G2 parity records must pass with figures. Then each test copies that target,
+breaks one thing the way a migration could, and runs the gate itself (``gate_model`` / ``gate_data``) on the copy:
+the gate must fail, and the failure classifier must name the parity case with its owner phase. No torchrun: every
+check is a probe in the target runtime (forked from the warm runtime), so the module costs ~1–2 min on 2 cores."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from msmigrate.agent.config import RunSpec, Settings
+from msmigrate.agent.gates import gate_data, gate_model
+from msmigrate.agent.runner import Run, new_run_id
+from msmigrate.core.run_context import RunContext
+from msmigrate.knowledge.classifier import classify
+
+pytestmark = pytest.mark.integration
+
+PLUGIN = "mindspeed_mm/fsdp/models/qwen2_vl/modeling_qwen2_vl.py"
+TEMPLATE = "mindspeed_mm/fsdp/data/data_utils/func_utils/template.py"
+MM_PLUGIN = "mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py"
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory):
+    from msmigrate.testbeds.fixtures import build_source
+    from msmigrate.testbeds.standin import write_standin
+
+    root = tmp_path_factory.mktemp("parity")
+    source = build_source("qwen2_vl", root / "qwen2_vl")
+    target = write_standin(root / "MindSpeed-MM", with_assets=False)
+    spec = RunSpec(source=source, target=target, model_name="qwen2_vl", policy="rules", approval=True,
+                   launch={"gate_train_iters": 5})
+    run = Run(spec, new_run_id("qwen2_vl"), Settings(runs_dir=root / "runs"))
+    state = run.drive()
+    run.close()
+    for gate in ("G1", "G2", "G3"):
+        assert state["gates"][gate]["passed"], (gate, state["gates"][gate]["summary"])
+    head = subprocess.run(["git", "-C", str(target), "rev-parse", f"msmigrate/{run.run_id}"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    return {"source": source, "target": target, "state": state, "spec": spec, "head": head, "root": root}
+
+
+def _copy(migrated, name: str) -> tuple[SimpleNamespace, dict]:
+    """A copy of the migrated target at the run's last commit, and gate deps/state pointing at it."""
+    dest = migrated["root"] / f"mut_{name}"
+    shutil.copytree(migrated["target"], dest, symlinks=True)
+    subprocess.run(["git", "-C", str(dest), "checkout", "-q", "-f", migrated["head"]], check=True)
+    run_dir = migrated["root"] / f"run_{name}"
+    ctx = RunContext(run_id=f"mut-{name}", run_dir=run_dir, source=migrated["source"], target=dest,
+                     model_name="qwen2_vl", data_path=migrated["source"] / "data" / "train.json")
+    return SimpleNamespace(ctx=ctx, spec=migrated["spec"]), {"plan": migrated["state"]["plan"]}
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"mutation anchor {old!r} not in {path}"
+    path.write_text(text.replace(old, new))
+
+
+def test_clean_migration_has_parity_figures(migrated):
+    g1 = migrated["state"]["gates"]["G1"]["parity"]["model"]
+    assert g1["status"] == "pass", g1["problems"]
+    for path in ("eager", "meta"):
+        assert g1[path]["max_abs_dlogit"] <= 1e-4 and g1[path]["dloss"] <= 1e-5
+    assert g1["batch_source"] == "source processor" and g1["nonpersistent_buffers"]
+    g2 = migrated["state"]["gates"]["G2"]["parity"]["data"]
+    assert g2["status"] == "pass", g2["problems"]
+    assert g2["prompt_match"] and g2["samples_compared"] == 2 and g2["media_trained"] == 0
+    assert g2["trained"] > 0 and g2["masked"] > g2["media_tokens"] > 0
+    assert g2["media_tokens"] == g2["source_media_tokens"] == g2["vision_features"] == g2["batch_media_tokens"]
+    assert g2["trained"] + g2["masked"] == g2["tokens"]
+    # the decoded sample marks exactly the answer (and its turn end) as trained
+    assert re.search(r"assistant\n⟦[^⟦⟧]+<\|im_end\|>\n?⟧", g2["decoded_sample"]), g2["decoded_sample"]
+    assert "⟦" not in g2["decoded_sample"].split("assistant\n")[0]
+
+
+def _no_system(target: Path) -> None:
+    _edit(target / TEMPLATE, 'default_system="You are a helpful assistant.",', "default_system=None,")
+
+
+def _train_prompt(target: Path) -> None:
+    cfg_path = next((target / "examples" / "qwen2_vl").glob("*.yaml"))
+    cfg = yaml.safe_load(cfg_path.read_text())
+    cfg["data"]["dataset_param"]["basic_parameters"]["train_on_prompt"] = True
+    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+def _one_token_short(target: Path) -> None:
+    _edit(target / MM_PLUGIN, "int(grids[used].prod()) // merge", "int(grids[used].prod()) // merge - 1")
+
+
+def _rms_norm_eps(target: Path) -> None:
+    path = target / PLUGIN
+    path.write_text(path.read_text() + "\n    def __init__(self, config):\n"
+                    "        config.text_config.rms_norm_eps = 1e-2  # a 'vendored' default that differs\n"
+                    "        super().__init__(config)\n")
+
+
+def _no_buffer_reinit(target: Path) -> None:
+    path = target / PLUGIN
+    text = path.read_text()
+    path.write_text(text[:text.index("    def to_empty")])
+
+
+@pytest.mark.parametrize("name, mutate, gate, case, owner", [
+    ("no_system_turn", _no_system, gate_data, "parity-prompt-ids-differ", "data"),
+    ("labels_not_masked", _train_prompt, gate_data, "parity-labels-train-prompt", "data"),
+    ("one_image_token_short", _one_token_short, gate_data, "parity-media-token-count", "data"),
+    ("rms_norm_eps", _rms_norm_eps, gate_model, "parity-logits-differ", "model"),
+    ("no_buffer_reinit", _no_buffer_reinit, gate_model, "parity-meta-init-differs", "model"),
+])
+def test_parity_gate_catches_mutation(migrated, name, mutate, gate, case, owner):
+    deps, state = _copy(migrated, name)
+    mutate(deps.ctx.target)
+    record = gate(deps, state)
+    assert not record["passed"], record["summary"]
+    kind = "model" if gate is gate_model else "data"
+    assert record["parity"][kind]["status"] == "fail"
+    verdict = [p for p in record["summary"].split("; ") if "parity" in p]
+    assert verdict, record["summary"]
+    found = classify(record["failure_text"], gate_verdict=verdict)
+    assert (found.case_id, found.owner) == (case, owner), (found, verdict)
