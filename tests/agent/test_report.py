@@ -22,7 +22,10 @@ STATE = {
     "run_id": "fakevl-1", "exit_status": "gates_failed", "exit_detail": "G5 still failing",
     "plan": {"model_id": "fakevl", "route": "transformers", "data_branch": "A", "template": "qwen2vl",
              "reasons": ["transformers-native class", "template qwen2vl fits"]},
-    "gates": {"G0": gate("G0"), "G1": gate("G1", summary="plugin | imports\nfine"),
+    "gates": {"G0": gate("G0"), "G1": {**gate("G1", summary="plugin | imports\nfine"), "parity": {"model": {
+                  "status": "pass", "eager": {"loss": 6.2, "max_abs_dlogit": 0.0, "dloss": 0.0},
+                  "meta": {"loss": 6.2, "max_abs_dlogit": 1.5e-07, "dloss": 0.0}, "source_loss": 6.2,
+                  "tolerance": {"max_abs_dlogit": 1e-4, "dloss": 1e-5}, "batch_source": "source processor"}}},
               "G4": gate("G4", losses=[2.0, 1.5, 1.2], label="single"), "G5": gate("G5", False, "losses differ")},
     "counters": {"policy_steps": 7, "tool_calls": 4.0, "tokens": 321, "launches": 2},
     "last_failure": {"gate": "G5", "case_id": "nondeterministic-loss", "owner": "config", "diagnosis": "seed"},
@@ -37,7 +40,10 @@ def test_render_report_tables_decisions_and_risks():
     table = text.split("## Gates\n\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
     rows = {ln.split("|")[1].strip(): ln for ln in table}
     assert list(rows) == ["G0", "G1", "G2", "G3", "G4", "G5", "G6"]
-    assert "| PASS |" in rows["G0"] and "| FAIL | losses differ |" in rows["G5"] and "| not run |" in rows["G6"]
+    assert "| PASS |" in rows["G0"] and "| FAIL | — | losses differ |" in rows["G5"] and "| not run |" in rows["G6"]
+    # the parity column carries the figures; the parity section the full table
+    assert "| model pass: max\\|Δlogit\\| 0.00e+00 / meta 1.50e-07" in rows["G1"]
+    assert "## Parity with the source" in text and "| plugin, meta init + load | 6.2 | 1.5e-07 | 0.0 |" in text
     assert "plugin \\| imports fine" in rows["G1"]  # pipes escaped, newlines flattened: the table stays a table
     assert "| G4 single | 3 | 2.0 | 1.2 | 12.5 | 3.0 |" in text
     assert "- template: `qwen2vl`" in text and "  - template qwen2vl fits" in text
