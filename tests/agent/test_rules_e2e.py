@@ -51,6 +51,10 @@ def test_rules_migrates_branch_a_model(migration_inputs, tmp_path):
     assert (plan["data_branch"], plan["template"], plan["collator"]) == ("A", "qwen2vl", "qwen3vl")
     # G6 ran 2 ranks: global batch = 2 × micro batch 1
     assert evidence["gates"]["G6"]["evidence"][0]["metrics"]["global_batch_size"] == 2
+    # parity with the source: model and data in G1/G2, the 2-rank first step vs one process in G6
+    parity = {k: v for g in ("G1", "G2", "G6") for k, v in evidence["gates"][g]["parity"].items()}
+    assert {k: v["status"] for k, v in parity.items()} == {"model": "pass", "data": "pass", "sharded": "pass"}
+    assert parity["sharded"]["dloss"] <= 1e-4 * max(1.0, abs(parity["sharded"]["reference_loss"]))
     changed = _changed_files(target, run.run_id)
     assert changed and all(f.startswith(("mindspeed_mm/fsdp/models/qwen2_vl/", "examples/qwen2_vl/")) for f in changed)
 
