@@ -1,6 +1,6 @@
 """Parity gates against the source's own code, and the mutations they must catch.
 
-One real migration (rules policy, real probes, G0–G3; approval on, so it stops before any training launch) gives a
+One real migration (rules policy, real probes, G0–G3; the code approved, the launch rejected) gives a
 migrated stand-in target whose G1/G2 parity records must pass with figures. Then each test copies that target,
 breaks one thing the way a migration could, and runs the gate itself (``gate_model`` / ``gate_data``) on the copy:
 the gate must fail, and the failure classifier must name the parity case with its owner phase. No torchrun: every
@@ -41,7 +41,8 @@ def migrated(tmp_path_factory):
     spec = RunSpec(source=source, target=target, model_name="qwen2_vl", policy="rules", approval=True,
                    launch={"gate_train_iters": 5})
     run = Run(spec, new_run_id("qwen2_vl"), Settings(runs_dir=root / "runs"))
-    state = run.drive()
+    # approve running the written code (G1–G3), reject the training launch: the run ends before any torchrun
+    state = run.drive(lambda payload: {"action": "reject" if payload.get("kind") == "launch" else "approve"})
     run.close()
     for gate in ("G1", "G2", "G3"):
         assert state["gates"][gate]["passed"], (gate, state["gates"][gate]["summary"])

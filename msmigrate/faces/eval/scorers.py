@@ -229,7 +229,8 @@ def score_run_dir(run_dir: Path, expect: dict[str, str], *, task_id: str = "", t
     with branch_checkout(spec.target, f"msmigrate/{run_id}") as tree:  # the run's worktree is gone by now
         clean, weak, config = check_config(delivered_config(spec.target, run_id, rel), rel, tree,
                                            spec.runtime_python or Settings().runtime_python, validate)
-    checks = [check_gates(evidence), check_parity(evidence), clean, weak, check_scope(edited_files(spec.target, run_id), ctx.editable_paths),
+    checks = [check_gates(evidence), check_parity(evidence), clean, weak,
+              check_scope(edited_files(spec.target, run_id), ctx.editable_paths),
               *check_facts(expect, plan, config)]
     gates = evidence.get("gates") or {}
     first_fail = next((g for g in ALL_GATES if not (gates.get(g) or {}).get("passed")), None)
