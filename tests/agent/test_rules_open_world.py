@@ -51,6 +51,10 @@ def test_size_dependent_expansion_with_image_sizes(migration_inputs, tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.xfail(strict=True, reason=(
+    "open bug found by the data parity gate (issue 12): PaliGemma's processor puts <bos> between the image tokens "
+    "and the prompt; the generated data path strips it with the expansion's trailing ids, so G2's prompt ids differ "
+    "from the source's at the first text position. strict: once the data path is fixed this xfail must go."))
 def test_prefix_lm_gets_token_type_ids_from_a_generated_collator(migration_inputs, tmp_path):
     """PaliGemma: no roles; token_type_ids (0 prefix, 1 suffix) computed by the collator; processor labels dropped."""
     state, run, target = _run(migration_inputs, tmp_path, "paligemma")
