@@ -17,8 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def snapshot_dir() -> Path | None:
     env = os.environ.get("MSMIGRATE_REALMM_DIR")
-    candidates = [Path(env)] if env else [REPO.parent / "shared" / "realmm", REPO.parents[1] / "shared" / "realmm",
-                                          REPO.parents[2] / "shared" / "realmm"]
+    # next to the checkout or up to two levels above it (a worktree sits deeper); a shallow checkout such as
+    # /work/main has fewer ancestors, so take only the ones that exist
+    candidates = [Path(env)] if env else [up / "shared" / "realmm" for up in list(REPO.parents)[:3]]
     for cand in candidates:
         if (cand / "MindSpeed-MM.tar.gz").is_file() and (cand / "MindSpeed.tar.gz").is_file():
             return cand
