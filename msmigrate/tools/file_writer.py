@@ -124,7 +124,10 @@ def check_path(ctx: RunContext, path: str) -> Target | str:
             return f"{rel} differs only in letter case from editable path {folded}; use the exact spelling"
         return f"{rel} is outside the run's editable paths: {', '.join(entries)}"
     root = Path(ctx.target).resolve()
-    resolved = (root / rel).resolve()
+    try:
+        resolved = (root / rel).resolve()
+    except OSError as exc:  # a component vanished or changed while it was resolved (a swap race): refuse
+        return f"{rel} could not be resolved ({exc.strerror}): a path component changed while it was checked"
     anchor = root / entry.rstrip("/")  # joined textually: a symlinked editable dir must not count as inside
     if entry.endswith("/"):
         if anchor not in resolved.parents:
