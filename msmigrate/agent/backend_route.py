@@ -4,22 +4,25 @@ Evidence, not model names: the real FSDP2 backend rejects tensor parallelism (``
 parallel size not supported yet") and has no pipeline stages, while it does context parallelism (Ulysses / ring).
 So tp > 1 or pp > 1 (or vpp > 1) in the spec needs the Megatron route (pretrain_vlm.py); cp alone does not. The
 user can force either. Model size is not a reason on its own: FSDP2 shards parameters, and any size threshold
-would be a guess. Only the FSDP2 route's phases exist today; a Megatron choice stops the run honestly.
+would be a guess.
+
+Both routes run in the same graph (same nodes, same gate slots G1..G6); the plan's ``backend`` picks the rules
+phases (``policies/rules/megatron_*``) and the gates (``route_gates``). The run still stops at the plan when the
+route cannot be carried out at all: the spec forces FSDP2 but needs tp/pp, the requested sizes do not fit the
+model (the user's sizes, not something a phase can repair), or the target has no Megatron entry point.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from msmigrate.tools.megatron.parallel_check import ParallelSizes, check_parallel
 
 FSDP2, MEGATRON = "fsdp2", "megatron"
-# What the Megatron route still lacks (the run's stop line names it; issue 16 tracks it)
-MEGATRON_MISSING = ("model phase (model_provider / model_id components, HF->Megatron weight conversion step)",
-                    "data phase (data provider / get_batch contract)",
-                    "config phase (model JSON + launch script, checked against the framework's arguments)",
-                    "gates for pretrain_vlm.py")
+# The Megatron route's training entry point in a MindSpeed-MM checkout (examples' launch scripts run it)
+MEGATRON_ENTRY = "pretrain_vlm.py"
 
 
 @dataclass
@@ -33,7 +36,8 @@ class BackendChoice:
         return asdict(self)
 
 
-def choose_backend(spec: Any, cfg: dict[str, Any]) -> BackendChoice:
+def choose_backend(spec: Any, cfg: dict[str, Any], target: Path | None = None) -> BackendChoice:
+    """The route for this spec and source config; ``target`` (a checkout) is checked for the Megatron entry point."""
     forced = getattr(spec, "backend", "auto") or "auto"
     par = getattr(spec, "parallelism", None)
     sizes = ParallelSizes(tp=par.tp, pp=par.pp, cp=par.cp, vpp=par.vpp) if par is not None else None
@@ -65,8 +69,29 @@ def choose_backend(spec: Any, cfg: dict[str, Any]) -> BackendChoice:
             out.reasons.append("parallel sizes do not fit the model: " + "; ".join(check.problems))
     if out.backend == MEGATRON and out.unsupported is None:
         bad = (out.parallel_check or {}).get("problems") or []
-        out.unsupported = ("the Megatron backend route was chosen (" + out.reasons[0] + ") but it is not built yet: "
-                           "missing " + "; ".join(MEGATRON_MISSING)
-                           + (". The sizes also do not fit the model: " + "; ".join(bad) if bad else "")
-                           + ". What to do: run without tp/pp (FSDP2 route) or wait for the Megatron route")
+        if bad:
+            out.unsupported = ("the Megatron backend route was chosen (" + out.reasons[0] + ") but the requested "
+                               "sizes do not fit the model: " + "; ".join(bad)
+                               + ". What to do: choose sizes that divide the model (parallelism in the spec)")
+        elif target is not None and not (Path(target) / MEGATRON_ENTRY).is_file():
+            out.unsupported = (f"the Megatron backend route was chosen ({out.reasons[0]}) but the target {target} "
+                               f"has no {MEGATRON_ENTRY}: not a MindSpeed-MM checkout with the Megatron backend. "
+                               "What to do: point target at a full MindSpeed-MM checkout, or drop tp/pp")
     return out
+
+
+def route_gates(fsdp2: dict[str, Any], megatron: dict[str, Any]) -> dict[str, Any]:
+    """One gate per slot (G1..G6) that runs the chosen route's gate: the graph and its gate order stay the same,
+    the plan's ``backend`` picks what each slot proves. A slot the Megatron route has no gate for fails loudly."""
+    def dispatch(slot: str):
+        def gate(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+            backend = (state.get("plan") or {}).get("backend", FSDP2)
+            table = megatron if backend == MEGATRON else fsdp2
+            if slot not in table:
+                raise KeyError(f"no {backend} gate for slot {slot}")
+            return table[slot](deps, state)
+
+        gate.__name__ = f"gate_{slot}"
+        return gate
+
+    return {slot: dispatch(slot) for slot in sorted(set(fsdp2) | set(megatron))}

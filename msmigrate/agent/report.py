@@ -10,6 +10,7 @@ from typing import Any
 import git
 
 from msmigrate.agent.gates.parity import parity_summary
+from msmigrate.agent.megatron_report import GATE_TITLES as MEGATRON_GATE_TITLES, megatron_section
 from msmigrate.agent.state import EXIT_UNSUPPORTED, PHASE_GATES
 from msmigrate.core.secret_mask import mask_text
 
@@ -95,7 +96,7 @@ def diff_summary(target: Path, base: str | None, branch: str) -> str:
         return f"(diff unavailable: {exc})"
 
 
-def _gate_rows(gates: dict[str, Any]) -> list[str]:
+def _gate_rows(gates: dict[str, Any], titles: dict[str, str] = GATE_TITLES) -> list[str]:
     rows = ["| gate | what it proves | result | parity with the source | evidence |", "|---|---|---|---|---|"]
     for group in PHASE_GATES.values():
         for g in group:
@@ -104,7 +105,7 @@ def _gate_rows(gates: dict[str, Any]) -> list[str]:
             summary = (rec or {}).get("summary", "").replace("|", "\\|").replace("\n", " ")
             parity = "; ".join(f"{kind} {parity_summary(p)}" for kind, p in ((rec or {}).get("parity") or {}).items())
             parity = parity.replace("|", "\\|").replace("\n", " ") or "—"
-            rows.append(f"| {g} | {GATE_TITLES[g]} | {result} | {parity} | {summary[:300]} |")
+            rows.append(f"| {g} | {titles[g]} | {result} | {parity} | {summary[:300]} |")
     return rows
 
 
@@ -140,6 +141,7 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
     gates = state.get("gates", {})
     plan = state.get("plan", {})
     c = state.get("counters", {})
+    megatron = plan.get("backend") == "megatron"
     # a policy that could not do a phase says so on the first line: what, why, what to do
     head = ([f"**{EXIT_UNSUPPORTED}** — {state.get('exit_detail', '')}", ""]
             if state.get("exit_status") == EXIT_UNSUPPORTED else [])
@@ -155,7 +157,7 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
         "",
         "## Gates",
         "",
-        *_gate_rows(gates),
+        *_gate_rows(gates, MEGATRON_GATE_TITLES if megatron else GATE_TITLES),
         "",
         "Every PASS above is backed by the command, exit code, timestamps, log excerpt and parsed metrics in "
         "`evidence.json`.",
@@ -173,6 +175,7 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
     for rev in plan.get("revisions", []):  # where the delivered migration differs from the first plan
         change = f"{rev['field']} {rev.get('from')} → {rev.get('to')}: " if rev.get("field") != "decision" else ""
         lines.append(f"- revised in phase {rev.get('phase')}: {change}{rev.get('why', '')}")
+    lines += megatron_section(state) if megatron else []
     lines += _parity_section(gates)
     metrics = []
     for g in ("G4", "G5", "G6"):
@@ -201,10 +204,13 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
         lines.append(f"- last failure: gate {failure.get('gate')} → case `{failure.get('case_id') or 'unknown'}` "
                      f"(owner {failure.get('owner') or 'unknown'}): {str(failure.get('diagnosis', ''))[:400]}")
     lines += [
+        "- Megatron route: run the delivered launch script on the Ascend machine (G4–G6 of this route need it); "
+        "`--load` points at the converter's output." if megatron else
         "- CPU gates prove structure, data flow, sharding plan and loss plumbing — not NPU kernels, fused ops, "
         "HCCL or throughput. Run G6 on the Ascend machine before relying on performance or precision.",
-        "- Initial weights: if the delivered YAML uses meta-device init, set `training.load` to the HF/DCP weights for "
-        "real fine-tuning (otherwise training starts from random weights).",
+        *([] if megatron else [
+            "- Initial weights: if the delivered YAML uses meta-device init, set `training.load` to the HF/DCP "
+            "weights for real fine-tuning (otherwise training starts from random weights)."]),
         "- Precision alignment against the source implementation is a separate task (fixed seed, `use_deter_comp`).",
     ]
     return "\n".join(lines) + "\n"

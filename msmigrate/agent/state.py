@@ -40,6 +40,9 @@ EXIT_REJECTED = "rejected_by_user"
 # could give (the checkpoint holds the question; ``msmigrate run --resume ID --approve`` answers it).
 EXIT_AWAITING_APPROVAL = "awaiting_approval"
 EXIT_UNSUPPORTED = "unsupported_by_policy"  # the policy cannot do a phase (e.g. rules on custom code): stop at once
+# Every gate this machine can run passed, and the next one needs an accelerator it does not have (the Megatron
+# route's training gates): not a success, not a failure of the migration — the report lists what is unproven.
+EXIT_NEEDS_ACCELERATOR = "needs_accelerator"
 
 
 class GateRecord(TypedDict, total=False):
@@ -49,6 +52,7 @@ class GateRecord(TypedDict, total=False):
     evidence: list[dict[str, Any]]  # command, exit_code, started, ended, log_excerpt, metrics
     failure_text: str  # what classify reads when the gate fails
     finding_codes: list[str]
+    needs_accelerator: str  # set (what could not be proven, and why) by a gate that cannot run on this machine
 
 
 class MigrationState(TypedDict, total=False):

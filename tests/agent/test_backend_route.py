@@ -1,12 +1,12 @@
-"""The plan's backend route: fsdp2 by default, megatron when the spec needs tp/pp or forces it; a Megatron choice
-ends the run with unsupported_by_policy, naming what is missing, before any work phase."""
+"""The plan's backend route: fsdp2 by default, megatron when the spec needs tp/pp or forces it; the run stops at the
+plan only when the route cannot be carried out (sizes that do not fit, a target without pretrain_vlm.py)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 from agent_fakes import FakeGates, ScriptedPolicy, make_run
-from msmigrate.agent.backend_route import choose_backend
+from msmigrate.agent.backend_route import choose_backend, route_gates
 from msmigrate.agent.config import ParallelismSpec
 
 CFG = {"text_config": {"num_attention_heads": 12, "num_key_value_heads": 2, "num_hidden_layers": 6}}
@@ -22,11 +22,16 @@ def test_default_and_cp_only_stay_on_fsdp2():
     assert c.backend == "fsdp2" and c.unsupported is None and "cp=2" in c.reasons[0]
 
 
-def test_tp_or_pp_chooses_megatron_and_says_it_is_not_built():
+def test_tp_or_pp_chooses_megatron(tmp_path):
+    (tmp_path / "pretrain_vlm.py").write_text("")
     for par in ({"tp": 2}, {"pp": 3}):
-        c = choose_backend(spec(**par), CFG)
-        assert c.backend == "megatron" and c.unsupported and "not built yet" in c.unsupported
-        assert "model phase" in c.unsupported and c.parallel_check["ok"]
+        c = choose_backend(spec(**par), CFG, tmp_path)
+        assert c.backend == "megatron" and c.unsupported is None and c.parallel_check["ok"]
+
+
+def test_target_without_the_entry_point_stops(tmp_path):
+    c = choose_backend(spec(tp=2), CFG, tmp_path)
+    assert c.backend == "megatron" and "has no pretrain_vlm.py" in c.unsupported
 
 
 def test_misfitting_sizes_are_named():
@@ -40,17 +45,24 @@ def test_forcing():
     assert c.backend == "fsdp2" and "forces the fsdp2 backend" in c.unsupported
 
 
-def test_megatron_run_stops_at_plan(fast_prepare, tmp_path):
+def test_megatron_run_on_an_fsdp2_only_target_fails_precheck(fast_prepare, tmp_path):
     gates, policy = FakeGates(), ScriptedPolicy()
     run = make_run(fast_prepare, tmp_path, policy, gates, parallelism={"tp": 2})
     try:
         out = run.drive()
     finally:
         run.close()
-    assert out["exit_status"] == "unsupported_by_policy"
-    assert gates.calls == [] and out["plan"]["backend"] == "megatron"
-    first = (run.run_dir / "verification_report.md").read_text().splitlines()[0]
-    assert first.startswith("**unsupported_by_policy**") and "Megatron backend route" in first
+    assert out["exit_status"] == "precheck_failed" and gates.calls == []
+    assert "lacks pretrain_vlm.py" in out["exit_detail"] and "Megatron backend route" in out["exit_detail"]
+
+
+def test_route_gates_dispatch_on_the_plans_backend():
+    fsdp2 = {"G1": lambda d, s: {"gate": "G1", "route": "fsdp2"}}
+    megatron = {"G1": lambda d, s: {"gate": "G1", "route": "megatron"}}
+    gates = route_gates(fsdp2, megatron)
+    assert gates["G1"](None, {"plan": {"backend": "megatron"}})["route"] == "megatron"
+    assert gates["G1"](None, {"plan": {"backend": "fsdp2"}})["route"] == "fsdp2"
+    assert gates["G1"](None, {})["route"] == "fsdp2"
 
 
 def test_default_run_records_fsdp2(fast_prepare, tmp_path):

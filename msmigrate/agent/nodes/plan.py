@@ -19,10 +19,11 @@ import json
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from msmigrate.agent.backend_route import choose_backend
+from msmigrate.agent.backend_route import MEGATRON, choose_backend
 from msmigrate.agent.chat_format import ChatFormat, ChatFormatError, derive_chat_format
 from msmigrate.agent.data_contract import GENERIC_COLLATOR_EXTRAS, architecture_kind, derive_contract
 from msmigrate.agent.deps import RunDeps
+from msmigrate.agent.megatron_plan import make_megatron_plan
 from msmigrate.agent.state import EXIT_UNSUPPORTED
 from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion
 
@@ -238,15 +239,24 @@ def make_plan_node(deps: RunDeps):
             cfg = json.loads((ctx.source / "config.json").read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             cfg = {}
-        backend = choose_backend(getattr(deps, "spec", None), cfg)
+        backend = choose_backend(getattr(deps, "spec", None), cfg, ctx.target)
         if backend.unsupported:
-            # stop before any probe: the later phases only know the FSDP2 route
+            # stop before any probe: the route cannot be carried out with these sizes / this target
             plan = {"backend": backend.backend, "model_id": ctx.model_name, "parallel_check": backend.parallel_check,
                     "reasons": backend.reasons}
             deps.trajectory.append("plan", plan=plan)
             deps.emit("plan", backend=backend.backend)
             return {"plan": plan, "phase": "report", "exit_status": EXIT_UNSUPPORTED,
                     "exit_detail": f"plan — {backend.unsupported}"}
+        if backend.backend == MEGATRON:
+            data = ctx.data_path or ctx.source / "data" / "train.json"
+            expansion = None if src.get("needs_trust_remote_code") else derive_media_expansion(
+                ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir)
+            plan = make_megatron_plan(deps, state, cfg, backend, None, expansion)
+            deps.trajectory.append("plan", plan=plan)
+            deps.emit("plan", backend=MEGATRON, route="megatron", components={
+                r: m.get("model_id") for r, m in plan["components"].items()}, similar_case=plan["similar_case"])
+            return {"plan": plan, "phase": "model"}
         arch = architecture_kind(cfg)
         expansion = None
         if not src.get("needs_trust_remote_code") and arch[0] == "decoder":

@@ -11,6 +11,7 @@ from typing import Any
 import git
 import yaml
 
+from msmigrate.agent.backend_route import MEGATRON, MEGATRON_ENTRY, choose_backend
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.similar_case import rank_similar_cases
@@ -20,6 +21,19 @@ from msmigrate.tools.runtime import run_probe
 
 TARGET_MARKERS = ("mindspeed_mm/fsdp/train/trainer.py", "mindspeed_mm/fsdp/utils/register.py",
                   "mindspeed_mm/fsdp/models/modelhub.py")
+# the Megatron backend route: its entry point and the model it assembles
+MEGATRON_MARKERS = (MEGATRON_ENTRY, "mindspeed_mm/models/vlm_model.py")
+
+
+def route_markers(deps: RunDeps) -> tuple[tuple[str, ...], str]:
+    """The files the chosen route needs in the target (the route is the plan's; the same evidence decides it)."""
+    try:
+        cfg = json.loads((deps.ctx.source / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        cfg = {}
+    if choose_backend(getattr(deps, "spec", None), cfg if isinstance(cfg, dict) else {}).backend == MEGATRON:
+        return MEGATRON_MARKERS, "the Megatron backend route (pretrain_vlm.py)"
+    return TARGET_MARKERS, "the FSDP2 route"
 
 
 def checkpoint_safe(obj: Any) -> Any:
@@ -68,9 +82,10 @@ def precheck(deps: RunDeps) -> tuple[list[str], dict[str, Any]]:
         problems.append(f"sample data {ctx.data_path} not found (ShareGPT-style JSON expected)")
     else:
         problems += data_file_problems(Path(ctx.data_path))
-    for marker in TARGET_MARKERS:
+    markers, route = route_markers(deps)
+    for marker in markers:
         if not (ctx.target / marker).is_file():
-            problems.append(f"target {ctx.target} lacks {marker}: not a MindSpeed-MM checkout with the FSDP2 route")
+            problems.append(f"target {ctx.target} lacks {marker}: not a MindSpeed-MM checkout with {route}")
     checkout = Path(ctx.checkout or ctx.target)
     if deps.worktree_error or ctx.checkout is None:
         problems.append(deps.worktree_error or f"target {checkout}: the run has no git worktree of its own")

@@ -15,7 +15,8 @@ from msmigrate.agent.budgets import bump, exhausted
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.handoff import handoff_record, new_ids, plan_revision
 from msmigrate.agent.policies.base import PolicyView
-from msmigrate.agent.state import EXIT_BUDGET, EXIT_GATE_FAILED, EXIT_REJECTED, EXIT_UNSUPPORTED, PHASE_GATES, next_phase
+from msmigrate.agent.state import (EXIT_BUDGET, EXIT_GATE_FAILED, EXIT_NEEDS_ACCELERATOR, EXIT_REJECTED,
+                                   EXIT_UNSUPPORTED, PHASE_GATES, next_phase)
 from msmigrate.tools.file_writer import tag_phase, target_commit
 from msmigrate.tools.launcher.records import read_launches
 from msmigrate.tools.repo_reader import target_inventory
@@ -52,6 +53,11 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
         counters["launches"] = max(counters.get("launches", 0), len(read_launches(deps.ctx.run_dir)))
         deps.trajectory.append("gate", phase=phase, **record)
         deps.emit("gate_end", gate=name, phase=phase, passed=record["passed"], summary=record.get("summary", ""))
+        if not record["passed"] and record.get("needs_accelerator"):
+            # nothing to repair: the gate cannot run here (no classify, no retry); the report says what is unproven
+            return {"gates": gates, "gate_history": history, "counters": counters, "phase": "report",
+                    "exit_status": EXIT_NEEDS_ACCELERATOR, "messages": clear_messages(),
+                    "exit_detail": f"{name} needs an accelerator: {record['needs_accelerator']}"}
         if not record["passed"]:
             return {"gates": gates, "gate_history": history, "counters": counters, "phase": "classify",
                     "messages": clear_messages(), "finish_request": None}

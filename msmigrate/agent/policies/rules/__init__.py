@@ -11,9 +11,12 @@ from typing import Any, Callable
 from langchain_core.messages import AIMessage
 
 from msmigrate.agent.policies.base import Decision, PhaseUnsupported, PolicyView
-from msmigrate.agent.policies.rules import config_rules, data_rules, model_rules
+from msmigrate.agent.policies.rules import (config_rules, data_rules, megatron_config, megatron_data, megatron_model,
+                                            model_rules)
 
 PHASES = {"model": model_rules, "data": data_rules, "config": config_rules}
+# the Megatron backend route (pretrain_vlm.py): same phases, the plan's backend picks the script
+MEGATRON_PHASES = {"model": megatron_model, "data": megatron_data, "config": megatron_config}
 
 
 class RulesPolicy:
@@ -24,7 +27,8 @@ class RulesPolicy:
         self.config_mutator = config_mutator
 
     def decide(self, view: PolicyView) -> Decision:
-        module = PHASES[view.phase]
+        backend = (view.state.get("plan") or {}).get("backend")
+        module = (MEGATRON_PHASES if backend == "megatron" else PHASES)[view.phase]
         try:
             note, calls = module.next_calls(view, self)
         except PhaseUnsupported as exc:

@@ -1,0 +1,163 @@
+"""Which registered Megatron components (by ``model_id``) fit the source's architecture — from evidence only.
+
+The Megatron route builds a model from sub-modules a model JSON picks by ``model_id`` (image_encoder.vision_encoder,
+image_encoder.vision_projector, text_decoder). What a registered component can represent is read from the target
+itself: the fields its own example model JSONs give it (``examples/**/*.json`` with those sections). What the source
+has is read from its config.json sub-configs, translated to the framework's field names (the HF → Megatron config
+naming the framework's converters use, not a table of model families).
+
+A field is *distinctive* for a role when some components of that role in the examples are configured with it and
+others are not (``fullatt_block_indexes``, ``deepstack_visual_indexes``, ``mrope_section``, ``add_qkv_bias`` …); fields every
+component takes (sizes, heads) say nothing about fit. A component fits when it is configured with every distinctive
+field the source has; among fits, the one expecting the fewest distinctive fields the source lacks wins. No fit: the
+plan says a new component is needed and which source features no registered one configures. The projector is the
+one the matched encoder's examples pair it with (evidence of the target), when registered.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msmigrate.tools.megatron.parallel_check import text_config
+
+# role -> where it sits in the model JSON
+ROLES = {"vision_encoder": ("image_encoder", "vision_encoder"), "vision_projector": ("image_encoder", "vision_projector"),
+         "text_decoder": ("text_decoder",)}
+# HF config field -> the Megatron/MindSpeed-MM TransformerConfig field carrying the same fact
+HF_TO_MM = {"depth": "num_layers", "num_hidden_layers": "num_layers", "intermediate_size": "ffn_hidden_size",
+            "num_heads": "num_attention_heads", "num_key_value_heads": "num_query_groups",
+            "rms_norm_eps": "layernorm_epsilon", "layer_norm_eps": "layernorm_epsilon", "window_size": "window_attn_size",
+            "hidden_act": "activation_func", "in_chans": "in_channels", "attention_bias": "add_qkv_bias",
+            "tie_word_embeddings": "untie_embeddings_and_output_weights", "embed_dim": "hidden_size"}
+VISION_KEYS = ("vision_config", "vision_tower_config", "visual")
+# model-JSON fields that never say anything about architecture (precision, freezing, fusion switches)
+NEUTRAL = {"model_id", "freeze", "fp16", "bf16", "params_dtype", "pipeline_num_layers", "use_fused_rotary_pos_emb",
+           "hidden_dropout", "attention_dropout", "init_method_std", "recompute_granularity", "recompute_method",
+           "recompute_num_layers", "use_remove_padding", "parallel_output", "attention_softmax_in_fp32"}
+
+
+@dataclass
+class ComponentMatch:
+    role: str
+    model_id: str | None = None  # the registered component to reuse; None: a new one is needed
+    candidates: list[str] = field(default_factory=list)  # registered ids of this role the target's examples show
+    distinctive_in_source: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # source features the chosen (or any) component does not take
+    example: str | None = None  # the example model JSON the choice rests on
+    why: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _section(doc: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:
+    node: Any = doc
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) and node.get("model_id") else None
+
+
+def example_components(target: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """role -> model_id -> {"fields": set of fields all its examples configure, "examples": [paths], "pairs": {...}}."""
+    out: dict[str, dict[str, dict[str, Any]]] = {r: {} for r in ROLES}
+    for path in sorted(Path(target).glob("examples/**/*.json")):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict) or not any(_section(doc, p) for p in ROLES.values()):
+            continue
+        rel = str(path.relative_to(target))
+        sections = {r: _section(doc, p) for r, p in ROLES.items()}
+        for role, sec in sections.items():
+            if sec is None:
+                continue
+            entry = out[role].setdefault(sec["model_id"], {"fields": None, "examples": [], "pairs": {}})
+            given = {k for k in sec if k not in NEUTRAL}
+            # what every example of the id sets: one example's runtime switches are not the component's features
+            entry["fields"] = given if entry["fields"] is None else entry["fields"] & given
+            entry["examples"].append(rel)
+            for other, osec in sections.items():
+                if other != role and osec is not None:
+                    entry["pairs"].setdefault(other, osec["model_id"])
+    return out
+
+
+def source_fields(cfg: dict[str, Any], role: str) -> set[str] | None:
+    """The source's fields for a role in the framework's names (None: the source has no such part)."""
+    if role == "text_decoder":
+        sub = text_config(cfg)
+    elif role == "vision_encoder":
+        sub = next((cfg[k] for k in VISION_KEYS if isinstance(cfg.get(k), dict)), None)
+    else:
+        return None  # a projector has no sub-config of its own in HF; it follows the encoder's examples
+    if not isinstance(sub, dict):
+        return None
+    out = set()
+    for key, value in sub.items():
+        if value is None or value is False or value == [] or value == {}:
+            continue  # an absent feature (no window attention: fullatt_block_indexes []) is not a feature
+        out.add(HF_TO_MM.get(key, key))
+    rope = sub.get("rope_scaling") or sub.get("rope_parameters") or {}
+    if isinstance(rope, dict) and rope.get("mrope_section"):
+        out.add("mrope_section")  # multimodal rotary: the section split lives inside the rope settings in HF
+    return out
+
+
+def match_role(role: str, fields: set[str], registry: dict[str, dict[str, Any]],
+               registered: set[str] | None) -> ComponentMatch:
+    ids = sorted(i for i in registry if registered is None or i in registered)
+    out = ComponentMatch(role=role, candidates=ids)
+    if not ids:
+        out.why = f"no registered {role} has an example model JSON in the target to compare with"
+        return out
+    sets = {i: registry[i]["fields"] for i in ids}
+    # what counts as a feature is read from every example of the role, registered or not: a feature only an
+    # unregistered component takes is still a feature the registered ones cannot represent
+    every = [e["fields"] for e in registry.values()]
+    distinctive = set.union(*every) - set.intersection(*every)
+    wanted = fields & distinctive
+    out.distinctive_in_source = sorted(wanted)
+    fits = [(len((sets[i] & distinctive) - fields), i) for i in ids if wanted <= sets[i]]
+    if not fits:
+        best = max(ids, key=lambda i: len(wanted & sets[i]))
+        out.missing = sorted(wanted - sets[best])
+        out.why = (f"no registered {role} is configured with the source's {out.missing}; closest {best} "
+                   f"({registry[best]['examples'][0]}): a new {role} component is needed for those features")
+        return out
+    extra, chosen = min(fits)
+    out.model_id, out.example = chosen, registry[chosen]["examples"][0]
+    expects = sorted((sets[chosen] & distinctive) - fields)
+    out.why = (f"{role} {chosen}: its example {out.example} configures every distinctive field the source has "
+               f"({out.distinctive_in_source or 'none'})"
+               + (f"; it also takes {expects}, which the source does not set" if expects else "")
+               + (f"; other candidates {[i for _, i in sorted(fits)[1:]]} fit worse" if len(fits) > 1 else ""))
+    return out
+
+
+def match_components(cfg: dict[str, Any], target: Path,
+                     registered: dict[str, set[str]] | None = None) -> dict[str, ComponentMatch]:
+    """role -> match. ``registered``: role -> model_ids the target's registries hold (None: examples only)."""
+    examples = example_components(target)
+    out: dict[str, ComponentMatch] = {}
+    for role in ("vision_encoder", "text_decoder"):
+        fields = source_fields(cfg, role)
+        if fields is None:
+            continue
+        out[role] = match_role(role, fields, examples[role], (registered or {}).get(role) if registered else None)
+    enc = out.get("vision_encoder")
+    if enc is not None:
+        proj = ComponentMatch(role="vision_projector", candidates=sorted(examples["vision_projector"]))
+        paired = examples["vision_encoder"].get(enc.model_id or "", {}).get("pairs", {}).get("vision_projector")
+        allowed = (registered or {}).get("vision_projector") if registered else None
+        if paired and (allowed is None or paired in allowed):
+            proj.model_id, proj.example = paired, enc.example
+            proj.why = f"vision_projector {paired}: the projector {enc.example} pairs with encoder {enc.model_id}"
+        else:
+            proj.why = ("no registered projector is paired with the encoder in the target's examples: a projector "
+                        "component is needed (or one chosen by hand)")
+        out["vision_projector"] = proj
+    return out

@@ -1,0 +1,157 @@
+"""The plan of a Megatron-route migration (pretrain_vlm.py): the components to reuse by ``model_id``, the example it
+starts from, where the model JSON / data JSON / launch script go, the parallel sizes and the converter step.
+
+Everything rests on evidence: the components on ``megatron_components`` (the target's example model JSONs and
+registries against the source's config.json); the starting example is the one the matched text decoder's (else
+encoder's) example JSON lives in, with the launch script of that folder that passes it as ``--mm-model``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from msmigrate.agent.backend_route import MEGATRON_ENTRY, BackendChoice
+from msmigrate.tools.media_expansion import MediaExpansion
+from msmigrate.agent.megatron_components import ComponentMatch, example_components, match_components
+
+# the shell variables MindSpeed-MM's example scripts pass to --mm-model / --mm-data (or the flags' literal values)
+_ASSIGN = re.compile(r"^\s*(MM_MODEL|MM_DATA)\s*=\s*[\"']?([^\"'\s]+)", re.M)
+_FLAG = re.compile(r"--(mm-model|mm-data)\s+[\"']?([^\"'\s$]+)")
+
+
+def script_assets(text: str) -> dict[str, str]:
+    """``{"model": path, "data": path}`` an example launch script passes to pretrain_vlm.py (as written there)."""
+    out = {}
+    for var, val in _ASSIGN.findall(text):
+        out["model" if var == "MM_MODEL" else "data"] = val
+    for flag, val in _FLAG.findall(text):
+        out.setdefault("model" if flag == "mm-model" else "data", val)
+    return {k: v[2:] if v.startswith("./") else v for k, v in out.items()}
+
+
+def example_script(target: Path, model_json: str) -> tuple[str | None, str | None]:
+    """The launch script in the example's folder that runs pretrain_vlm.py with this model JSON, and its data JSON."""
+    folder = (Path(target) / model_json).parent
+    for sh in sorted(folder.glob("*.sh")):
+        text = sh.read_text(encoding="utf-8", errors="replace")
+        if MEGATRON_ENTRY not in text:
+            continue
+        assets = script_assets(text)
+        if assets.get("model") == model_json:
+            return str(sh.relative_to(target)), assets.get("data")
+    return None, None
+
+
+ASSEMBLY = ("mindspeed_mm/models/vlm_model.py", "VLMModel")  # what pretrain_vlm.py's model_provider builds
+# what every VLM batch carries besides the media inputs (the collator makes them for any model)
+TEXT_INPUTS = ("input_ids", "attention_mask", "labels")
+
+
+def assembly_forward_params(target: Path) -> tuple[list[str] | None, bool]:
+    """The explicit parameters of the assembled model's forward (read by AST), and whether it takes ``**kwargs``."""
+    path, cls = ASSEMBLY
+    try:
+        tree = ast.parse((Path(target) / path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None, False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for fn in node.body:
+                if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
+                    a = fn.args
+                    names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs) if x.arg != "self"]
+                    return names, a.kwarg is not None
+    return None, False
+
+
+def batch_contract(target: Path, processor_keys: list[str] | None) -> dict[str, Any]:
+    """Which batch fields the assembled Megatron model consumes through ``get_batch`` (``model(**batch)``): the
+    source processor's outputs for an image sample (measured in the target runtime) plus labels. A field with no
+    parameter would land in ``**kwargs`` unused (or fail without it)."""
+    params, var_kw = assembly_forward_params(target)
+    if params is None:
+        return {"error": f"cannot read {ASSEMBLY[1]}.forward from {ASSEMBLY[0]}"}
+    if not processor_keys:
+        return {"error": "the source processor's outputs were not measured", "forward_params": params}
+    wanted = sorted(set(processor_keys) | set(TEXT_INPUTS))
+    consumed = [p for p in wanted if p in params]
+    return {"forward": f"{ASSEMBLY[0]}:{ASSEMBLY[1]}.forward", "forward_params": params, "takes_kwargs": var_kw,
+            "source_inputs": wanted, "consumed": consumed, "not_consumed": [p for p in wanted if p not in params]}
+
+
+def parallel_sizes(spec: Any) -> dict[str, int]:
+    par = getattr(spec, "parallelism", None)
+    return {k: int(getattr(par, k, 1) or 1) for k in ("tp", "pp", "cp", "vpp")}
+
+
+def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], backend: BackendChoice,
+                       registered: dict[str, set[str]] | None = None,
+                       expansion: MediaExpansion | None = None) -> dict[str, Any]:
+    ctx, src = deps.ctx, state["source_summary"]
+    name = ctx.model_name
+    matches = match_components(cfg, ctx.target, registered)
+    _prefer_shared_example(matches, example_components(ctx.target))
+    reasons = list(backend.reasons)
+    reasons += [m.why for m in matches.values()]
+    new = [role for role, m in matches.items() if m.model_id is None]
+    base = _base_match(matches)
+    script, data_json = example_script(ctx.target, base.example) if base and base.example else (None, None)
+    if base is not None:
+        reasons.append(f"similar case {PurePosixPath(base.example).parent}: the matched {base.role} "
+                       f"{base.model_id}'s example" + (f", launched by {script}" if script else
+                                                       " (no launch script in its folder passes it)"))
+    example_dir = f"examples/{name}"
+    plan = {
+        "backend": backend.backend,
+        "route": "megatron",
+        "entry": MEGATRON_ENTRY,
+        "model_id": name,
+        "hf_class": (src.get("architectures") or [None])[0],
+        "model_type": src.get("model_type"),
+        "components": {role: m.to_dict() for role, m in matches.items()},
+        "new_components": new,
+        "similar_case": str(PurePosixPath(base.example).parent) if base and base.example else None,
+        "example_model_json": base.example if base else None,
+        "example_script": script,
+        "example_data_json": data_json,
+        "example_dir": example_dir,
+        "model_json_path": f"{example_dir}/model_{name}.json",
+        "data_json_path": f"{example_dir}/data_{name}.json",
+        "script_path": f"{example_dir}/finetune_{name}.sh",
+        "config_path": f"{example_dir}/model_{name}.json",  # what the config gate validates first
+        "converter_output": f"ckpt/mm_path/{name}",
+        "dataset_type": "huggingface",
+        "parallel": parallel_sizes(getattr(deps, "spec", None)),
+        "launch_ranks": getattr(getattr(getattr(deps, "spec", None), "launch", None), "nproc_per_node", None),
+        "text_layers": (backend.parallel_check or {}).get("facts", {}).get("num_hidden_layers"),
+        "batch_contract": batch_contract(ctx.target, expansion.keys_with_image if expansion and expansion.ok
+                                         else None),
+        "media_expansion": expansion.to_dict() if expansion is not None else None,
+        "parallel_check": backend.parallel_check,
+        "reasons": reasons,
+    }
+    return plan
+
+
+def _base_match(matches: dict[str, ComponentMatch]) -> ComponentMatch | None:
+    """The example a migration starts from: the text decoder's when it matched (it carries most of the launch
+    settings), else the vision encoder's."""
+    for role in ("text_decoder", "vision_encoder"):
+        m = matches.get(role)
+        if m is not None and m.model_id and m.example:
+            return m
+    return None
+
+
+def _prefer_shared_example(matches: dict[str, ComponentMatch], examples: dict[str, dict[str, Any]]) -> None:
+    """Point the decoder and encoder at one example JSON that holds both matched ids, when the target has one."""
+    dec, enc = matches.get("text_decoder"), matches.get("vision_encoder")
+    if not (dec and enc and dec.model_id and enc.model_id):
+        return
+    shared = sorted(set(examples["text_decoder"][dec.model_id]["examples"])
+                    & set(examples["vision_encoder"][enc.model_id]["examples"]))
+    if shared:
+        dec.example = enc.example = shared[0]

@@ -1,0 +1,76 @@
+"""Component matching of the Megatron route: a registered component is chosen by the fields the target's own
+examples configure it with against the source's config, never by its name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from msmigrate.agent.megatron_components import match_components, source_fields
+
+SIZES = {"num_layers": 2, "hidden_size": 32, "num_attention_heads": 2, "patch_size": 14}
+
+
+def example(root: Path, folder: str, enc: dict, dec: dict, proj: str = "mlp") -> None:
+    doc = {"image_encoder": {"vision_encoder": {**SIZES, **enc}, "vision_projector": {"model_id": proj,
+                                                                                       "input_size": 32}},
+           "text_decoder": {"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, **dec}}
+    (root / "examples" / folder).mkdir(parents=True, exist_ok=True)
+    (root / "examples" / folder / "model.json").write_text(json.dumps(doc))
+
+
+def target(tmp_path: Path) -> Path:
+    # ids chosen so that neither name says which source they fit
+    example(tmp_path, "a", {"model_id": "enc_a", "window_attn_size": 8, "fullatt_block_indexes": [1]},
+            {"model_id": "dec_a", "mrope_section": [1, 1, 2], "add_qkv_bias": True}, "proj_a")
+    example(tmp_path, "b", {"model_id": "enc_b", "deepstack_visual_indexes": [0]},
+            {"model_id": "dec_b", "mrope_section": [1, 1, 2], "qk_layernorm": True}, "proj_b")
+    example(tmp_path, "c", {"model_id": "enc_c"}, {"model_id": "dec_c"}, "proj_c")
+    return tmp_path
+
+
+def src(vision: dict, text: dict | None = None) -> dict:
+    return {"vision_config": {"depth": 2, "hidden_size": 32, "num_heads": 2, "patch_size": 14, **vision},
+            "text_config": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, **(text or {})}}
+
+
+def test_window_attention_source_gets_the_window_encoder(tmp_path):
+    m = match_components(src({"window_size": 56, "fullatt_block_indexes": [0]},
+                             {"rope_scaling": {"mrope_section": [2, 3, 3]}, "attention_bias": True}), target(tmp_path))
+    assert m["vision_encoder"].model_id == "enc_a"
+    assert m["vision_encoder"].distinctive_in_source == ["fullatt_block_indexes", "window_attn_size"]
+    assert m["text_decoder"].model_id == "dec_a"
+    assert m["vision_projector"].model_id == "proj_a" and "pairs with encoder enc_a" in m["vision_projector"].why
+
+
+def test_plain_source_prefers_the_component_expecting_least(tmp_path):
+    m = match_components(src({}), target(tmp_path))
+    assert m["vision_encoder"].model_id == "enc_c" and m["text_decoder"].model_id == "dec_c"
+
+
+def test_empty_feature_is_not_a_feature(tmp_path):
+    # fullatt_block_indexes: [] (no full-attention blocks listed) does not make the source a windowed one
+    m = match_components(src({"deepstack_visual_indexes": [1], "fullatt_block_indexes": []}), target(tmp_path))
+    assert m["vision_encoder"].model_id == "enc_b"
+
+
+def test_feature_no_component_takes_needs_a_new_one(tmp_path):
+    m = match_components(src({"deepstack_visual_indexes": [1], "window_size": 4}), target(tmp_path))
+    enc = m["vision_encoder"]
+    assert enc.model_id is None and "new vision_encoder component is needed" in enc.why
+    assert enc.missing  # names what the closest one lacks
+    assert m["vision_projector"].model_id is None
+
+
+def test_registered_filter_drops_examples_of_unregistered_ids(tmp_path):
+    m = match_components(src({"window_size": 56, "fullatt_block_indexes": [0]}), target(tmp_path),
+                         {"vision_encoder": {"enc_b", "enc_c"}, "text_decoder": {"dec_c"},
+                          "vision_projector": {"proj_c"}})
+    assert m["vision_encoder"].candidates == ["enc_b", "enc_c"] and m["vision_encoder"].model_id is None
+
+
+def test_source_fields_translate_to_framework_names():
+    f = source_fields(src({}, {"num_key_value_heads": 2, "tie_word_embeddings": True,
+                                "rope_scaling": {"mrope_section": [1, 2, 3]}}), "text_decoder")
+    assert {"num_layers", "num_query_groups", "untie_embeddings_and_output_weights", "mrope_section"} <= f
+    assert source_fields({"num_attention_heads": 2}, "vision_encoder") is None
