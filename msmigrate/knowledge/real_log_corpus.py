@@ -40,7 +40,8 @@ class RealLog:
     owner: str | None  # None for a healthy log
     basis: str = ""
     resolution: str = ""
-    round: int = 1  # collection round: round 2 was collected after round 1's held-out half had been measured
+    round: int = 1  # collection round: round 2 was collected after round 1's held-out half had been measured;
+    # round 4 was labelled and committed before any of it was scored (its tuning half may then feed the catalog)
 
     @property
     def split(self) -> Split:
