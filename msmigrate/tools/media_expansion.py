@@ -8,12 +8,11 @@ migrated pipeline's tokens with ``per_image``. Nothing in here knows a model fam
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msmigrate.tools.runtime import run_probe
+from msmigrate.tools.runtime import run_probe, save_probe_output
 
 PROBE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 TEXT_KEYS = ("input_ids", "attention_mask", "labels")
@@ -100,13 +99,7 @@ def derive_media_expansion(runtime_python: str, source: Path, data: Path, *, run
     if trust_remote_code:
         args.append("--trust-remote-code")
     res = run_probe(runtime_python, "media_expansion", args, env_extra=PROBE_ENV, timeout=300)
-    raw = (res.data.get("result") or {}) if res.data else {}
-    saved = None
-    if run_dir is not None:
-        out = Path(run_dir) / "probes"
-        out.mkdir(parents=True, exist_ok=True)
-        saved = str(out / "media_expansion.json")
-        Path(saved).write_text(json.dumps(raw or {"error": res.error, **res.data}, indent=1, default=str))
+    raw, saved = save_probe_output(run_dir, "media_expansion", res)
     if not res.ok:
         tail = (res.data.get("stderr_tail") or "").strip().splitlines()[-1:] if res.data else []
         return MediaExpansion(ok=False, error=res.error + (f" ({tail[0]})" if tail and tail[0] not in res.error

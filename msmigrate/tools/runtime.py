@@ -112,6 +112,19 @@ def run_probe(
     return ToolResult(ok=True, data={**base, "result": payload})
 
 
+def save_probe_output(run_dir: Path | None, name: str, res: ToolResult) -> tuple[dict, str | None]:
+    """(the probe's JSON result, where it was saved): kept under ``<run_dir>/probes/<name>.json`` as evidence the
+    plan rests on (the failure and its data when the probe failed)."""
+    raw = (res.data.get("result") or {}) if res.data else {}
+    if run_dir is None:
+        return raw, None
+    out = Path(run_dir) / "probes"
+    out.mkdir(parents=True, exist_ok=True)
+    saved = out / f"{name}.json"
+    saved.write_text(json.dumps(raw or {"error": res.error, **res.data}, indent=1, default=str))
+    return raw, str(saved)
+
+
 def emit_result(payload: dict) -> None:
     """Used *inside* probe scripts (they run in the target runtime and import nothing from msmigrate but this
     tiny function's copy — probes are standalone files, so they re-define it; kept here as the reference)."""

@@ -9,7 +9,9 @@
 - architecture: decoder-only, encoder-decoder or early fusion, from config.json (``data_contract``);
 - media expansion (transformers-native decoders): measured by the source's own processor in the target runtime on
   the real samples (``tools/media_expansion``); with the forward signature it decides which processor outputs reach
-  the forward (mm_plugin, or computed by a generated collator) and which are dropped, each with its reason.
+  the forward (mm_plugin, or computed by a generated collator) and which are dropped, each with its reason;
+- custom code: the checkpoint's own facts (config templates, ``auto_map``, forward signature) and the processor
+  class the target runtime really loads (``tools/runtime_processor``: AutoProcessor with trust_remote_code).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.megatron_plan import make_megatron_plan
 from msmigrate.agent.state import EXIT_UNSUPPORTED
 from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion
+from msmigrate.tools.runtime_processor import RuntimeProcessor, probe_runtime_processor
 
 GENERIC_COLLATOR = "qwen3vl"  # the generic multimodal seq2seq collator in MindSpeed-MM (contract §8.2)
 
@@ -131,7 +134,8 @@ def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tup
 
 
 def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | None = None,
-              architecture: tuple[str, str] = ("decoder", "not read")) -> dict[str, Any]:
+              architecture: tuple[str, str] = ("decoder", "not read"),
+              runtime_processor: RuntimeProcessor | None = None) -> dict[str, Any]:
     src, inv = state["source_summary"], state["target_summary"]
     name = deps.ctx.model_name
     custom = bool(src.get("needs_trust_remote_code"))
@@ -178,18 +182,21 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         "reasons": reasons + [f"similar case {similar.get('example')}: {', '.join(similar.get('why', []))}"],
     }
     if custom:
-        facts, path, why_path = custom_code_facts(deps.ctx.source, src)
+        facts, path, why_path = custom_code_facts(deps.ctx.source, src, runtime_processor)
         plan.update(custom_code=facts, build_path=path)
-        plan["reasons"] = plan["reasons"] + [why_path]
+        plan["reasons"] = plan["reasons"] + [why_path] + (
+            [runtime_processor.note()] if runtime_processor is not None else [])
     return {**plan, **explicit_paths(getattr(deps, "spec", None))}
 
 
-def custom_code_facts(source: Any, src: dict[str, Any]) -> tuple[dict[str, Any], str, str]:
+def custom_code_facts(source: Any, src: dict[str, Any],
+                      runtime_processor: RuntimeProcessor | None = None) -> tuple[dict[str, Any], str, str]:
     """Facts a custom-code plan must rest on, read from the checkpoint's own files (not from the model's name):
     config fields naming a template, ``auto_map``, the processor the folder declares, the forward signature; and
-    the build path they point to. The processor the runtime really loads is checked by check_data / G2 — a folder
-    without a processor class makes AutoProcessor return a bare tokenizer, which the huggingface dataset cannot use
-    for media (then a processor folder or a dataset plugin is needed)."""
+    the build path they point to. The processor the runtime really loads comes from ``runtime_processor`` (the
+    processor_class probe: AutoProcessor in the target runtime, as the framework's data loading calls it); without
+    it, only what the folder declares — a folder without a processor class makes AutoProcessor return a bare
+    tokenizer, which the huggingface dataset cannot use for media (then a processor folder or a dataset plugin)."""
     try:
         cfg = json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -204,6 +211,13 @@ def custom_code_facts(source: Any, src: dict[str, Any]) -> tuple[dict[str, Any],
              "forward_parameters": params or None,
              "processor_note": None if declared else "no processor class declared: AutoProcessor will return the "
                                                      "bare tokenizer; media need a processor folder or a dataset plugin"}
+    if runtime_processor is not None:
+        # the runtime's answer wins over the guess from file names
+        facts["runtime_processor"] = runtime_processor.to_dict()
+        if runtime_processor.ok:
+            handles = runtime_processor.loaded and runtime_processor.kind == "processor" and \
+                runtime_processor.handles_images
+            facts["processor_note"] = None if handles else runtime_processor.note()
     if any(k.startswith("AutoModel") for k in auto_map):
         path, why = "transformers", (f"build path transformers (trust_remote_code): auto_map names "
                                      f"{sorted(k for k in auto_map if k.startswith('AutoModel'))}, so ModelHub loads "
@@ -262,7 +276,12 @@ def make_plan_node(deps: RunDeps):
         if not src.get("needs_trust_remote_code") and arch[0] == "decoder":
             data = ctx.data_path or ctx.source / "data" / "train.json"
             expansion = derive_media_expansion(ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir)
-        plan = make_plan(deps, state, expansion, arch)
+        runtime_processor = None
+        if src.get("needs_trust_remote_code"):
+            # custom code: what AutoProcessor really returns decides whether the huggingface dataset can carry media
+            runtime_processor = probe_runtime_processor(ctx.runtime_python, ctx.source, trust_remote_code=True,
+                                                        run_dir=ctx.run_dir)
+        plan = make_plan(deps, state, expansion, arch, runtime_processor)
         plan = {"backend": backend.backend, **plan, "parallel_check": backend.parallel_check,
                 "reasons": backend.reasons + plan["reasons"]}
         deps.trajectory.append("plan", plan=plan)

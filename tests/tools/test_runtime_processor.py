@@ -1,0 +1,63 @@
+"""The processor the target runtime really loads (probes/processor_class.py, AutoProcessor in the runtime) and what
+the plan makes of it. Expectations come from transformers' own behaviour: a folder that declares no processor class
+gets its tokenizer back from AutoProcessor; a native family with a processor class gets that processor."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from msmigrate.tools.runtime_processor import RuntimeProcessor, probe_runtime_processor
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    from msmigrate.testbeds.fixtures import build_source
+
+    root = tmp_path_factory.mktemp("runtime_processor")
+    return {name: build_source(name, root / name) for name in ("internvl_chat", "llava")}
+
+
+def test_internvl_chat_remote_code_loads_a_bare_tokenizer(sources, tmp_path):
+    # the checkpoint ships a tokenizer and a CLIP image-processor config, but no processor class
+    rp = probe_runtime_processor(sys.executable, sources["internvl_chat"], trust_remote_code=True, run_dir=tmp_path)
+    assert rp.ok and rp.loaded, rp.error or rp.load_error
+    assert rp.kind == "tokenizer" and not rp.handles_images and "image_processor" not in rp.parts
+    assert "without an image processor" in rp.note() and rp.processor_class in rp.note()
+    saved = json.loads((tmp_path / "probes" / "processor_class.json").read_text())
+    assert saved["kind"] == "tokenizer" and saved["trust_remote_code"] is True
+
+
+def test_native_family_loads_its_processor(sources):
+    rp = probe_runtime_processor(sys.executable, sources["llava"])
+    assert rp.ok and rp.loaded and rp.kind == "processor" and rp.processor_class == "LlavaProcessor"
+    assert rp.handles_images and {"tokenizer", "image_processor"} <= set(rp.parts)
+
+
+def test_a_folder_autoprocessor_cannot_load_is_a_fact(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    rp = probe_runtime_processor(sys.executable, tmp_path)
+    assert rp.ok and not rp.loaded and rp.load_error
+    assert "AutoProcessor fails" in rp.note()
+
+
+def test_plan_facts_take_the_runtime_answer_over_the_declared_files(tmp_path):
+    from msmigrate.agent.nodes.plan import custom_code_facts
+
+    (tmp_path / "config.json").write_text(json.dumps({"auto_map": {"AutoModel": "m.M"}}))
+    (tmp_path / "processor_config.json").write_text("{}")  # declares one, but the runtime gets a tokenizer
+    src = {"forward": {"signature": "forward(self, input_ids, **kwargs)"}, "tokens": {}}
+    bare = RuntimeProcessor(ok=True, loaded=True, processor_class="Qwen2TokenizerFast", kind="tokenizer")
+    facts, _, _ = custom_code_facts(tmp_path, src, bare)
+    assert facts["declared_processor"] == "processor_config.json"
+    assert facts["runtime_processor"]["processor_class"] == "Qwen2TokenizerFast"
+    assert "without an image processor" in facts["processor_note"]
+    real = RuntimeProcessor(ok=True, loaded=True, processor_class="XProcessor", kind="processor",
+                            parts={"tokenizer": "T", "image_processor": "I"}, handles_images=True)
+    assert custom_code_facts(tmp_path, src, real)[0]["processor_note"] is None
+    failed = RuntimeProcessor(ok=False, error="probe processor_class timed out")
+    # a failed probe leaves the declared-files guess in place, and the fact records the failure
+    facts, _, _ = custom_code_facts(tmp_path, src, failed)
+    assert facts["processor_note"] is None and facts["runtime_processor"]["error"]
