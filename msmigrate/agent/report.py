@@ -101,7 +101,8 @@ def _gate_rows(gates: dict[str, Any], titles: dict[str, str] = GATE_TITLES) -> l
     for group in PHASE_GATES.values():
         for g in group:
             rec = gates.get(g)
-            result = "not run" if rec is None else ("PASS" if rec.get("passed") else "FAIL")
+            result = "not run" if rec is None else ("PASS" if rec.get("passed") else
+                                                    "NEEDS ACCELERATOR" if rec.get("needs_accelerator") else "FAIL")
             summary = (rec or {}).get("summary", "").replace("|", "\\|").replace("\n", " ")
             parity = "; ".join(f"{kind} {parity_summary(p)}" for kind, p in ((rec or {}).get("parity") or {}).items())
             parity = parity.replace("|", "\\|").replace("\n", " ") or "—"
