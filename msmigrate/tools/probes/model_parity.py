@@ -136,6 +136,18 @@ def run_forward(model, batch):
             float(loss.detach().float()) if loss is not None else None)
 
 
+def required_params(cls, batch):
+    """forward's parameters without a default that ``batch`` does not fill (self and catch-alls aside)."""
+    import inspect
+
+    try:
+        params = inspect.signature(cls.forward).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.name != "self" and p.default is p.empty
+            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in batch]
+
+
 def compare(ref_logits, ref_loss, logits, loss):
     import torch
 
@@ -214,6 +226,17 @@ def main(argv):
                 sample_error = f"{type(exc).__name__}: {exc}"
         if batch_source == "synthetic":
             batch = synthetic_batch(src_cfg, params, args.seq_len, args.seed)
+        unfed = required_params(type(source), batch)
+        if unfed:
+            # A forward that requires media (InternVL-chat's positional pixel_values) cannot run on the text-only
+            # synthetic batch, and the source processor gave no batch: not comparable, with why, not a G1 failure.
+            emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
+                  "batch_source": batch_source, "sample_batch_error": sample_error,
+                  "why_not": f"the source's own forward requires {unfed}, which the {batch_source} batch does not "
+                             f"carry" + (f" (the source processor's batch failed: {sample_error})"
+                                         if sample_error else ""),
+                  "problems": [], "seconds": round(time.monotonic() - start, 2)})
+            return 0
         ref_logits, ref_loss = run_forward(source, batch)
         state = source.state_dict()
         nonpersistent = persistent_keys(source)
