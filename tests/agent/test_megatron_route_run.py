@@ -114,3 +114,13 @@ def test_tp2_run_writes_the_route_files_and_exits_needs_accelerator(fast_prepare
     assert "## Megatron route" in report and "What this run could not prove" in report
     assert "G4: pretrain_vlm.py training needs megatron-core" in report
     assert "reuse `ref_vit`" in report and "| G4 | functional training (pretrain_vlm.py steps; accelerator) | NEEDS ACCELERATOR |" in report
+    # the eval scorer reads the same run from its folder and the target's history alone
+    from msmigrate.faces.eval.scorers import score_run_dir
+
+    want = {"backend": "megatron", "components": "vision_encoder=ref_vit,text_decoder=ref_lm",
+            "exit_status": "needs_accelerator"}
+    score = score_run_dir(run.run_dir, want)
+    assert score.passed, [(c.name, c.detail) for c in score.checks if not c.passed]
+    assert {c.name for c in score.checks} >= {"static_gates_green", "honest_exit", "delivered_files"}
+    wrong = score_run_dir(run.run_dir, {**want, "components": "vision_encoder=other_vit"})
+    assert not wrong.passed and not next(c for c in wrong.checks if c.name == "expected_components").passed

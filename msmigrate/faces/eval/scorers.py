@@ -221,10 +221,13 @@ def score_run_dir(run_dir: Path, expect: dict[str, str], *, task_id: str = "", t
                      extra_editable=list(spec.extra_editable))
     plan = evidence.get("plan") or {}
     expect = dict(expect)
-    if expect.pop("exit_status", "success") != "success":
+    if expect.pop("exit_status", "success") not in ("success", "needs_accelerator"):
         checks = [check_decline(evidence), check_scope(edited_files(spec.target, run_id), ctx.editable_paths)]
         return TrialScore(task_id, trial, run_id, evidence.get("exit_status"), all(c.passed for c in checks), None,
                           checks, soft_measures(evidence, run_dir / "trajectory.jsonl", wall_s))
+    if plan.get("backend") == "megatron" or expect.get("backend") == "megatron":
+        return score_megatron(evidence, expect, spec, run_id, ctx, task_id, trial,
+                              soft_measures(evidence, run_dir / "trajectory.jsonl", wall_s))
     rel = plan.get("config_path") or f"examples/{spec.model_name}/{spec.model_name}_config.yaml"
     with branch_checkout(spec.target, f"msmigrate/{run_id}") as tree:  # the run's worktree is gone by now
         clean, weak, config = check_config(delivered_config(spec.target, run_id, rel), rel, tree,
@@ -236,3 +239,18 @@ def score_run_dir(run_dir: Path, expect: dict[str, str], *, task_id: str = "", t
     first_fail = next((g for g in ALL_GATES if not (gates.get(g) or {}).get("passed")), None)
     return TrialScore(task_id, trial, run_id, evidence.get("exit_status"), all(c.passed for c in checks), first_fail,
                       checks, soft_measures(evidence, run_dir / "trajectory.jsonl", wall_s))
+
+
+def score_megatron(evidence: dict[str, Any], expect: dict[str, str], spec: RunSpec, run_id: str, ctx: RunContext,
+                   task_id: str, trial: int, soft: dict[str, float]) -> TrialScore:
+    from msmigrate.faces.eval.megatron_scorers import (check_delivered, check_honest_exit, check_route,
+                                                       check_static_gates)
+
+    plan = evidence.get("plan") or {}
+    checks = [*check_route(expect, plan), check_static_gates(evidence), check_honest_exit(evidence),
+              check_delivered(plan, lambda rel: delivered_config(spec.target, run_id, rel) if rel else None),
+              check_scope(edited_files(spec.target, run_id), ctx.editable_paths)]
+    gates = evidence.get("gates") or {}
+    first_fail = next((g for g in ALL_GATES if not (gates.get(g) or {}).get("passed")), None)
+    return TrialScore(task_id, trial, run_id, evidence.get("exit_status"), all(c.passed for c in checks), first_fail,
+                      checks, soft)

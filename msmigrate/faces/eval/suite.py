@@ -13,6 +13,9 @@ import yaml
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 DEFAULT_DATASET_TYPE = "huggingface"  # the generic HF-style dataset every known model maps through
 EXPECT_KEYS = ("model_id", "dataset_type", "template", "data_branch")
+# optional facts: the training backend route, the Megatron components by role ("vision_encoder=id,text_decoder=id"),
+# and the exit a correct run ends with (needs_accelerator for the Megatron route on a CPU machine)
+ROUTE_EXPECT_KEYS = ("backend", "components", "exit_status")
 TASK_KEYS = ("id", "model_name", "fixture", "source", "target", "expect", "spec")
 SUITE_KEYS = ("name", "trials", "tasks")
 
@@ -52,8 +55,8 @@ def task_from_dict(raw: dict[str, Any], base: Path) -> EvalTask:
     from msmigrate.testbeds.fixtures import FIXTURES
 
     where = f"task {raw.get('id') or raw.get('fixture') or raw.get('source')}"
-    bad = (unknown_key_error(raw, TASK_KEYS, where) or unknown_key_error(raw.get("expect"), EXPECT_KEYS,
-                                                                             f"{where} expect")
+    bad = (unknown_key_error(raw, TASK_KEYS, where)
+           or unknown_key_error(raw.get("expect"), EXPECT_KEYS + ROUTE_EXPECT_KEYS, f"{where} expect")
            or unknown_key_error(raw.get("spec"), RunSpec, f"{where} spec"))
     if bad:
         raise ValueError(bad)

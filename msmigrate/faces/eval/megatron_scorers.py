@@ -1,0 +1,97 @@
+"""Scoring a Megatron-route run (plan backend ``megatron``) from its folder and the target's git history.
+
+On a machine without an accelerator the correct outcome is ``needs_accelerator``: every gate this machine can run
+(G0–G3: precheck, route modules + components + converter round trip, data JSON, model JSON + launch script) passed
+with evidence, and the training slot says what it could not prove. Hard checks: the route and components expected
+· static gates green with evidence · an honest exit (needs_accelerator with the reason, or success only with G4–G6
+passed with evidence) · the delivered files exist and agree with the spec's sizes (pipeline_num_layers has pp x vpp
+stages that sum to the layers; the script's TP/PP are the spec's) · edits in scope."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from msmigrate.faces.eval.scorers import EVIDENCE_KEYS, Check
+
+STATIC_GATES = ("G0", "G1", "G2", "G3")
+TRAINING_GATES = ("G4", "G5", "G6")
+NEEDS_ACCELERATOR = "needs_accelerator"
+
+
+def _gate_ok(rec: dict[str, Any] | None) -> bool:
+    items = (rec or {}).get("evidence") or []
+    return bool(rec and rec.get("passed") and items and all(all(ev.get(k) not in (None, "") for k in EVIDENCE_KEYS)
+                                                            for ev in items))
+
+
+def check_route(expect: dict[str, str], plan: dict[str, Any]) -> list[Check]:
+    out = [Check("expected_backend", plan.get("backend") == expect.get("backend", "megatron"),
+                 f"backend: got {plan.get('backend')!r}, want {expect.get('backend', 'megatron')!r}")]
+    if expect.get("components"):
+        want = dict(p.split("=", 1) for p in str(expect["components"]).split(",") if "=" in p)
+        got = {r: (m or {}).get("model_id") for r, m in (plan.get("components") or {}).items()}
+        bad = {r: got.get(r) for r, v in want.items() if str(got.get(r)) != v}
+        out.append(Check("expected_components", not bad, f"got {got}, want {want}" if bad else f"components {got}"))
+    return out
+
+
+def check_static_gates(evidence: dict[str, Any]) -> Check:
+    gates = evidence.get("gates") or {}
+    bad = [g for g in STATIC_GATES if not _gate_ok(gates.get(g))]
+    return Check("static_gates_green", not bad, f"not passed with evidence: {bad}" if bad else
+                 "G0-G3 passed, each with evidence")
+
+
+def check_honest_exit(evidence: dict[str, Any]) -> Check:
+    status, gates = evidence.get("exit_status"), evidence.get("gates") or {}
+    if status == "success":
+        bad = [g for g in TRAINING_GATES if not _gate_ok(gates.get(g))]
+        return Check("honest_exit", not bad, f"success without {bad} passed" if bad else "trained on an accelerator")
+    if status == NEEDS_ACCELERATOR:
+        said = [g for g in TRAINING_GATES if (gates.get(g) or {}).get("needs_accelerator")]
+        claimed = [g for g in TRAINING_GATES if (gates.get(g) or {}).get("passed") and not _gate_ok(gates.get(g))]
+        ok = bool(said) and not claimed and bool(evidence.get("exit_detail"))
+        return Check("honest_exit", ok, f"{status}: {str(evidence.get('exit_detail'))[:200]}"
+                     + (f"; passes without evidence: {claimed}" if claimed else ""))
+    return Check("honest_exit", False, f"exit {status}: {str(evidence.get('exit_detail'))[:200]}")
+
+
+def _stages(value: Any) -> list[int] | None:
+    if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
+        return [x for v in value for x in v if isinstance(x, int)]
+    return None
+
+
+def check_delivered(plan: dict[str, Any], show: Any) -> Check:
+    """``show(rel)`` → the file's text on the run's work branch, or None."""
+    par = plan.get("parallel") or {}
+    problems = []
+    model_text, script = show(plan.get("model_json_path", "")), show(plan.get("script_path", ""))
+    if show(plan.get("data_json_path", "")) is None:
+        problems.append(f"no {plan.get('data_json_path')}")
+    try:
+        model = json.loads(model_text) if model_text else None
+    except ValueError:
+        model = None
+    if model is None:
+        problems.append(f"no readable {plan.get('model_json_path')}")
+    else:
+        dec = model.get("text_decoder") or {}
+        stages = _stages(dec.get("pipeline_num_layers"))
+        want = par.get("pp", 1) * par.get("vpp", 1)
+        if stages is None or len(stages) != want or sum(stages) != dec.get("num_layers"):
+            problems.append(f"text_decoder.pipeline_num_layers {dec.get('pipeline_num_layers')} is not {want} "
+                            f"stages summing to num_layers {dec.get('num_layers')}")
+    if script is None:
+        problems.append(f"no {plan.get('script_path')}")
+    else:
+        for var in ("TP", "PP", "CP"):
+            m = re.search(rf"^{var}=(\d+)", script, re.M)
+            if not m or int(m.group(1)) != par.get(var.lower(), 1):
+                problems.append(f"script {var}={m.group(1) if m else 'missing'}, spec {par.get(var.lower(), 1)}")
+    return Check("delivered_files", not problems, "; ".join(problems) or "model JSON, data JSON and launch script "
+                 "on the work branch agree with the spec's sizes")
