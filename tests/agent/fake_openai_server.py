@@ -10,7 +10,8 @@
 - ``garbage_first``: the next N requests get HTTP 200 with a body that is not JSON (a proxy's HTML page),
   labelled alternately as HTML and as JSON.
 - a turn with ``"malformed": True`` is first sent once with its first call's arguments cut to invalid JSON.
-- requests without tools (the classify fallback) get ``classify_reply``.
+- requests without tools (the classify fallback) get ``classify_reply`` (a list: one per such request, in order,
+  the last one repeated).
 - like OpenAI, a conversation where an assistant turn's tool calls are not answered by tool messages is a 400.
 Every request body is kept in ``requests``; responses carry ``usage`` token counts (4 characters per token).
 """
@@ -53,7 +54,7 @@ def sequence_error(messages: list[dict[str, Any]]) -> str | None:
 
 class ScriptedChatServer:
     def __init__(self, script: dict[str, list[dict[str, Any]]], *, fail_first: int = 0, garbage_first: int = 0,
-                 classify_reply: str = "config", model: str = "scripted"):
+                 classify_reply: str | list[str] = "config", model: str = "scripted"):
         self.script = script
         self.fail_remaining = fail_first
         self.garbage_remaining = garbage_first
@@ -62,6 +63,7 @@ class ScriptedChatServer:
         self.requests: list[dict[str, Any]] = []
         self.statuses: list[int] = []
         self.malformed_sent: list[tuple[str, int, int]] = []
+        self.classify_requests = 0
         self._calls = 0
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -93,7 +95,9 @@ class ScriptedChatServer:
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
         messages = body.get("messages") or []
         if not body.get("tools"):
-            content, tool_calls = self.classify_reply, []
+            replies = [self.classify_reply] if isinstance(self.classify_reply, str) else self.classify_reply
+            content, tool_calls = replies[min(self.classify_requests, len(replies) - 1)], []
+            self.classify_requests += 1
         else:
             phase, attempt, index, turn = self._turn(messages)
             content = turn.get("content", "")
