@@ -8,15 +8,23 @@ naming the framework's converters use, not a table of model families).
 
 A field is *distinctive* for a role when some components of that role in the examples are configured with it and
 others are not (``fullatt_block_indexes``, ``deepstack_visual_indexes``, ``mrope_section``, ``add_qkv_bias`` …); fields every
-component takes (sizes, heads) say nothing about fit. A component fits when it is configured with every distinctive
+component takes (sizes, heads) say nothing about fit. The examples are the model JSONs the target's launch scripts
+pass to pretrain_vlm.py (other entry points' JSONs share section names, not components); features the config has
+no field for (per-head q/k norms, a q-projection bias) come from the source's weight names. A component fits when it is configured with every distinctive
 field the source has; among fits, the one expecting the fewest distinctive fields the source lacks wins. No fit: the
 plan says a new component is needed and which source features no registered one configures. The projector is the
 one the matched encoder's examples pair it with (evidence of the target), when registered.
+
+Limit (measured on the real snapshot): its pretrain_vlm.py examples are all Qwen-family, so fields every example
+shares are not distinctive, and a source whose encoder differs only in such shared fields (a CLIP / SigLIP tower,
+GLM-4V's) is matched to a Qwen encoder here; the converter's weight-name coverage and G1 are what catch it.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +41,13 @@ HF_TO_MM = {"depth": "num_layers", "num_hidden_layers": "num_layers", "intermedi
             "hidden_act": "activation_func", "in_chans": "in_channels", "attention_bias": "add_qkv_bias",
             "tie_word_embeddings": "untie_embeddings_and_output_weights", "embed_dim": "hidden_size"}
 VISION_KEYS = ("vision_config", "vision_tower_config", "visual")
+# what the language model's weight names show that its config has no field for (transformers' module names ->
+# the framework's field): per-head q/k norms, a bias on the q projection
+WEIGHT_FEATURES = {r"\.self_attn\.(q_norm|k_norm)\.weight$": "qk_layernorm", r"\.self_attn\.q_proj\.bias$": "add_qkv_bias"}
+ENTRY = "pretrain_vlm.py"
+# the shell variables / flags MindSpeed-MM's example scripts pass the model and data JSON with
+_ASSIGN = re.compile(r"^\s*(MM_MODEL|MM_DATA)\s*=\s*[\"']?([^\"'\s]+)", re.M)
+_FLAG = re.compile(r"--(mm-model|mm-data)\s+[\"']?([^\"'\s$]+)")
 # model-JSON fields that never say anything about architecture (precision, freezing, fusion switches)
 NEUTRAL = {"model_id", "freeze", "fp16", "bf16", "params_dtype", "pipeline_num_layers", "use_fused_rotary_pos_emb",
            "hidden_dropout", "attention_dropout", "init_method_std", "recompute_granularity", "recompute_method",
@@ -53,6 +68,47 @@ class ComponentMatch:
         return asdict(self)
 
 
+def script_assets(text: str) -> dict[str, str]:
+    """``{"model": path, "data": path}`` an example launch script passes to its entry point (as written there)."""
+    out = {}
+    for var, val in _ASSIGN.findall(text):
+        out["model" if var == "MM_MODEL" else "data"] = val
+    for flag, val in _FLAG.findall(text):
+        out.setdefault("model" if flag == "mm-model" else "data", val)
+    return {k: v[2:] if v.startswith("./") else v for k, v in out.items()}
+
+
+def route_model_jsons(target: Path) -> set[str]:
+    """Model JSONs the target's own launch scripts pass to pretrain_vlm.py: the examples of this route (others
+    belong to other entry points, whose model JSONs share the section names but not the components)."""
+    out = set()
+    for sh in Path(target).glob("examples/**/*.sh"):
+        text = sh.read_text(encoding="utf-8", errors="replace")
+        if ENTRY in text and script_assets(text).get("model"):
+            out.add(script_assets(text)["model"])
+    return out
+
+
+def weight_names(source: Path) -> list[str]:
+    """Tensor names from the source's safetensors headers (the JSON header only; no tensor is read)."""
+    names: list[str] = []
+    for f in sorted(Path(source).glob("*.safetensors")):
+        try:
+            with f.open("rb") as fh:
+                size = struct.unpack("<Q", fh.read(8))[0]
+                header = json.loads(fh.read(size))
+        except (OSError, ValueError, struct.error):
+            continue
+        names += [k for k in header if k != "__metadata__"]
+    return names
+
+
+def weight_features(names: list[str]) -> set[str]:
+    """Language-model features its weight names show (vision-tower tensors left out)."""
+    lm = [n for n in names if "vision" not in n and "visual" not in n]
+    return {feat for pat, feat in WEIGHT_FEATURES.items() if any(re.search(pat, n) for n in lm)}
+
+
 def _section(doc: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:
     node: Any = doc
     for key in path:
@@ -63,7 +119,10 @@ def _section(doc: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | Non
 def example_components(target: Path) -> dict[str, dict[str, dict[str, Any]]]:
     """role -> model_id -> {"fields": set of fields all its examples configure, "examples": [paths], "pairs": {...}}."""
     out: dict[str, dict[str, dict[str, Any]]] = {r: {} for r in ROLES}
+    route = route_model_jsons(target)
     for path in sorted(Path(target).glob("examples/**/*.json")):
+        if route and str(path.relative_to(target)) not in route:
+            continue
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -76,7 +135,9 @@ def example_components(target: Path) -> dict[str, dict[str, dict[str, Any]]]:
             if sec is None:
                 continue
             entry = out[role].setdefault(sec["model_id"], {"fields": None, "examples": [], "pairs": {}})
-            given = {k for k in sec if k not in NEUTRAL}
+            # a dict field's keys count too: the rotary split sits in rope_scaling in some examples, as in HF
+            given = {k for k in sec if k not in NEUTRAL} | {
+                sub for v in sec.values() if isinstance(v, dict) for sub in v if v.get(sub) is not None}
             # what every example of the id sets: one example's runtime switches are not the component's features
             entry["fields"] = given if entry["fields"] is None else entry["fields"] & given
             entry["examples"].append(rel)
@@ -86,8 +147,9 @@ def example_components(target: Path) -> dict[str, dict[str, dict[str, Any]]]:
     return out
 
 
-def source_fields(cfg: dict[str, Any], role: str) -> set[str] | None:
-    """The source's fields for a role in the framework's names (None: the source has no such part)."""
+def source_fields(cfg: dict[str, Any], role: str, weights: list[str] | None = None) -> set[str] | None:
+    """The source's fields for a role in the framework's names (None: the source has no such part); ``weights``
+    (tensor names) add the decoder features only the module structure shows."""
     if role == "text_decoder":
         sub = text_config(cfg)
     elif role == "vision_encoder":
@@ -104,6 +166,8 @@ def source_fields(cfg: dict[str, Any], role: str) -> set[str] | None:
     rope = sub.get("rope_scaling") or sub.get("rope_parameters") or {}
     if isinstance(rope, dict) and rope.get("mrope_section"):
         out.add("mrope_section")  # multimodal rotary: the section split lives inside the rope settings in HF
+    if role == "text_decoder" and weights:
+        out |= weight_features(weights)
     return out
 
 
@@ -138,13 +202,14 @@ def match_role(role: str, fields: set[str], registry: dict[str, dict[str, Any]],
     return out
 
 
-def match_components(cfg: dict[str, Any], target: Path,
-                     registered: dict[str, set[str]] | None = None) -> dict[str, ComponentMatch]:
-    """role -> match. ``registered``: role -> model_ids the target's registries hold (None: examples only)."""
+def match_components(cfg: dict[str, Any], target: Path, registered: dict[str, set[str]] | None = None,
+                     weights: list[str] | None = None) -> dict[str, ComponentMatch]:
+    """role -> match. ``registered``: role -> model_ids the target's registries hold (None: examples only);
+    ``weights``: the source's tensor names."""
     examples = example_components(target)
     out: dict[str, ComponentMatch] = {}
     for role in ("vision_encoder", "text_decoder"):
-        fields = source_fields(cfg, role)
+        fields = source_fields(cfg, role, weights)
         if fields is None:
             continue
         out[role] = match_role(role, fields, examples[role], (registered or {}).get(role) if registered else None)

@@ -9,28 +9,13 @@ encoder's) example JSON lives in, with the launch script of that folder that pas
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from msmigrate.agent.backend_route import MEGATRON_ENTRY, BackendChoice
 from msmigrate.tools.media_expansion import MediaExpansion
-from msmigrate.agent.megatron_components import ComponentMatch, example_components, match_components
-
-# the shell variables MindSpeed-MM's example scripts pass to --mm-model / --mm-data (or the flags' literal values)
-_ASSIGN = re.compile(r"^\s*(MM_MODEL|MM_DATA)\s*=\s*[\"']?([^\"'\s]+)", re.M)
-_FLAG = re.compile(r"--(mm-model|mm-data)\s+[\"']?([^\"'\s$]+)")
-
-
-def script_assets(text: str) -> dict[str, str]:
-    """``{"model": path, "data": path}`` an example launch script passes to pretrain_vlm.py (as written there)."""
-    out = {}
-    for var, val in _ASSIGN.findall(text):
-        out["model" if var == "MM_MODEL" else "data"] = val
-    for flag, val in _FLAG.findall(text):
-        out.setdefault("model" if flag == "mm-model" else "data", val)
-    return {k: v[2:] if v.startswith("./") else v for k, v in out.items()}
-
+from msmigrate.agent.megatron_components import (ComponentMatch, example_components, match_components, script_assets,
+                                                 weight_names)
 
 def example_script(target: Path, model_json: str) -> tuple[str | None, str | None]:
     """The launch script in the example's folder that runs pretrain_vlm.py with this model JSON, and its data JSON."""
@@ -92,7 +77,7 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
                        expansion: MediaExpansion | None = None) -> dict[str, Any]:
     ctx, src = deps.ctx, state["source_summary"]
     name = ctx.model_name
-    matches = match_components(cfg, ctx.target, registered)
+    matches = match_components(cfg, ctx.target, registered, weight_names(ctx.source))
     _prefer_shared_example(matches, example_components(ctx.target))
     reasons = list(backend.reasons)
     reasons += [m.why for m in matches.values()]
