@@ -11,6 +11,7 @@ import secrets
 import sqlite3
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,7 +25,7 @@ from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.graph import build_graph
 from msmigrate.agent.masked_serde import MaskingSerializer
 from msmigrate.agent.policies.base import Policy
-from msmigrate.agent.state import EXIT_ERROR
+from msmigrate.agent.state import EXIT_AWAITING_APPROVAL, EXIT_ERROR, EXIT_STOPPED
 from msmigrate.agent.trajectory import Trajectory
 from msmigrate.core.run_context import RunContext
 from msmigrate.tools.warm_runtime import POOL
@@ -34,6 +35,21 @@ from msmigrate.tools.subprocess_env import set_passthrough
 from msmigrate.tools.worktree import WorktreeError, attach, release_worktree
 
 Approver = Callable[[dict[str, Any]], Any]
+
+
+@dataclass
+class DriveHooks:
+    """What an interactive face plugs into the run loop (``Run.drive``); the defaults drive headless.
+
+    The hooks run in the loop's thread at step boundaries, where the checkpoint has just been written: stopping
+    there leaves a run that resumes exactly at that step, and instructions written there are read at the policy's
+    next decision."""
+
+    on_step: Callable[[str, dict[str, Any]], None] = lambda node, update: None  # after each graph node
+    stop_requested: Callable[[], bool] = lambda: False
+    has_instructions: Callable[[], bool] = lambda: False
+    take_instructions: Callable[[], list[str]] = list  # drains the queued texts
+    face: str = ""  # written into the trajectory's drive record
 
 
 def new_run_id(model_name: str) -> str:
@@ -161,29 +177,69 @@ class Run:
                 return intr.value
         return None
 
-    def drive(self, approver: Approver | None = None, *, resume_value: Any = None) -> dict[str, Any]:
-        """Run (or continue) until the graph ends or waits for a human with no approver given."""
+    def drive(self, approver: Approver | None = None, *, resume_value: Any = None,
+              hooks: DriveHooks | None = None) -> dict[str, Any]:
+        """The one run loop every face uses: stream the graph a super-step at a time until it ends, waits for an
+        approval ``approver`` does not answer (none given), or the face asks it to stop. Returns the state with an ``exit_status``:
+        the graph's own, ``awaiting_approval`` (plus ``interrupt``: the question), ``stopped_by_user``, or ``error``
+        (plus ``error_file``) when a bug ended the drive."""
+        hooks = hooks or DriveHooks()
         started = bool(self.graph.get_state(self.config).values)
         inp: Any = Command(resume=resume_value) if resume_value is not None else (None if started else self.initial_state())
-        self.trajectory.append("drive", resumed=started)
+        self.trajectory.append("drive", resumed=started, **({"face": hooks.face} if hooks.face else {}))
         if started and resume_value is None:
             self.answer_crashed_calls()
         try:
             while True:
-                self.graph.invoke(inp, self.config)
+                step_end = self._stream(inp, hooks)
+                if step_end == "stopped":
+                    self.trajectory.append("stopped", by="user")
+                    return {**self.snapshot(), "exit_status": EXIT_STOPPED,
+                            "exit_detail": "stopped at a step boundary; the run resumes from there"}
+                if step_end == "instructions":
+                    inp = None  # continue from the checkpoint the instructions were written into
+                    continue
                 payload = self.pending_interrupt()
                 if payload is None:
                     self.release_worktree()
-                    return self.snapshot()
+                    state = self.snapshot()
+                    return state if state.get("exit_status") else {
+                        **state, "exit_status": EXIT_ERROR, "exit_detail": "the graph ended without an exit status"}
                 if approver is None:
-                    return {**self.snapshot(), "interrupt": payload}
+                    return {**self.snapshot(), "exit_status": EXIT_AWAITING_APPROVAL, "interrupt": payload}
                 inp = Command(resume=approver(payload))
         except Exception as exc:  # boundary: a bug fails the run with a status, not the caller
             tb = mask_text(traceback.format_exc())
             self.trajectory.append("error", error=repr(exc), traceback=tb)
-            (self.run_dir / "error.txt").write_text(tb)
-            return {**self.snapshot(), "exit_status": EXIT_ERROR,
+            error_file = self.run_dir / "error.txt"
+            error_file.write_text(tb)
+            return {**self.snapshot(), "exit_status": EXIT_ERROR, "error_file": str(error_file),
                     "exit_detail": mask_text(f"{type(exc).__name__}: {exc}")}
+
+    def _stream(self, inp: Any, hooks: DriveHooks) -> str:
+        """One pass of the graph from ``inp``: "done" when it ends or pauses by itself, "stopped" or
+        "instructions" when it was left at a step boundary (the checkpointer has just saved the state there)."""
+        for chunk in self.graph.stream(inp, self.config, stream_mode="updates"):
+            for node, update in chunk.items():
+                if not node.startswith("__"):
+                    hooks.on_step(node, update if isinstance(update, dict) else {})
+            if hooks.stop_requested():
+                return "stopped"
+            if hooks.has_instructions() and not self.pending_interrupt():
+                self.add_instructions(hooks.take_instructions())
+                return "instructions"
+        return "done"
+
+    def add_instructions(self, texts: list[str]) -> bool:
+        """Append the user's free text to the state's instructions (the policy reads them at its next decision).
+        Only between drives or from the loop itself at a step boundary."""
+        if not texts:
+            return False
+        current = self.snapshot().get("instructions", "")
+        self.graph.update_state(self.config, {"instructions": "\n".join(t for t in (current, *texts) if t)})
+        for text in texts:
+            self.trajectory.append("instruction", text=text)
+        return True
 
     def answer_crashed_calls(self) -> None:
         """Resume after a run failed with a bug: tool calls that were pending when it failed are not replayed

@@ -39,6 +39,8 @@ EXIT_REJECTED = "rejected_by_user"
 # Not a graph exit: what a headless face reports when the run paused before the launches for an approval nobody
 # could give (the checkpoint holds the question; ``msmigrate run --resume ID --approve`` answers it).
 EXIT_AWAITING_APPROVAL = "awaiting_approval"
+# Not a graph exit either: the face asked the loop to stop (chat's Ctrl-C); the run resumes at that step boundary.
+EXIT_STOPPED = "stopped_by_user"
 EXIT_UNSUPPORTED = "unsupported_by_policy"  # the policy cannot do a phase (e.g. rules on custom code): stop at once
 # Every gate this machine can run passed, and the next one needs an accelerator it does not have (the Megatron
 # route's training gates): not a success, not a failure of the migration — the report lists what is unproven.

@@ -13,7 +13,6 @@ import typer
 from rich.markup import escape
 
 from msmigrate.agent.config import RunSpec, Settings
-from msmigrate.agent.state import EXIT_AWAITING_APPROVAL
 from msmigrate.faces.batch.cli import batch
 from msmigrate.faces.chat.render import EventPrinter, make_console
 from msmigrate.faces.eval.cli import eval_cmd
@@ -96,7 +95,7 @@ def _drive_headless(r, resume_value: Optional[dict] = None) -> None:
         hint = "(or --reject; --set KEY=VALUE edits the launch)" if launch else "(or --reject)"
         console.print(f"[yellow]awaiting approval[/]: {pending.get('kind')} of {', '.join(pending.get('gates', []))} "
                       f"({escape(what)}); approve and continue with: {resume_command(r)} {hint}")
-        summary.update(exit_status=EXIT_AWAITING_APPROVAL, pending=pending, approve_command=resume_command(r))
+        summary.update(pending=pending, approve_command=resume_command(r))  # exit_status: awaiting_approval
     print(json.dumps(summary, indent=2))
     raise typer.Exit(0 if state.get("exit_status") == "success" else 3 if pending is not None else 1)
 

@@ -38,7 +38,8 @@ def test_drive_without_approver_pauses_with_launch_interrupt(fast_prepare, tmp_p
         payload = out["interrupt"]
         assert payload["kind"] == "launch" and payload["gates"] == ["G4", "G5", "G6"]
         assert payload["launch"]["nproc_per_node"] == 2
-        assert out["exit_status"] is None and out["phase"] == "verify"
+        assert out["exit_status"] == "awaiting_approval" and out["phase"] == "verify"
+        assert run.snapshot()["exit_status"] is None  # the drive's status, not the run's: it goes on when answered
         assert gates.calls == ["G1", "G2", "G3"]  # nothing launched before the answer
         assert run.pending_interrupt() == payload
     finally:

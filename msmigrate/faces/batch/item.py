@@ -57,7 +57,7 @@ def run_item(spec_file: Path, run_id: str, runs_dir: Path, result_file: Path) ->
         run.close()
     result = {
         "run_id": run_id, "run_dir": str(run.run_dir), "resumed": resumed,
-        "exit_status": state.get("exit_status") or ("awaiting_approval" if state.get("interrupt") else "error"),
+        "exit_status": state["exit_status"],  # Run.drive always sets one (awaiting_approval at an unanswered pause)
         "exit_detail": state.get("exit_detail", ""),
         "gates": {g: bool(r.get("passed")) for g, r in sorted((state.get("gates") or {}).items())},
         "counters": state.get("counters", {}), "report": (state.get("artifacts") or {}).get("report"),

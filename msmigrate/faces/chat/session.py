@@ -27,6 +27,7 @@ from msmigrate.faces.chat.render import EventPrinter, approval_view, make_consol
 from msmigrate.agent.config import RunSpec, Settings, closest, launch_edit_error
 from msmigrate.agent.nodes.verify import EDITABLE_LAUNCH_KEYS
 from msmigrate.agent.runner import Run, new_run_id, run_spec
+from msmigrate.agent.state import EXIT_AWAITING_APPROVAL, EXIT_STOPPED
 
 APPROVE_WORDS = {"approve", "a", "y", "yes", "ok", "go"}
 REJECT_WORDS = {"reject", "r", "n", "no"}
@@ -126,18 +127,19 @@ class ChatSession:
         out, self.driver.outcome = self.driver.outcome, None
         run_id = self.run.run_id
         self.driver.apply_instructions()  # any that arrived as the drive ended
-        if out.kind == "interrupt":
-            self.pending = out.interrupt
-            approval_view(self.console, out.interrupt)
-        elif out.kind == "finished":
-            self.console.print(f"run {run_id} ended: [bold]{out.state.get('exit_status')}[/]. "
-                               "/report shows the verification report; /diff the edits")
-        elif out.kind == "stopped":
-            self.console.print(f"stopped at a step boundary (phase {out.state.get('phase')}). Run {run_id} is "
+        status = out.get("exit_status")
+        if status == EXIT_AWAITING_APPROVAL:
+            self.pending = out["interrupt"]
+            approval_view(self.console, self.pending)
+        elif status == EXIT_STOPPED:
+            self.console.print(f"stopped at a step boundary (phase {out.get('phase')}). Run {run_id} is "
                                f"resumable: /retry here, or `msmigrate chat --resume {run_id}` later")
+        elif out.get("error_file"):  # a bug ended the drive (not the run's own error exit)
+            self.console.print(f"[red]the drive failed[/]: {escape(str(out.get('exit_detail')))} (details in "
+                               f"{out['error_file']}); /retry continues from the last checkpoint")
         else:
-            self.console.print(f"[red]the drive failed[/]: {escape(out.error)} (details in {self.run.run_dir}/error.txt); "
-                               "/retry continues from the last checkpoint")
+            self.console.print(f"run {run_id} ended: [bold]{status}[/]. "
+                               "/report shows the verification report; /diff the edits")
         self.pump.refresh()
 
     def _ctrl_c(self) -> None:
