@@ -1,5 +1,5 @@
 """Hand-made run folders (evidence.json, spec.yaml, trajectory.jsonl + a git target with a work branch) for
-testing the scorers and the eval harness without running the graph."""
+testing the scorers and the eval harness without running the graph, and the spec files the faces tests start from."""
 
 from __future__ import annotations
 
@@ -10,6 +10,11 @@ from pathlib import Path
 GATES = ("G0", "G1", "G2", "G3", "G4", "G5", "G6")
 CONFIG = ("model:\n  model_id: {model_id}\ndata:\n  dataset_param:\n    dataset_type: huggingface\n"
           "    basic_parameters:\n      template: {template}\ntraining:\n  train_iters: 6\n")
+
+
+def write_spec(path: Path, source: Path, target: Path, model_name: str = "qwen2_vl") -> Path:
+    path.write_text(f"source: {source}\ntarget: {target}\nmodel_name: {model_name}\n")
+    return path
 
 
 def git(repo: Path, *args: str) -> str:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import write_spec
+from run_dirs import write_spec
 
 from msmigrate.agent.launch_slots import launch_slots
 from msmigrate.faces.batch.manifest import load_manifest

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from conftest import write_spec
+from run_dirs import write_spec
 
 APPROVAL = "approve/reject/edit> "
 PROMPT = "msmigrate> "

@@ -30,20 +30,6 @@ from fake_run import ScriptedPolicy as WritingPolicy  # noqa: E402
 PLUGIN = "mindspeed_mm/fsdp/models/qwen2_vl/__init__.py"
 
 
-@pytest.fixture(scope="module")
-def source_model(tmp_path_factory) -> Path:
-    from msmigrate.testbeds.fixtures import build_source
-
-    return build_source("qwen2_vl", tmp_path_factory.mktemp("iso_src") / "qwen2_vl")
-
-
-@pytest.fixture()
-def standin(tmp_path) -> Path:
-    from msmigrate.testbeds.standin import write_standin
-
-    return write_standin(tmp_path / "target", with_assets=False)
-
-
 def make_dirty(checkout: Path) -> dict[str, bytes]:
     """Uncommitted work of every kind, some of it exactly where the run will write."""
     cfg = checkout / "examples/qwen3vl/qwen3vl_config.yaml"
