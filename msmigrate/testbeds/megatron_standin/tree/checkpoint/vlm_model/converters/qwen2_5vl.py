@@ -1,0 +1,103 @@
+"""Qwen2.5-VL: HF safetensors <-> Megatron-layout checkpoint (``<mm_dir>/release/mp_rank_00/model_optim_rng.pt``).
+The stand-in converts TP = 1 and a single pipeline stage only."""
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from checkpoint.common.constant import LATEST_TXT, MEGATRON_CKPT_NAME
+from checkpoint.common.converter import Converter
+from checkpoint.vlm_model.operator import QKVMergeOp, RelocateOp, RenameOp, UpGateMergeOp
+
+VIT = r'image_encoder.encoder.blocks.layers.(\d+)'
+LLM = r'text_decoder.decoder.layers.(\d+)'
+
+
+def create_qwen2_5_vl_ops(vit_embed_dim, vit_num_heads, llm_num_query_groups, llm_q_size, llm_kv_size):
+    renames = RenameOp((
+        (r'visual.blocks.(\d+).attn.proj', VIT + '.self_attention.linear_proj'),
+        (r'visual.blocks.(\d+).attn.qkv', VIT + '.self_attention.linear_qkv'),
+        (r'visual.blocks.(\d+).mlp.down_proj', VIT + '.mlp.linear_fc2'),
+        (r'visual.blocks.(\d+).norm1', VIT + '.input_layernorm'),
+        (r'visual.blocks.(\d+).norm2', VIT + '.pre_mlp_layernorm'),
+        (r'visual.merger.ln_q', r'image_encoder.projector.layernorm'),
+        (r'visual.merger.mlp.0', r'image_encoder.projector.encoder.linear_fc1'),
+        (r'visual.merger.mlp.2', r'image_encoder.projector.encoder.linear_fc2'),
+        (r'visual.patch_embed.proj', r'image_encoder.encoder.patch_embed.proj'),
+        (r'model.embed_tokens', r'text_decoder.embedding.word_embeddings'),
+        (r'model.layers.(\d+).input_layernorm', LLM + '.input_layernorm'),
+        (r'model.layers.(\d+).mlp.down_proj', LLM + '.mlp.linear_fc2'),
+        (r'model.layers.(\d+).post_attention_layernorm', LLM + '.pre_mlp_layernorm'),
+        (r'model.layers.(\d+).self_attn.o_proj', LLM + '.self_attention.linear_proj'),
+        (r'lm_head', r'text_decoder.output_layer'),
+        (r'model.norm', r'text_decoder.decoder.final_layernorm'),
+    ))
+    ops = [UpGateMergeOp([r'visual.blocks.(\d+).mlp.gate_proj.' + k, r'visual.blocks.(\d+).mlp.up_proj.' + k],
+                         VIT + '.mlp.linear_fc1.' + k) for k in ("weight", "bias")]
+    ops.append(renames)
+    ops.append(UpGateMergeOp([r'model.layers.(\d+).mlp.gate_proj.weight', r'model.layers.(\d+).mlp.up_proj.weight'],
+                             LLM + '.mlp.linear_fc1.weight'))
+    ops += [QKVMergeOp(tuple(fr'model.layers.(\d+).self_attn.{x}_proj.{k}' for x in "qkv"),
+                       LLM + '.self_attention.linear_qkv.' + k, group=llm_num_query_groups, q_size=llm_q_size,
+                       k_size=llm_kv_size, v_size=llm_kv_size) for k in ("weight", "bias")]
+    ops += [RelocateOp(VIT + '.self_attention.linear_qkv.' + k, VIT + '.self_attention.linear_qkv.' + k,
+                       group=vit_num_heads, split_size=[vit_embed_dim] * 3) for k in ("weight", "bias")]
+    return ops
+
+
+def _single_stage(cfg):
+    par = cfg.parallel_config
+    if par.tp_size != 1 or len(par.llm_pp_layers[0]) != 1 or len(par.vit_pp_layers[0]) != 1:
+        raise ValueError("the stand-in converter handles tp_size 1 and one pipeline stage only")
+
+
+class Qwen2_5_VLConverter(Converter):
+    """Qwen2.5-VL weight converter."""
+
+    @staticmethod
+    def _create_ops(config):
+        text = config.get("text_config") or config
+        vision = config["vision_config"]
+        head_dim = text["hidden_size"] // text["num_attention_heads"]
+        groups = text.get("num_key_value_heads") or text["num_attention_heads"]
+        return create_qwen2_5_vl_ops(vision["hidden_size"], vision["num_heads"], groups,
+                                     head_dim * text["num_attention_heads"] // groups, head_dim)
+
+    @staticmethod
+    def hf_to_mm(cfg):
+        """HF -> Megatron layout."""
+        _single_stage(cfg)
+        hf_dir, mm_dir = Path(cfg.hf_config.hf_dir), Path(cfg.mm_dir)
+        config = json.loads((hf_dir / "config.json").read_text())
+        state = {}
+        for f in sorted(hf_dir.glob("*.safetensors")):
+            state.update(load_file(str(f)))
+        for op in Qwen2_5_VLConverter._create_ops(config):
+            op.apply(state)
+        out = mm_dir / "release" / "mp_rank_00"
+        out.mkdir(parents=True, exist_ok=True)
+        torch.save({"model": state, "checkpoint_version": 3.0}, out / MEGATRON_CKPT_NAME)
+        (mm_dir / LATEST_TXT).write_text("release")
+
+    @staticmethod
+    def mm_to_hf(cfg):
+        """Megatron layout -> HF (config and tokenizer files copied from hf_dir)."""
+        _single_stage(cfg)
+        hf_dir, mm_dir, save = Path(cfg.hf_config.hf_dir), Path(cfg.mm_dir), Path(cfg.save_hf_dir)
+        tag = (mm_dir / LATEST_TXT).read_text().strip()
+        sub = tag if tag == "release" else f"iter_{int(tag):07d}"
+        state = torch.load(mm_dir / sub / "mp_rank_00" / MEGATRON_CKPT_NAME, map_location="cpu",
+                           weights_only=False)["model"]
+        for op in reversed(Qwen2_5_VLConverter._create_ops(json.loads((hf_dir / "config.json").read_text()))):
+            op.revert(state)
+        save.mkdir(parents=True, exist_ok=True)
+        for f in hf_dir.iterdir():
+            if f.is_file() and f.suffix != ".safetensors" and f.name != "model.safetensors.index.json":
+                (save / f.name).write_bytes(f.read_bytes())
+        save_file({k: v.contiguous() for k, v in state.items()}, str(save / "model.safetensors"))
+
+    @staticmethod
+    def resplit(cfg):
+        """Pipeline re-split: not in the stand-in."""
+        raise NotImplementedError("resplit is not part of the stand-in converter")

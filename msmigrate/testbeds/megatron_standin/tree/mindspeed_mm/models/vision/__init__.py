@@ -1,0 +1,3 @@
+__all__ = ["VisionModel"]
+
+from .vision_model import VisionModel
