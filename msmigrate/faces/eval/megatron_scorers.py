@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from msmigrate.faces.eval.scorers import EVIDENCE_KEYS, Check
+from msmigrate.faces.eval.check import EVIDENCE_KEYS, Check
 
 STATIC_GATES = ("G0", "G1", "G2", "G3")
 TRAINING_GATES = ("G4", "G5", "G6")

@@ -20,18 +20,14 @@ from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.core.run_context import RunContext
 from msmigrate.tools.worktree import branch_checkout
 
+from msmigrate.faces.eval.check import EVIDENCE_KEYS, Check
+from msmigrate.faces.eval.megatron_scorers import (check_delivered, check_honest_exit, check_route,
+                                                   check_static_gates)
+
 ALL_GATES = ("G0", "G1", "G2", "G3", "G4", "G5", "G6")
-EVIDENCE_KEYS = ("command", "exit_code", "started", "ended")
 # YAML key paths of the expected facts in a plugin-route config (contract: model / data sections).
 FACT_PATHS = {"model_id": "model.model_id", "dataset_type": "data.dataset_param.dataset_type",
               "template": "data.dataset_param.basic_parameters.template"}
-
-
-@dataclass
-class Check:
-    name: str
-    passed: bool
-    detail: str = ""
 
 
 @dataclass
@@ -243,9 +239,6 @@ def score_run_dir(run_dir: Path, expect: dict[str, str], *, task_id: str = "", t
 
 def score_megatron(evidence: dict[str, Any], expect: dict[str, str], spec: RunSpec, run_id: str, ctx: RunContext,
                    task_id: str, trial: int, soft: dict[str, float]) -> TrialScore:
-    from msmigrate.faces.eval.megatron_scorers import (check_delivered, check_honest_exit, check_route,
-                                                       check_static_gates)
-
     plan = evidence.get("plan") or {}
     checks = [*check_route(expect, plan), check_static_gates(evidence), check_honest_exit(evidence),
               check_delivered(plan, lambda rel: delivered_config(spec.target, run_id, rel) if rel else None),
