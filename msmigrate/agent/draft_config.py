@@ -39,8 +39,11 @@ def _section(cfg: dict[str, Any], *keys: str) -> dict[str, Any]:
     return cfg
 
 
-def tied_embeddings(source: Path) -> bool:
-    """Whether the top-level model ties its LM head to the token embedding (config.json)."""
+def tied_embeddings(source: Path, tree: dict[str, Any] | None = None) -> bool:
+    """Whether the model ties its LM head to the token embedding: the built model's fact from the module tree probe
+    where it has one (config.json omits ``tie_word_embeddings`` when it equals the class default), else config.json."""
+    if tree is not None and isinstance(tree.get("tied_embeddings"), bool):
+        return tree["tied_embeddings"]
     try:
         cfg = json.loads((Path(source) / "config.json").read_text())
     except (OSError, json.JSONDecodeError):
@@ -52,7 +55,7 @@ def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path
                  tree: dict[str, Any]) -> dict[str, Any]:
     cfg = copy.deepcopy(baseline)
     fit_to_model(cfg, tree=tree, source=source)  # only what applies to this model survives from the example
-    tree = {**tree, "tied_embeddings": tied_embeddings(source)}
+    tree = {**tree, "tied_embeddings": tied_embeddings(source, tree)}
     model = _section(cfg, "model")
     for stale in ("model_name_or_path", "model_id", "freeze"):
         model.pop(stale, None)

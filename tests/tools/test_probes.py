@@ -220,6 +220,29 @@ def test_module_tree_hf_folder(tiny_qwen2vl):
     assert out["accepts_past_key_values"]["Linear"] is False
 
 
+def test_module_tree_reads_ties_from_the_built_model(tmp_path, tiny_qwen2vl):
+    """transformers 4.x leaves tie_word_embeddings out of config.json when it equals the class default (Gemma 3
+    ties); the tie is read from the built model, so a draft config does not give the shared weight two FSDP units."""
+    from transformers import Gemma3TextConfig
+
+    from msmigrate.agent.draft_config import tied_embeddings
+
+    Gemma3TextConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                     num_key_value_heads=1, head_dim=16, vocab_size=128,
+                     architectures=["Gemma3ForCausalLM"]).save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg.pop("tie_word_embeddings", None)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    res, out = _probe("module_tree", ["--model", str(tmp_path)])
+    assert res.ok, res.error
+    assert out["tied_embeddings"] is True
+    assert out["tied_parameters"] == [["model.embed_tokens.weight", "lm_head.weight"]]
+    assert tied_embeddings(tmp_path) is False  # what config.json alone says
+    assert tied_embeddings(tmp_path, out) is True
+    res, out = _probe("module_tree", ["--model", str(tiny_qwen2vl), "--shrink-layers", "2"])
+    assert res.ok and out["tied_embeddings"] is False and out["tied_parameters"] == []
+
+
 def test_module_tree_registered_plugin_classes(target, tiny_qwen2vl):
     common = ["--target", str(target), "--plugin", "mindspeed_mm/fsdp/models/tinyvl"]
     res, out = _probe("module_tree", common + ["--model-id", "tiny_vl", "--model-name-or-path", str(tiny_qwen2vl)])

@@ -8,8 +8,11 @@ One random init, shared: the SOURCE class (``architectures`` / ``auto_map``, as 
 on a shrunk copy of the source config with a fixed seed; its state dict is loaded into the PLUGIN class (resolved in
 the target's ``model_register``, config loaded like ModelHub: AutoConfig of ``model_name_or_path``, the same shrink,
 ``overwrite_transformer_config`` when the class has one). Each model gets its own copy of the config, so a plugin that
-changes a config value (an ``rms_norm_eps``) is caught rather than shared. Both run fp32, eval mode (dropout off), on
-the same batch: the source processor's batch of the first real sample, else a synthetic text batch.
+changes a config value (an ``rms_norm_eps``) is caught rather than shared. Both run fp32, in TRAINING mode (the mode
+the trainer runs the plugin in; some plugins have training-only code paths, and the real qwen3vl MoE's eval-only
+path cannot even run off-NPU) with every dropout probability set to 0 in both configs and every dropout module, so
+the pass is deterministic; on the same batch: the source processor's batch of the first real sample, else a
+synthetic text batch.
 
 Two plugin paths are compared with the source:
 - ``eager``: plugin built normally, source weights loaded (``load_state_dict``, strict).
@@ -21,7 +24,10 @@ Two plugin paths are compared with the source:
   garbage there, and the logits show it. Tied embeddings are checked too (the source's tie still holds?).
 
 Result: per path ``max_abs_dlogit``, ``dloss``, ``loss``; ``source_loss``; the tolerance; ``missing`` /
-``unexpected`` keys; ``nonpersistent_buffers`` (names); ``tied`` facts; ``passed`` and ``problems``.
+``unexpected`` keys; ``nonpersistent_buffers`` (names); ``tied`` facts; ``dropout_zeroed`` (config keys);
+``first_divergence`` where the eager logits differ: the first module, in the plugin's execution order, whose output
+differs from the same-named source module's by more than the logit tolerance (its class and max |Δ|), so a failure
+says where the two computations part; ``passed`` and ``problems``.
 """
 import copy
 import math
@@ -124,10 +130,39 @@ def persistent_keys(model):
     return nonpersistent
 
 
+def no_dropout(config):
+    """Set every positive ``*dropout*`` probability of the config (sub-configs too) to 0; returns the keys."""
+    zeroed, seen = [], set()
+
+    def visit(cfg, prefix):
+        if id(cfg) in seen:
+            return
+        seen.add(id(cfg))
+        for key, value in list(vars(cfg).items()):
+            if "dropout" in key and isinstance(value, float) and value > 0:
+                setattr(cfg, key, 0.0)
+                zeroed.append(prefix + key)
+            elif hasattr(value, "to_dict") and hasattr(value, "model_type"):
+                visit(value, f"{prefix}{key}.")
+
+    visit(config, "")
+    return zeroed
+
+
+def training_mode(model):
+    """Training mode as the trainer runs it, dropout modules made inert (p = 0)."""
+    import torch
+
+    model.train()
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            module.p = 0.0
+
+
 def run_forward(model, batch):
     import torch
 
-    model.eval()
+    training_mode(model)
     with torch.no_grad():
         out = model(**batch, use_cache=False)
     logits = getattr(out, "logits", None)
@@ -162,6 +197,69 @@ def compare(ref_logits, ref_loss, logits, loss):
     if dloss is not None and not math.isfinite(dloss):
         dloss = float("inf")
     return dlogit, dloss
+
+
+def first_tensor(value):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            found = first_tensor(item)
+            if found is not None:
+                return found
+    return None
+
+
+def module_outputs(model, batch):
+    """name -> (class name, the first tensor the module returned on its first call), and the names in the order
+    they returned."""
+    outputs, order, handles = {}, [], []
+
+    def hook(name):
+        def record(module, _args, output):
+            tensor = first_tensor(output)
+            if name not in outputs and tensor is not None and tensor.is_floating_point():
+                outputs[name] = (type(module).__name__, tensor.detach().float().clone())
+                order.append(name)
+        return record
+
+    for name, module in model.named_modules():
+        if name:
+            handles.append(module.register_forward_hook(hook(name)))
+    try:
+        run_forward(model, batch)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return outputs, order
+
+
+def first_divergence(source, plugin, batch, tol):
+    """The first plugin module (execution order; a child returns before its parent) whose output differs from the
+    source module of the same name and class by more than ``tol``; None when none does. Modules of another class
+    under the same name (a plugin's own router where the source has a Linear) have other interfaces: skipped."""
+    ref, _ = module_outputs(source, batch)
+    got, order = module_outputs(plugin, batch)
+    compared = 0
+    for name in order:
+        (cls_b, b), (cls_a, a) = got[name], ref.get(name, (None, None))
+        if a is None or cls_a != cls_b or a.shape != b.shape:
+            continue
+        compared += 1
+        delta = float(torch_nan_max((a - b).abs()))
+        if not delta <= tol:
+            return {"module": name, "class": cls_b, "max_abs_diff": delta, "modules_compared": compared}
+    return None
+
+
+def torch_nan_max(diff):
+    import torch
+
+    return torch.nan_to_num(diff, nan=float("inf")).max() if diff.numel() else torch.tensor(0.0)
 
 
 def tie_facts(model):
@@ -201,6 +299,7 @@ def main(argv):
         plg_cls, plg_cfg = plugin_class(args)
         for cfg in (src_cfg, plg_cfg):
             shrink_config(cfg, args.shrink_layers)
+            dropout_zeroed = no_dropout(cfg)
         torch.manual_seed(args.seed)
         attention = args.attn_implementation
         try:
@@ -246,6 +345,9 @@ def main(argv):
         missing, unexpected = eager.load_state_dict(state, strict=False)
         e_logits, e_loss = run_forward(eager, batch)
         e_dlogit, e_dloss = compare(ref_logits, ref_loss, e_logits, e_loss)
+        divergence = None
+        if e_dlogit is not None and not e_dlogit <= args.logit_tol:
+            divergence = first_divergence(source, eager, batch, args.logit_tol)
 
         meta = build(plg_cls, plg_cfg, meta=True)
         materialized = materialize(meta)
@@ -269,8 +371,12 @@ def main(argv):
         if dlogit is None or dloss is None:
             problems.append(f"{label}: no logits/loss to compare")
         elif not (dlogit <= args.logit_tol and dloss <= args.loss_tol):
+            where = ""
+            if label == "eager" and divergence:
+                where = (f"; first differing module {divergence['module']} ({divergence['class']}, max |Δ| "
+                         f"{divergence['max_abs_diff']:.3g})")
             problems.append(f"{label}: max |Δlogit| {dlogit:.3g} (tol {args.logit_tol:g}), |Δloss| {dloss:.3g} "
-                            f"(tol {args.loss_tol:g}) against the source class")
+                            f"(tol {args.loss_tol:g}) against the source class{where}")
     if source_tied and not meta_tied:
         problems.append("meta init + load: input and output embeddings are no longer tied (the source ties them)")
 
@@ -282,7 +388,8 @@ def main(argv):
         "plugin_class": f"{plg_cls.__module__}.{plg_cls.__qualname__}",
         "batch_source": batch_source, "sample_batch_error": sample_error, "batch_keys": sorted(batch),
         "source_loss": ref_loss, "logits_shape": list(ref_logits.shape) if ref_logits is not None else None,
-        "attn_implementation": attention,
+        "attn_implementation": attention, "mode": "train, dropout 0", "dropout_zeroed": dropout_zeroed,
+        "first_divergence": divergence,
         "eager": {"loss": fig(e_loss), "max_abs_dlogit": fig(e_dlogit), "dloss": fig(e_dloss)},
         "meta": {"loss": fig(m_loss), "max_abs_dlogit": fig(m_dlogit), "dloss": fig(m_dloss)},
         "tolerance": {"max_abs_dlogit": args.logit_tol, "dloss": args.loss_tol},

@@ -7,13 +7,26 @@ Result: ``names`` (every ``named_modules()`` name, root "" included, in order), 
 indices as ``{*}`` -> count, e.g. ``model.language_model.layers.{*}: 2``), ``classes`` (name -> class name),
 ``no_split_modules`` (union over the PreTrainedModel parts), ``accepts_past_key_values`` (class -> whether its forward
 takes ``past_key_values`` or ``**kwargs``: what a recompute wrapper that injects ``past_key_values=None`` needs,
-contract §13 #29), ``accepts_var_kwargs`` (class -> forward has ``**kwargs``), ``model_class``, ``build``.
+contract §13 #29), ``accepts_var_kwargs`` (class -> forward has ``**kwargs``), ``model_class``, ``build``,
+``tied_parameters`` (groups of parameter names that are one Parameter in the built model) and ``tied_embeddings``
+(the input and output embeddings share their weight). Ties are read from the built model, not from config.json:
+a config saved by transformers 4.x leaves ``tie_word_embeddings`` out when it equals the class default (Gemma 3).
 """
 import re
 import sys
 import time
 
 from _model_build import emit, forward_params, instantiate, parse, resolve, shrink_config
+
+
+def embeddings_tied(model):
+    """Whether the input and output embeddings hold one weight (False where the model has no such pair)."""
+    try:
+        inp, out = model.get_input_embeddings(), model.get_output_embeddings()
+    except (AttributeError, NotImplementedError):
+        return False
+    weight_in, weight_out = getattr(inp, "weight", None), getattr(out, "weight", None)
+    return weight_in is not None and weight_in is weight_out
 
 
 def main(argv):
@@ -39,6 +52,10 @@ def main(argv):
             params, var_kw = forward_params(type(module))
             accepts_pkv[cname] = "past_key_values" in params or var_kw
             var_kwargs[cname] = var_kw
+    tied_groups = {}
+    for pname, param in model.named_parameters(remove_duplicate=False):
+        tied_groups.setdefault(id(param), []).append(pname)
+    tied = [group for group in tied_groups.values() if len(group) > 1]
     # the same tree with every layer index as {*} (the apply_modules pattern syntax), with how many modules each has
     patterns = {}
     for name in names:
@@ -47,7 +64,7 @@ def main(argv):
     emit({
         "names": names, "patterns": patterns, "classes": classes, "no_split_modules": no_split, "accepts_past_key_values": accepts_pkv,
         "accepts_var_kwargs": var_kwargs, "model_class": f"{cls.__module__}.{cls.__qualname__}", "build": how,
-        "num_modules": len(names), "seconds": round(time.monotonic() - start, 2),
+        "tied_parameters": tied, "tied_embeddings": embeddings_tied(model), "num_modules": len(names), "seconds": round(time.monotonic() - start, 2),
     })
     return 0
 

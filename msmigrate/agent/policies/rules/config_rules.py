@@ -68,7 +68,7 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
         if not res.get("ok"):
             return f"Cannot inspect the model: {res.get('error')}", []
         tree = json.loads(Path(res["data"]["tree_file"]).read_text())
-        tree["tied_embeddings"] = tied_embeddings(view.ctx.source)
+        tree["tied_embeddings"] = tied_embeddings(view.ctx.source, tree)
         return _write_step(view, policy, tree)
     if step == 2 and (view.ctx.target / plan["config_path"]).is_file():
         return ("Check the config the way G3 will.",
