@@ -5,7 +5,8 @@
                                                                 # server on 127.0.0.1, real HTTP, all gates G0-G6)
 
 Figures come from the run's trajectory: each decision record carries the requests it took (format-error re-asks
-included), the characters sent (messages + tool schemas), and the endpoint's token usage. Scripted runs count
+included), the characters sent (messages + tool schemas), and the endpoint's token usage; an LLM verdict of the
+classify node is a row of its own. Scripted runs count
 tokens with the fake server's 4 chars/token; a real endpoint reports its own. The goal printed at the end is the
 issue's: one migration in <= 15 requests and <= 150k tokens.
 """
@@ -31,6 +32,14 @@ def summarize(trajectory: Path) -> dict[str, dict[str, int]]:
         phase = rec.get("phase") or "?"
         if rec.get("kind") == "decision" and rec.get("policy") == "llm":
             row = rows[phase]
+            row["requests"] += int(rec.get("requests", 1))
+            row["prompt_chars"] += int(rec.get("prompt_chars", 0))
+            row["max_prompt_chars"] = max(row["max_prompt_chars"], int(rec.get("prompt_chars", 0)))
+            row["tokens"] += int(rec.get("tokens", 0))
+        elif rec.get("kind") == "classify" and rec.get("method") == "llm":
+            # the LLM verdict on a failure the catalog could not name: a request of its own (older runs did not
+            # record its size: counted as one request of unknown size)
+            row = rows["classify"]
             row["requests"] += int(rec.get("requests", 1))
             row["prompt_chars"] += int(rec.get("prompt_chars", 0))
             row["max_prompt_chars"] = max(row["max_prompt_chars"], int(rec.get("prompt_chars", 0)))

@@ -52,6 +52,10 @@ def test_llm_verdict_is_asked_with_root_cause_and_recorded(fast_prepare, tmp_pat
     assert "## Candidate cases" in prompt and "(owner " in prompt
     assert "the phase whose artifact must change to fix it" in prompt  # owner semantics
     assert "- failed gate: G2" in prompt
+    # the verdict's request is counted: in the run's tokens (the server's usage) and in the classify record
+    assert record["requests"] == 1 and record["prompt_chars"] == len(prompt) and record["tokens"] > 0
+    decisions = sum(d.get("tokens", 0) for d in run.trajectory.records("decision"))
+    assert out["counters"]["tokens"] == decisions + record["tokens"]
 
 
 def test_without_llm_unknown_goes_back_to_the_gate_phase_and_the_report_says_so(fast_prepare, tmp_path):

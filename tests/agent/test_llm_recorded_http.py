@@ -5,7 +5,9 @@ stand-in, through the same graph and gates as every run (G0–G6, the last a 2-r
 
 The recording also holds what the live run's tools and gates answered; the replay must see the same outcomes in the
 same order, so a change in msmigrate that alters what the model was shown or what a tool does shows up here as a
-regression of a real model's run, not as a drifting hand-written script. Independent of the patchlm script."""
+regression of a real model's run, not as a drifting hand-written script. A live run that stopped at a gate is
+replayed up to that gate's verdict; the gate's own verdict on what the run delivered is a strict xfail naming the
+open gap. Independent of the patchlm script."""
 
 from __future__ import annotations
 
@@ -41,14 +43,15 @@ def bound(value: Any, paths: dict[str, str]) -> Any:
     return value
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("recording", RECORDINGS, ids=[p.stem for p in RECORDINGS])
-def test_recorded_live_run_migrates_green_over_http(recording, tmp_path):
+@pytest.fixture(scope="module", params=RECORDINGS, ids=[p.stem for p in RECORDINGS])
+def replayed(request, tmp_path_factory) -> dict[str, Any]:
+    """One replay per recording, shared by the tests below."""
     from msmigrate.testbeds.fixtures import build_source
     from msmigrate.testbeds.standin import write_standin
 
-    rec = json.loads(recording.read_text(encoding="utf-8"))
+    rec = json.loads(request.param.read_text(encoding="utf-8"))
     fixture = rec["fixture"]
+    tmp_path = tmp_path_factory.mktemp(f"recorded_{fixture}")
     source = build_source(fixture, tmp_path / "source")
     target = write_standin(tmp_path / "target")
     run_id = f"{fixture}-recorded"
@@ -65,7 +68,13 @@ def test_recorded_live_run_migrates_green_over_http(recording, tmp_path):
             final = run.drive()
         finally:
             run.close()
+    return {"rec": rec, "final": final, "server": server, "run_dir": run_dir, "target": target, "run_id": run_id}
 
+
+@pytest.mark.integration
+def test_recorded_live_run_replays_over_http(replayed):
+    rec, final, server, run_dir = replayed["rec"], replayed["final"], replayed["server"], replayed["run_dir"]
+    target, run_id = replayed["target"], replayed["run_id"]
     records = [json.loads(line) for line in (run_dir / "trajectory.jsonl").read_text().splitlines()]
     tools, gates = [], []
     for r in records:
@@ -106,3 +115,19 @@ def test_recorded_live_run_migrates_green_over_http(recording, tmp_path):
                             check=True, capture_output=True, text=True).stdout.splitlines()
     assert any(p.startswith(plan["plugin_dir"] + "/upstream/") for p in branch)
     assert not (target / plan["plugin_dir"]).exists()
+
+
+@pytest.mark.integration
+@pytest.mark.xfail(strict=True, reason=(
+    "open (issues 11/12, data parity): internvl_chat's AutoProcessor is a bare tokenizer, so G2's reference ids keep "
+    "the chat template's literal '<image>' (three text tokens; config.json declares no image token id), while the "
+    "target writes the <img><IMG_CONTEXT>xN</img> run the remote code's chat() builds; the gate has no rule for a "
+    "source whose processor cannot expand media. strict: once G2 passes on the live run's delivered data plugin, "
+    "re-record the live run (scripts/llm_relay_run.sh + scripts/relay_to_script.py) and drop this xfail."))
+def test_the_gate_the_live_run_stopped_at_passes_on_what_it_delivered(replayed):
+    live = replayed["rec"]["outcomes"]
+    if live["exit_status"] == "success":
+        pytest.skip("the recorded live run went all the way")
+    records = [json.loads(line) for line in (replayed["run_dir"] / "trajectory.jsonl").read_text().splitlines()]
+    first = next(r for r in records if r["kind"] == "gate" and r["gate"] == live["stopped_at"])
+    assert first["passed"], first.get("summary")

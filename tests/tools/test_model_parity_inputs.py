@@ -39,3 +39,14 @@ def test_required_inputs_the_batch_lacks_are_named(tmp_path):
             pass
 
     assert probe.required_params(KeywordOnly, {"input_ids": 0}) == ["grid"]
+
+
+def test_a_not_comparable_record_says_why_in_the_gate_summary():
+    from msmigrate.agent.gates.parity import parity_summary
+
+    record = {"status": "not_comparable", "why_not": "the source's own forward requires ['pixel_values']",
+              "eager": {"max_abs_dlogit": None, "dloss": None}, "meta": {}}
+    assert parity_summary(record) == "not comparable: the source's own forward requires ['pixel_values']"
+    passed = {"status": "pass", "eager": {"max_abs_dlogit": 0.0, "dloss": 0.0}, "meta": {"max_abs_dlogit": 0.0,
+                                                                                        "dloss": 0.0}}
+    assert parity_summary(passed).startswith("pass: max|Δlogit| 0.00e+00")

@@ -114,6 +114,8 @@ def parity_summary(record: dict[str, Any] | None) -> str:
     if not record:
         return "not run"
     status = record.get("status")
+    if status == "not_comparable":  # figures are None then: the reason is what the gate table must show
+        return f"not comparable: {record.get('why_not')}"
     if "eager" in record:
         e, m = record.get("eager") or {}, record.get("meta") or {}
         return (f"{status}: max|Δlogit| {_fig(e.get('max_abs_dlogit'))} / meta {_fig(m.get('max_abs_dlogit'))}, "
@@ -123,8 +125,6 @@ def parity_summary(record: dict[str, Any] | None) -> str:
                 f"{record.get('trained')} / masked {record.get('masked')}, media {record.get('media_tokens')} "
                 f"(source {record.get('source_media_tokens')}, features {record.get('vision_features')})")
     if "distributed_first_loss" in record:
-        if status == "not_comparable":
-            return f"not comparable: {record.get('why_not')}"
         return (f"{status}: {record.get('nproc')}-rank {_loss(record.get('distributed_first_loss'))} vs 1-process "
                 f"{_loss(record.get('reference_loss'))} (|Δ| {_fig(record.get('dloss'))})")
     return str(status)

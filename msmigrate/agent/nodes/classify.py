@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from msmigrate.agent.budgets import bump
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.state import EXIT_GATE_FAILED, gates_before
@@ -67,16 +68,22 @@ def make_classify_node(deps: RunDeps):
                                diagnosis=f"Unknown failure: no failure case fits and no LLM verdict; returning to "
                                          f"{phase_of_gate}, the phase whose gate ({failed['gate']}) failed. "
                                          f"Root cause: {primary.get('text') or 'none found in the log'}")
+        # an LLM verdict's cost: its tokens count against the run's budget like a decision's; the trajectory keeps
+        # requests and prompt size for benchmarks/bench_llm_run.py (not the failure shown to the next phase)
+        usage = {k: int(failure.pop(k, 0) or 0) for k in ("tokens", "requests", "prompt_chars")}
+        counters = bump(state.get("counters"), tokens=usage["tokens"])
         phase = OWNER_TO_PHASE.get(failure["owner"] or "", _gate_phase(failed["gate"]))
         attempts = dict(state.get("attempts", {}))
         attempts[phase] = attempts.get(phase, 0) + 1
-        deps.trajectory.append("classify", **{k: v for k, v in failure.items() if k != "excerpt"}, route=phase)
+        deps.trajectory.append("classify", **{k: v for k, v in failure.items() if k != "excerpt"}, route=phase,
+                               **usage)
         deps.emit("classify", gate=failed["gate"], owner=failure["owner"], case_id=failure["case_id"], route=phase)
         if attempts[phase] > deps.spec.budgets.phase_attempts:
-            return {"attempts": attempts, "last_failure": failure, "phase": "report", "exit_status": EXIT_GATE_FAILED,
+            return {"attempts": attempts, "last_failure": failure, "counters": counters, "phase": "report",
+                    "exit_status": EXIT_GATE_FAILED,
                     "exit_detail": f"{failed['gate']} still failing after {deps.spec.budgets.phase_attempts} "
                                    f"attempts of phase {phase}: {failure.get('case_id') or failure['diagnosis'][:200]}"}
-        return {"attempts": attempts, "last_failure": failure, "phase": phase,
+        return {"attempts": attempts, "last_failure": failure, "counters": counters, "phase": phase,
                 "gates": gates_before(state.get("gates", {}), phase)}
 
     return node

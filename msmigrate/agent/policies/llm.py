@@ -200,7 +200,11 @@ class LLMPolicy:
                                   "excerpt": failure_text[-4000:], **(evidence or {})}
         prompt = mask_text(render("classify", **values))
         reply = self._invoke(self.chat_model, [HumanMessage(prompt)])
-        return parse_classify_answer(str(reply.content), evidence)
+        answer = parse_classify_answer(str(reply.content), evidence)
+        if answer is not None:  # what this request cost: counted with the run's tokens, read by bench_llm_run.py
+            usage = getattr(reply, "usage_metadata", None) or {}
+            answer.update(tokens=int(usage.get("total_tokens", 0)), requests=1, prompt_chars=len(prompt))
+        return answer
 
 
 OWNER_WORDS = ("model", "data", "config", "environment")
