@@ -14,6 +14,7 @@ from typing import Any
 
 from msmigrate.agent.backend_route import MEGATRON_ENTRY, BackendChoice
 from msmigrate.tools.media_expansion import MediaExpansion
+from msmigrate.tools.megatron.registry import read_registry
 from msmigrate.agent.megatron_components import (ComponentMatch, example_components, match_components, script_assets,
                                                  weight_names)
 
@@ -77,9 +78,13 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
                        expansion: MediaExpansion | None = None) -> dict[str, Any]:
     ctx, src = deps.ctx, state["source_summary"]
     name = ctx.model_name
+    if registered is None:
+        registered, why_registered = registered_components(ctx.target)
+    else:
+        why_registered = "registered ids given"
     matches = match_components(cfg, ctx.target, registered, weight_names(ctx.source))
     _prefer_shared_example(matches, example_components(ctx.target))
-    reasons = list(backend.reasons)
+    reasons = list(backend.reasons) + [why_registered]
     reasons += [m.why for m in matches.values()]
     new = [role for role, m in matches.items() if m.model_id is None]
     base = _base_match(matches)
@@ -107,6 +112,10 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
         "data_json_path": f"{example_dir}/data_{name}.json",
         "script_path": f"{example_dir}/finetune_{name}.sh",
         "config_path": f"{example_dir}/model_{name}.json",  # what the config gate validates first
+        # what the route's gates read (agent/gates/megatron_*): the delivered model JSON and its launch script
+        "megatron": {"model_json": f"{example_dir}/model_{name}.json",
+                     "script_path": f"{example_dir}/finetune_{name}.sh",
+                     "data_json": f"{example_dir}/data_{name}.json", "entry": MEGATRON_ENTRY},
         "converter_output": f"ckpt/mm_path/{name}",
         "dataset_type": "huggingface",
         "parallel": parallel_sizes(getattr(deps, "spec", None)),
@@ -119,6 +128,17 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
         "reasons": reasons,
     }
     return plan
+
+
+def registered_components(target: Path) -> tuple[dict[str, set[str]] | None, str]:
+    """role -> model_ids the target's registries hold (read by AST), or None with why (then examples alone count)."""
+    reg = read_registry(target)
+    if reg.error:
+        return None, f"registries not read ({reg.error}): components judged from the examples alone"
+    out = {role: reg.ids_for(role) for role in ("vision_encoder", "vision_projector", "text_decoder")}
+    if not any(out.values()):
+        return None, "no registry traced to a sub-module role: components judged from the examples alone"
+    return out, "registered ids: " + "; ".join(f"{r} {sorted(v)}" for r, v in out.items() if v)
 
 
 def _base_match(matches: dict[str, ComponentMatch]) -> ComponentMatch | None:

@@ -89,9 +89,10 @@ def build_tools(ctx: RunContext) -> list:
 
 
 def build_gates() -> dict[str, Any]:
-    from msmigrate.agent.gates import GATES
+    from msmigrate.agent.backend_route import route_gates
+    from msmigrate.agent.gates import GATES, MEGATRON_GATES
 
-    return dict(GATES)
+    return route_gates(GATES, MEGATRON_GATES)
 
 
 def unknown_run_message(run_id: str, runs_dir: Path) -> str:
