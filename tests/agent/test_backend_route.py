@@ -73,3 +73,13 @@ def test_default_run_records_fsdp2(fast_prepare, tmp_path):
     finally:
         run.close()
     assert out["plan"]["backend"] == "fsdp2" and out["exit_status"] != "unsupported_by_policy"
+
+
+def test_llm_policy_declines_a_megatron_plan():
+    from msmigrate.agent.policies.base import PolicyView
+    from msmigrate.agent.policies.llm import LLMPolicy
+
+    policy = LLMPolicy.__new__(LLMPolicy)  # no chat model needed: the guard answers before any request
+    view = PolicyView(phase="model", state={"plan": {"backend": "megatron"}}, messages=[], tools=[], ctx=None)
+    d = policy.decide(view)
+    assert d.unsupported and "--policy rules" in d.unsupported

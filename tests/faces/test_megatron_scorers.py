@@ -45,3 +45,15 @@ def test_delivered_files_agree_with_the_sizes():
     assert not check_delivered(PLAN, files([2, 1])).passed  # stages do not sum to the layers
     bad = check_delivered(PLAN, files([2, 2], tp=1))
     assert not bad.passed and "script TP=1, spec 2" in bad.detail
+
+
+def test_megatron_suite_loads_with_route_expectations(tmp_path):
+    from msmigrate.faces.eval.runner import _target
+    from msmigrate.faces.eval.suite import load_suite
+
+    suite = load_suite("megatron")
+    assert suite.error is None and len(suite.tasks) >= 4
+    assert {t.target for t in suite.tasks} == {"megatron_standin"}
+    assert {t.expect["exit_status"] for t in suite.tasks} == {"needs_accelerator", "unsupported_by_policy"}
+    target = _target(suite.tasks[0], tmp_path, 0)  # a fresh Megatron stand-in, committed
+    assert (target / "pretrain_vlm.py").is_file() and (target / ".git").is_dir()

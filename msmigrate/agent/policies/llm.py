@@ -160,6 +160,11 @@ class LLMPolicy:
         raise AssertionError("unreachable")
 
     def decide(self, view: PolicyView) -> Decision:
+        if (view.state.get("plan") or {}).get("backend") == "megatron":
+            # the phase prompts teach the FSDP2 plugin route; sending them on a Megatron plan would mislead the model
+            line = ("Megatron backend route: the LLM policy's phase prompts cover the FSDP2 plugin route only. "
+                    "What to do: run the Megatron route with --policy rules")
+            return Decision(message=AIMessage(content=line), unsupported=line)
         system = SystemMessage(render_system(**system_vars(view, self.knowledge_index)))
         node = HumanMessage(render(view.phase, **prompt_vars(view)))
         fixed = len(str(system.content)) + len(str(node.content))

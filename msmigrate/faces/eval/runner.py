@@ -60,6 +60,10 @@ def _target(task: EvalTask, workdir: Path, trial: int) -> Path:
         from msmigrate.testbeds.standin import write_standin
 
         return write_standin(dest)
+    if task.target == "megatron_standin":
+        from msmigrate.testbeds.megatron_standin import write_megatron_standin
+
+        return write_megatron_standin(dest, with_assets=False)
     subprocess.run(["git", "clone", "-q", "--local", task.target, str(dest)], check=True, capture_output=True)
     return dest.resolve()
 

@@ -16,6 +16,8 @@ EXPECT_KEYS = ("model_id", "dataset_type", "template", "data_branch")
 # optional facts: the training backend route, the Megatron components by role ("vision_encoder=id,text_decoder=id"),
 # and the exit a correct run ends with (needs_accelerator for the Megatron route on a CPU machine)
 ROUTE_EXPECT_KEYS = ("backend", "components", "exit_status")
+# targets generated fresh per trial: the FSDP2 stand-in, and the Megatron-route stand-in (pretrain_vlm.py)
+GENERATED_TARGETS = ("standin", "megatron_standin")
 TASK_KEYS = ("id", "model_name", "fixture", "source", "target", "expect", "spec")
 SUITE_KEYS = ("name", "trials", "tasks")
 
@@ -26,7 +28,7 @@ class EvalTask:
     model_name: str
     fixture: str | None = None  # a FIXTURES name, built offline …
     source: Path | None = None  # … or an existing source folder
-    target: str = "standin"  # "standin" = a fresh stand-in checkout per trial, else a path (cloned per trial)
+    target: str = "standin"  # "standin" / "megatron_standin" = a fresh stand-in per trial, else a path (cloned)
     expect: dict[str, str] = field(default_factory=dict)
     spec: dict[str, Any] = field(default_factory=dict)  # RunSpec overrides (budgets, launch, data …)
 
@@ -71,7 +73,7 @@ def task_from_dict(raw: dict[str, Any], base: Path) -> EvalTask:
         raise ValueError(f"task {raw.get('id') or fixture or raw.get('source')}: expect lacks {missing}")
     source = raw.get("source")
     target = str(raw.get("target", "standin"))
-    if target != "standin" and not Path(target).is_absolute():
+    if target not in GENERATED_TARGETS and not Path(target).is_absolute():
         target = str((base / target).resolve())
     return EvalTask(
         id=str(raw.get("id") or fixture or Path(source).name), model_name=str(raw.get("model_name") or fixture or
