@@ -3,8 +3,8 @@ code (registered model ids, the framework's argument definitions) and the source
 against heads / query groups / layers, batch arithmetic, sizes copied from the wrong model). Passes only when the
 check ran and found no problem; flags no definition file covers are listed, not failed.
 
-Plan keys (set by the route's plan): ``megatron.model_json`` and ``megatron.script_path`` (relative to the target),
-optional ``megatron.entry`` (default pretrain_vlm.py). ``deps.ctx.source`` is the HF folder the JSON describes.
+Plan keys (agent/megatron_plan.py): ``model_json_path`` and ``script_path`` (relative to the target), ``entry``
+(default pretrain_vlm.py). ``deps.ctx.source`` is the HF folder the JSON describes.
 """
 
 from __future__ import annotations
@@ -35,6 +35,6 @@ def megatron_config_record(target: Path, model_json: str, script: str, source: P
 
 
 def gate_megatron_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
-    meg, ctx = state["plan"]["megatron"], deps.ctx
-    return megatron_config_record(ctx.target, meg["model_json"], meg["script_path"], ctx.source,
-                                  meg.get("entry", ENTRY))
+    plan, ctx = state["plan"], deps.ctx
+    return megatron_config_record(ctx.target, plan["model_json_path"], plan["script_path"], ctx.source,
+                                  plan.get("entry") or ENTRY)

@@ -16,9 +16,11 @@ from safetensors.torch import load_file
 from checkpoint.convert_cli import main
 par = ["--cfg.parallel_config.llm_pp_layers", "[[2]]", "--cfg.parallel_config.vit_pp_layers", "[[2]]",
        "--cfg.parallel_config.tp_size", "1"]
+flat = ["--cfg.parallel_config.llm_pp_layers", "[2]", "--cfg.parallel_config.vit_pp_layers", "[2]",
+        "--cfg.parallel_config.tp_size", "1"]  # mm_to_hf takes per-stage counts, as the real one does
 main(["Qwen2_5_VLConverter", "hf_to_mm", "--cfg.mm_dir", "mm", "--cfg.hf_config.hf_dir", sys.argv[1], *par])
 main(["Qwen2_5_VLConverter", "mm_to_hf", "--cfg.mm_dir", "mm", "--cfg.hf_config.hf_dir", sys.argv[1],
-      "--cfg.save_hf_dir", "back", *par])
+      "--cfg.save_hf_dir", "back", *flat])
 a, b = load_file(sys.argv[1] + "/model.safetensors"), load_file("back/model.safetensors")
 mg = torch.load("mm/release/mp_rank_00/model_optim_rng.pt", weights_only=False)["model"]
 print(len(a), len(mg), sorted(set(a) ^ set(b)), [k for k in a if not torch.equal(a[k], b[k])])
@@ -55,7 +57,7 @@ def test_converter_round_trip_and_strict_load(standin_copy):
 
 
 def test_converter_refuses_what_the_standin_cannot_split(standin_copy):
-    code = ROUNDTRIP.replace('"--cfg.parallel_config.tp_size", "1"', '"--cfg.parallel_config.tp_size", "2"')
+    code = ROUNDTRIP.replace('"--cfg.parallel_config.tp_size", "1"]\nflat', '"--cfg.parallel_config.tp_size", "2"]\nflat')
     assert code != ROUNDTRIP
     res = _py(standin_copy, code, EXAMPLE["hf_dir"])
     assert res.returncode != 0 and "tp_size 1 and one pipeline stage only" in res.stderr

@@ -46,9 +46,11 @@ def create_qwen2_5_vl_ops(vit_embed_dim, vit_num_heads, llm_num_query_groups, ll
     return ops
 
 
-def _single_stage(cfg):
+def _single_stage(cfg, nested):
+    """hf_to_mm takes per-VPP lists of per-stage layer counts ([[n]]), mm_to_hf per-stage counts ([n])."""
     par = cfg.parallel_config
-    if par.tp_size != 1 or len(par.llm_pp_layers[0]) != 1 or len(par.vit_pp_layers[0]) != 1:
+    stages = [par.llm_pp_layers[0], par.vit_pp_layers[0]] if nested else [par.llm_pp_layers, par.vit_pp_layers]
+    if par.tp_size != 1 or any(len(s) != 1 for s in stages) or (nested and len(par.llm_pp_layers) != 1):
         raise ValueError("the stand-in converter handles tp_size 1 and one pipeline stage only")
 
 
@@ -67,7 +69,7 @@ class Qwen2_5_VLConverter(Converter):
     @staticmethod
     def hf_to_mm(cfg):
         """HF -> Megatron layout."""
-        _single_stage(cfg)
+        _single_stage(cfg, nested=True)
         hf_dir, mm_dir = Path(cfg.hf_config.hf_dir), Path(cfg.mm_dir)
         config = json.loads((hf_dir / "config.json").read_text())
         state = {}
@@ -83,7 +85,7 @@ class Qwen2_5_VLConverter(Converter):
     @staticmethod
     def mm_to_hf(cfg):
         """Megatron layout -> HF (config and tokenizer files copied from hf_dir)."""
-        _single_stage(cfg)
+        _single_stage(cfg, nested=False)
         hf_dir, mm_dir, save = Path(cfg.hf_config.hf_dir), Path(cfg.mm_dir), Path(cfg.save_hf_dir)
         tag = (mm_dir / LATEST_TXT).read_text().strip()
         sub = tag if tag == "release" else f"iter_{int(tag):07d}"

@@ -1,0 +1,235 @@
+"""Probe (Megatron route, model phase): the TARGET's own weight converter, HF -> Megatron layout -> HF, on a tiny
+model; the tensors must come back identical.
+
+    python megatron_converter_roundtrip.py --target ROOT --converter NAME --work DIR
+        (--hf-dir DIR | --tiny-config CONFIG.json) [--tp 1] [--llm-pp-layers JSON] [--vit-pp-layers JSON]
+
+Runs in the target runtime with the target root on sys.path; imports nothing from msmigrate. The converter class is
+found by name in the target's checkpoint/ sources and its module imported alone (the package __init__ pulls in
+every converter of every task). ``hf_to_mm`` and ``mm_to_hf`` get the config objects their own annotations name
+(pydantic models in MindSpeed-MM, built from a nested dict; a plain namespace when unannotated). ``--tiny-config``:
+the probe first builds a random model of that config's architecture with transformers and saves it.
+
+One known obstacle is handled in the open: MindSpeed-MM's ``load_from_mm`` imports ``mindspeed.megatron_adaptor``
+for its side effects (patching Megatron), and that module imports torch_npu, absent without an NPU. If mm_to_hf
+fails on exactly that import, the probe registers an empty module under that name, retries once and reports it
+in ``stubbed``; the loading, merging and op reverts that run are still the target's code.
+
+Checks: same tensor names and bit-identical tensors after the round trip; on a single-file Megatron checkpoint
+(TP = PP = 1), the fused text ``linear_qkv`` rows in MindSpeed-MM's order (per KV group: its query heads, its key
+head, its value head), compared row block by row block with the HF q/k/v (independent of the converter's code).
+"""
+import argparse
+import ast
+import importlib
+import inspect
+import json
+import os
+import re
+import sys
+import types
+from pathlib import Path
+
+RESULT_MARKER = "MSMIGRATE_PROBE_RESULT "
+TEXT_KEYS = ("text_config", "llm_config", "language_config")
+NPU_ADAPTOR = "mindspeed.megatron_adaptor"
+
+
+def emit(payload):
+    print(RESULT_MARKER + json.dumps(payload, default=str), flush=True)
+
+
+def find_converter(target, name):
+    """Dotted module of ``class <name>`` under <target>/checkpoint (AST; nothing imported)."""
+    for path in sorted((Path(target) / "checkpoint").rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        except SyntaxError:
+            continue
+        if any(isinstance(n, ast.ClassDef) and n.name == name for n in tree.body):
+            return ".".join(path.relative_to(target).with_suffix("").parts)
+    return None
+
+
+def make_tiny(config_path, out_dir, seed):
+    import torch
+    import transformers
+
+    src = Path(out_dir).parent / "tiny_config"
+    src.mkdir(parents=True, exist_ok=True)
+    (src / "config.json").write_text(Path(config_path).read_text(encoding="utf-8"), encoding="utf-8")
+    config = transformers.AutoConfig.from_pretrained(str(src))
+    cls = getattr(transformers, config.architectures[0])
+    torch.manual_seed(seed)
+    # sharded on purpose: the converter's mm_to_hf splits by the index a sharded release carries
+    cls(config).save_pretrained(str(out_dir), safe_serialization=True, max_shard_size="100KB")
+
+
+def ensure_index(hf_dir, work, notes):
+    """MindSpeed-MM's mm_to_hf splits its output by the source's model.safetensors.index.json and reads the shard
+    number from names like model-00001-of-00002.safetensors (real releases are sharded that way). A folder
+    without an index is copied, its files renamed to that pattern and an index written; the note says so."""
+    hf_dir = Path(hf_dir)
+    if (hf_dir / "model.safetensors.index.json").is_file():
+        return hf_dir
+    import shutil
+
+    from safetensors import safe_open
+
+    copy = Path(work) / "hf_indexed"
+    shutil.copytree(hf_dir, copy, dirs_exist_ok=True)
+    shards = sorted(copy.glob("*.safetensors"))
+    weight_map = {}
+    for i, f in enumerate(shards, 1):
+        new = copy / f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+        f.rename(new)
+        with safe_open(str(new), "pt") as st:
+            weight_map.update({k: new.name for k in st.keys()})
+    (copy / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    notes.append(f"{hf_dir} has no model.safetensors.index.json: converted a copy with sharded names and an index "
+                 "(mm_to_hf splits its output by them)")
+    return copy
+
+
+def load_safetensors(folder):
+    from safetensors.torch import load_file
+
+    out = {}
+    for f in sorted(Path(folder).glob("*.safetensors")):
+        out.update(load_file(str(f)))
+    return out
+
+
+def cfg_object(fn, candidates):
+    """The first candidate dict the function's annotated config type accepts (pydantic), else a namespace."""
+    ann = inspect.signature(fn).parameters["cfg"].annotation if "cfg" in inspect.signature(fn).parameters else None
+    if ann is inspect.Parameter.empty or not hasattr(ann, "model_validate"):
+        def ns(d):
+            return types.SimpleNamespace(**{k: ns(v) if isinstance(v, dict) else v for k, v in d.items()})
+        return ns(candidates[0]), "namespace"
+    errors = []
+    for cand in candidates:
+        try:
+            return ann.model_validate(cand), ann.__name__
+        except Exception as exc:  # probe boundary: pydantic's ValidationError, whatever the target's validators raise
+            errors.append(f"{type(exc).__name__}: {str(exc)[:400]}")
+    raise ValueError(f"{ann.__name__} accepts none of the configs tried: {errors}")
+
+
+def layer_counts(hf_dir):
+    cfg = json.loads((Path(hf_dir) / "config.json").read_text(encoding="utf-8"))
+    text = next((cfg[k] for k in TEXT_KEYS if isinstance(cfg.get(k), dict)), cfg)
+    vision = cfg.get("vision_config") or {}
+    return int(text["num_hidden_layers"]), int(vision.get("depth") or vision.get("num_hidden_layers") or 0), text
+
+
+def qkv_layout_problems(hf, mg, text_cfg):
+    heads = int(text_cfg["num_attention_heads"])
+    kv = int(text_cfg.get("num_key_value_heads") or heads)
+    problems, checked = [], 0
+    for name, q in hf.items():
+        m = re.fullmatch(r"(.*)layers\.(\d+)\.self_attn\.q_proj\.weight", name)
+        fused = mg.get(f"text_decoder.decoder.layers.{m.group(2)}.self_attention.linear_qkv.weight") if m else None
+        if fused is None:
+            continue
+        k, v = hf[name.replace("q_proj", "k_proj")], hf[name.replace("q_proj", "v_proj")]
+        hd, per, row = q.shape[0] // heads, heads // kv, 0
+        for g in range(kv):
+            blocks = [(f"q head {g * per + j}", q[(g * per + j) * hd:][:hd]) for j in range(per)]
+            blocks += [(f"k head {g}", k[g * hd:][:hd]), (f"v head {g}", v[g * hd:][:hd])]
+            for label, want in blocks:
+                if not (fused[row:row + hd].shape == want.shape and bool((fused[row:row + hd] == want).all())):
+                    problems.append(f"layer {m.group(2)}: rows {row}..{row + hd - 1} of linear_qkv are not {label}")
+                    break
+                row += hd
+        checked += 1
+    return problems[:5], checked
+
+
+def run(a):
+    import torch
+
+    work = Path(a.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(Path(a.target).resolve()))
+    os.chdir(a.target)
+    hf_dir = Path(a.hf_dir).resolve() if a.hf_dir else work / "hf"
+    if a.tiny_config:
+        make_tiny(a.tiny_config, hf_dir, a.seed)
+    notes = []
+    hf_dir = ensure_index(hf_dir, work, notes)
+    module = find_converter(a.target, a.converter)
+    if module is None:
+        return {"error": f"no class {a.converter} under {a.target}/checkpoint"}
+    try:
+        conv = getattr(importlib.import_module(module), a.converter)
+    except ImportError as exc:
+        return {"error": f"cannot import {module}: {type(exc).__name__}: {exc}", "module": module,
+                "missing_module": getattr(exc, "name", None)}
+    llm, vit, text_cfg = layer_counts(hf_dir)
+    llm_pp = json.loads(a.llm_pp_layers) if a.llm_pp_layers else [[llm]]
+    vit_pp = json.loads(a.vit_pp_layers) if a.vit_pp_layers else [[vit]]
+    mm_dir, back = work / "mm", work / "back"
+    base = {"hf_config": {"hf_dir": str(hf_dir)}}
+    nested = {"llm_pp_layers": llm_pp, "vit_pp_layers": vit_pp, "tp_size": a.tp}
+    flat = {"llm_pp_layers": [x for s in llm_pp for x in s], "vit_pp_layers": [x for s in vit_pp for x in s],
+            "tp_size": a.tp}
+    ran, stubbed = [], []
+    cfg, cfg_type = cfg_object(conv.hf_to_mm, [{**base, "mm_dir": str(mm_dir), "parallel_config": p}
+                                               for p in (nested, flat)])
+    conv.hf_to_mm(cfg)
+    ran.append(f"{a.converter}.hf_to_mm({cfg_type})")
+    back_cands = [{**base, "mm_dir": str(mm_dir), "save_hf_dir": str(back), "parallel_config": p} for p in (flat, nested)]
+    cfg, cfg_type = cfg_object(conv.mm_to_hf, back_cands)
+    try:
+        conv.mm_to_hf(cfg)
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("torch_npu", NPU_ADAPTOR) or NPU_ADAPTOR in stubbed:
+            raise
+        sys.modules[NPU_ADAPTOR] = types.ModuleType(NPU_ADAPTOR)
+        stubbed.append(f"{NPU_ADAPTOR} (imports torch_npu: {exc}); load_from_mm imports it only for its side effects")
+        conv.mm_to_hf(cfg)
+    ran.append(f"{a.converter}.mm_to_hf({cfg_type})")
+    hf, out = load_safetensors(hf_dir), load_safetensors(back)
+    files = sorted(mm_dir.rglob("model_optim_rng.pt"))
+    mg = torch.load(files[0], map_location="cpu", weights_only=False)["model"] if len(files) == 1 else {}
+    mg = {k: v for k, v in mg.items() if isinstance(v, torch.Tensor)}
+    problems = []
+    if set(hf) != set(out):
+        problems.append(f"names differ after the round trip: missing {sorted(set(hf) - set(out))[:4]}, "
+                        f"extra {sorted(set(out) - set(hf))[:4]}")
+    problems += [f"{n} differs after HF -> Megatron -> HF" for n in hf
+                 if n in out and not (hf[n].shape == out[n].shape and torch.equal(hf[n], out[n]))][:10]
+    layout, checked = qkv_layout_problems(hf, mg, text_cfg) if mg else ([], 0)
+    problems += layout
+    return {"ok": not problems, "problems": problems, "ran": ran, "stubbed": stubbed, "notes": notes, "module": module,
+            "hf_tensors": len(hf), "megatron_files": len(files), "megatron_tensors": len(mg) or None,
+            "qkv_layers_checked": checked, "llm_pp_layers": llm_pp, "vit_pp_layers": vit_pp, "tp": a.tp,
+            "hf_dir": str(hf_dir), "sample_megatron_names": sorted(mg)[:6]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--converter", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--hf-dir")
+    ap.add_argument("--tiny-config")
+    ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--llm-pp-layers")
+    ap.add_argument("--vit-pp-layers")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    if not (a.hf_dir or a.tiny_config):
+        emit({"error": "give --hf-dir or --tiny-config"})
+        return
+    try:
+        emit(run(a))
+    except Exception as exc:  # probe boundary: the target's converter may raise anything; report it as data
+        import traceback
+
+        emit({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The Megatron route's static gates on the stand-in: each passes on evidence it collected and fails, or says
+"needs an accelerator", for the reason it names. The stand-in's runtime is this interpreter (torch, safetensors)."""
+import sys
+
+import pytest
+
+from msmigrate.agent.gates.megatron_config_gate import megatron_config_record
+from msmigrate.agent.gates.megatron_converter_gate import megatron_converter_record
+from msmigrate.agent.gates.megatron_imports_gate import megatron_imports_record
+from msmigrate.agent.gates.megatron_training_gate import iteration_losses, megatron_training_record
+from msmigrate.testbeds.megatron_standin import EXAMPLE
+
+PY = sys.executable
+
+
+def test_config_gate(megatron_standin, standin_copy):
+    rec = megatron_config_record(megatron_standin, EXAMPLE["model_json"], EXAMPLE["script"],
+                                 megatron_standin / EXAMPLE["hf_dir"])
+    assert rec["passed"] and "dp=2" in rec["summary"] and rec["evidence"][0]["exit_code"] == 0
+    (standin_copy / EXAMPLE["script"]).write_text((standin_copy / EXAMPLE["script"]).read_text().replace("TP=1", "TP=3"))
+    rec = megatron_config_record(standin_copy, EXAMPLE["model_json"], EXAMPLE["script"], None)
+    assert not rec["passed"] and "not divisible by tp 3" in rec["summary"]
+
+
+def test_imports_gate_passes_on_the_standin(megatron_standin):
+    rec = megatron_imports_record(PY, megatron_standin)
+    assert rec["passed"] and not rec["needs_accelerator"], rec["summary"]
+    assert rec["evidence"][0]["metrics"]["imported"] >= 15
+
+
+def test_imports_gate_names_a_missing_environment_module(standin_copy):
+    adaptor = standin_copy / "mindspeed/megatron_adaptor.py"
+    adaptor.write_text("from torch_npu.contrib import transfer_to_npu  # noqa\n" + adaptor.read_text())
+    rec = megatron_imports_record(PY, standin_copy)
+    assert not rec["passed"] and rec["needs_accelerator"] and rec["missing_modules"] == ["torch_npu"]
+    assert "needs the accelerator environment" in rec["summary"]
+
+
+def test_imports_gate_fails_on_the_targets_own_code(standin_copy):
+    (standin_copy / "mindspeed_mm/models/vlm_model.py").write_text("def broken(:\n")
+    rec = megatron_imports_record(PY, standin_copy)
+    assert not rec["passed"] and not rec["needs_accelerator"]
+    assert "SyntaxError" in rec["failure_text"] and "own code" in rec["summary"]
+
+
+def test_converter_gate_runs_the_targets_converter(megatron_standin, tmp_path):
+    rec = megatron_converter_record(PY, megatron_standin, EXAMPLE["converter"], tmp_path / "w",
+                                    hf_dir=megatron_standin / EXAMPLE["hf_dir"])
+    assert rec["passed"] and rec["converter_used"] == "target", rec["summary"]
+    assert "57 HF tensors" in rec["summary"] and "checked on 2 layer(s)" in rec["summary"]
+
+
+def test_converter_gate_catches_a_wrong_qkv_order(standin_copy, tmp_path):
+    ops = standin_copy / "checkpoint/vlm_model/operator.py"
+    # a fusion that stacks [all q | all k | all v] and splits it back: lossless, but not Megatron's layout
+    text = ops.read_text().replace(
+        "        per_group = [t.chunk(self.group, dim=0) for t in tensors]\n"
+        "        return torch.cat([part for trio in zip(*per_group) for part in trio], dim=0)",
+        "        return torch.cat(tensors, dim=0)")
+    text = text.replace(
+        "        trios = [blk.split([self.q_size, self.k_size, self.v_size], dim=0) for blk in tensor.chunk(self.group, dim=0)]\n"
+        "        return [torch.cat([t[j] for t in trios], dim=0) for j in range(3)]",
+        "        g = self.group\n        return list(tensor.split([self.q_size * g, self.k_size * g, self.v_size * g], dim=0))")
+    assert text != ops.read_text()
+    ops.write_text(text)
+    rec = megatron_converter_record(PY, standin_copy, EXAMPLE["converter"], tmp_path / "w",
+                                    hf_dir=standin_copy / EXAMPLE["hf_dir"])
+    assert not rec["passed"] and "of linear_qkv are not" in rec["summary"], rec["summary"]
+
+
+def test_converter_gate_falls_back_to_msmigrates_layout_check(standin_copy, tmp_path):
+    conv = standin_copy / "checkpoint/vlm_model/converters/qwen2_5vl.py"
+    conv.write_text("import torch_npu  # noqa\n" + conv.read_text())
+    rec = megatron_converter_record(PY, standin_copy, EXAMPLE["converter"], tmp_path / "w",
+                                    source=standin_copy / EXAMPLE["hf_dir"], hf_dir=standin_copy / EXAMPLE["hf_dir"])
+    assert rec["passed"] and rec["converter_used"] == "msmigrate", rec["summary"]
+    assert "torch_npu" in rec["summary"] and len(rec["evidence"]) == 2
+    assert rec["evidence"][1]["metrics"]["kv_heads"] == 2  # the source's head counts, read from its config
+
+
+def test_converter_gate_unknown_class(megatron_standin, tmp_path):
+    rec = megatron_converter_record(PY, megatron_standin, "NoSuchConverter", tmp_path / "w",
+                                    hf_dir=megatron_standin / EXAMPLE["hf_dir"])
+    assert not rec["passed"] and "no class NoSuchConverter" in rec["summary"]
+
+
+def test_training_gate_says_what_it_could_not_prove(standin_copy):
+    adaptor = standin_copy / "mindspeed/megatron_adaptor.py"
+    adaptor.write_text("import torch_npu  # noqa\n" + adaptor.read_text())
+    rec = megatron_training_record(PY, standin_copy, EXAMPLE["script"])
+    assert not rec["passed"] and rec["needs_accelerator"]
+    assert "Not proven here" in rec["summary"] and "loss that falls" in rec["summary"]
+    assert all(e["label"] != "megatron launch" for e in rec["evidence"])  # nothing was launched
+
+
+def test_iteration_lines_are_read():
+    log = (" iteration        1/       6 | consumed samples: 4 | loss: 4.930155E+00 | grad norm: 2.1 |\n"
+           " iteration        2/       6 | consumed samples: 8 | lm loss: nan | grad norm: 2.0 |\nother line\n")
+    got = iteration_losses(log)
+    assert got[0] == (1, 6, 4.930155) and got[1][0] == 2 and got[1][2] != got[1][2]
+
+
+@pytest.mark.integration
+def test_training_gate_runs_the_standin(standin_copy, tmp_path):
+    conv = megatron_converter_record(PY, standin_copy, EXAMPLE["converter"], tmp_path / "w",
+                                     hf_dir=standin_copy / EXAMPLE["hf_dir"])
+    assert conv["passed"]
+    (standin_copy / EXAMPLE["mm_dir"]).parent.mkdir(parents=True)
+    (tmp_path / "w" / "mm").rename(standin_copy / EXAMPLE["mm_dir"])
+    rec = megatron_training_record(PY, standin_copy, EXAMPLE["script"], timeout=600)
+    assert rec["passed"], rec["failure_text"][-2000:]
+    assert rec["evidence"][-1]["metrics"]["iterations"] == 6
