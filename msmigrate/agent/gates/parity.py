@@ -66,12 +66,31 @@ def data_parity_record(check: dict[str, Any], forward: dict[str, Any] | None) ->
     if features is not None and tokens is not None and features != tokens:
         problems.append(f"the collated batch has {tokens} media tokens, the model consumes {features} vision "
                         "features")
+    data_conv = parity.get("label_convention")
+    loss_conv = ((forward or {}).get("loss_labels") or {}).get("alignment")
+    problems += label_alignment_problems(data_conv, loss_conv)
     record = {k: parity.get(k) for k in ("samples_compared", "tokens", "trained", "masked", "media_tokens",
                                          "source_media_tokens", "media_trained", "prompt_match", "media_token_id",
-                                         "decoded_sample", "per_sample")}
+                                         "label_convention", "labels_unused_by_shift", "decoded_sample",
+                                         "per_sample")}
     record.update(status="fail" if problems else "pass", vision_features=features, batch_media_tokens=tokens,
+                  loss_label_alignment=loss_conv,
                   vision_why_not=vision.get("why_not") if vision else "not counted", problems=problems)
     return [f"data parity: {p}" for p in problems], record
+
+
+def label_alignment_problems(data_convention: Any, loss_alignment: Any) -> list[str]:
+    """The dataset's label convention (read from its labels) against the one the model's loss assumes (read from
+    the forward on the collated batch). Either unknown: nothing to say."""
+    if not isinstance(data_convention, str) or loss_alignment not in ("aligned", "shifted"):
+        return []
+    if data_convention == "shifted" and loss_alignment == "aligned":
+        return ["labels are shifted twice: the dataset's labels are already the next token and the model's loss "
+                "shifts them again (every position trains the token two ahead)"]
+    if data_convention == "aligned" and loss_alignment == "shifted":
+        return ["labels are shifted nowhere: the dataset's labels equal the input ids and the model's loss does not "
+                "shift them (every position trains its own input token)"]
+    return []
 
 
 def sharded_parity_check(deps: Any, config_path: str | None, nproc: int,
@@ -121,7 +140,8 @@ def parity_summary(record: dict[str, Any] | None) -> str:
         return (f"{status}: max|Δlogit| {_fig(e.get('max_abs_dlogit'))} / meta {_fig(m.get('max_abs_dlogit'))}, "
                 f"|Δloss| {_fig(e.get('dloss'))} / meta {_fig(m.get('dloss'))}")
     if "trained" in record:
-        return (f"{status}: prompt ids {'=' if record.get('prompt_match') else '≠'} source, trained "
+        return (f"{status}: prompt ids {'=' if record.get('prompt_match') else '≠'} source, labels "
+                f"{record.get('label_convention')} (loss {record.get('loss_label_alignment') or '?'}), trained "
                 f"{record.get('trained')} / masked {record.get('masked')}, media {record.get('media_tokens')} "
                 f"(source {record.get('source_media_tokens')}, features {record.get('vision_features')})")
     if "distributed_first_loss" in record:

@@ -7,9 +7,14 @@ from the registered dataset + template + mm_plugin) is compared with it:
 - prompt parity: for every assistant turn, the target's ids before that turn equal the source's ids of the
   conversation up to it rendered with ``add_generation_prompt=True`` (system turn, role markers, image expansion —
   all of it, id for id);
-- label mask: every trained position (label != -100) lies in an assistant turn (from where its prompt ends to where
-  the source's rendering of that turn ends), is the input id there, is no media token, and each turn's trained
-  tokens decode to text containing that turn's content;
+- label convention: read from the target's own labels, not assumed: ``aligned`` (label i is the token at i, the
+  loss shifts, so label 0 never trains — MindSpeed-MM's and transformers' convention; an efficient-eos template puts
+  the turn-closing eos there) or ``shifted`` (label i is already the next token, i+1; Megatron-style). Every label is
+  mapped to the sequence position whose token it trains, and the checks below run on those positions;
+- label mask: every trained position lies in an assistant turn (from where its prompt ends to where the source's
+  rendering of that turn ends), its label is the token the SOURCE has there (while the target's ids still equal the
+  source's; past that, the token the target feeds), it is no media token, and each turn's trained tokens decode to
+  text containing that turn's content;
 - media tokens: the target's count of the media token equals the source's for the whole conversation.
 
 Nothing here knows a model family: turns come from the sample, ids from the source processor, the media token id
@@ -58,30 +63,68 @@ def _squash(text):
     return "".join(text.split())
 
 
-def marked_sample(tok, ids, labels, media_id, limit=1200):
-    """The decoded sample with trained spans in ⟦ ⟧ and runs of the media token collapsed to ``<tok>×N``."""
-    out, i = [], 0
+def label_convention(ids, labels):
+    """How the target's labels line up with its input ids, read from the labels themselves: ``aligned`` when more
+    trained labels equal the input id at their own position, ``shifted`` when more equal the id one position later
+    (ties, e.g. no trained label, read as aligned). Returns (convention, {aligned: n, shifted: n}) — the counts are
+    the evidence."""
+    trained = [i for i, lab in enumerate(labels) if lab != IGNORE]
+    agree = {"aligned": sum(1 for i in trained if labels[i] == ids[i]),
+             "shifted": sum(1 for i in trained if i + 1 < len(ids) and labels[i] == ids[i + 1])}
+    return ("shifted" if agree["shifted"] > agree["aligned"] else "aligned"), agree
+
+
+def trained_targets(labels, convention):
+    """({j: token}, unused): each label as the token it trains at sequence position j (predicted from ids[:j]).
+    Aligned labels train where they stand, except label 0, which the loss's shift never reaches (``unused``); shifted
+    labels train the next position, so the last one may train a token past the input (an eos the target feeds only
+    as a label)."""
+    if convention == "shifted":
+        return {i + 1: lab for i, lab in enumerate(labels) if lab != IGNORE}, 0
+    return ({j: lab for j, lab in enumerate(labels) if lab != IGNORE and j > 0},
+            int(bool(labels) and labels[0] != IGNORE))
+
+
+def marked_sample(tok, ids, targets, media_id, limit=1200):
+    """The decoded sample with trained positions in ⟦ ⟧ (a trained token that is not the input id there shown as
+    ``→token`` after the input it replaces) and runs of the media token collapsed to ``<tok>×N``."""
+    def decode(seq):
+        return tok.decode(seq, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def plain(j):
+        return targets.get(j, ids[j]) == ids[j]
+
+    pieces, i = [], 0  # (trained, text)
     while i < len(ids):
-        j = i
+        j = i + 1
         if ids[i] == media_id:
             while j < len(ids) and ids[j] == media_id:
                 j += 1
-            piece = f"{tok.convert_ids_to_tokens(media_id)}×{j - i}"
+            pieces.append((False, f"{tok.convert_ids_to_tokens(media_id)}×{j - i}"))
         else:
-            trained = labels[i] != IGNORE
-            while j < len(ids) and ids[j] != media_id and (labels[j] != IGNORE) == trained:
+            trained = i in targets
+            while (plain(i) and j < len(ids) and ids[j] != media_id and (j in targets) == trained and plain(j)):
                 j += 1
-            text = tok.decode(ids[i:j], skip_special_tokens=False, clean_up_tokenization_spaces=False)
-            piece = f"⟦{text}⟧" if trained else text
-        out.append(piece)
+            pieces.append((trained, decode(ids[i:j]) + ("" if plain(i) else "→" + decode([targets[i]]))))
         i = j
-    text = "".join(out)
+    past = [targets[j] for j in sorted(targets) if j >= len(ids)]
+    if past:
+        pieces.append((True, "→" + decode(past)))
+    out = []
+    for trained, text in pieces:  # neighbouring trained pieces share one bracket
+        if trained and out and out[-1][0]:
+            out[-1] = (True, out[-1][1] + text)
+        else:
+            out.append((trained, text))
+    text = "".join(f"⟦{t}⟧" if trained else t for trained, t in out)
     return text if len(text) <= limit else text[:limit] + f"… (+{len(text) - limit} chars)"
 
 
 def check_sample(proc, sample, images, example, media_id):
     tok = getattr(proc, "tokenizer", proc)
     ids, labels = list(example["input_ids"]), list(example["labels"])
+    convention, agree = label_convention(ids, labels)
+    targets, unused = trained_targets(labels, convention)
     messages = sample["messages"]
     problems, regions = [], []
     for a, m in enumerate(messages):
@@ -99,38 +142,55 @@ def check_sample(proc, sample, images, example, media_id):
         regions.append((a, len(prompt), end))
     if regions:  # the last turn runs to the end (a template may close it with an eos the source render lacks)
         a, s, e = regions[-1]
-        regions[-1] = (a, s, max(e, len(ids)))
-    trained = [i for i, lab in enumerate(labels) if lab != IGNORE]
+        regions[-1] = (a, s, max(e, len(ids) + 1))
+    trained = sorted(targets)
     inside = set()
     for a, s, e in regions:
-        span = [i for i in trained if s <= i < e]
+        span = [j for j in trained if s <= j < e]
         inside.update(span)
-        got = tok.decode([ids[i] for i in span], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        got = tok.decode([targets[j] for j in span], skip_special_tokens=False, clean_up_tokenization_spaces=False)
         if _squash(messages[a]["content"]) not in _squash(got):
             problems.append(f"turn {a}: the trained tokens ({len(span)}) do not cover the assistant's answer "
                             f"{messages[a]['content'][:60]!r} (trained: {got[:80]!r})")
-    outside = [i for i in trained if i not in inside]
+    outside = [j for j in trained if j not in inside]
     if regions and outside:
+        first = min(outside[0], len(ids) - 1)
         problems.append(f"{len(outside)} trained tokens outside the assistant turns (first at {outside[0]}: "
-                        f"{tok.decode(ids[outside[0]:outside[0] + 6], skip_special_tokens=False)!r}): "
+                        f"{tok.decode(ids[first:first + 6], skip_special_tokens=False)!r}): "
                         "prompt tokens are trained")
-    if any(labels[i] != ids[i] for i in trained):
-        problems.append("labels are not the input ids at the trained positions (shifted or rewritten)")
-    media_trained = sum(1 for i in trained if ids[i] == media_id)
+    src_full = source_ids(proc, messages, images, False)
+    diverge = _first_mismatch(ids, src_full)
+    wrong = []
+    for j in trained:
+        # while the target's ids equal the source's, the source's next token is the oracle; past that, the token
+        # the target itself feeds there; past the input's end only a closing eos may be trained
+        if j < len(src_full) and (diverge is None or j <= diverge):
+            expected = src_full[j]
+        else:
+            expected = ids[j] if j < len(ids) else getattr(tok, "eos_token_id", None)
+        if targets[j] != expected:
+            wrong.append((j, expected))
+    if wrong:
+        j, expected = wrong[0]
+        problems.append(f"{len(wrong)} labels ({convention} convention) are not the token the source has at the "
+                        f"position they train (first at {j}: label {tok.decode([targets[j]], skip_special_tokens=False)!r}"
+                        f" vs {tok.decode([expected], skip_special_tokens=False) if expected is not None else None!r})"
+                        ": shifted or rewritten labels")
+    media_trained = sum(1 for j in trained if targets[j] == media_id)
     if media_trained:
         problems.append(f"{media_trained} media tokens are trained")
     if not trained:
         problems.append("no trained token at all")
-    src_full = source_ids(proc, messages, images, False)
     media_t, media_s = ids.count(media_id), src_full.count(media_id)
     if media_t != media_s:
         problems.append(f"{media_t} media tokens in the target's ids, the source processor makes {media_s}")
     return {
         "tokens": len(ids), "trained": len(trained), "masked": len(ids) - len(trained),
+        "label_convention": convention, "label_agreement": agree, "labels_unused_by_shift": unused,
         "media_tokens": media_t, "source_media_tokens": media_s, "media_trained": media_trained,
         "turns": len(regions), "prompt_tokens": [s for _, s, _ in regions],
-        "full_match": _first_mismatch(ids, src_full) is None, "problems": problems,
-        "decoded": marked_sample(tok, ids, labels, media_id),
+        "full_match": diverge is None, "problems": problems,
+        "decoded": marked_sample(tok, ids, targets, media_id),
     }
 
 
@@ -161,8 +221,13 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
         samples.append(result)
         problems += [f"sample {i}: {p}" for p in result["problems"]]
     totals = {k: sum(s[k] for s in samples) for k in ("tokens", "trained", "masked", "media_tokens",
-                                                      "source_media_tokens", "media_trained")}
+                                                      "source_media_tokens", "media_trained",
+                                                      "labels_unused_by_shift")}
+    conventions = sorted({s["label_convention"] for s in samples})
+    if len(conventions) > 1:
+        problems.append(f"the samples' labels follow different conventions ({', '.join(conventions)})")
     return {"samples_compared": len(samples), "media_token_id": media_id, **totals,
+            "label_convention": conventions[0] if len(conventions) == 1 else conventions,
             "prompt_match": not any("prompt ids differ" in p for p in problems),
             "decoded_sample": samples[0]["decoded"] if samples else None,
             "per_sample": [{k: v for k, v in s.items() if k != "decoded"} for s in samples],

@@ -47,13 +47,16 @@ def _runs(values):
 
 
 def sample_view(decode, input_ids, labels, attention_mask=None):
-    """One collated row made readable: the decoded text with the trained span (labels != -100) between ⟦ and ⟧,
-    long runs of one token (media placeholders after expansion) shown once with their count, and the counts."""
+    """One collated row made readable: the decoded text with the trained span (labels != -100 after position 0)
+    between ⟦ and ⟧, long runs of one token (media placeholders after expansion) shown once with their count, and
+    the counts."""
     ids = [int(x) for x in input_ids]
     lab = [int(x) for x in labels] if labels is not None else [IGNORE] * len(ids)
     mask = [int(x) for x in attention_mask] if attention_mask is not None else [1] * len(ids)
     real = [i for i, m in enumerate(mask) if m]
     ids, lab = [ids[i] for i in real], [lab[i] for i in real]
+    if lab:  # the loss shifts labels: label 0 trains nothing (an efficient-eos template puts the closing eos there)
+        lab[0] = IGNORE
     trained = [lab_i != IGNORE for lab_i in lab]
     parts, repeated = [], {}
     for flag, start, end in _runs(trained):

@@ -13,7 +13,8 @@ it). Keys the forward has no parameter for are left out. The forward is called l
 it: ``model(**batch, use_cache=False)``.
 
 Result: ``loss``, ``finite``, ``has_loss_attr`` (the engine reads ``output.loss``), ``output_type``, ``output_keys``,
-``forward_params`` + ``accepts_var_kwargs`` (what a collated batch may carry), ``batch_keys``, ``model_class``.
+``forward_params`` + ``accepts_var_kwargs`` (what a collated batch may carry), ``batch_keys``, ``model_class``,
+``loss_labels`` (which alignment of the batch's labels the loss assumes, recomputed from the logits both ways).
 """
 import json
 import math
@@ -145,6 +146,27 @@ def count_vision_features(model):
     return calls
 
 
+def loss_labels(output, batch, value):
+    """How the forward's loss reads the labels, from its own outputs: the mean cross-entropy recomputed from the logits
+    with logits i against label i+1 (``aligned``: the loss shifts) and against label i (``shifted``: it expects labels
+    that are already the next token). ``alignment`` is the one that reproduces the loss, None when neither or both
+    do (another reduction, extra loss terms, logits not one per input position)."""
+    import torch
+    import torch.nn.functional as F
+
+    logits, labels = getattr(output, "logits", None), batch.get("labels")
+    if not isinstance(logits, torch.Tensor) or not isinstance(labels, torch.Tensor) or value is None:
+        return None
+    if logits.dim() != 3 or tuple(logits.shape[:2]) != tuple(labels.shape):
+        return {"alignment": None, "why_not": f"logits {list(logits.shape)} vs labels {list(labels.shape)}"}
+    lg, lab = logits.detach().float(), labels.long()
+    ways = {"aligned": (lg[:, :-1], lab[:, 1:]), "shifted": (lg, lab)}
+    recomputed = {k: float(F.cross_entropy(x.reshape(-1, x.size(-1)), y.reshape(-1), ignore_index=-100))
+                  for k, (x, y) in ways.items()}
+    fits = [k for k, v in recomputed.items() if math.isfinite(v) and abs(v - value) <= 1e-4 * max(1.0, abs(value))]
+    return {"alignment": fits[0] if len(fits) == 1 else None, "recomputed": recomputed}
+
+
 def main(argv):
     args = parse(argv, extra_args)
     start = time.monotonic()
@@ -186,7 +208,7 @@ def main(argv):
         "output_type": type(output).__name__, "output_keys": keys, "forward_params": params,
         "accepts_var_kwargs": var_kw, "batch_keys": sorted(batch), "model_class": f"{cls.__module__}.{cls.__qualname__}",
         "build": how, "seconds": round(time.monotonic() - start, 2), "batch_source": batch_source,
-        "sample_batch_error": sample_error,
+        "sample_batch_error": sample_error, "loss_labels": loss_labels(output, batch, value),
     }
     if calls is not None:
         hidden = text_hidden_size(model.config)

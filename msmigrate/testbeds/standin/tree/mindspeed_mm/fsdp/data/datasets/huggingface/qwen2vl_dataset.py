@@ -43,9 +43,18 @@ def _supervised_example(converted, template, tokenizer, processor, data_args):
     input_ids, labels = [], []
     pairs = template.encode_multiturn(tokenizer, messages, converted["_system"])
     for turn, (source, target) in enumerate(pairs):
-        masked = (not data_args.train_on_prompt) or (data_args.mask_history and turn < len(pairs) - 1)
+        # the real framework's labelling: aligned with input_ids (its loss shifts them); an efficient-eos template
+        # closes the previous turn by a label only, the eos on the first position of the next prompt (position 0
+        # of the first, which the shift never reads); mask_history trains the last answer only
+        if data_args.train_on_prompt:
+            source_labels = source
+        elif template.efficient_eos:
+            source_labels = [tokenizer.eos_token_id] + [IGNORE_INDEX] * (len(source) - 1)
+        else:
+            source_labels = [IGNORE_INDEX] * len(source)
+        history = data_args.mask_history and turn < len(pairs) - 1
         input_ids += source + target
-        labels += ([IGNORE_INDEX] * len(source) if masked else source) + target
+        labels += source_labels + ([IGNORE_INDEX] * len(target) if history else target)
     if template.efficient_eos:
         input_ids, labels = input_ids + [tokenizer.eos_token_id], labels + [tokenizer.eos_token_id]
     input_ids, labels = input_ids[:data_args.cutoff_len], labels[:data_args.cutoff_len]
