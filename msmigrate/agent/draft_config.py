@@ -51,6 +51,11 @@ def tied_embeddings(source: Path, tree: dict[str, Any] | None = None) -> bool:
     return bool(cfg.get("tie_word_embeddings", False))
 
 
+def ships_fast_tokenizer(source: Path) -> bool:
+    """Whether the source's tokenizer is a ``tokenizers`` file (tokenizer.json), i.e. loads as a fast tokenizer."""
+    return (Path(source) / "tokenizer.json").is_file()
+
+
 def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path, data_json: Path,
                  tree: dict[str, Any]) -> dict[str, Any]:
     cfg = copy.deepcopy(baseline)
@@ -65,7 +70,13 @@ def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path
     ds = _section(cfg, "data", "dataset_param")
     ds["dataset_type"] = plan["dataset_type"]
     ds["attr"] = attr_from_samples(data_json)
-    _section(ds, "preprocess_parameters")["model_name_or_path"] = str(source)
+    pre = _section(ds, "preprocess_parameters")
+    pre.update(model_name_or_path=str(source), trust_remote_code=plan["route"] == "custom")
+    if ships_fast_tokenizer(source):
+        # the example's `use_fast_tokenizer: false` is about its own tokenizer; a source with only a tokenizers
+        # file has no slow class, and transformers 4.57's AutoProcessor then fails (the real load_tokenizer
+        # swallows that and reports "Processor was not found")
+        pre["use_fast_tokenizer"] = True
     basic = _section(ds, "basic_parameters")
     basic.update(template=plan["template"], dataset=str(data_json), dataset_dir=str(Path(data_json).parent))
     basic.pop("chat_template", None)

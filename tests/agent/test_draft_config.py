@@ -77,6 +77,21 @@ def test_custom_route_sets_trust_remote_code_and_no_recompute_without_pkv(worksp
     assert cfg["features"]["recompute"] is False and cfg["features"]["recompute_plan"]["apply_modules"] == []
 
 
+def test_tokenizer_loading_follows_the_source_not_the_example(workspace, tmp_path):
+    """The similar example's preprocess switches are about its own model: a source that ships tokenizer.json gets a
+    fast tokenizer and no remote code; one without keeps the example's choice."""
+    baseline = {"data": {"dataset_param": {"preprocess_parameters": {"use_fast_tokenizer": False,
+                                                                     "trust_remote_code": True}}}}
+    data = workspace["source"] / "data" / "train.json"
+    assert (workspace["source"] / "tokenizer.json").is_file()
+    pre = draft_config(PLAN, baseline, source=workspace["source"], data_json=data,
+                       tree=TREE)["data"]["dataset_param"]["preprocess_parameters"]
+    assert pre["use_fast_tokenizer"] is True and pre["trust_remote_code"] is False
+    slow = draft_config({**PLAN, "route": "custom"}, baseline, source=tmp_path, data_json=data,
+                        tree=TREE)["data"]["dataset_param"]["preprocess_parameters"]
+    assert slow["use_fast_tokenizer"] is False and slow["trust_remote_code"] is True
+
+
 def test_launch_script_swaps_only_the_config():
     text = "torchrun trainer.py \\\n    examples/qwen3vl/qwen3vl_config.yaml\n"
     out = launch_script(text, "examples/qwen3vl/qwen3vl_config.yaml", "examples/fakevl/fakevl_config.yaml")

@@ -189,3 +189,25 @@ def test_model_build_and_plan_errors(run_py, standin, port):
     assert "DDP mode is enabled (fully_shard_parallel_size=1) instead of FSDP wrapping" in out
     assert "OK device_ids and output_device arguments only work with" in out
     assert "FSDP FSDPTinyCustomLM FSDPDecoderLayer Linear" in out  # unmatched pattern 'nope' is silent
+
+
+def test_dataset_labels_follow_the_real_convention(mm):
+    """As the real SupervisedDatasetProcessor labels: aligned with input_ids; an efficient-eos template closes each
+    turn by an eos label on the first position of the next prompt (position 0 for the first, unused by the loss's
+    shift) and appends eos; mask_history trains only the last answer."""
+    from types import SimpleNamespace
+
+    ds = mm("mindspeed_mm.fsdp.data.datasets.huggingface.qwen2vl_dataset")
+    pairs = [([10, 11], [20, 21]), ([12, 13], [22, 23])]
+    template = SimpleNamespace(efficient_eos=True, encode_multiturn=lambda tok, messages, system: pairs,
+                               mm_plugin=SimpleNamespace(process_messages=lambda m, i, v, a, p: m))
+    converted = {"_prompt": [], "_response": [], "_images": None, "_videos": None, "_audios": None, "_system": None}
+    args = SimpleNamespace(train_on_prompt=False, mask_history=False, cutoff_len=100)
+    tok = SimpleNamespace(eos_token_id=2)
+    out = ds._supervised_example(converted, template, tok, None, args)
+    assert out["input_ids"] == [10, 11, 20, 21, 12, 13, 22, 23, 2]
+    assert out["labels"] == [2, -100, 20, 21, 2, -100, 22, 23, 2]
+    template.efficient_eos = False
+    args.mask_history = True
+    out = ds._supervised_example(converted, template, tok, None, args)
+    assert out["labels"] == [-100, -100, -100, -100, -100, -100, 22, 23]

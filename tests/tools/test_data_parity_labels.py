@@ -143,3 +143,24 @@ def test_forward_reads_which_alignment_its_loss_takes():
     assert fs.loss_labels(out, {"labels": labels}, float(plain))["alignment"] == "shifted"
     assert fs.loss_labels(out, {"labels": labels}, float(plain) + 1.0)["alignment"] is None
     assert fs.loss_labels(out, {"labels": labels[:, :5]}, float(plain))["alignment"] is None
+
+
+def test_vision_feature_rows_of_the_return_shapes_seen():
+    """What ``get_image_features`` returns across the two runtimes: a tensor, per-image tensors, a model output
+    (transformers 5), and (per-image features, deepstack features per layer) from transformers 4.57's Qwen3-VL —
+    the media tokens must be compared with the first only."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("forward_smoke_rows", dp.__file__.replace("_data_parity",
+                                                                                         "forward_smoke"))
+    fs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fs)
+    per_image = (torch.zeros(4, 8), torch.zeros(4, 8))
+    assert fs.feature_rows(torch.zeros(8, 8), 8) == 8
+    assert fs.feature_rows(per_image, 8) == 8
+    assert fs.feature_rows(SimpleNamespace(pooler_output=per_image), 8) == 8
+    assert fs.feature_rows((per_image, [torch.zeros(8, 8)]), 8) == 8
+    assert fs.feature_rows(torch.zeros(8, 5), 8) is None

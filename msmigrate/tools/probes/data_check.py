@@ -12,6 +12,7 @@ processor (``_data_parity``).
 Starts a 1-rank gloo group and the target's parallel state first (``_single_rank``). Imports nothing from msmigrate."""
 import argparse
 import json
+import logging
 import os
 import sys
 
@@ -135,6 +136,25 @@ def load_pipeline(config):
     return cfg, dataset, collate_fn
 
 
+class TargetWarnings(logging.Handler):
+    """The warnings the target logs while the probe runs its pipeline. The real ``load_tokenizer`` turns an
+    AutoProcessor failure into a warning ("Processor was not found: <cause>") and later raises a generic error, so
+    the cause is only here; it goes into the probe's error."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        try:
+            self.messages.append(f"{record.name.rsplit('/', 1)[-1]}: {record.getMessage()}"[:400])
+        except (TypeError, ValueError):  # a record whose arguments do not format is not worth failing over
+            pass
+
+    def cause_of(self, error):
+        return error + (" — the target logged before it: " + " | ".join(self.messages[-3:]) if self.messages else "")
+
+
 def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", required=True)
@@ -150,6 +170,8 @@ def main(argv):
     os.environ.setdefault("NON_MEGATRON", "true")
     os.chdir(target)
     sys.path.insert(0, target)
+    warned = TargetWarnings()
+    logging.getLogger().addHandler(warned)
     try:
         import torch
         from _single_rank import start_single_rank
@@ -192,7 +214,7 @@ def main(argv):
         import traceback
 
         traceback.print_exc()
-        emit({"error": f"{type(exc).__name__}: {exc}"})
+        emit({"error": warned.cause_of(f"{type(exc).__name__}: {exc}")})
         return 1
     media_items = {kind: sum(len(ex.get(kind) or []) for ex in examples) for kind in ("images", "videos", "audios")}
     emit({

@@ -116,6 +116,10 @@ def feature_rows(value, hidden):
     if isinstance(value, torch.Tensor):
         return value.numel() // hidden if value.dim() >= 1 and value.shape[-1] == hidden else None
     if isinstance(value, (list, tuple)):
+        if value and isinstance(value[0], (list, tuple)):
+            # (features per image, auxiliary outputs): transformers 4.57's Qwen3-VL returns its deepstack features
+            # (one tensor per layer, same rows) after the per-image features; only the first go into the text
+            return feature_rows(value[0], hidden)
         parts = [feature_rows(v, hidden) for v in value]
         return sum(parts) if parts and all(p is not None for p in parts) else None
     for key in ("pooler_output", "image_embeds", "last_hidden_state"):
