@@ -14,11 +14,10 @@ from realmm_helpers import msmigrate, real_target, source_for_runtime
 
 pytestmark = [pytest.mark.realmm, pytest.mark.integration]
 
-# one per data branch the rules policy takes on the real checkout: A (an existing template fits), B (new entries)
-FIXTURES = ["qwen2_vl", pytest.param("llava", marks=pytest.mark.xfail(strict=True, reason=(
-    "open (issue 12 on the real target): G2's data parity assumes labels aligned with input_ids; the real "
-    "framework's labels come out shifted, so the check reports trained prompt tokens and shifted labels on the real "
-    "checkout. strict: once data parity reads the target's label convention this xfail must go.")))]
+# four transformers-native fixtures: data branch A (an existing real template fits: qwen2_vl, qwen2_5_vl, qwen3_vl)
+# and B (new registry entries: llava, whose generated template is efficient-eos — the real dataset then puts the
+# closing eos on label 0, which data parity must read as the target's own convention, not as a trained prompt)
+FIXTURES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava"]
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -32,6 +31,12 @@ def test_rules_migration_into_clean_real_checkout(tmp_path, realmm_tarballs, rea
     summary = json.loads(proc.stdout)
     assert summary["exit_status"] == "success", proc.stderr[-4000:]
     assert summary["gates"] == {f"G{i}": True for i in range(7)}
+    evidence = json.loads((tmp_path / "runs" / summary["run_id"] / "evidence.json").read_text())
+    data = evidence["gates"]["G2"]["parity"]["data"]
+    assert data["status"] == "pass" and data["prompt_match"] and data["label_convention"] == "aligned"
+    assert data["loss_label_alignment"] == "aligned"  # the plugin's loss shifts: read from its logits
+    assert data["media_tokens"] == data["source_media_tokens"] == data["vision_features"] > 0
+    assert data["trained"] + data["masked"] == data["tokens"] and data["trained"] > 0
     delivered = yaml.safe_load(subprocess.run(
         ["git", "-C", target, "show", f"msmigrate/{summary['run_id']}:examples/{name}/{name}_config.yaml"],
         capture_output=True, text=True, check=True).stdout)
