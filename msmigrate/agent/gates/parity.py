@@ -47,7 +47,7 @@ def model_parity_check(deps: Any, state: dict[str, Any]) -> tuple[dict[str, Any]
               "tolerance": r.get("tolerance"), "batch_source": r.get("batch_source"),
               "source_class": r.get("source_class"), "plugin_class": r.get("plugin_class"),
               "nonpersistent_buffers": r.get("nonpersistent_buffers"), "tied": r.get("tied"),
-              "why_not": r.get("why_not"),
+              "why_not": r.get("why_not"), "mode": r.get("mode"), "first_divergence": r.get("first_divergence"),
               "problems": list(r.get("problems") or ([] if res.ok else [f"model parity probe: {res.error}"]))}
     ev = evidence_item("model parity (plugin vs source class)", res.data.get("argv", []), res.data.get("returncode"),
                        t0, time.time(), res.data.get("stderr_tail", "") if not res.ok else "", record,
