@@ -3,7 +3,8 @@
 Signals, each with a reason string so the ranking is explainable in ``similar_case.md``:
 - family: the example's model id / registered class shares the source's model-type stem (``qwen``, ``glm`` …);
 - media tokens: the example's template feeds an mm_plugin whose image token the source tokenizer also has;
-- build path: custom code (trust_remote_code) vs transformers-native, compared with the registered class's bases;
+- build path: the custom path (a BaseModel class) or the transformers path, compared with the registered class's
+  bases; remote code (trust_remote_code) whose ``auto_map`` names an AutoModel class takes the transformers path;
 - data stack: the example uses the generic ``huggingface`` dataset (the usual landing for a VLM)."""
 
 from __future__ import annotations
@@ -21,10 +22,18 @@ def _custom_build(bases: list[str]) -> bool:
     return any("BaseModel" in b or "nn.Module" in b for b in bases) and not any("PreTrained" in b or "For" in b for b in bases)
 
 
+def remote_code_build_path(auto_map: dict[str, Any]) -> str:
+    """The ModelHub path remote code takes: ``transformers`` when ``auto_map`` names an AutoModel class (the vendored
+    class loads with from_pretrained), else ``custom`` (a BaseModel plugin must build it)."""
+    return "transformers" if any(k.startswith("AutoModel") for k in auto_map or {}) else "custom"
+
+
 def rank_similar_cases(source: dict[str, Any], inventory: dict[str, Any]) -> list[dict[str, Any]]:
     stem = _stem(source.get("model_type"))
     media = set((source.get("tokens") or {}).get("media_tokens") or [])
-    custom = bool(source.get("needs_trust_remote_code"))
+    # custom code is not the custom build path: remote code with an AutoModel entry loads through transformers
+    custom = bool(source.get("needs_trust_remote_code")) and \
+        remote_code_build_path(source.get("auto_map") or {}) == "custom"
     models = {m["id"]: m for m in inventory.get("model_ids", [])}
     templates = {t["id"]: t for t in inventory.get("templates", [])}
     ranked = []

@@ -97,3 +97,28 @@ def test_ties_break_by_name_and_nothing_shared_is_said():
     ranked = rank_similar_cases({}, inv)
     assert [c["example"] for c in ranked] == ["examples/m.yaml", "examples/z.yaml"]
     assert ranked[0]["why"] == ["no shared signal"] and ranked[0]["score"] == 0
+
+
+def test_remote_code_with_an_automodel_entry_ranks_the_transformers_example_up():
+    # InternVL-chat style: trust_remote_code, but auto_map names AutoModel, so ModelHub's transformers path loads it
+    src = {"model_type": "internvl_chat", "needs_trust_remote_code": True,
+           "auto_map": {"AutoConfig": "c.C", "AutoModel": "m.M"}, "tokens": {"media_tokens": {"<img>": 3}}}
+    ranked = rank_similar_cases(src, INVENTORY)
+    assert ranked[0]["example"] == "examples/a_qwen.yaml"
+    assert "same build path (transformers class)" in ranked[0]["why"]
+    assert not any("same build path" in w for w in ranked[1]["why"])
+
+
+def test_a_new_template_takes_the_checkpoints_own_name(tmp_path):
+    import json
+
+    from msmigrate.agent.nodes.plan import new_template_id
+
+    (tmp_path / "config.json").write_text(json.dumps({"template": "internvl2_5", "chat_template": "{% for m in x %}"}))
+    assert new_template_id(tmp_path, [{"id": "qwen2vl"}], "internvl_chat") == (
+        "internvl2_5", "new template named 'internvl2_5': the checkpoint's config.json names its chat format "
+                       "('template')")
+    # already registered in the target: a new one must not collide, so the model name it is
+    assert new_template_id(tmp_path, [{"id": "internvl2_5"}], "internvl_chat") == ("internvl_chat", None)
+    (tmp_path / "config.json").write_text(json.dumps({"chat_template": "{{ bos_token }}"}))  # jinja is no id
+    assert new_template_id(tmp_path, [], "foo") == ("foo", None)

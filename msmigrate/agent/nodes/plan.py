@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -26,6 +27,7 @@ from msmigrate.agent.chat_format import ChatFormat, ChatFormatError, derive_chat
 from msmigrate.agent.data_contract import GENERIC_COLLATOR_EXTRAS, architecture_kind, derive_contract
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.megatron_plan import make_megatron_plan
+from msmigrate.agent.similar_case import remote_code_build_path
 from msmigrate.agent.state import EXIT_UNSUPPORTED
 from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion
 from msmigrate.tools.runtime_processor import RuntimeProcessor, probe_runtime_processor
@@ -143,6 +145,10 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
                if custom else f"transformers-native class {src.get('architectures')}"]
     template, why = choose_template(src, inv.get("templates", []))
     reasons += why
+    new_template, why_name = (name, None) if template else \
+        new_template_id(getattr(deps.ctx, "source", None), inv.get("templates", []), name)
+    if why_name:
+        reasons.append(why_name)
     similar = (inv.get("similar_cases") or [{}])[0]
     reasons.append(f"architecture {architecture[0]}: {architecture[1]}")
     contract = derive_contract(expansion, forward_params(src)) if expansion is not None and expansion.ok else None
@@ -171,7 +177,7 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         "dataset_type": "huggingface",
         "data_plugin": "mindspeed_mm/fsdp/data/datasets/huggingface",
         "data_branch": "A" if template else "B",
-        "template": template["id"] if template else name,
+        "template": template["id"] if template else new_template,
         "mm_plugin": template["extra"].get("mm_plugin") if template else name,
         "collator": collator,
         "collator_drops": drops,
@@ -187,6 +193,24 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         plan["reasons"] = plan["reasons"] + [why_path] + (
             [runtime_processor.note()] if runtime_processor is not None else [])
     return {**plan, **explicit_paths(getattr(deps, "spec", None))}
+
+
+TEMPLATE_ID = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,39}")
+
+
+def new_template_id(source: Any, templates: list[dict[str, Any]], name: str) -> tuple[str, str | None]:
+    """The id of a new (branch B) template: the checkpoint's own name for its chat format when its config.json
+    has one (InternVL's ``"template": "internvl2_5"``) and the target does not register it yet; else ``name``."""
+    try:
+        cfg = json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return name, None
+    taken = {t.get("id") for t in templates}
+    for key in sorted(k for k in cfg if "template" in k.lower()):
+        value = cfg[key]
+        if isinstance(value, str) and TEMPLATE_ID.fullmatch(value) and value not in taken:
+            return value, f"new template named {value!r}: the checkpoint's config.json names its chat format ({key!r})"
+    return name, None
 
 
 def custom_code_facts(source: Any, src: dict[str, Any],
@@ -218,7 +242,7 @@ def custom_code_facts(source: Any, src: dict[str, Any],
             handles = runtime_processor.loaded and runtime_processor.kind == "processor" and \
                 runtime_processor.handles_images
             facts["processor_note"] = None if handles else runtime_processor.note()
-    if any(k.startswith("AutoModel") for k in auto_map):
+    if remote_code_build_path(auto_map) == "transformers":
         path, why = "transformers", (f"build path transformers (trust_remote_code): auto_map names "
                                      f"{sorted(k for k in auto_map if k.startswith('AutoModel'))}, so ModelHub loads "
                                      f"the vendored class with from_pretrained and HF weight init")
