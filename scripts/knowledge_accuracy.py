@@ -10,16 +10,22 @@ Rows = expected owner, columns = predicted; "none" = the classifier abstained (t
 decides at run time). Exit code 1 if labeled-set owner accuracy < --min-owner.
 
     python scripts/knowledge_accuracy.py [--labeled DIR] [--corpus DIR] [--min-owner 0.9] [--bm25-only] [--verbose]
-                                         [--llm-base-url URL --llm-model NAME]
+                                         [--llm-base-url URL --llm-model NAME] [--llm-answers FILE] [--llm-max N]
 
 With --llm-base-url (any OpenAI-compatible endpoint), every corpus excerpt the classifier abstains on is asked to the
-LLM exactly as the classify node asks it (root cause, candidate cases, owner semantics), and the corpus figures are
-printed again for the whole pipeline; a wrong LLM answer counts as confidently wrong (it would route the run).
+LLM exactly as the classify node asks it (root cause, candidate cases, owner semantics; one excerpt per request,
+held-out half first, at most --llm-max requests), and the corpus figures are printed again for the whole pipeline; a
+wrong LLM answer counts as confidently wrong (it would route the run). With --llm-answers FILE every answer is
+recorded there (owner, case, reason, and a hash of what the prompt was built from); given the file without an
+endpoint, the recorded answers are replayed: an excerpt still abstaining gets its recorded answer when the prompt
+inputs are unchanged, and is counted as asked-on-another-prompt (answer still used) or never-asked (abstention).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -73,18 +79,49 @@ def print_matrix(confusion: Counter) -> None:
 
 
 class LLMStage:
-    """The classify node's LLM fallback, outside a run: the same prompt, the same answer parsing."""
+    """The classify node's LLM fallback, outside a run: the same prompt, the same answer parsing. Answers are kept
+    by excerpt name with a hash of the prompt inputs (``answers``), so a later run can replay them."""
 
-    def __init__(self, base_url: str, model: str):
-        from msmigrate.agent.config import LLMSettings, Settings
-        from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model
+    def __init__(self, base_url: str | None, model: str, answers: dict | None = None, max_requests: int = 80,
+                 timeout_s: float = 120.0):
+        self.policy = None
+        if base_url:
+            from msmigrate.agent.config import LLMSettings, Settings
+            from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model
 
-        llm = LLMSettings(base_url=base_url, model=model, max_transport_retries=1)
-        self.policy = LLMPolicy(build_chat_model(llm, Settings()), llm)
-        self.asked = self.answered = 0
+            # a request is never retried: with a person or an agent behind the endpoint it would be asked twice
+            llm = LLMSettings(base_url=base_url, model=model, max_transport_retries=0, timeout_s=timeout_s)
+            self.policy = LLMPolicy(build_chat_model(llm, Settings()), llm)
+        self.answers = answers if answers is not None else {}
+        self.max_requests = max_requests
+        self.asked = self.answered = self.replayed = self.stale = self.unasked = 0
 
-    def __call__(self, log: str, result):
+    @staticmethod
+    def prompt_key(log: str, evidence: dict) -> str:
+        """What the prompt is built from (the excerpt's tail and the evidence), hashed: equal keys, equal prompt."""
+        payload = json.dumps({"log": log[-4000:], "evidence": evidence}, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+    def __call__(self, name: str, log: str, result):
         from msmigrate.agent.nodes.classify import llm_evidence
+
+        evidence = llm_evidence("unknown", result)
+        key = self.prompt_key(log, evidence)
+        recorded = self.answers.get(name)
+        if recorded is None and self.policy is not None and self.asked < self.max_requests:
+            recorded = self._ask(name, log, evidence, key)
+        if recorded is None:
+            self.unasked += 1
+            return result
+        if recorded["prompt_key"] != key:
+            self.stale += 1  # asked on another version of the prompt inputs: the answer is still the LLM's
+        if recorded.get("owner") is None:
+            return result
+        self.replayed += 1
+        result.owner, result.case_id, result.method = recorded["owner"], recorded.get("case_id"), "llm"
+        return result
+
+    def _ask(self, name: str, log: str, evidence: dict, key: str) -> dict:
         from msmigrate.agent.policies.base import PolicyView
         from msmigrate.core.run_context import RunContext
 
@@ -93,12 +130,11 @@ class LLMStage:
         view = PolicyView(phase="classify", state={"attempts": {}, "gates": {}, "plan": {}}, messages=[], tools=[],
                           ctx=ctx)
         self.asked += 1
-        opinion = self.policy.classify(log, view, evidence=llm_evidence("unknown", result))
-        if not opinion:
-            return result
-        self.answered += 1
-        result.owner, result.case_id, result.method = opinion["owner"], opinion.get("case_id"), "llm"
-        return result
+        opinion = self.policy.classify(log, view, evidence=evidence) or {}
+        self.answered += bool(opinion)
+        self.answers[name] = {"owner": opinion.get("owner"), "case_id": opinion.get("case_id"),
+                              "reason": opinion.get("diagnosis", "")[:600], "prompt_key": key}
+        return self.answers[name]
 
 
 def score_corpus(split: str, folder: Path | None, use_regex: bool, round_: int | None = None,
@@ -108,7 +144,7 @@ def score_corpus(split: str, folder: Path | None, use_regex: bool, round_: int |
         if round_ is None or entry.round == round_:
             result = classify(entry.log, use_regex=use_regex)
             if llm is not None and result.method == "none" and not entry.healthy:
-                result = llm(entry.log, result)
+                result = llm(entry.name, entry.log, result)
             score.add(entry.name, entry.owner, result)
     return score
 
@@ -130,6 +166,24 @@ def report_corpus(split: str, score: Score, verbose: bool) -> None:
             print("  " + miss)
 
 
+def report_llm_stage(args: argparse.Namespace) -> None:
+    answers = json.loads(args.llm_answers.read_text(encoding="utf-8")) if args.llm_answers and \
+        args.llm_answers.exists() else {}
+    llm = LLMStage(args.llm_base_url, args.llm_model, answers, args.llm_max, args.llm_timeout)
+    scores = {}
+    try:
+        for split in ("heldout", "tuning"):  # held-out first: the request cap must not cut the figure that counts
+            scores[split] = score_corpus(split, args.corpus, not args.bm25_only, llm=llm)
+    finally:
+        if args.llm_answers and llm.asked:
+            args.llm_answers.write_text(json.dumps(llm.answers, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+                                        encoding="utf-8")
+    for split in ("tuning", "heldout"):
+        report_corpus(f"{split}, with the LLM stage", scores[split], args.verbose)
+    print(f"\nLLM asked {llm.asked} times, answered {llm.answered}; recorded answers used {llm.replayed} "
+          f"({llm.stale} asked on other prompt inputs); abstentions never asked {llm.unasked}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--labeled", type=Path, default=None, help="folder of labeled logs (default: packaged set)")
@@ -139,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="list every miss")
     parser.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint for the LLM stage")
     parser.add_argument("--llm-model", default="default", help="model name at that endpoint")
+    parser.add_argument("--llm-answers", type=Path, default=None,
+                        help="JSON file the LLM answers are recorded in; replayed when no endpoint is given")
+    parser.add_argument("--llm-max", type=int, default=80, help="most LLM requests in one run")
+    parser.add_argument("--llm-timeout", type=float, default=120.0, help="seconds one LLM request may take")
     args = parser.parse_args(argv)
     use_regex = not args.bm25_only
 
@@ -185,12 +243,8 @@ def main(argv: list[str] | None = None) -> int:
             last.misses += part.misses
         if last.total:
             report_corpus("round 3, both halves (collected after all tuning; never tuned on)", last, args.verbose)
-        if args.llm_base_url:
-            llm = LLMStage(args.llm_base_url, args.llm_model)
-            for split in ("tuning", "heldout"):
-                report_corpus(f"{split}, with the LLM stage", score_corpus(split, args.corpus, use_regex, llm=llm),
-                              args.verbose)
-            print(f"\nLLM asked {llm.asked} times, answered {llm.answered}")
+        if args.llm_base_url or args.llm_answers:
+            report_llm_stage(args)
     return 0 if owner_acc >= args.min_owner else 1
 
 

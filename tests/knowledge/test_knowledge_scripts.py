@@ -61,3 +61,41 @@ def test_knowledge_accuracy_llm_stage_over_http(tmp_path, capsys):
     assert code == 0 and asked == 1  # only the excerpt the classifier abstains on is asked
     assert "with the LLM stage" in out and "LLM asked 1 times, answered 1" in out
     assert "methods: llm=1" in out and "owner accuracy:         100.0% (1/1)" in out
+
+
+def test_knowledge_accuracy_records_llm_answers_and_replays_them(tmp_path, capsys):
+    """An answer asked over HTTP is recorded with its prompt-input hash; without an endpoint it is replayed, and an
+    abstention nobody asked stays an abstention."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
+    from fake_openai_server import ScriptedChatServer
+
+    corpus = tmp_path / "corpus"
+    (corpus / "failures").mkdir(parents=True)
+    (corpus / "healthy").mkdir()
+    (corpus / "failures" / "a.yaml").write_text(
+        "source: https://github.com/example/a/issues/1\nowner: data\nbasis: message\nresolution: r\n"
+        "log: 'TypeError: get_mm_inputs() takes 5 positional arguments but 9 were given'\n")
+    answers = tmp_path / "answers.json"
+    reply = json.dumps({"case_id": "unknown", "owner": "model", "reason": "the plugin signature"})
+    with ScriptedChatServer({}, classify_reply=reply) as server:
+        _load("knowledge_accuracy").main(["--corpus", str(corpus), "--llm-base-url", server.base_url,
+                                          "--llm-answers", str(answers)])
+    recorded = json.loads(answers.read_text())
+    assert recorded["a"]["owner"] == "model" and len(recorded["a"]["prompt_key"]) == 16
+    capsys.readouterr()
+
+    _load("knowledge_accuracy").main(["--corpus", str(corpus), "--llm-answers", str(answers)])  # no endpoint
+    out = capsys.readouterr().out
+    assert "recorded answers used 1 (0 asked on other prompt inputs); abstentions never asked 0" in out
+    assert "confidently wrong rate: 100.0% (1/1)" in out  # the replayed answer is scored, wrong as it is
+
+    answers.write_text(json.dumps({"a": {**recorded["a"], "prompt_key": "0" * 16}}))
+    _load("knowledge_accuracy").main(["--corpus", str(corpus), "--llm-answers", str(answers)])
+    assert "(1 asked on other prompt inputs)" in capsys.readouterr().out
+
+    answers.write_text("{}")
+    _load("knowledge_accuracy").main(["--corpus", str(corpus), "--llm-answers", str(answers)])
+    assert "abstentions never asked 1" in capsys.readouterr().out
