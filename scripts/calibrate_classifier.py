@@ -1,14 +1,19 @@
 """Calibrate the classifier's lexical (BM25) stage on the TUNING half of the real-log corpus; write calibration.json.
 
-For every tuning-half failure (``--population all``, the default) or only those the deterministic stage leaves
-undecided (``--population undecided``: with this corpus only a handful, too few to rest a threshold on), the BM25
-owner vote is computed with that excerpt's own source left out of the index (leave-one-out), and recorded as
-(margin, owner correct?). The excerpts regex does decide still measure how reliable a vote of a given margin is,
-because their own real examples are left out; they are easier than the undecided ones, so the held-out figures
-(scripts/knowledge_accuracy.py) are what tells whether the threshold holds. The
+For the tuning-half failures the deterministic stage leaves undecided (``--population undecided``, the default:
+the excerpts the lexical stage is actually asked about at run time) or every tuning-half failure (``--population
+all``), the BM25 owner vote is computed with that excerpt's own source left out of the index (leave-one-out), and
+recorded as (margin, owner correct?). Votes on excerpts regex decides are easier (their message is in the index
+under another source); with round 4 of the corpus a threshold fitted on all of them accepted votes that were right
+far less often on the held-out half than on the tuning half, so the default is the undecided population. The
 acceptance threshold is the smallest margin above which the votes' precision is at least --target with at least
 --min-support votes; the confidence reported for an accepted vote is the Laplace-smoothed precision of the votes at
-or above its margin. The held-out half is never read here.
+or above its margin.
+
+The same run records, per failure case, how its regex hits on the tuning half agree with the owner labels
+(``regex_cases``: hits, agree). A case whose message was owned by another phase in a share of its hits above
+1 - --target is treated by the classifier as not decisive (the match goes to the LLM as its first candidate).
+The held-out half is never read here.
 
     python scripts/calibrate_classifier.py [--target 0.9] [--min-support 3] [--out PATH] [--dry-run]
 """
@@ -28,15 +33,18 @@ from msmigrate.knowledge.root_cause import extract
 STRICT = {"min_margin": None, "bins": []}  # lexical stage off: find what the deterministic stage leaves
 
 
-def lexical_votes(split: str = "tuning", population: str = "all", max_round: int | None = None
+def lexical_votes(split: str = "tuning", population: str = "all", max_round: int | None = None,
+                  regex_cases: dict[str, dict[str, int]] | None = None, target: float = 0.9
                   ) -> list[tuple[float, bool, str]]:
     catalog = load_catalog()
+    # undecided = what the classifier leaves to the lexical stage: no regex hit, or a hit on a non-decisive case
+    strict = {**STRICT, "regex_cases": regex_cases or {}, "target": target}
     votes = []
     for entry in load_corpus(split):
         if entry.healthy or (max_round is not None and entry.round > max_round):
             continue
         if population == "undecided" and \
-                classify(entry.log, calibration=STRICT, exclude_source=entry.source).method != "none":
+                classify(entry.log, calibration=strict, exclude_source=entry.source).method != "none":
             continue  # decided deterministically
         root = extract(entry.log)
         vote = lexical(root.cause, catalog, exclude_source=entry.source) if root.failed else None
@@ -45,8 +53,23 @@ def lexical_votes(split: str = "tuning", population: str = "all", max_round: int
     return votes
 
 
+def regex_reliability(split: str = "tuning", max_round: int | None = None) -> dict[str, dict[str, int]]:
+    """Per failure case: how many tuning excerpts its regex decides, and in how many the case's owner is the label."""
+    catalog = load_catalog()
+    cases: dict[str, dict[str, int]] = {}
+    for entry in load_corpus(split):
+        if entry.healthy or (max_round is not None and entry.round > max_round):
+            continue
+        result = classify(entry.log, catalog=catalog, calibration=STRICT)
+        if result.method == "regex" and result.case_id:
+            record = cases.setdefault(result.case_id, {"hits": 0, "agree": 0})
+            record["hits"] += 1
+            record["agree"] += result.owner == entry.owner
+    return dict(sorted(cases.items()))
+
+
 def calibrate(votes: list[tuple[float, bool, str]], target: float, min_support: int, population: str = "all",
-              max_round: int | None = None) -> dict:
+              max_round: int | None = None, regex_cases: dict[str, dict[str, int]] | None = None) -> dict:
     ordered = sorted(votes, key=lambda v: -v[0])
     bins, threshold, chosen_precision = [], None, None
     for i in range(len(ordered)):
@@ -61,7 +84,9 @@ def calibrate(votes: list[tuple[float, bool, str]], target: float, min_support: 
             threshold, chosen_precision = ordered[i][0], precision
     bins.sort(key=lambda b: b["margin"])  # ascending: the last bin a margin clears gives its confidence
     return {"min_margin": threshold, "precision": chosen_precision, "target": target, "min_support": min_support,
-            "population": population, "max_round": max_round, "votes": len(votes), "bins": [b for b in bins if threshold is not None and b["margin"] >= threshold],
+            "population": population, "max_round": max_round, "votes": len(votes),
+            "bins": [b for b in bins if threshold is not None and b["margin"] >= threshold],
+            "regex_cases": regex_cases or {},
             "note": "written by scripts/calibrate_classifier.py from the tuning half only (leave-one-source-out)"}
 
 
@@ -69,15 +94,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", type=float, default=0.9, help="required precision of accepted votes")
     parser.add_argument("--min-support", type=int, default=3, help="fewest votes a threshold may rest on")
-    parser.add_argument("--population", choices=("all", "undecided"), default="all",
+    parser.add_argument("--population", choices=("all", "undecided"), default="undecided",
                         help="tuning excerpts whose votes calibrate the threshold")
     parser.add_argument("--max-round", type=int, default=None,
                         help="use only corpus rounds up to this one (later rounds stay untouched by any tuning)")
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
     parser.add_argument("--dry-run", action="store_true", help="print, do not write")
     args = parser.parse_args(argv)
-    votes = lexical_votes("tuning", args.population, args.max_round)
-    result = calibrate(votes, args.target, args.min_support, args.population, args.max_round)
+    regex_cases = regex_reliability("tuning", args.max_round)
+    votes = lexical_votes("tuning", args.population, args.max_round, regex_cases, args.target)
+    result = calibrate(votes, args.target, args.min_support, args.population, args.max_round, regex_cases)
     for margin, ok, name in sorted(votes, key=lambda v: -v[0]):
         print(f"  {margin:6.3f} {'ok ' if ok else 'BAD'} {name}")
     print(f"tuning votes: {len(votes)}; threshold: {result['min_margin']}; precision: {result['precision']}")

@@ -3,7 +3,7 @@
 Prints, for the labeled set (msmigrate/knowledge/labeled, written around catalog messages: in-sample) owner and
 case-id accuracy, the method mix and the owner confusion matrix; for each half of the real-log corpus
 (msmigrate/knowledge/real_logs: verbatim public failure excerpts, split by a hash of the source URL) owner accuracy
-(an abstention counts as a miss; the held-out half is also scored for the second collection round alone),
+(an abstention counts as a miss; the held-out half is also scored per collection round),
 precision when answering, abstention rate, confidently-wrong rate (a wrong owner
 from the regex or lexical stage), the confusion matrix, and how many healthy logs were flagged as failures.
 Rows = expected owner, columns = predicted; "none" = the classifier abstained (the LLM or the failed gate's phase
@@ -226,23 +226,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.labeled is None or args.corpus is not None:
         for split in ("tuning", "heldout"):
             report_corpus(split, score_corpus(split, args.corpus, use_regex), args.verbose)
-        # round 2 was collected after round 1's held-out half had been measured; its held-out part was first scored
-        # after the catalog had been extended from the tuning half: the cleanest held-out figure
-        fresh = score_corpus("heldout", args.corpus, use_regex, round_=2)
-        if fresh.total:
-            report_corpus("held-out half, round 2 only (never seen before the last catalog extension)", fresh,
-                          args.verbose)
-        # round 3 was collected after the last catalog change and calibration: both of its halves are untouched
-        last = Score()
-        for split in ("tuning", "heldout"):
-            part = score_corpus(split, args.corpus, use_regex, round_=3)
-            for attr in ("total", "correct", "abstained", "wrong", "healthy", "healthy_flagged"):
-                setattr(last, attr, getattr(last, attr) + getattr(part, attr))
-            last.confusion.update(part.confusion)
-            last.methods.update(part.methods)
-            last.misses += part.misses
-        if last.total:
-            report_corpus("round 3, both halves (collected after all tuning; never tuned on)", last, args.verbose)
+        # per collection round, the held-out half alone: round 4 was labelled and committed before any of it was
+        # scored, and its tuning half was the last the catalog and the calibration were extended from
+        print("\nheld-out half by collection round (owner accuracy / confidently wrong / abstained):")
+        for round_ in sorted({e.round for e in load_corpus("heldout", args.corpus)}):
+            part = score_corpus("heldout", args.corpus, use_regex, round_=round_)
+            if part.total:
+                print(f"  round {round_}: {part.total:3d} failures  {_pct(part.correct, part.total):>16}  "
+                      f"{_pct(part.wrong, part.total):>14}  {_pct(part.abstained, part.total):>16}  "
+                      f"healthy flagged {part.healthy_flagged} of {part.healthy}")
         if args.llm_base_url or args.llm_answers:
             report_llm_stage(args)
     return 0 if owner_acc >= args.min_owner else 1

@@ -7,6 +7,9 @@ the raw log, so INFO/WARNING lines of a run cannot decide a class:
    the failing rank plus the decisive traceback's last frames). Among matching cases the highest ``priority`` wins,
    ties broken by the longer pattern, then by id ("root cause beats wrapper": torchrun's ``ChildFailedError`` is
    priority 5, specific messages 60-90); a wrapper case is named only when the log shows nothing but the wrapper.
+   A case whose message the tuning half shows owned by more than one phase (its regex hits there agree with the
+   label less often than the calibration's precision target, ``calibration.json: regex_cases``) is *not decisive*:
+   the match becomes the first candidate of an "unknown" verdict, so the LLM (or the failed gate's phase) decides.
    Only when the log holds no failure signal at all (a gate that failed on a condition rather than an error: a
    zero loss, a dropped-sample warning, a timeout note) are the non-INFO lines searched, warnings included, and
    then only by cases marked ``condition: true``. Validator finding codes are resolved in the same stage
@@ -155,6 +158,13 @@ def lexical(evidence: str, catalog: Catalog, exclude_source: str | None = None) 
     return owner_vote(evidence, catalog, exclude_source=exclude_source)
 
 
+def ambiguous_cases(calibration: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Cases whose regex hits on the tuning half disagreed with the owner label too often to be trusted alone."""
+    target = calibration.get("target", 0.9)
+    return {case: rec for case, rec in calibration.get("regex_cases", {}).items()
+            if rec["agree"] < rec["hits"] and rec["agree"] / rec["hits"] < target}
+
+
 def accept_vote(vote: OwnerVote | None, calibration: dict[str, Any]) -> float | None:
     """The calibrated confidence of a vote, or None when the calibration does not let the stage accept it."""
     threshold = calibration.get("min_margin")
@@ -183,6 +193,7 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
         # wrapper-level cases may match
         hits = [h for h in hits if h[0].meta.get("condition") or int(h[0].meta.get("priority", 50)) <= GENERIC_PRIORITY]
     generic: Classification | None = None
+    ambiguous: Classification | None = None
     if hits:
         entry, pattern, found = hits[0]
         candidates = [{"case_id": e.id, "priority": e.meta.get("priority", 50)} for e, _, _ in hits[:5]]
@@ -190,7 +201,15 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
         confidence = (0.95 if clear_winner else 0.85) * (1.0 if root.failed else 0.75)
         result = _result(entry, confidence, "regex", pattern.pattern,
                          _excerpt_around(searched, found.start(), found.end()), candidates, root)
-        if int(entry.meta.get("priority", 50)) > GENERIC_PRIORITY:
+        record = ambiguous_cases(calibration).get(entry.id)
+        if record is not None:  # a known message, but not one that says who must fix it
+            ambiguous = Classification(
+                None, None, 0.0, "none",
+                f"The log matches {entry.id} ({entry.title}), but that message was owned by {entry.meta['owner']} "
+                f"in only {record['agree']} of {record['hits']} real cases of the tuning corpus: not decisive, "
+                f"unknown.", matched=pattern.pattern, excerpt=result.excerpt, candidates=candidates,
+                root_cause=root.to_dict())
+        elif int(entry.meta.get("priority", 50)) > GENERIC_PRIORITY:
             return result
         # only a wrapper/timeout matched: a finding code or an accepted lexical vote says more; and when the log
         # shows a real root cause that nothing explains, naming the wrapper would be a confident guess: unknown
@@ -201,11 +220,14 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
         return coded
 
     if not root.failed:
-        return generic or Classification(None, None, 0.0, "none",
+        return generic or ambiguous or Classification(None, None, 0.0, "none",
                                          "No failure signal in the log (only INFO/WARNING lines) and no case "
                                          "matched.", excerpt=searched[-1500:], root_cause=root.to_dict())
     vote = lexical(root.cause, catalog, exclude_source)
     candidates = vote.candidates if vote else []
+    if ambiguous is not None:  # the matched case first, then the lexical neighbours, for the LLM to weigh
+        ambiguous.candidates = ambiguous.candidates[:1] + [c for c in candidates if c.get("case_id") !=
+                                                           ambiguous.candidates[0]["case_id"]]
     confidence = accept_vote(vote, calibration)
     if vote is not None and confidence is not None:
         entry = catalog.get(vote.case_id) if vote.case_id else None
@@ -214,7 +236,7 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
         return Classification(None, vote.owner, round(confidence, 3), "bm25",
                               f"Lexically closest to failures owned by {vote.owner}; no single case.",
                               excerpt=root.evidence[-1500:], candidates=candidates, root_cause=root.to_dict())
-    return generic or Classification(None, None, 0.0, "none",
-                                     "No failure case is close enough: unknown (needs the LLM or the failed "
-                                     "gate's phase).", excerpt=root.evidence[-1500:], candidates=candidates,
-                                     root_cause=root.to_dict())
+    return generic or ambiguous or Classification(None, None, 0.0, "none",
+                                                  "No failure case is close enough: unknown (needs the LLM or the "
+                                                  "failed gate's phase).", excerpt=root.evidence[-1500:],
+                                                  candidates=candidates, root_cause=root.to_dict())

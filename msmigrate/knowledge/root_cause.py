@@ -42,7 +42,7 @@ _PREFIXES = [
 ]
 _RANK_IN_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:|^\[\d+,(\d+)\]<std|RankID:(\d+)")
 _EXC = re.compile(r"(?<![A-Za-z0-9_.])((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*)?(?:Error|Exception|Interrupt|Failure|"
-                  r"StopIteration|Exit))(?::\s?(.*)|\s*$)")
+                  r"StopIteration|Exit))(?::\s?(.*)|\s*$|\s+(in line \d+\b.*))")
 _WARNING_CLASS = re.compile(r"\b\w*Warning\b:")
 _WRAPPERS = ("ChildFailedError", "ProcessRaisedException", "ProcessExitedException", "SystemExit",
              "KeyboardInterrupt", "CalledProcessError", "RayTaskError")
@@ -50,6 +50,7 @@ _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):|^[─━╭]*
 _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+')
 _CHAIN = re.compile(r"^(During handling of the above exception|The above exception was the direct cause)")
 _ASCEND = re.compile(r"\b(E[A-Z][0-9A-Z]\d{3}|E\d{5})\b:?|error code is (5\d{5}|1\d{5})\b|\bERR\d{5}\b|"
+                     r"\bAcl return error\b|with ERROR [15]\d{5}\b|"
                      r"\bHCCL function error\b|NPU function error|ACL function error")
 _INFO = re.compile(r"^\s*(?:\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?\s*)?(?:\[?\w*\s*\|?\s*)?\b(INFO|DEBUG)\b|"
                    r"NCCL INFO|HCCL INFO|^\s*\[?I\d{4} |\bINFO\b[:\]|]|\s-\s(?:INFO|DEBUG)\s-\s")
@@ -65,7 +66,7 @@ _KILLED = re.compile(r"exitcode\s*:\s*-9\b|\(exitcode: -9\)|\bSIGKILL\b|signal 9
 _NONFINITE = re.compile(r"(?i)['\"]?\b(?:lm )?(loss|grad_norm|grad norm)['\"]?\s*[:=]\s*['\"]?(nan|inf)\b")
 _ERROR_LEVEL = re.compile(r"(?:^|[\[\s|])(ERROR|CRITICAL|FATAL|error)(?:[\]|:\s]|$)|Assertion `.*` failed|"
                           r"!!! CRITICAL|^\s*\[E[\s\d][^\]]*\]|^E\d{4} \d\d:|^Import failed: |"
-                          r"\bfailed\b.*\b\w*Error\b:")
+                          r"\bfailed\b.*\b\w*Error\b:|^\s*size mismatch for \S+: copying a param with shape")
 _ELASTIC_FAILED = re.compile(r"failed \(exitcode: -?\d+\) local_rank: \d+")
 _CHILD_ROOT = re.compile(r"Root Cause \(first observed failure\)")
 _CHILD_FIELD = re.compile(r"^\s*(rank|exitcode|error_file)\s*:\s*(.*)$")
@@ -145,15 +146,20 @@ def _is_info_or_warning(line: str) -> str | None:
     return None
 
 
-def _continuation(lines: list[str], start: int, limit: int = 3, free: int = 2) -> list[str]:
+def _continuation(lines: list[str], start: int, limit: int = 3, free: int = 2, skip_blank: bool = False) -> list[str]:
     """Lines that continue a multi-line message: indented lines and bare field paths (a validation error's block),
-    plus up to ``free`` plain sentences. Stops at a blank line, a frame, a traceback, a table or a log line."""
+    plus up to ``free`` plain sentences. Stops at a blank line (unless ``skip_blank``: a header whose message follows
+    after blank lines), a frame, a traceback, a table or a log line."""
     out = []
     for raw in lines[start + 1: start + 1 + limit]:
         text, _ = strip_prefixes(raw)
         stripped = text.strip()
+        if not stripped and skip_blank:
+            continue
+        # a header's message may open with a bracketed tag ("[BytesIO]Unable to ..."): only then is "[" kept
         if not stripped or _TRACEBACK.search(text) or _FRAME.search(text) or _CHAIN.search(text) or \
-                stripped[:1] in "+|=#*>[" or len(text) > 300 or _is_info_or_warning(text):
+                stripped[:1] in ("+|=#*>" if skip_blank else "+|=#*>[") or len(text) > 300 or \
+                _is_info_or_warning(text):
             break
         indented = text[:1] in " \t"
         if not indented and _EXC.search(stripped):
@@ -202,6 +208,8 @@ def extract(log_text: str) -> RootCause:
                 in_child_root = False
             continue
         frame = _FRAME.search(text)
+        if frame and not in_traceback:  # the excerpt starts mid-traceback: its header was cut off
+            in_traceback, tb_frames, tb_start = True, [], i
         if frame and in_traceback:
             tb_frames.append(stripped)
             continue
@@ -209,7 +217,12 @@ def extract(log_text: str) -> RootCause:
         exc = _EXC.search(stripped)
         if exc and not _WARNING_CLASS.search(stripped) and level != "info":
             name = exc.group(1)
-            message = " ".join([stripped] + _continuation(lines, i))
+            # a header with no message of its own ("Error: [12:00:01] reader.cc:444:") is explained by what follows,
+            # even across blank lines; otherwise only directly attached continuation lines belong to it
+            body = (exc.group(2) or "").strip()
+            headless = not body or body.endswith(":")
+            extra = _continuation(lines, i, 6, 2, skip_blank=True) if headless else _continuation(lines, i)
+            message = " ".join([stripped] + extra)
             wrapper = any(w in name for w in _WRAPPERS)
             signals.append(Signal("exception", message, i, rank, wrapper=wrapper))
             if in_traceback:

@@ -11,11 +11,11 @@ from fake_openai_server import ScriptedChatServer
 from msmigrate.agent.config import LLMSettings, Settings
 from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model, parse_classify_answer
 
-# A real public failure (the data stack's mm_plugin called with the wrong arity) that no catalog case names.
+# A failure inside the data stack's mm_plugin that no catalog case names (a None where an image size belongs).
 UNKNOWN = ("[INFO] Loading dataset mllm_demo.json...\n"
            "[rank0]: Traceback (most recent call last):\n"
-           "[rank0]:   File \"/opt/LLaMA-Factory/src/llamafactory/data/mm_plugin.py\", line 412, in get_mm_inputs\n"
-           "[rank0]: TypeError: Qwen2vlPlugin.get_mm_inputs() takes 5 positional arguments but 9 were given\n"
+           "[rank0]:   File \"/opt/LLaMA-Factory/src/llamafactory/data/mm_plugin.py\", line 412, in _regularize_images\n"
+           "[rank0]: TypeError: unsupported operand type(s) for //: 'NoneType' and 'int'\n"
            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n")
 
 
@@ -33,8 +33,8 @@ def llm_policy(server: ScriptedChatServer) -> LLMPolicy:
 
 def test_llm_verdict_is_asked_with_root_cause_and_recorded(fast_prepare, tmp_path):
     answer = json.dumps({"case_id": "unknown", "owner": "data",
-                         "reason": "get_mm_inputs() of the mm_plugin is called with 9 arguments: the data plugin "
-                                   "and the collator disagree; fix the plugin call in the data path."})
+                         "reason": "the mm_plugin divides an image size that is None: the data plugin reads a "
+                                   "sample without its image size; fix the plugin in the data path."})
     gates = FakeGates({"G2": [UNKNOWN, None]})
     with ScriptedChatServer({}, classify_reply=answer) as server:
         run = make_run(fast_prepare, tmp_path, llm_policy(server), gates)
@@ -48,7 +48,7 @@ def test_llm_verdict_is_asked_with_root_cause_and_recorded(fast_prepare, tmp_pat
     assert gates.calls.count("G2") == 2  # routed back to data, which passed its gate the second time
     (request,) = classify_requests
     prompt = request["messages"][0]["content"]
-    assert "decisive signal (exception): TypeError: Qwen2vlPlugin.get_mm_inputs() takes 5 positional" in prompt
+    assert "decisive signal (exception): TypeError: unsupported operand type(s) for //: 'NoneType'" in prompt
     assert "## Candidate cases" in prompt and "(owner " in prompt
     assert "the phase whose artifact must change to fix it" in prompt  # owner semantics
     assert "- failed gate: G2" in prompt
@@ -65,13 +65,15 @@ def test_without_llm_unknown_goes_back_to_the_gate_phase_and_the_report_says_so(
     assert out["exit_status"] == "gates_failed"
     records = run.trajectory.records("classify")
     assert {r["method"] for r in records} == {"gate-default"} and {r["route"] for r in records} == {"data"}
-    assert records[0]["owner"] is None and "get_mm_inputs() takes 5 positional" in records[0]["root_cause"]
+    assert records[0]["owner"] is None and "unsupported operand type(s)" in records[0]["root_cause"]
     report = (run.run_dir / "verification_report.md").read_text()
     assert "Unknown failure" in report and "returning to data, the phase whose gate (G2) failed" in report
 
 
 def test_catalog_verdict_skips_the_llm(fast_prepare, tmp_path):
-    gates = FakeGates({"G3": ["RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60 GiB total)",
+    gates = FakeGates({"G3": ["RuntimeError: Error(s) in loading state_dict for Qwen2VLForConditionalGeneration:\n"
+                              "\tMissing key(s) in state_dict: \"visual.merger.mlp.0.weight\"\n"
+                              "OSError: [Errno 28] No space left on device: '/out/ckpt/model.safetensors'",
                               None]})
     with ScriptedChatServer({}, classify_reply="environment") as server:
         run = make_run(fast_prepare, tmp_path, llm_policy(server), gates)
@@ -79,7 +81,7 @@ def test_catalog_verdict_skips_the_llm(fast_prepare, tmp_path):
         asked = [r for r in server.requests if not r.get("tools")]
     assert out["exit_status"] == "success"
     (record,) = run.trajectory.records("classify")
-    assert (record["case_id"], record["method"], record["route"]) == ("device-oom", "regex", "config")
+    assert (record["case_id"], record["method"], record["route"]) == ("host-storage-error", "regex", "config")
     assert asked == []
 
 

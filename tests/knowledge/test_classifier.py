@@ -159,3 +159,20 @@ def test_the_gates_own_verdict_is_evidence_even_over_an_info_only_log():
     result = classify(info_only, gate_verdict=[verdict])
     assert (result.case_id, result.owner, result.method) == ("batch-key-rejected-by-forward", "model", "regex")
     assert result.root_cause["primary"]["kind"] == "gate"
+
+
+def test_a_message_the_tuning_corpus_shows_with_several_owners_is_not_decisive():
+    log = "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity)"
+    trusted = classify(log, calibration={"min_margin": None, "bins": [], "target": 0.9,
+                                         "regex_cases": {"device-oom": {"hits": 9, "agree": 9}}})
+    assert (trusted.method, trusted.case_id, trusted.owner) == ("regex", "device-oom", "config")
+    mixed = classify(log, calibration={"min_margin": None, "bins": [], "target": 0.9,
+                                       "regex_cases": {"device-oom": {"hits": 4, "agree": 3}}})
+    assert (mixed.method, mixed.owner) == ("none", None)
+    assert mixed.candidates[0]["case_id"] == "device-oom" and "3 of 4" in mixed.diagnosis
+    assert mixed.matched  # the pattern that matched is kept for the report
+
+
+def test_the_issue_example_of_a_data_plugin_called_with_the_wrong_arity_is_data():
+    result = classify("TypeError: Qwen2vlPlugin.get_mm_inputs() takes 5 positional arguments but 9 were given")
+    assert (result.method, result.owner, result.case_id) == ("regex", "data", "data-call-signature")

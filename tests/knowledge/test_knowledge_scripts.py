@@ -49,10 +49,10 @@ def test_knowledge_accuracy_llm_stage_over_http(tmp_path, capsys):
     (tmp_path / "healthy").mkdir()
     (tmp_path / "failures" / "a.yaml").write_text(
         "source: https://github.com/example/a/issues/1\nowner: data\nbasis: message\nresolution: r\n"
-        "log: 'TypeError: get_mm_inputs() takes 5 positional arguments but 9 were given'\n")
+        "log: \"TypeError: unsupported operand type(s) for //: 'NoneType' and 'int'\"\n")
     (tmp_path / "failures" / "b.yaml").write_text(
-        "source: https://github.com/example/b/issues/2\nowner: config\nbasis: message\nresolution: r\n"
-        "log: 'RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB'\n")
+        "source: https://github.com/example/b/issues/2\nowner: environment\nbasis: message\nresolution: r\n"
+        "log: 'OSError: [Errno 28] No space left on device'\n")
     answer = json.dumps({"case_id": "unknown", "owner": "data", "reason": "the data plugin call is wrong"})
     with ScriptedChatServer({}, classify_reply=answer) as server:
         code = _load("knowledge_accuracy").main(["--corpus", str(tmp_path), "--llm-base-url", server.base_url])
@@ -77,7 +77,7 @@ def test_knowledge_accuracy_records_llm_answers_and_replays_them(tmp_path, capsy
     (corpus / "healthy").mkdir()
     (corpus / "failures" / "a.yaml").write_text(
         "source: https://github.com/example/a/issues/1\nowner: data\nbasis: message\nresolution: r\n"
-        "log: 'TypeError: get_mm_inputs() takes 5 positional arguments but 9 were given'\n")
+        "log: \"TypeError: unsupported operand type(s) for //: 'NoneType' and 'int'\"\n")
     answers = tmp_path / "answers.json"
     reply = json.dumps({"case_id": "unknown", "owner": "model", "reason": "the plugin signature"})
     with ScriptedChatServer({}, classify_reply=reply) as server:

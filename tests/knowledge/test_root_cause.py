@@ -97,3 +97,25 @@ def test_no_healthy_log_of_the_real_corpus_shows_a_failure():
     healthy = [e for e in load_corpus() if e.healthy]
     assert len(healthy) >= 10
     assert [e.name for e in healthy if extract(e.log).failed] == []
+
+
+def test_frames_without_their_traceback_header_still_make_a_cut_traceback():
+    log = ('  File "/env/site-packages/transformer_engine/common/__init__.py", line 250, in _load_cudnn\n'
+           '    libs = subprocess.check_output(\n'
+           '  File "/env/lib/python3.10/subprocess.py", line 420, in check_output\n')
+    root = extract(log)
+    assert root.failed and root.primary.kind == "traceback" and "subprocess.py" in root.primary.text
+
+
+def test_a_message_printed_after_its_header_belongs_to_it():
+    log = ("Error: [19:55:28] /src/video/video_reader.cc:444: \n\n"
+           "[BytesIO]Unable to handle EOF because it takes too long to retrieve last few frames\n")
+    assert "Unable to handle EOF" in extract(log).primary.text
+
+
+def test_an_exception_located_by_line_and_a_vendor_acl_code_are_failures():
+    assert extract("ScannerError in line 58 of /work/snakesupport.py:\n  found character '\\t' that cannot start "
+                   "any token\n").primary.kind == "exception"
+    assert extract("[FATAL]  Acl return error kernels/attention.cc:140, with ERROR 561103\n").failed
+    assert extract("\tsize mismatch for embed.bias: copying a param with shape torch.Size([1920]) from checkpoint, "
+                   "the shape in current model is torch.Size([1024]).\n").failed
