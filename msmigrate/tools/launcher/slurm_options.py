@@ -31,6 +31,11 @@ HINTS = {
 }
 
 
+# The one-value fields and the syntax each must have (partition is a comma-separated list of names).
+FIELD_PATTERNS = {"account": NAME_RE, "qos": NAME_RE, "gres": GRES_RE, "time": TIME_RE, "mem": MEM_RE,
+                  "constraint": CONSTRAINT_RE}
+
+
 def _check(pattern: re.Pattern[str], what: str, value: str | None) -> str | None:
     if value is not None and not pattern.fullmatch(value):
         raise ValueError(f"{what} {value!r} is not valid ({HINTS[pattern]})")
@@ -66,30 +71,10 @@ class SlurmOptions(BaseModel):
             _check(NAME_RE, "partition", part)
         return v
 
-    @field_validator("account", "qos")
+    @field_validator(*FIELD_PATTERNS)
     @classmethod
-    def _name(cls, v: str | None, info) -> str | None:
-        return _check(NAME_RE, info.field_name, v)
-
-    @field_validator("gres")
-    @classmethod
-    def _gres(cls, v: str | None) -> str | None:
-        return _check(GRES_RE, "gres", v)
-
-    @field_validator("time")
-    @classmethod
-    def _time(cls, v: str | None) -> str | None:
-        return _check(TIME_RE, "time", v)
-
-    @field_validator("mem")
-    @classmethod
-    def _mem(cls, v: str | None) -> str | None:
-        return _check(MEM_RE, "mem", v)
-
-    @field_validator("constraint")
-    @classmethod
-    def _constraint(cls, v: str | None) -> str | None:
-        return _check(CONSTRAINT_RE, "constraint", v)
+    def _syntax(cls, v: str | None, info) -> str | None:
+        return _check(FIELD_PATTERNS[info.field_name], info.field_name, v)
 
     @field_validator("cann_set_env")
     @classmethod
