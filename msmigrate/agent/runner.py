@@ -269,3 +269,9 @@ class Run:
     def close(self) -> None:
         POOL.close_all()  # the warm target runtime lives as long as the run
         self._conn.close()
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -236,6 +236,7 @@ def fixtures_source(
 
 @fixtures_app.command("list")
 def fixtures_list() -> None:
+    """The bundled known-model fixtures: name and family, one a line."""
     from msmigrate.testbeds.fixtures import FIXTURES
 
     for name, spec in sorted(FIXTURES.items()):

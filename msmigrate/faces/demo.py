@@ -30,8 +30,5 @@ def run_demo(model: str, workdir: Path, on_event: Callable[[str, dict[str, Any]]
     source, target = prepare_workdir(model, workdir)
     spec = RunSpec(source=source, target=target, model_name=model, policy="rules")
     settings = Settings(runs_dir=workdir.resolve() / "runs")
-    run = Run(spec, new_run_id(model), settings, on_event=on_event)
-    try:
+    with Run(spec, new_run_id(model), settings, on_event=on_event) as run:
         return run.drive()
-    finally:
-        run.close()

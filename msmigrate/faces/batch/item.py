@@ -50,11 +50,8 @@ def run_item(spec_file: Path, run_id: str, runs_dir: Path, result_file: Path) ->
     kw = {"on_event": EventPrinter(make_console(highlight=False)), **run_overrides(spec, run_id, settings)}
     resumed = (runs_dir / run_id / "spec.yaml").is_file()
     started = time.time()
-    run = Run.resume(run_id, settings, **kw) if resumed else Run(spec, run_id, settings, **kw)
-    try:
+    with (Run.resume(run_id, settings, **kw) if resumed else Run(spec, run_id, settings, **kw)) as run:
         state = run.drive()  # approval is off in batches: no human to ask
-    finally:
-        run.close()
     result = {
         "run_id": run_id, "run_dir": str(run.run_dir), "resumed": resumed,
         "exit_status": state["exit_status"],  # Run.drive always sets one (awaiting_approval at an unanswered pause)

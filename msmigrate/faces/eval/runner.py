@@ -25,11 +25,8 @@ RunFn = Callable[[RunSpec, str, Settings], dict[str, Any]]
 def default_run(spec: RunSpec, run_id: str, settings: Settings) -> dict[str, Any]:
     from msmigrate.agent.runner import Run
 
-    run = Run(spec, run_id, settings, **run_overrides(spec, run_id, settings))
-    try:
+    with Run(spec, run_id, settings, **run_overrides(spec, run_id, settings)) as run:
         return run.drive()
-    finally:
-        run.close()
 
 
 @dataclass
