@@ -6,6 +6,7 @@ same (the assertions are the same)."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import inspect
 import json
@@ -22,28 +23,20 @@ from msmigrate.tools.warm_runtime import SWITCH_ENV
 DATA = Path(__file__).resolve().parents[1] / "data"
 PY = os.environ.get("MSMIGRATE_PROBE_TEST_PYTHON", sys.executable)  # e.g. the real runtime (torch 2.7.1)
 
-REGISTER = '''
-class Register:
-    def __init__(self):
-        self._registry = {}
 
-    def register(self, obj_id):
-        def decorator(obj):
-            if obj_id in self._registry:
-                raise KeyError(f"ID '{obj_id}' is already registered to {self._registry[obj_id].__name__}.")
-            self._registry[obj_id] = obj
-            return obj
-        return decorator
+def _standin_register() -> str:
+    """The stand-in's ``Register`` class and its two registries, without the rest of its module (which imports
+    mindspeed): the toy target below needs only the registry, and takes it from the stand-in instead of a copy."""
+    from msmigrate.testbeds.standin import __file__ as standin_init
 
-    def get(self, obj_id):
-        if obj_id not in self._registry:
-            raise KeyError(f"ID '{obj_id}' is not registered.")
-        return self._registry[obj_id]
+    source = (Path(standin_init).parent / "tree/mindspeed_mm/fsdp/utils/register.py").read_text()
+    tree = ast.parse(source)
+    keep = [n for n in tree.body if (isinstance(n, ast.ClassDef) and n.name == "Register")
+            or (isinstance(n, ast.Assign) and any(getattr(t, "id", "").endswith("_register") for t in n.targets))]
+    return "\n\n".join(ast.get_source_segment(source, n) for n in keep) + "\n"
 
 
-model_register = Register()
-data_register = Register()
-'''
+REGISTER = _standin_register()
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
