@@ -54,6 +54,9 @@ class MediaExpansion:
     model_input_names: list[str] = field(default_factory=list)
     token_type_ids: str | None = None  # what the processor marks with it: media | suffix | zeros | other
     processor_kwargs: dict[str, Any] = field(default_factory=dict)
+    # ids the processor writes once between the media and the text after it, not per image: {ids, text, where}
+    # with where = "first" | "last" (PaliGemma: <bos> after the last image run, before the prompt)
+    after_media_once: dict[str, Any] | None = None
     saved: str | None = None
 
     @property
@@ -70,6 +73,8 @@ class MediaExpansion:
         first = self.per_image[0]
         around = "".join(first.prefix) + f"[{self.media_token} x N]" + "".join(first.suffix)
         breaks = f", rows broken by {first.break_tokens}" if any(p.break_tokens for p in self.per_image) else ""
+        if self.after_media_once:
+            breaks += f", then {self.after_media_once['text']!r} once after the {self.after_media_once['where']} image"
         how = ("the same for every probed image" if self.kind == "fixed" else
                "depends on the image: " + ", ".join(f"{p.size[0]}x{p.size[1]} -> {p.count}" for p in self.per_image))
         return (f"{self.processor_class}: {self.placeholder!r} -> {around}{breaks}; N {how} "
@@ -113,4 +118,5 @@ def derive_media_expansion(runtime_python: str, source: Path, data: Path, *, run
         pre=pre, post=post, per_image=[_image(p) for p in raw["per_image"]],
         keys_with_image=raw["keys_with_image"], keys_text_only=raw["keys_text_only"],
         image_processor_keys=raw["image_processor_keys"], model_input_names=raw["model_input_names"],
-        token_type_ids=raw.get("token_type_ids"), processor_kwargs=raw.get("processor_kwargs") or {}, saved=saved)
+        token_type_ids=raw.get("token_type_ids"), processor_kwargs=raw.get("processor_kwargs") or {},
+        after_media_once=raw.get("after_media_once"), saved=saved)

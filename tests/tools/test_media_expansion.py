@@ -61,6 +61,13 @@ def test_processor_adds_ids_around_the_expansion_and_marks_the_suffix(measure):
     exp = measure("paligemma")  # <image>*4 then <bos> + prompt + "\n": two ids after the expansion
     assert (exp.pre, exp.post) == (0, 2) and exp.fixed_text == "<image>" * 4
     assert exp.token_type_ids == "suffix" and "labels" in exp.keys_with_image
+    # of the two, <bos> sits between the LAST image run and the prompt (once, not per image); "\n" ends the text
+    assert exp.after_media_once == {"ids": [exp.after_media_once["ids"][0]], "text": "<bos>", "where": "last"}
+
+
+def test_nothing_once_after_the_media_where_the_processor_adds_it_per_image_or_not_at_all(measure):
+    assert measure("llava").after_media_once is None  # its "\n" is the template's, inside the placeholder
+    assert measure("aya_vision").after_media_once is None  # <|END_OF_IMG|> closes every image: in the expansion
 
 
 def test_token_type_ids_on_media_tokens(measure):

@@ -11,6 +11,8 @@ family: every fact is read off the processor by calling it.
   the processor is called on ``placeholder`` and on ``placeholder * 2`` with that image once/twice; the ids the
   second call has more are one image's expansion, and where they sit tells what the processor adds around it
   (``pre``/``post``: bos, a trailing newline …). The expansion is decoded and re-encoded (``roundtrip``).
+- ``after_media_once``: ids the processor puts once between the media and the text after it, not per image
+  (PaliGemma's ``<bos>`` after the last image run), and after which image (``first`` / ``last``).
 - ``kind``: ``fixed`` when every probed image expands identically, else ``per_image``; ``media_token`` the most
   repeated id of the expansion (cross-checked with the config's image token id); prefix / suffix / break tokens.
 - ``num_multimodal_tokens``: the processor's own ``_get_num_multimodal_tokens`` where it has one (a cross-check).
@@ -96,6 +98,45 @@ def one_expansion(proc, placeholder, image):
         if one[:pre] + exp + exp + one[pre + size:] == two:
             return exp, pre, len(one) - pre - size, out
     raise ValueError("the two-image expansion is not the one-image expansion repeated")
+
+
+def _find(ids, needle, start=0):
+    for i in range(start, len(ids) - len(needle) + 1):
+        if ids[i: i + len(needle)] == needle:
+            return i
+    return -1
+
+
+def after_media_once(proc, placeholder, image, exp, pre):
+    """Ids the processor writes ONCE after the media, not per image (PaliGemma: ``<bos>`` after the last image
+    run, before the prompt): -> ({"ids", "text", "where": "last" | "first"} or None, why).
+
+    The one-vs-two-image difference (``one_expansion``) already holds whatever is added per image, so ids between
+    an expansion and the text after it in ``placeholder + S`` are of this kind. ``placeholder + S + placeholder + S``
+    tells after which image they go."""
+    tok = tokenizer_of(proc)
+    text_ids = tok.encode(SENTINEL, add_special_tokens=False)
+    one, _ = ids_of(proc, placeholder + SENTINEL, [image])
+    at = _find(one, text_ids, pre + len(exp))
+    if one[pre: pre + len(exp)] != exp or at < 0:
+        return None, "the expansion is not followed by the text in placeholder + text"
+    mid = one[pre + len(exp): at]
+    if not mid:
+        return None, "nothing between the expansion and the text"
+    two, _ = ids_of(proc, placeholder + SENTINEL + placeholder + SENTINEL, [image, image])
+    first = pre + len(exp)
+    second_text = _find(two, text_ids, first)
+    second_exp = second_text + len(text_ids)
+    where = None
+    if two[first: first + len(mid)] == mid and _find(two, text_ids, first + len(mid)) == first + len(mid):
+        where = "first"
+    if two[second_exp: second_exp + len(exp)] == exp and two[second_exp + len(exp): second_exp + len(exp) + len(
+            mid)] == mid and second_text == first:
+        where = "last"
+    if where is None:
+        return None, f"ids {mid} after the expansion, but neither once after the first nor after the last image"
+    text = tok.decode(mid, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    return {"ids": mid, "text": text, "where": where}, "placeholder + text, twice"
 
 
 def structure(exp, media_id, tok):
@@ -191,6 +232,7 @@ def main(argv):
             per_image.append({"image": label, "size": [image.width, image.height], "ids": exp, "text": text,
                               "roundtrip": tok.encode(text, add_special_tokens=False) == exp,
                               "num_multimodal_tokens": num_multimodal_tokens(proc, image)})
+        once, once_why = after_media_once(proc, placeholder, first, per_image[0]["ids"], sorted(pre_post)[0][0])
         declared, declared_from = declared_media_id(args.model)
         counts = collections.Counter(t for p in per_image for t in p["ids"])
         media_id = declared if declared in counts else counts.most_common(1)[0][0]
@@ -214,6 +256,7 @@ def main(argv):
             "model_input_names": list(getattr(proc, "model_input_names", []) or []),
             "token_type_ids": token_type_rule(proc, placeholder, first, media_id),
             "processor_kwargs": processor_kwargs,
+            "after_media_once": once, "after_media_once_why": once_why,
         }
     except Exception as exc:  # probe boundary: the failure is the result
         import traceback
