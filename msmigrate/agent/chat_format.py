@@ -6,6 +6,7 @@ templates render the generation prompt slightly differently (LLaVA's ``ASSISTANT
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -28,6 +29,37 @@ class ChatFormat:
     # only where it differs from the conversation render's user end + assistant header (LLaVA: no trailing space).
     # Training uses the conversation render; inference parity checks need this one.
     generation_prompt: str | None = None
+    # what the template writes at the end of the user header before text-first content but leaves out before
+    # content that starts with an image (Idefics3: `User: text` but `User:<image>`); "" where both are the same
+    media_first_cut: str = ""
+
+    @property
+    def answer_lead(self) -> str:
+        """Whitespace that ends the assistant header in a conversation but not in the generation prompt (LLaVA's
+        ``ASSISTANT: `` vs ``ASSISTANT:``): it belongs to the answer, where the tokenizer merges it into the
+        answer's first token (`` The``) as it does on the source's whole rendered text."""
+        if not self.generation_prompt:
+            return ""
+        lead = self.user[len(self.user.rstrip(" \t")):]
+        return lead if lead and self.user[: len(self.user) - len(lead)].endswith(self.generation_prompt) else ""
+
+    @property
+    def user_slot(self) -> str:
+        """The user slot for the generated pipeline: without ``answer_lead`` (the assistant slot has it), and
+        without ``media_first_cut`` (the generated mm_plugin writes it before text-first content itself)."""
+        user = self.user[: len(self.user) - len(self.answer_lead)]
+        cut = self.media_first_cut + "{{content}}"
+        return user.replace(cut, "{{content}}", 1) if self.media_first_cut and cut in user else user
+
+    @property
+    def assistant_slot(self) -> str:
+        return self.answer_lead + self.assistant
+
+    def closes_answer(self, eos: str = "") -> bool:
+        """Whether the template itself ends an assistant turn with a token (the stop word or eos): then the
+        pipeline must not append another eos after the answer (efficient_eos would double it)."""
+        end = self.assistant.replace("{{content}}", "", 1)
+        return any(t and t in end for t in (self.stop_word, eos))
 
 
 class ChatFormatError(ValueError):
@@ -45,6 +77,25 @@ def _render(template: str, messages: list[dict], bos: str, eos: str, generation:
 
 def _msg(role: str, text: str) -> dict:
     return {"role": role, "content": text}
+
+
+def _media_first_cut(template: str, bos: str, eos: str, user_head: str) -> str:
+    """Render one user turn with structured content starting with an image, and with text only; what the text-first
+    render has before the text that the image-first one lacks (after their common prefix) is the cut, where the
+    user header ends with it. A template that does not render structured content has no such difference."""
+    def head(content: list[dict]) -> str | None:
+        try:
+            text = _render(template, [{"role": "user", "content": content}], bos, eos)
+        except ChatFormatError:
+            return None
+        return text[: text.index(U1)] if U1 in text else None
+
+    with_image = head([{"type": "image"}, {"type": "text", "text": U1}])
+    text_only = head([{"type": "text", "text": U1}])
+    if with_image is None or text_only is None:
+        return ""
+    cut = text_only[len(os.path.commonprefix([with_image, text_only])):]
+    return cut if cut and user_head.endswith(cut) else ""
 
 
 def derive_chat_format(template: str, bos: str = "", eos: str = "") -> ChatFormat:
@@ -82,4 +133,5 @@ def derive_chat_format(template: str, bos: str = "", eos: str = "") -> ChatForma
     generation = prompt[prompt.index(U1) + len(U1):] if U1 in prompt else ""
     return ChatFormat(prefix=prefix, user=user_head + "{{content}}" + between, assistant="{{content}}" + assistant_end,
                       system=system, default_system=default_system, stop_word=stop,
-                      generation_prompt=generation if generation != between else None)
+                      generation_prompt=generation if generation != between else None,
+                      media_first_cut=_media_first_cut(template, bos, eos, user_head))

@@ -32,11 +32,13 @@ CASES = {
     "idefics3": (ct.IDEFICS3, "<|begin_of_text|>", "<end_of_utterance>", dict(
         prefix="<|begin_of_text|>", user="User: {{content}}<end_of_utterance>\nAssistant: ",
         assistant="{{content}}<end_of_utterance>\n", system="System: {{content}}<end_of_utterance>\n",
-        default_system="", stop_word="<end_of_utterance>", generation_prompt="<end_of_utterance>\nAssistant:")),
+        default_system="", stop_word="<end_of_utterance>", generation_prompt="<end_of_utterance>\nAssistant:",
+        media_first_cut=" ")),  # `User:<image>` but `User: text`
     "smolvlm": (ct.SMOLVLM, "", "<end_of_utterance>", dict(
         prefix="<|im_start|>", user="User: {{content}}<end_of_utterance>\nAssistant: ",
         assistant="{{content}}<end_of_utterance>\n", system="System: {{content}}<end_of_utterance>\n",
-        default_system="", stop_word="<end_of_utterance>", generation_prompt="<end_of_utterance>\nAssistant:")),
+        default_system="", stop_word="<end_of_utterance>", generation_prompt="<end_of_utterance>\nAssistant:",
+        media_first_cut=" ")),
     "gemma3": (ct.GEMMA3, "<bos>", "<eos>", dict(
         prefix="<bos>", user="<start_of_turn>user\n{{content}}<end_of_turn>\n<start_of_turn>model\n",
         assistant="{{content}}<end_of_turn>\n", system="<start_of_turn>system\n{{content}}<end_of_turn>\n",
@@ -130,3 +132,67 @@ def test_stop_word_falls_back_to_eos_when_the_turn_end_has_no_special_token():
 def test_irregular_or_hostile_templates_are_refused(template, message):
     with pytest.raises(ChatFormatError, match=message):
         derive_chat_format(template)
+
+
+def _pipeline_text(fmt: ChatFormat, turns: list[tuple[str, str]], eos: str) -> str:
+    """What the generated data path writes for ``turns`` (user content with ``<image>``, answer): the registered
+    slots, the mm_plugin's text lead for text-first user content, and efficient_eos's appended eos."""
+    out = fmt.prefix + (fmt.system.replace("{{content}}", fmt.default_system) if fmt.default_system else "")
+    for user, answer in turns:
+        content = user if user.startswith("<image>") else fmt.media_first_cut + user
+        out += fmt.user_slot.replace("{{content}}", content) + fmt.assistant_slot.replace("{{content}}", answer)
+    return out + ("" if fmt.closes_answer(eos) else eos)
+
+
+def _structured(text: str) -> list[dict]:
+    head, *rest = text.split("<image>")
+    items = [{"type": "text", "text": head}] if head else []
+    for part in rest:
+        items += [{"type": "image"}] + ([{"type": "text", "text": part}] if part else [])
+    return items
+
+
+@pytest.mark.parametrize("family", sorted(f for f, c in CASES.items() if c[3] is not None))
+def test_generated_slots_write_what_the_source_template_renders(family):
+    """Every fixture template, rendered by itself (structured content, an image first in one user turn and text
+    first in the next) against what the derived slots + plugin lead + eos rule write: the same text, up to an eos
+    the pipeline appends where the source leaves its last answer open. Catches a space the template drops before
+    an image (Idefics3), an eos doubled after a turn the template closes itself, an answer-side space in the
+    header."""
+    template, bos, eos, _ = CASES[family]
+    fmt = derive_chat_format(template, bos, eos)
+    turns = [("<image>What is it?", "A square."), ("And the colour?", "Grey.")]
+    messages = []
+    for user, answer in turns:
+        messages += [{"role": "user", "content": _structured(user)}, {"role": "assistant", "content": answer}]
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    source = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(template).render(
+        messages=messages, add_generation_prompt=False, bos_token=bos, eos_token=eos)
+    source = source.replace(_placeholder(template, bos, eos), "<image>")
+    generated = _pipeline_text(fmt, turns, eos)
+    if fmt.closes_answer(eos):
+        assert generated == source
+    else:  # an open last answer: the pipeline closes it with one eos
+        assert generated == source + eos
+
+
+def _placeholder(template: str, bos: str, eos: str) -> str:
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    render = lambda c: env.from_string(template).render(messages=[{"role": "user", "content": c}], bos_token=bos,  # noqa: E731
+                                                        eos_token=eos, add_generation_prompt=False)
+    with_image, without = render([{"type": "image"}, {"type": "text", "text": "Q"}]), render([{"type": "text",
+                                                                                                "text": "Q"}])
+    common = len(__import__("os").path.commonprefix([with_image, without]))
+    return with_image[common: with_image.index("Q", common)]
+
+
+def test_answer_lead_moves_the_header_space_to_the_answer_only_where_the_generation_prompt_lacks_it():
+    llava = derive_chat_format(ct.LLAVA, "<s>", "</s>")  # conversation `ASSISTANT: x`, generation `ASSISTANT:`
+    assert (llava.user_slot, llava.assistant_slot) == ("USER: {{content}} ASSISTANT:", " {{content}}</s> ")
+    qwen = derive_chat_format(ct.QWEN2_VL, "", "<|im_end|>")
+    assert (qwen.user_slot, qwen.assistant_slot) == (qwen.user, qwen.assistant)
+    assert qwen.closes_answer("<|im_end|>") and not derive_chat_format(ct.GLM4V, "", "<|endoftext|>").closes_answer(
+        "<|endoftext|>")

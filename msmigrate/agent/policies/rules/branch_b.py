@@ -41,13 +41,16 @@ def _plugins_entry(text: str, name: str, cls: str) -> str | None:
     return None if start < 0 or end < 0 else text[:end] + f'\n    "{name}": {cls},' + text[end:]
 
 
-def render_plugin(cls: str, family: str, exp: MediaExpansion, keys: list[str]) -> str:
-    """The mm_plugin class for a measured expansion (``keys``: the image-processor outputs it returns)."""
+def render_plugin(cls: str, family: str, exp: MediaExpansion, keys: list[str], text_lead: str = "") -> str:
+    """The mm_plugin class for a measured expansion (``keys``: the image-processor outputs it returns;
+    ``text_lead``: what the chat template writes before text-first user content only, ``ChatFormat.media_first_cut``)."""
+    once = exp.after_media_once or {}
     return render_template(
         "mm_plugin_class.py.j2", cls=cls, family=family, processor_class=exp.processor_class,
         processor_class_base=exp.processor_class, placeholder=exp.placeholder,
         describe=_docstring_safe(exp.describe()), kind=exp.kind, fixed=exp.fixed_text, pre=exp.pre, post=exp.post,
-        keys=keys, processor_kwargs=exp.processor_kwargs)
+        keys=keys, processor_kwargs=exp.processor_kwargs, once_text=once.get("text"), once_where=once.get("where"),
+        text_lead=text_lead)
 
 
 def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
@@ -79,7 +82,8 @@ def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
     has_collator = any(f"_register_data_collator({q}{name}{q}" in collator_text for q in "\"'")
     kept = [what for what, present in (("mm_plugin", has_plugin), ("template", has_template),
                                        ("collator", has_collator)) if present]
-    plugin_code = render_plugin(cls, plan["hf_class"], exp, contract.get("mm_input_keys") or ["pixel_values"])
+    plugin_code = render_plugin(cls, plan["hf_class"], exp, contract.get("mm_input_keys") or ["pixel_values"],
+                                fmt.media_first_cut)
     new_plugin = _insert_before(plugin_text, "PLUGINS = {", plugin_code)
     new_plugin = _plugins_entry(new_plugin, name, cls) if new_plugin else None
     if new_plugin is None:
@@ -88,6 +92,7 @@ def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
     if not has_plugin:
         calls.append(write(PLUGIN_FILE, new_plugin, f"mm_plugin {name}: {exp.media_token} x {exp.counts} ({exp.kind})"))
     call = render_template("template_call.py.j2", name=name, fmt=fmt, plugin=name, token=exp.media_token,
+                           efficient_eos=not fmt.closes_answer(str(tokens.get("eos_token") or "")),
                            replace_eos=bool(fmt.stop_word and fmt.stop_word != tokens.get("eos_token")))
     if not has_template:
         calls.append(write(TEMPLATE_FILE, template_text_t.rstrip("\n") + "\n" + call,
