@@ -100,7 +100,7 @@ _register_template(
         format_assistant=StringFormatter(slots=["{{content}}<|end|>\\n"]),
         format_system=StringFormatter(slots=["<|system|>{{content}}<|end|>\\n"]),
         stop_words=["<|end|>"],
-        efficient_eos=True,
+        efficient_eos=False,
         replace_eos=False),
     mm_plugin=get_mm_plugin(name="patchlm", image_token="<|image|>"),
 )

@@ -51,12 +51,9 @@ def test_size_dependent_expansion_with_image_sizes(migration_inputs, tmp_path):
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason=(
-    "open bug found by the data parity gate (issue 12): PaliGemma's processor puts <bos> between the image tokens "
-    "and the prompt; the generated data path strips it with the expansion's trailing ids, so G2's prompt ids differ "
-    "from the source's at the first text position. strict: once the data path is fixed this xfail must go."))
 def test_prefix_lm_gets_token_type_ids_from_a_generated_collator(migration_inputs, tmp_path):
-    """PaliGemma: no roles; token_type_ids (0 prefix, 1 suffix) computed by the collator; processor labels dropped."""
+    """PaliGemma: no roles; token_type_ids (0 prefix, 1 suffix) computed by the collator; processor labels dropped;
+    the <bos> its processor writes once after the last image run is in the target's ids (G2's data parity)."""
     state, run, target = _run(migration_inputs, tmp_path, "paligemma")
     evidence = _green(state, run)
     plan = evidence["plan"]
@@ -65,6 +62,8 @@ def test_prefix_lm_gets_token_type_ids_from_a_generated_collator(migration_input
     assert any("labels dropped" in r for r in plan["reasons"])
     g2 = evidence["gates"]["G2"]["evidence"][0]["metrics"]["batch_keys"]
     assert "token_type_ids" in g2 and "mm_token_type_ids" not in g2
+    parity = evidence["gates"]["G2"]["parity"]["data"]
+    assert parity["status"] == "pass" and parity["prompt_match"] and "<bos>" in parity["decoded_sample"]
 
 
 @pytest.mark.parametrize("family,kind", [("florence2", "encoder-decoder"), ("chameleon", "early-fusion")])

@@ -70,7 +70,7 @@ def data_parity_record(check: dict[str, Any], forward: dict[str, Any] | None) ->
     loss_conv = ((forward or {}).get("loss_labels") or {}).get("alignment")
     problems += label_alignment_problems(data_conv, loss_conv)
     record = {k: parity.get(k) for k in ("samples_compared", "tokens", "trained", "masked", "media_tokens",
-                                         "source_media_tokens", "media_trained", "prompt_match", "media_token_id",
+                                         "source_media_tokens", "media_trained", "prompt_match", "media_token_id", "media_expanded_by",
                                          "label_convention", "labels_unused_by_shift", "decoded_sample",
                                          "per_sample")}
     record.update(status="fail" if problems else "pass", vision_features=features, batch_media_tokens=tokens,

@@ -37,19 +37,54 @@ def _structured(messages):
     return out
 
 
+END_PROBE = "QQTEXTENDQQ"
+
+
+def _call(proc, text, images, kwargs):
+    ids = proc(text=[text], images=images or None, **kwargs)["input_ids"]
+    return list((ids.tolist() if hasattr(ids, "tolist") else ids)[0])
+
+
+def render(proc, messages, generation_prompt):
+    """The source chat template rendered. A processor composed without its video processor (``_processor``: this
+    runtime lacks torchvision) is rendered through its tokenizer with the processor's template: some processors'
+    own ``apply_chat_template`` reads video settings off the missing part (SmolVLM's ``num_frames``)."""
+    tok = getattr(proc, "tokenizer", proc)
+    if tok is not proc and getattr(proc, "video_processor", "absent") is None:
+        return tok.apply_chat_template(messages, chat_template=proc.chat_template, tokenize=False,
+                                       add_generation_prompt=generation_prompt)
+    return proc.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+
+
 def source_ids(proc, messages, images, generation_prompt):
     """The source's ids for ``messages``: its chat template rendered, then its processor on text + the images the
     rendered turns refer to. A template that already writes the bos token is not given a second one (what the
-    processor's own tokenizing apply_chat_template does)."""
-    text = proc.apply_chat_template(_structured(messages), tokenize=False, add_generation_prompt=generation_prompt)
+    processor's own tokenizing apply_chat_template does).
+
+    Ids the processor appends at the end of whatever text it is given (PaliGemma's ``\n`` that closes the prefix)
+    are left off: they mark where the handed-over text ends, not a place in the conversation (a prompt render has
+    them where the training sequence goes on with the answer). Measured, not assumed: the same text with a
+    sentinel appended must keep them after the sentinel."""
+    text = render(proc, _structured(messages), generation_prompt)
     n_images = sum(m["content"].count("<image>") for m in messages)
     tok = getattr(proc, "tokenizer", proc)
     bos = getattr(tok, "bos_token", None)
     kwargs = {"add_special_tokens": False} if bos and text.startswith(bos) else {}
-    out = proc(text=[text], images=images[:n_images] or None, **kwargs)
-    ids = out["input_ids"]
-    ids = ids.tolist() if hasattr(ids, "tolist") else ids
-    return list(ids[0])
+    ids = _call(proc, text, images[:n_images], kwargs)
+    probe = _call(proc, text + END_PROBE, images[:n_images], kwargs)
+    tail = 0
+    while tail < min(len(ids), len(probe)) and ids[len(ids) - 1 - tail] == probe[len(probe) - 1 - tail]:
+        tail += 1
+    if tail and ids[: len(ids) - tail] == probe[: len(ids) - tail]:
+        return ids[: len(ids) - tail]
+    return ids
+
+
+def _closing_ids(tok, ids):
+    """Special-token ids in ``ids`` (what closes a turn: an end-of-turn token, eos)."""
+    special = set(getattr(tok, "all_special_ids", []) or [])
+    special.update(getattr(tok, "added_tokens_decoder", {}) or {})
+    return [t for t in ids if t in special]
 
 
 def _first_mismatch(a, b):
@@ -184,6 +219,27 @@ def check_sample(proc, sample, images, example, media_id):
     media_t, media_s = ids.count(media_id), src_full.count(media_id)
     if media_t != media_s:
         problems.append(f"{media_t} media tokens in the target's ids, the source processor makes {media_s}")
+    # the whole sequence, answers included: equal to the source's, where the target may go on by one closing
+    # token only when the source leaves its last answer open (no end-of-turn token of its own, GLM-style). A
+    # token the target trains past its input's end (shifted labels: an eos fed only as a label) is part of it.
+    seq = ids + [targets[j] for j in sorted(targets) if j >= len(ids)]
+    where = _first_mismatch(seq[:len(src_full)], src_full)
+    if where is not None and where < min(len(seq), len(src_full)):
+        ctx = slice(max(0, where - 3), where + 4)
+        problems.append(f"the target's ids differ from the source's at position {where} of {len(src_full)} "
+                        f"(target {tok.decode(seq[ctx], skip_special_tokens=False)!r} vs source "
+                        f"{tok.decode(src_full[ctx], skip_special_tokens=False)!r})")
+    elif len(seq) > len(src_full):
+        extra = seq[len(src_full):]
+        last_answer = src_full[regions[-1][1]:] if regions else src_full
+        if len(extra) > 1 or not _closing_ids(tok, extra) or _closing_ids(tok, last_answer):
+            problems.append(f"the target's sequence goes on after the source's ends: "
+                            f"{tok.decode(extra, skip_special_tokens=False)!r} after "
+                            f"{tok.decode(src_full[-3:], skip_special_tokens=False)!r} (the source closes the "
+                            "answer itself: an appended eos doubles it)")
+    elif len(seq) < len(src_full):
+        problems.append(f"the target's sequence ends {len(src_full) - len(seq)} ids before the source's "
+                        f"({tok.decode(src_full[len(seq):], skip_special_tokens=False)!r} missing)")
     return {
         "tokens": len(ids), "trained": len(trained), "masked": len(ids) - len(trained),
         "label_convention": convention, "label_agreement": agree, "labels_unused_by_shift": unused,
@@ -192,6 +248,32 @@ def check_sample(proc, sample, images, example, media_id):
         "full_match": diverge is None, "problems": problems,
         "decoded": marked_sample(tok, ids, targets, media_id),
     }
+
+
+def declared_media_id(folder):
+    """The media token id the source's config declares (``image_token_id`` / ``image_token_index``), or None."""
+    import json
+
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as fh:
+        cfg = json.load(fh)
+    return next((cfg[k] for k in ("image_token_id", "image_token_index") if isinstance(cfg.get(k), int)), None)
+
+
+def collapse_media_runs(example, media_id):
+    """The example with every run of the media token written as one token (labels of the run's first position),
+    and the run lengths. For a source whose processor cannot process an image at all (a bare tokenizer), its
+    ids hold the template's one placeholder token per image: the run the target's pipeline writes there is then
+    compared as that one token, and its length is the MODEL's business (the forward's feature count check)."""
+    ids, labels, runs = [], [], []
+    for i, (t, lab) in enumerate(zip(example["input_ids"], example["labels"])):
+        if t == media_id and i and example["input_ids"][i - 1] == media_id:
+            runs[-1] += 1
+            continue
+        if t == media_id:
+            runs.append(1)
+        ids.append(t)
+        labels.append(lab)
+    return {**example, "input_ids": ids, "labels": labels}, runs
 
 
 def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
@@ -203,6 +285,11 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
     from _processor import load_processor
 
     proc = load_processor(source, trust_remote_code)[0]
+    # evidence of where the media expansion happens: a processor with an image processor expands it itself (its
+    # ids are compared id for id); one without cannot, so the expansion is outside it (the model's own code)
+    processor_expands = getattr(proc, "image_processor", None) is not None
+    if media_id is None:
+        media_id = declared_media_id(source)
     with open(data_path, encoding="utf-8") as fh:
         raw = json.load(fh)
     root = os.path.dirname(os.path.abspath(data_path))
@@ -217,7 +304,11 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
             problems.append(f"sample {i}: the target's example has images {mapped}, the raw sample {paths}")
             continue
         images = [Image.open(p).convert("RGB") for p in paths]
+        runs = None
+        if not processor_expands and media_id is not None:
+            example, runs = collapse_media_runs(example, media_id)
         result = check_sample(proc, sample, images, example, media_id)
+        result["media_runs"] = runs  # None: compared id for id, the source processor expanded the media itself
         samples.append(result)
         problems += [f"sample {i}: {p}" for p in result["problems"]]
     totals = {k: sum(s[k] for s in samples) for k in ("tokens", "trained", "masked", "media_tokens",
@@ -228,6 +319,8 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
         problems.append(f"the samples' labels follow different conventions ({', '.join(conventions)})")
     return {"samples_compared": len(samples), "media_token_id": media_id, **totals,
             "label_convention": conventions[0] if len(conventions) == 1 else conventions,
+            "media_expanded_by": "source processor" if processor_expands else
+            "not the source processor (it has no image processor): runs compared as one placeholder each",
             "prompt_match": not any("prompt ids differ" in p for p in problems),
             "decoded_sample": samples[0]["decoded"] if samples else None,
             "per_sample": [{k: v for k, v in s.items() if k != "decoded"} for s in samples],
