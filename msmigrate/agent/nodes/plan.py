@@ -109,7 +109,7 @@ def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tup
     tokens, chat = _source_tokens(src), _chat_template_text(src)
     fmt = _source_format(src)
     source_turn = _turn(fmt.user, fmt.assistant) if fmt else None
-    fits = []
+    fits, excluded = [], []
     for t in templates:
         extra = t.get("extra", {})
         image = extra.get("image_token")
@@ -117,6 +117,18 @@ def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tup
         # when both turn formats are known they must render the same exchange: a shared media token is not enough
         if source_turn and extra.get("format_user") and extra.get("format_assistant") and \
                 _turn(extra["format_user"], extra["format_assistant"]).rstrip() != source_turn.rstrip():
+            continue
+        # ... with each token on the same side of the user/assistant boundary: the assistant slot is what is
+        # trained, so a header newline moved into it trains a prompt token (G2's data parity fails on it)
+        if fmt is not None and extra.get("format_user") and extra.get("format_assistant") and \
+                (extra["format_user"], extra["format_assistant"].rstrip()) != (fmt.user, fmt.assistant.rstrip()):
+            excluded.append(f"{t['id']} (turn slots {extra['format_user']!r} + {extra['format_assistant']!r} split "
+                            f"the exchange differently from the source's {fmt.user!r} + {fmt.assistant!r})")
+            continue
+        # a reasoning template writes a thought block into every answer: never for a source whose template has none
+        if extra.get("template_class") == "ReasoningTemplate" and "<think>" not in chat:
+            excluded.append(f"{t['id']} (a reasoning template: it writes a thought block into every answer, the "
+                            "source's chat template never does)")
             continue
         # the first stop word is what ends an assistant turn (it replaces eos); the others are extras
         if image and image in tokens and stops and (stops[0] in chat or stops[0] in tokens):
@@ -128,7 +140,8 @@ def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tup
             fits.append(((mismatch + system_mismatch, -closeness), t))
     if not fits:
         return None, [f"no existing template uses one of the source's media tokens with matching stop words "
-                      f"(source media tokens: {sorted((src.get('tokens') or {}).get('media_tokens') or [])})"]
+                      f"(source media tokens: {sorted((src.get('tokens') or {}).get('media_tokens') or [])})"
+                      + (f"; excluded: {'; '.join(excluded)}" if excluded else "")]
     fits.sort(key=lambda x: x[0])
     best = fits[0][1]
     return best, [f"template {best['id']} fits: image token {best['extra']['image_token']!r} is a source token and "
