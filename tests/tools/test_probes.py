@@ -11,6 +11,7 @@ import importlib.util
 import inspect
 import json
 import os
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -265,6 +266,19 @@ def test_forward_smoke_hf_folder(tiny_qwen2vl, tmp_path):
     res2, out2 = _probe("forward_smoke", ["--model", str(tiny_qwen2vl), "--batch", str(batch)])
     assert res2.ok and out2["finite"] and out2["batch_keys"] == ["attention_mask", "input_ids", "labels",
                                                                   "mm_token_type_ids"]
+
+
+def test_forward_smoke_synthetic_ids_come_from_the_text_models_vocabulary(tiny_qwen2vl, tmp_path):
+    """A composite config whose top-level vocab_size is stale (bigger than the text model's embedding): the
+    synthetic batch must draw its ids from get_text_config().vocab_size, or the embedding lookup goes out of range."""
+    stale = tmp_path / "stale_vocab"
+    shutil.copytree(tiny_qwen2vl, stale)
+    cfg = json.loads((stale / "config.json").read_text())
+    cfg["vocab_size"] = 151936  # the full model's figure left at the top level; the text model has 256
+    (stale / "config.json").write_text(json.dumps(cfg))
+    res, out = _probe("forward_smoke", ["--model", str(stale), "--seq-len", "64"])
+    assert res.ok, res.error
+    assert out["finite"] and out["loss"] > 0
 
 
 def test_forward_smoke_plugin_dict_output_fails(target):
