@@ -45,28 +45,45 @@ def _shift(example):
     return out
 
 
+def _undoubled(example):
+    """The example without its last id: the recorded batch was made with the generated llava template of the
+    time, efficient_eos on a template whose answers already close with ``</s>``, so the dataset's appended eos
+    doubled it (the template is now registered without efficient_eos there)."""
+    return {**example, "input_ids": example["input_ids"][:-1], "labels": example["labels"][:-1]}
+
+
+def test_recorded_real_batch_shows_its_doubled_eos():
+    examples = json.loads(RECORDED.read_text())["examples"]
+    assert all(e["input_ids"][-1] == e["input_ids"][-3] == 1 for e in examples)  # `</s> </s>`
+
+
 def test_recorded_real_batch_is_aligned_and_passes(llava):
-    source, examples = llava
+    source, recorded = llava
+    doubled = _parity(source, recorded)
+    assert not doubled["passed"] and len(doubled["problems"]) == 2
+    assert all("an appended eos doubles it" in p for p in doubled["problems"])
+    examples = [_undoubled(e) for e in recorded]
     assert examples[0]["labels"][0] == 1 != examples[0]["input_ids"][0]  # the efficient-eos label at position 0
     r = _parity(source, examples)
     assert r["passed"], r["problems"]
     assert r["label_convention"] == "aligned" and r["labels_unused_by_shift"] == 2
-    assert [s["trained"] for s in r["per_sample"]] == [14, 14]
-    assert r["trained"] + r["masked"] == r["tokens"] == 111 and r["media_tokens"] == r["source_media_tokens"] == 32
+    assert [s["trained"] for s in r["per_sample"]] == [13, 13]
+    assert r["trained"] + r["masked"] == r["tokens"] == 109 and r["media_tokens"] == r["source_media_tokens"] == 32
     # the prompt is not marked trained (label 0 is not a trained position), the answer and its eos are
     assert r["decoded_sample"].startswith("USER: <image>×16")
     assert "⟦The image shows a grey square on a white background.</s>" in r["decoded_sample"]
 
 
 def test_shifted_convention_is_detected_with_the_same_counts(llava):
-    source, examples = llava
+    source, recorded = llava
+    examples = [_undoubled(e) for e in recorded]
     shifted = [_shift(e) for e in examples]
     conv, agree = dp.label_convention(shifted[0]["input_ids"], shifted[0]["labels"])
     assert conv == "shifted" and agree["shifted"] > agree["aligned"]
     r = _parity(source, shifted)
     assert r["passed"], r["problems"]
     assert r["label_convention"] == "shifted" and r["labels_unused_by_shift"] == 0
-    assert [s["trained"] for s in r["per_sample"]] == [14, 14]
+    assert [s["trained"] for s in r["per_sample"]] == [13, 13]
     assert r["decoded_sample"] == _parity(source, examples)["decoded_sample"]
 
 
@@ -96,7 +113,8 @@ def _off_by_two(example):
     (_off_by_two, "do not cover the assistant's answer"),
 ])
 def test_label_mutations_are_caught_under_either_convention(llava, convention, mutate, expect):
-    source, examples = llava
+    source, recorded = llava
+    examples = [_undoubled(e) for e in recorded]
     base = examples if convention == "aligned" else [_shift(e) for e in examples]
     r = _parity(source, [mutate(e) for e in base])
     assert not r["passed"]

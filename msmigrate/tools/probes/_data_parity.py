@@ -219,33 +219,31 @@ def check_sample(proc, sample, images, example, media_id):
     media_t, media_s = ids.count(media_id), src_full.count(media_id)
     if media_t != media_s:
         problems.append(f"{media_t} media tokens in the target's ids, the source processor makes {media_s}")
-    # the whole sequence, answers included: equal to the source's, where the target may go on by one closing
-    # token only when the source leaves its last answer open (no end-of-turn token of its own, GLM-style). A
-    # token the target trains past its input's end (shifted labels: an eos fed only as a label) is part of it.
+    # how the sequence ends: as the source's, where the target may add one closing token only when the source
+    # leaves its last answer open (no end-of-turn token of its own, GLM-style); an eos appended after an answer
+    # the template closes itself doubles it. A token trained past the input's end (shifted labels: an eos fed
+    # only as a label) is part of the sequence. Aligned by the source's last ids, so a difference earlier in the
+    # answer (tokenization at a slot boundary: its labels are checked above) does not hide this.
     seq = ids + [targets[j] for j in sorted(targets) if j >= len(ids)]
-    where = _first_mismatch(seq[:len(src_full)], src_full)
-    if where is not None and where < min(len(seq), len(src_full)):
-        ctx = slice(max(0, where - 3), where + 4)
-        problems.append(f"the target's ids differ from the source's at position {where} of {len(src_full)} "
-                        f"(target {tok.decode(seq[ctx], skip_special_tokens=False)!r} vs source "
-                        f"{tok.decode(src_full[ctx], skip_special_tokens=False)!r})")
-    elif len(seq) > len(src_full):
-        extra = seq[len(src_full):]
-        last_answer = src_full[regions[-1][1]:] if regions else src_full
-        if len(extra) > 1 or not _closing_ids(tok, extra) or _closing_ids(tok, last_answer):
-            problems.append(f"the target's sequence goes on after the source's ends: "
-                            f"{tok.decode(extra, skip_special_tokens=False)!r} after "
-                            f"{tok.decode(src_full[-3:], skip_special_tokens=False)!r} (the source closes the "
-                            "answer itself: an appended eos doubles it)")
-    elif len(seq) < len(src_full):
-        problems.append(f"the target's sequence ends {len(src_full) - len(seq)} ids before the source's "
-                        f"({tok.decode(src_full[len(seq):], skip_special_tokens=False)!r} missing)")
+    tail = src_full[-2:]
+    extra = next((m for m in range(4) if len(seq) - m >= len(tail) and seq[len(seq) - m - len(tail): len(seq) - m]
+                  == tail), None)
+    last_answer = src_full[regions[-1][1]:] if regions else src_full
+    if extra is None:
+        problems.append(f"the target's sequence does not end as the source's does (target "
+                        f"{tok.decode(seq[-4:], skip_special_tokens=False)!r} vs source "
+                        f"{tok.decode(src_full[-4:], skip_special_tokens=False)!r})")
+    elif extra and (extra > 1 or not _closing_ids(tok, seq[-extra:]) or _closing_ids(tok, last_answer)):
+        problems.append(f"the target's sequence goes on after the source's ends: "
+                        f"{tok.decode(seq[-extra:], skip_special_tokens=False)!r} after "
+                        f"{tok.decode(tail, skip_special_tokens=False)!r} (the source closes the answer itself: "
+                        "an appended eos doubles it)")
     return {
         "tokens": len(ids), "trained": len(trained), "masked": len(ids) - len(trained),
         "label_convention": convention, "label_agreement": agree, "labels_unused_by_shift": unused,
         "media_tokens": media_t, "source_media_tokens": media_s, "media_trained": media_trained,
         "turns": len(regions), "prompt_tokens": [s for _, s, _ in regions],
-        "full_match": diverge is None, "problems": problems,
+        "full_match": diverge is None, "first_divergence": diverge, "problems": problems,
         "decoded": marked_sample(tok, ids, targets, media_id),
     }
 
