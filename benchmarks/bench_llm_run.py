@@ -3,6 +3,9 @@
     python benchmarks/bench_llm_run.py --run-dir runs/<id>      # any finished LLM run (its trajectory.jsonl)
     python benchmarks/bench_llm_run.py --scripted patchlm       # run the scripted migration first (fake OpenAI
                                                                 # server on 127.0.0.1, real HTTP, all gates G0-G6)
+    python benchmarks/bench_llm_run.py --recording tests/agent/recordings/internvl_chat_relay.json \
+        [--prompt-budget 12000]                                 # replay a live run's recorded answers (its
+                                                                # decisions held fixed) under another prompt budget
 
 Figures come from the run's trajectory: each decision record carries the requests it took (format-error re-asks
 included), the characters sent (messages + tool schemas), and the endpoint's token usage; an LLM verdict of the
@@ -89,10 +92,27 @@ def scripted_run(fixture: str, work: Path) -> Path:
     return work / "runs" / f"{fixture}-bench"
 
 
+def recorded_run(recording: Path, work: Path, budget: int | None) -> Path:
+    """A live run's recorded answers (scripts/relay_to_script.py) replayed over real HTTP, as the regression test
+    does; with ``budget`` the history is fitted to another ``llm.prompt_budget_tokens``. The model's decisions are
+    held fixed, so the figures say what the same conversation costs, not what a model would do with less context."""
+    sys.path.insert(0, str(ROOT / "tests" / "agent"))
+    from live_recording import replay
+
+    rec = json.loads(recording.read_text(encoding="utf-8"))
+    out = replay(rec, work, "recorded-bench", budget)
+    print(f"recorded {rec['fixture']} (live: {rec['outcomes']['exit_status']}): exit_status "
+          f"{out['final'].get('exit_status')}; HTTP requests seen {len(out['server'].requests)}; prompt budget "
+          f"{out['prompt_budget']} tokens")
+    return out["run_dir"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--run-dir", type=Path, help="a finished run's directory (holds trajectory.jsonl)")
     ap.add_argument("--scripted", choices=("patchlm",), help="run this scripted migration first")
+    ap.add_argument("--recording", type=Path, help="replay this recorded live run first (tests/agent/recordings)")
+    ap.add_argument("--prompt-budget", type=int, help="with --recording: llm.prompt_budget_tokens for the replay")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -100,8 +120,12 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="bench-llm-") as tmp:
             print_table(summarize(scripted_run(args.scripted, Path(tmp)) / "trajectory.jsonl"))
         return 0
+    if args.recording:
+        with tempfile.TemporaryDirectory(prefix="bench-llm-") as tmp:
+            print_table(summarize(recorded_run(args.recording, Path(tmp), args.prompt_budget) / "trajectory.jsonl"))
+        return 0
     if not args.run_dir:
-        ap.error("give --run-dir or --scripted")
+        ap.error("give --run-dir, --scripted or --recording")
     print_table(summarize(args.run_dir / "trajectory.jsonl"))
     return 0
 

@@ -21,54 +21,17 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fake_openai_server import ScriptedChatServer  # noqa: E402
-
-from msmigrate.agent.config import LaunchSettings, LLMSettings, RunSpec, Settings  # noqa: E402
-from msmigrate.agent.runner import Run  # noqa: E402
+from live_recording import replay  # noqa: E402
 
 RECORDINGS = sorted((Path(__file__).resolve().parent / "recordings").glob("*_relay.json"))
 ALL_GATES = ("G0", "G1", "G2", "G3", "G4", "G5", "G6")
 
 
-def bound(value: Any, paths: dict[str, str]) -> Any:
-    """The recording's <<SOURCE>> / <<TARGET>> / <<RUN>> placeholders, pointed at this test's copies."""
-    if isinstance(value, str):
-        for key, path in paths.items():
-            value = value.replace(f"<<{key.upper()}>>", path)
-        return value
-    if isinstance(value, list):
-        return [bound(v, paths) for v in value]
-    if isinstance(value, dict):
-        return {k: bound(v, paths) for k, v in value.items()}
-    return value
-
-
 @pytest.fixture(scope="module", params=RECORDINGS, ids=[p.stem for p in RECORDINGS])
 def replayed(request, tmp_path_factory) -> dict[str, Any]:
     """One replay per recording, shared by the tests below."""
-    from msmigrate.testbeds.fixtures import build_source
-    from msmigrate.testbeds.standin import write_standin
-
     rec = json.loads(request.param.read_text(encoding="utf-8"))
-    fixture = rec["fixture"]
-    tmp_path = tmp_path_factory.mktemp(f"recorded_{fixture}")
-    source = build_source(fixture, tmp_path / "source")
-    target = write_standin(tmp_path / "target")
-    run_id = f"{fixture}-recorded"
-    run_dir = tmp_path / "runs" / run_id
-    paths = {"run": str(run_dir), "source": str(source), "target": str(target)}
-
-    with ScriptedChatServer(bound(rec["script"], paths), classify_reply=bound(rec["classify"], paths) or "model") \
-            as server:
-        spec = RunSpec(source=source, target=target, model_name=fixture, policy="llm",
-                       llm=LLMSettings(base_url=server.base_url, model="recorded", timeout_s=60),
-                       launch=LaunchSettings(gate_train_iters=5))
-        run = Run(spec, run_id, Settings(runs_dir=tmp_path / "runs", llm_api_key="sk-test"))
-        try:
-            final = run.drive()
-        finally:
-            run.close()
-    return {"rec": rec, "final": final, "server": server, "run_dir": run_dir, "target": target, "run_id": run_id}
+    return replay(rec, tmp_path_factory.mktemp(f"recorded_{rec['fixture']}"), f"{rec['fixture']}-recorded")
 
 
 @pytest.mark.integration
