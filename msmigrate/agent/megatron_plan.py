@@ -93,6 +93,10 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
         reasons.append(f"similar case {PurePosixPath(base.example).parent}: the matched {base.role} "
                        f"{base.model_id}'s example" + (f", launched by {script}" if script else
                                                        " (no launch script in its folder passes it)"))
+    if data_json:
+        reasons.append(f"data JSON from {data_json} (the example script's --mm-data): its dataset_type, template and "
+                       "collator are kept — the route's template registry is not read, so the template rests on the "
+                       "matched example's family")
     example_dir = f"examples/{name}"
     plan = {
         "backend": backend.backend,
