@@ -38,12 +38,14 @@ def target_converter_roundtrip(runtime_python: str, target: Path, converter: str
                                hf_dir: Path | None = None, tiny_config: dict[str, Any] | Path | None = None,
                                tp: int = 1, llm_pp_layers: list[list[int]] | None = None,
                                vit_pp_layers: list[list[int]] | None = None,
+                               extra_paths: list[Path] | None = None,
                                timeout: float = 600.0) -> ConverterRoundTrip:
     """Round trip through ``converter`` (a class name in the target's checkpoint/ tree).
 
     Exactly one of ``hf_dir`` (an existing small HF folder) or ``tiny_config`` (a config.json dict or path; the
     probe builds a random model of its architecture with the runtime's transformers). ``llm_pp_layers`` /
     ``vit_pp_layers``: per-VPP lists of per-stage layer counts, default one stage holding every layer.
+    ``extra_paths``: more import roots for the probe (a MindSpeed checkout the target imports).
     """
     if (hf_dir is None) == (tiny_config is None):
         return ConverterRoundTrip(error="give exactly one of hf_dir or tiny_config")
@@ -60,6 +62,8 @@ def target_converter_roundtrip(runtime_python: str, target: Path, converter: str
         else:
             path.write_text(Path(tiny_config).read_text(encoding="utf-8"), encoding="utf-8")
         args += ["--tiny-config", str(path.resolve())]
+    for extra in extra_paths or []:
+        args += ["--extra-path", str(Path(extra).resolve())]
     if llm_pp_layers is not None:
         args += ["--llm-pp-layers", json.dumps(llm_pp_layers)]
     if vit_pp_layers is not None:

@@ -3,6 +3,7 @@ model; the tensors must come back identical.
 
     python megatron_converter_roundtrip.py --target ROOT --converter NAME --work DIR
         (--hf-dir DIR | --tiny-config CONFIG.json) [--tp 1] [--llm-pp-layers JSON] [--vit-pp-layers JSON]
+        [--extra-path DIR ...]
 
 Runs in the target runtime with the target root on sys.path; imports nothing from msmigrate. The converter class is
 found by name in the target's checkpoint/ sources and its module imported alone (the package __init__ pulls in
@@ -151,7 +152,7 @@ def run(a):
 
     work = Path(a.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(Path(a.target).resolve()))
+    sys.path[:0] = [str(Path(a.target).resolve())] + [str(Path(x).resolve()) for x in a.extra_path]
     os.chdir(a.target)
     hf_dir = Path(a.hf_dir).resolve() if a.hf_dir else work / "hf"
     if a.tiny_config:
@@ -219,6 +220,7 @@ def main():
     ap.add_argument("--llm-pp-layers")
     ap.add_argument("--vit-pp-layers")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--extra-path", action="append", default=[], help="more import roots (a MindSpeed checkout)")
     a = ap.parse_args()
     if not (a.hf_dir or a.tiny_config):
         emit({"error": "give --hf-dir or --tiny-config"})

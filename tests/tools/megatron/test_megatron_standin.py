@@ -13,15 +13,23 @@ from msmigrate.testbeds.megatron_standin import EXAMPLE
 ROUNDTRIP = """
 import sys, torch
 from safetensors.torch import load_file
-from checkpoint.convert_cli import main
+HF = sys.argv[1]
+from checkpoint.convert_cli import main as cli
+
+
+def main(argv):
+    sys.argv = ["mm-convert", *argv]
+    cli()
+
+
 par = ["--cfg.parallel_config.llm_pp_layers", "[[2]]", "--cfg.parallel_config.vit_pp_layers", "[[2]]",
        "--cfg.parallel_config.tp_size", "1"]
 flat = ["--cfg.parallel_config.llm_pp_layers", "[2]", "--cfg.parallel_config.vit_pp_layers", "[2]",
         "--cfg.parallel_config.tp_size", "1"]  # mm_to_hf takes per-stage counts, as the real one does
-main(["Qwen2_5_VLConverter", "hf_to_mm", "--cfg.mm_dir", "mm", "--cfg.hf_config.hf_dir", sys.argv[1], *par])
-main(["Qwen2_5_VLConverter", "mm_to_hf", "--cfg.mm_dir", "mm", "--cfg.hf_config.hf_dir", sys.argv[1],
+main(["Qwen2_5_VLConverter", "hf_to_mm", "--cfg.mm_dir", "mm", "--cfg.hf_config.hf_dir", HF, *par])
+main(["Qwen2_5_VLConverter", "mm_to_hf", "--cfg.mm_dir", "mm", "--cfg.hf_config.hf_dir", HF,
       "--cfg.save_hf_dir", "back", *flat])
-a, b = load_file(sys.argv[1] + "/model.safetensors"), load_file("back/model.safetensors")
+a, b = load_file(HF + "/model.safetensors"), load_file("back/model.safetensors")
 mg = torch.load("mm/release/mp_rank_00/model_optim_rng.pt", weights_only=False)["model"]
 print(len(a), len(mg), sorted(set(a) ^ set(b)), [k for k in a if not torch.equal(a[k], b[k])])
 print(tuple(mg["text_decoder.decoder.layers.0.self_attention.linear_qkv.weight"].shape))

@@ -28,9 +28,9 @@ def _namespace(pairs):
     return wrap(root)
 
 
-def main(argv=None):
+def main():
     import checkpoint  # noqa: F401  (imports every converter, which registers it)
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:]
     if len(argv) < 2:
         raise SystemExit("usage: mm-convert <Converter> <hf_to_mm|mm_to_hf|resplit> --cfg.key value ...")
     classes = {c.__name__: c for c in Commandable.subclasses}

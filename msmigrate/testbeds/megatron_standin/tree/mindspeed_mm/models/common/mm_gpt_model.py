@@ -6,9 +6,10 @@ from mindspeed_mm.models.common.standin_layers import TransformerBlock
 
 
 class MMGPTModel(MultiModalModule):
-    def __init__(self, config, transformer_layer_spec, vocab_size, max_sequence_length, parallel_output=True,
-                 position_embedding_type="rope", share_embeddings_and_output_weights=False, rotary_base=10000,
-                 pre_process=True, post_process=True, *args, **kwargs):
+    def __init__(self, config, transformer_layer_spec, vocab_size, max_sequence_length, pre_process=True,
+                 post_process=True, reward_process=False, fp16_lm_cross_entropy=False, parallel_output=True,
+                 share_embeddings_and_output_weights=False, position_embedding_type='mrope', rotary_percent=1.0,
+                 rotary_base=10000, seq_len_interpolation_factor=None):
         super().__init__(config=config)
         if transformer_layer_spec is None:
             raise KeyError(f"no layer spec for text_decoder model_id {getattr(config, 'model_id', None)!r}")

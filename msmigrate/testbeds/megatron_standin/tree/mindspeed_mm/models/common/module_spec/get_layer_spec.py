@@ -6,6 +6,10 @@ def get_qwen2vl_layer_spec(config, is_vit=True, *args, **kwargs):
     return {"qkv_bias": True, "proj_bias": True, "mlp_bias": True}
 
 
+def get_qwen2_5_vit_layer_spec(config, is_vit=True, *args, **kwargs):
+    return get_qwen2vl_layer_spec(config, is_vit)
+
+
 def get_qwen2vl_llm_layer_spec(config, is_vit=False, *args, **kwargs):
     return {"qkv_bias": getattr(config, "add_qkv_bias", False), "proj_bias": False,
             "mlp_bias": getattr(config, "add_bias_linear", False)}
@@ -18,7 +22,7 @@ def get_mlp_module_spec(config, use_te=False, *args, **kwargs):
 
 
 vit_layer_specs = {'qwen2vit': get_qwen2vl_layer_spec,
-                   'qwen2_5_vit': get_qwen2vl_layer_spec}
+                   'qwen2_5_vit': get_qwen2_5_vit_layer_spec}
 
 llm_layer_specs = {'qwen2lm': get_qwen2vl_llm_layer_spec,
                    'qwen2_5_lm': get_qwen2vl_llm_layer_spec}

@@ -7,9 +7,11 @@ from mindspeed_mm.models.common.standin_layers import RMSNorm
 
 
 class MultimodalProjector(MultiModalModule):
-    def __init__(self, config, submodules=None, *args, **kwargs):
+    def __init__(self, config, submodules, use_postshuffle_norm=False):
         super().__init__(config=config)
-        bias = (submodules or {}).get("bias", True)
+        if submodules is None:
+            raise AssertionError("MLPSubmodules must be provided")
+        bias = submodules.get("bias", True)
         self.merge = config.ffn_hidden_size // config.input_size
         if getattr(config, "model_id", None) == "lnmlp":
             self.layernorm = RMSNorm(config.input_size, getattr(config, "layernorm_epsilon", 1e-6))

@@ -8,8 +8,7 @@ from mindspeed_mm.models.common.standin_layers import TransformerBlock
 
 
 class Qwen2VLViT(MultiModalModule):
-    def __init__(self, config, transformer_layer_spec=None, pre_process=True, post_process=True,
-                 projector_config=None, *args, **kwargs):
+    def __init__(self, config, transformer_layer_spec, pre_process=True, post_process=True, *args, **kwargs):
         super().__init__(config=config)
         if transformer_layer_spec is None:
             raise KeyError(f"no layer spec for vision_encoder model_id {getattr(config, 'model_id', None)!r}")
