@@ -47,7 +47,9 @@ def _mm_values(sub: dict[str, Any]) -> dict[str, Any]:
         if key == "tie_word_embeddings" and isinstance(value, bool):
             value = not value  # untie_... is the negation
         if mm in out and key not in HF_TO_MM:
-            continue  # an explicit framework-named field of the source wins over a translated one
+            # a translated field wins over the same-named one: Qwen2-VL's vision embed_dim is the ViT width, its
+            # hidden_size the merger's output (the real checkpoint/ converter reads embed_dim for the ViT)
+            continue
         out[mm] = value
     rope = sub.get("rope_scaling") or sub.get("rope_parameters") or {}
     if isinstance(rope, dict):

@@ -93,3 +93,20 @@ def test_data_json_points_at_the_source():
     assert d.text["dataset_param"]["preprocess_parameters"]["model_name_or_path"] == "/src"
     assert basic["dataset"] == "/src/data/train.json" and basic["dataset_dir"] == "/src/data"
     assert basic["template"] == "t"
+
+
+def test_vit_width_is_embed_dim_when_the_source_has_both():
+    cfg = {"vision_config": {"depth": 2, "embed_dim": 32, "hidden_size": 64, "num_heads": 2},
+           "text_config": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4}}
+    d = draft_model_json(EXAMPLE, cfg, COMPONENTS, {"tp": 1, "pp": 1, "vpp": 1})
+    assert d.text["image_encoder"]["vision_encoder"]["hidden_size"] == 32
+
+
+def test_config_check_reads_the_vit_width_the_same_way(tmp_path):
+    from msmigrate.tools.megatron.config_check import _check_source
+
+    model = {"image_encoder": {"vision_encoder": {"num_layers": 2, "hidden_size": 32, "num_attention_heads": 2}}}
+    problems: list[str] = []
+    _check_source(model, {"vision_config": {"depth": 2, "embed_dim": 32, "hidden_size": 64, "num_heads": 2}},
+                  problems)
+    assert problems == []

@@ -40,7 +40,9 @@ SOURCE_FIELDS = {"text_decoder": {"num_layers": ("num_hidden_layers",), "hidden_
                                   "num_attention_heads": ("num_attention_heads",),
                                   "num_query_groups": ("num_key_value_heads",), "vocab_size": ("vocab_size",)},
                  "vision_encoder": {"num_layers": ("depth", "num_hidden_layers"),
-                                    "hidden_size": ("hidden_size", "embed_dim"),
+                                    # Qwen2-VL's ViT width is embed_dim (its hidden_size is the merger's output,
+                                    # the LLM width): the real checkpoint/ converter reads embed_dim for it
+                                    "hidden_size": ("embed_dim", "hidden_size"),
                                     "num_attention_heads": ("num_heads", "num_attention_heads")}}
 
 
