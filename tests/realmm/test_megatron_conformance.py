@@ -251,3 +251,12 @@ def test_example_script_flags_are_real_flags(realmm_snapshot):
     assert set(ours.flags) <= real_flags, sorted(set(ours.flags) - real_flags)
     assert set(ours.launcher_args) <= real_launcher, sorted(set(ours.launcher_args) - real_launcher)
     assert {"--mm-data", "--mm-model", "--mm-tool"} <= set(ours.flags)
+
+
+def test_converter_is_found_for_the_same_architecture(realmm_snapshot):
+    from msmigrate.tools.megatron.converters import converter_candidates
+
+    real = converter_candidates(realmm_snapshot / "MindSpeed-MM", "qwen2_5_vl")
+    stand = converter_candidates(STANDIN, "qwen2_5_vl")
+    assert real.best == stand.best == EXAMPLE["converter"]
+    assert real.matches[0].file == stand.matches[0].file

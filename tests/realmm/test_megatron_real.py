@@ -115,3 +115,19 @@ def test_real_examples_pass_the_static_config_check(realmm_snapshot, tmp_path):
     bad.write_text(script.read_text().replace("PP=2", "PP=4"))
     res = check_megatron_config(mm, "examples/qwen2.5vl/model_7b.json", bad, definitions=defs)
     assert any("has 2 stage(s), the script has pp=4" in p for p in res.problems), res.problems
+
+
+def test_real_converter_on_the_shrunk_source_config(realmm_snapshot, real_runtime, tmp_path):
+    """The gate's default input: the source's own config.json, 2 layers per stack, 512 vocabulary."""
+    import json
+
+    source = tmp_path / "source"
+    source.mkdir()
+    big = {**TINY_QWEN2_5_VL, "num_hidden_layers": 6, "vocab_size": 4096,
+           "vision_config": {**TINY_QWEN2_5_VL["vision_config"], "depth": 5, "fullatt_block_indexes": [2, 4]}}
+    (source / "config.json").write_text(json.dumps(big))
+    res = target_converter_roundtrip(real_runtime, realmm_snapshot / "MindSpeed-MM", "Qwen2_5_VLConverter",
+                                     tmp_path / "w", shrink_source=source, extra_paths=[realmm_snapshot / "MindSpeed"])
+    assert res.ok, (res.error, res.problems)
+    assert res.facts["llm_pp_layers"] == [[2]] and res.facts["vit_pp_layers"] == [[2]]
+    assert res.facts["qkv_layers_checked"] == 2

@@ -5,10 +5,12 @@ PP partition, as shipped). When it cannot even be imported in this runtime, msmi
 (weight_roundtrip.py: fused QKV by KV group, gate+up stacked, with the source's head counts) runs instead, and the
 record says which one ran (``converter_used``): the fallback proves the layout convention, not the target's code.
 
-Plan keys: ``converter`` (class name in the target's checkpoint/ tree), one of ``converter_tiny_config`` (a
-config.json dict of a tiny model of the source's architecture) or ``converter_hf_dir`` (a small HF folder,
-relative to the target), optional ``parallel`` ({"tp": ...}, agent/megatron_plan.py), ``converter_llm_pp_layers``
-/ ``converter_vit_pp_layers``. Without ``converter`` the gate fails saying the plan names none.
+Plan keys (all optional): ``converter`` (class name in the target's checkpoint/ tree; default: the converter
+whose file imports the source's ``model_type`` config module, tools/megatron/converters.py),
+``converter_tiny_config`` (a config.json dict of a tiny model) or ``converter_hf_dir`` (a small HF folder, relative
+to the target) - default: the source's own config.json shrunk to 2 layers per stack and a 512 vocabulary -,
+``parallel`` ({"tp": ...}, agent/megatron_plan.py), ``converter_llm_pp_layers`` / ``converter_vit_pp_layers``.
+No converter named and none found: the gate fails saying so.
 """
 
 from __future__ import annotations
@@ -19,16 +21,17 @@ from typing import Any
 
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.tools.megatron.converter_roundtrip import target_converter_roundtrip
+from msmigrate.tools.megatron.converters import converter_candidates
 from msmigrate.tools.megatron.weight_roundtrip import converter_roundtrip
 
 
 def megatron_converter_record(runtime_python: str, target: Path, converter: str, work_dir: Path, *,
                               source: Path | None = None, tiny_config: dict | None = None,
-                              hf_dir: Path | None = None, tp: int = 1, llm_pp_layers: list | None = None,
+                              hf_dir: Path | None = None, shrink_source: Path | None = None, tp: int = 1, llm_pp_layers: list | None = None,
                               vit_pp_layers: list | None = None) -> dict[str, Any]:
     t0 = time.time()
     res = target_converter_roundtrip(runtime_python, target, converter, work_dir, hf_dir=hf_dir,
-                                     tiny_config=tiny_config, tp=tp, llm_pp_layers=llm_pp_layers,
+                                     tiny_config=tiny_config, shrink_source=shrink_source, tp=tp, llm_pp_layers=llm_pp_layers,
                                      vit_pp_layers=vit_pp_layers)
     evidence = [evidence_item("target converter round trip", ["megatron_converter_roundtrip", converter],
                               0 if res.ok else 1, t0, time.time(), res.error or "\n".join(res.problems),
@@ -60,13 +63,15 @@ def megatron_converter_record(runtime_python: str, target: Path, converter: str,
 
 def gate_megatron_converter(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx = state["plan"], deps.ctx
-    if not plan.get("converter"):
+    converter = plan.get("converter") or converter_candidates(ctx.target, plan.get("model_type")).best
+    if not converter:
         return {"gate": "converter", "backend": "megatron", "passed": False, "converter_used": None,
-                "summary": "the plan names no weight converter (class in the target's checkpoint/ tree)",
-                "evidence": [], "failure_text": "no converter in the plan"}
-    hf_dir = plan.get("converter_hf_dir")
+                "summary": f"no weight converter for model_type {plan.get('model_type')!r}: the plan names none and "
+                           "no converter in the target's checkpoint/ tree imports that config module",
+                "evidence": [], "failure_text": "no converter"}
+    hf_dir, tiny = plan.get("converter_hf_dir"), plan.get("converter_tiny_config")
     return megatron_converter_record(
-        ctx.runtime_python, ctx.target, plan["converter"], ctx.run_dir / "megatron_converter", source=ctx.source,
-        tiny_config=plan.get("converter_tiny_config"), hf_dir=ctx.target / hf_dir if hf_dir else None,
-        tp=(plan.get("parallel") or {}).get("tp", 1), llm_pp_layers=plan.get("converter_llm_pp_layers"),
-        vit_pp_layers=plan.get("converter_vit_pp_layers"))
+        ctx.runtime_python, ctx.target, converter, ctx.run_dir / "megatron_converter", source=ctx.source,
+        tiny_config=tiny, hf_dir=ctx.target / hf_dir if hf_dir else None,
+        shrink_source=ctx.source if not (hf_dir or tiny) else None, tp=(plan.get("parallel") or {}).get("tp", 1),
+        llm_pp_layers=plan.get("converter_llm_pp_layers"), vit_pp_layers=plan.get("converter_vit_pp_layers"))

@@ -2,14 +2,16 @@
 model; the tensors must come back identical.
 
     python megatron_converter_roundtrip.py --target ROOT --converter NAME --work DIR
-        (--hf-dir DIR | --tiny-config CONFIG.json) [--tp 1] [--llm-pp-layers JSON] [--vit-pp-layers JSON]
+        (--hf-dir DIR | --tiny-config CONFIG.json | --shrink-source HF_DIR) [--tp 1] [--llm-pp-layers JSON] [--vit-pp-layers JSON]
         [--extra-path DIR ...]
 
 Runs in the target runtime with the target root on sys.path; imports nothing from msmigrate. The converter class is
 found by name in the target's checkpoint/ sources and its module imported alone (the package __init__ pulls in
 every converter of every task). ``hf_to_mm`` and ``mm_to_hf`` get the config objects their own annotations name
 (pydantic models in MindSpeed-MM, built from a nested dict; a plain namespace when unannotated). ``--tiny-config``:
-the probe first builds a random model of that config's architecture with transformers and saves it.
+the probe first builds a random model of that config's architecture with transformers and saves it;
+``--shrink-source``: the same from the source's config.json with 2 layers per stack and a 512-token vocabulary
+(widths and head counts kept: they decide the fused QKV split).
 
 One known obstacle is handled in the open: MindSpeed-MM's ``load_from_mm`` imports ``mindspeed.megatron_adaptor``
 for its side effects (patching Megatron), and that module imports torch_npu, absent without an NPU. If mm_to_hf
@@ -50,6 +52,34 @@ def find_converter(target, name):
         if any(isinstance(n, ast.ClassDef) and n.name == name for n in tree.body):
             return ".".join(path.relative_to(target).with_suffix("").parts)
     return None
+
+
+LAYER_KEYS = ("num_hidden_layers", "depth", "num_layers")
+INDEX_LISTS = ("fullatt_block_indexes", "deepstack_visual_indexes")
+
+
+def shrink_source_config(cfg, layers=2, vocab=512):
+    """The source's config.json with at most ``layers`` layers per stack and a small vocabulary; widths and head
+    counts stay the source's (they decide the fused QKV split). Per-layer index lists keep the indexes below the
+    new depth (at least the last layer), per-layer type lists are cut."""
+    def visit(d):
+        n = None
+        for key in LAYER_KEYS:
+            if isinstance(d.get(key), int) and d[key] > layers:
+                d[key], n = layers, layers
+        if isinstance(d.get("vocab_size"), int) and d["vocab_size"] > vocab:
+            d["vocab_size"] = vocab
+        for key in INDEX_LISTS:
+            if n and isinstance(d.get(key), list):
+                d[key] = [i for i in d[key] if isinstance(i, int) and i < n] or [n - 1]
+        if n and isinstance(d.get("layer_types"), list):
+            d["layer_types"] = d["layer_types"][:n]
+        for v in d.values():
+            if isinstance(v, dict):
+                visit(v)
+    out = json.loads(json.dumps(cfg))
+    visit(out)
+    return out
 
 
 def make_tiny(config_path, out_dir, seed):
@@ -155,6 +185,11 @@ def run(a):
     sys.path[:0] = [str(Path(a.target).resolve())] + [str(Path(x).resolve()) for x in a.extra_path]
     os.chdir(a.target)
     hf_dir = Path(a.hf_dir).resolve() if a.hf_dir else work / "hf"
+    if a.shrink_source:
+        shrunk = work / "shrunk_config.json"
+        cfg = json.loads((Path(a.shrink_source) / "config.json").read_text(encoding="utf-8"))
+        shrunk.write_text(json.dumps(shrink_source_config(cfg)), encoding="utf-8")
+        a.tiny_config = str(shrunk)
     if a.tiny_config:
         make_tiny(a.tiny_config, hf_dir, a.seed)
     notes = []
@@ -193,9 +228,18 @@ def run(a):
     ran.append(f"{a.converter}.mm_to_hf({cfg_type})")
     hf, out = load_safetensors(hf_dir), load_safetensors(back)
     files = sorted(mm_dir.rglob("model_optim_rng.pt"))
-    mg = torch.load(files[0], map_location="cpu", weights_only=False)["model"] if len(files) == 1 else {}
-    mg = {k: v for k, v in mg.items() if isinstance(v, torch.Tensor)}
+    stages = [torch.load(f, map_location="cpu", weights_only=False) for f in files]
+    names = {k for st in stages for key, sd in st.items() if key.startswith("model") and isinstance(sd, dict)
+             for k in sd}
+    mg = {k: v for k, v in stages[0]["model"].items() if isinstance(v, torch.Tensor)} if len(files) == 1 else {}
     problems = []
+    if not files:
+        problems.append(f"hf_to_mm wrote no model_optim_rng.pt under {mm_dir}")
+    # a round trip is trivially identical for weights the converter passes through untouched: name them
+    untouched = sorted(set(hf) & names)
+    if untouched:
+        problems.append(f"{len(untouched)} of {len(hf)} HF tensor names reach the Megatron checkpoint unchanged "
+                        f"(e.g. {untouched[:3]}): the converter does not map these weights")
     if set(hf) != set(out):
         problems.append(f"names differ after the round trip: missing {sorted(set(hf) - set(out))[:4]}, "
                         f"extra {sorted(set(out) - set(hf))[:4]}")
@@ -216,14 +260,15 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--hf-dir")
     ap.add_argument("--tiny-config")
+    ap.add_argument("--shrink-source", help="HF folder whose config.json, shrunk, gives the tiny model")
     ap.add_argument("--tp", type=int, default=1)
     ap.add_argument("--llm-pp-layers")
     ap.add_argument("--vit-pp-layers")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--extra-path", action="append", default=[], help="more import roots (a MindSpeed checkout)")
     a = ap.parse_args()
-    if not (a.hf_dir or a.tiny_config):
-        emit({"error": "give --hf-dir or --tiny-config"})
+    if not (a.hf_dir or a.tiny_config or a.shrink_source):
+        emit({"error": "give --hf-dir, --tiny-config or --shrink-source"})
         return
     try:
         emit(run(a))

@@ -110,3 +110,33 @@ def test_training_gate_runs_the_standin(standin_copy, tmp_path):
     rec = megatron_training_record(PY, standin_copy, EXAMPLE["script"], timeout=600)
     assert rec["passed"], rec["failure_text"][-2000:]
     assert rec["evidence"][-1]["metrics"]["iterations"] == 6
+
+
+def test_a_converter_that_maps_nothing_does_not_pass(standin_copy, tmp_path):
+    """HF names the converter does not know pass through unchanged and come back identical: not a pass."""
+    from safetensors.torch import load_file, save_file
+
+    path = standin_copy / EXAMPLE["hf_dir"] / "model.safetensors"
+    sd = load_file(str(path))
+    save_file({k.replace("model.layers.", "model.language_model.layers."): v for k, v in sd.items()}, str(path))
+    rec = megatron_converter_record(PY, standin_copy, EXAMPLE["converter"], tmp_path / "w",
+                                    hf_dir=standin_copy / EXAMPLE["hf_dir"])
+    assert not rec["passed"] and "reach the Megatron checkpoint unchanged" in rec["summary"], rec["summary"]
+    assert "model.language_model.layers.0" in rec["summary"]
+
+
+def test_shrunk_source_config():
+    import importlib.util
+
+    from msmigrate.tools.runtime import PROBES_DIR
+
+    spec = importlib.util.spec_from_file_location("mcr", PROBES_DIR / "megatron_converter_roundtrip.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = {"num_hidden_layers": 36, "vocab_size": 151936, "hidden_size": 2048, "num_key_value_heads": 2,
+           "vision_config": {"depth": 32, "fullatt_block_indexes": [7, 15, 23, 31], "hidden_size": 1280},
+           "text_config": {"num_hidden_layers": 36, "layer_types": ["full"] * 36, "vocab_size": 151936}}
+    out = mod.shrink_source_config(cfg)
+    assert out["num_hidden_layers"] == 2 and out["vocab_size"] == 512 and out["hidden_size"] == 2048
+    assert out["vision_config"] == {"depth": 2, "fullatt_block_indexes": [1], "hidden_size": 1280}
+    assert out["text_config"]["layer_types"] == ["full", "full"] and cfg["num_hidden_layers"] == 36

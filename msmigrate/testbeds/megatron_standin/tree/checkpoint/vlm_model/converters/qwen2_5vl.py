@@ -2,6 +2,7 @@
 The stand-in converts TP = 1 and a single pipeline stage only."""
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -9,6 +10,9 @@ from safetensors.torch import load_file, save_file
 from checkpoint.common.constant import LATEST_TXT, MEGATRON_CKPT_NAME
 from checkpoint.common.converter import Converter
 from checkpoint.vlm_model.operator import QKVMergeOp, RelocateOp, RenameOp, UpGateMergeOp
+
+if TYPE_CHECKING:  # the HF config this converter reads (the real one casts to it); not imported at run time
+    from transformers.models.qwen2_5_vl import Qwen2_5_VLConfig  # noqa: F401
 
 VIT = r'image_encoder.encoder.blocks.layers.(\d+)'
 LLM = r'text_decoder.decoder.layers.(\d+)'
