@@ -49,6 +49,6 @@ def megatron_section(state: dict[str, Any]) -> list[str]:
     for g in sorted(gates):
         why = gates[g].get("needs_accelerator")
         if why:
-            lines.append(f"- {g}: {why}")
+            lines.append(f"- {g}: {why if isinstance(why, str) else gates[g].get('summary', '')}")
     lines += [f"- {text}" for text in NOT_PROVABLE_ON_CPU]
     return lines

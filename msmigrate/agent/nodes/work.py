@@ -57,7 +57,9 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
             # nothing to repair: the gate cannot run here (no classify, no retry); the report says what is unproven
             return {"gates": gates, "gate_history": history, "counters": counters, "phase": "report",
                     "exit_status": EXIT_NEEDS_ACCELERATOR, "messages": clear_messages(),
-                    "exit_detail": f"{name} needs an accelerator: {record['needs_accelerator']}"}
+                    "exit_detail": f"{name} needs an accelerator: " + (
+                        record["needs_accelerator"] if isinstance(record["needs_accelerator"], str)
+                        else record.get("summary", ""))}
         if not record["passed"]:
             return {"gates": gates, "gate_history": history, "counters": counters, "phase": "classify",
                     "messages": clear_messages(), "finish_request": None}

@@ -1,0 +1,122 @@
+"""The Megatron route's gates per graph slot, composed from the route's gates (imports, converter, config, data,
+training) so that the same G1..G6 order holds on both routes.
+
+- G1 model: the weight converter round trip (the target's converter the plan names, else msmigrate's own layout
+  round trip, and the record says which) plus the entry's imports. Imports that fail only for modules this
+  environment lacks (torch_npu, Megatron-LM) do not fail G1 — the static gates after it still run — they are named
+  in the summary, and the training slot reports them as what needs the accelerator. Imports failing in the
+  target's own code fail G1.
+- G4 functional: the delivered launch script (megatron_training_gate). When the sizes need model parallelism
+  (tp·pp·cp > 1) and the runtime probe found no accelerator, nothing is launched: the record says
+  ``needs_accelerator`` with the sizes and the runtime's device (the stand-in, like a CPU box, runs TP=PP=CP=1 only).
+- G5 reliability: the same launch again; passes when its losses equal G4's (same seed → same losses).
+- G6 distributed: G4's launch ran the delivered script's ranks; passes when that was ≥ 2 ranks (the evidence is
+  G4's launch, cited, not a second run).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from msmigrate.agent.gates.evidence import evidence_item
+from msmigrate.agent.gates.megatron_converter_gate import megatron_converter_record
+from msmigrate.agent.gates.megatron_imports_gate import megatron_imports_record
+from msmigrate.agent.gates.megatron_training_gate import UNPROVEN_ON_CPU, megatron_training_record
+from msmigrate.tools.megatron.launch_script import parse_launch_script
+from msmigrate.tools.megatron.weight_roundtrip import converter_roundtrip
+
+
+def _meg(state: dict[str, Any]) -> dict[str, Any]:
+    plan = state["plan"]
+    return {"entry": "pretrain_vlm.py", **(plan.get("megatron") or {}), "parallel": plan.get("parallel") or {}}
+
+
+def _device(state: dict[str, Any]) -> str:
+    dev = (state.get("runtime") or {}).get("device")
+    return str(dev.get("kind") if isinstance(dev, dict) else dev or "unknown")
+
+
+def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    plan, ctx, meg = state["plan"], deps.ctx, _meg(state)
+    if plan.get("converter"):
+        hf_dir = plan.get("converter_hf_dir")
+        conv = megatron_converter_record(ctx.runtime_python, ctx.target, plan["converter"],
+                                         ctx.run_dir / "megatron_converter", source=ctx.source,
+                                         tiny_config=plan.get("converter_tiny_config"),
+                                         hf_dir=ctx.target / hf_dir if hf_dir else None, tp=meg["parallel"].get("tp", 1))
+    else:
+        t0 = time.time()
+        own = converter_roundtrip(ctx.runtime_python, ctx.source)
+        problems = [own.error] if own.error else own.problems
+        conv = {"passed": not problems, "converter_used": "msmigrate",
+                "summary": "; ".join(problems[:4]) or (
+                    f"no target converter named by the plan: msmigrate's layout round trip with the source's heads "
+                    f"({own.facts.get('heads')} heads, {own.facts.get('kv_heads')} KV heads) is bit-identical "
+                    "(layout convention only, not the target's converter)"),
+                "evidence": [evidence_item("msmigrate layout round trip", ["megatron_qkv_roundtrip"],
+                                           0 if not problems else 1, t0, time.time(), "\n".join(problems),
+                                           own.facts)], "failure_text": "\n".join(problems)}
+    imports = megatron_imports_record(ctx.runtime_python, ctx.target, meg["entry"])
+    own_code = not imports["passed"] and not imports.get("needs_accelerator")
+    passed = bool(conv["passed"]) and not own_code
+    parts = [conv["summary"], imports["summary"] + (" (checked again by the training slot)"
+                                                    if imports.get("needs_accelerator") else "")]
+    return {"gate": "G1", "backend": "megatron", "passed": passed, "converter_used": conv.get("converter_used"),
+            "summary": "; ".join(parts), "evidence": list(conv.get("evidence") or []) + imports["evidence"],
+            "failure_text": "\n".join(t for t in (conv.get("failure_text"), imports["failure_text"] if own_code
+                                                  else "") if t)}
+
+
+def gate_megatron_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    ctx, meg = deps.ctx, _meg(state)
+    par = meg["parallel"]
+    model_parallel = par.get("tp", 1) * par.get("pp", 1) * par.get("cp", 1)
+    device = _device(state)
+    if model_parallel > 1 and device in ("cpu", "unknown"):
+        why = (f"tp {par.get('tp', 1)} x pp {par.get('pp', 1)} x cp {par.get('cp', 1)} needs model-parallel "
+               f"Megatron on an accelerator; the target runtime's device is {device}")
+        return {"gate": "G4", "backend": "megatron", "passed": False, "needs_accelerator": why,
+                "not_proven": list(UNPROVEN_ON_CPU), "summary": f"not launched: {why}", "evidence": [],
+                "failure_text": ""}
+    rec = megatron_training_record(ctx.runtime_python, ctx.target, meg["script_path"], entry=meg["entry"])
+    return {**rec, "gate": "G4", "launches": 0 if rec.get("needs_accelerator") else 1}
+
+
+def _losses(rec: dict[str, Any]) -> list[float]:
+    for ev in reversed(rec.get("evidence") or []):
+        if (ev.get("metrics") or {}).get("losses"):
+            return list(ev["metrics"]["losses"])
+    return []
+
+
+def gate_megatron_reliability(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    ctx, meg = deps.ctx, _meg(state)
+    first = _losses((state.get("gates") or {}).get("G4") or {})
+    rec = megatron_training_record(ctx.runtime_python, ctx.target, meg["script_path"], entry=meg["entry"])
+    again = _losses(rec)
+    problems = [] if rec["passed"] else [rec["summary"]]
+    if rec["passed"] and (not first or again != first):
+        problems.append(f"same seed, different losses: G4 {first[:5]} vs now {again[:5]}")
+    return {**rec, "gate": "G5", "passed": not problems, "launches": 1,
+            "summary": "; ".join(problems) or f"same seed → the same {len(again)} losses as G4",
+            "failure_text": "\n".join(problems)}
+
+
+def gate_megatron_distributed(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    meg, g4 = _meg(state), (state.get("gates") or {}).get("G4") or {}
+    script = parse_launch_script((Path(deps.ctx.target) / meg["script_path"]).read_text(encoding="utf-8"))
+    ranks = script.launcher_args.get("--nproc_per_node")
+    try:
+        world = int(ranks) * int(script.launcher_args.get("--nnodes") or 1)
+    except (TypeError, ValueError):
+        world = None
+    problems = []
+    if not g4.get("passed"):
+        problems.append("G4's launch did not pass")
+    if world is None or world < 2:
+        problems.append(f"the delivered script launches {world} rank(s); distributed needs >= 2")
+    return {"gate": "G6", "backend": "megatron", "passed": not problems,
+            "summary": "; ".join(problems) or f"G4's launch of {meg['script_path']} ran {world} ranks (cited)",
+            "evidence": list(g4.get("evidence") or []), "failure_text": "\n".join(problems)}

@@ -1,0 +1,41 @@
+"""The Megatron route's slot gates: the training slot does not launch model-parallel sizes on a CPU runtime (it
+says so), launches otherwise; G6 passes only on a G4 launch of two or more ranks."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import msmigrate.agent.gates.megatron_slots as slots
+
+PLAN = {"megatron": {"script_path": "s.sh", "entry": "pretrain_vlm.py"}, "parallel": {"tp": 2, "pp": 1, "cp": 1}}
+
+
+def deps(tmp_path):
+    return SimpleNamespace(ctx=SimpleNamespace(runtime_python="python", target=tmp_path, run_dir=tmp_path,
+                                               source=tmp_path))
+
+
+def test_model_parallel_on_cpu_is_not_launched(tmp_path, monkeypatch):
+    monkeypatch.setattr(slots, "megatron_training_record", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
+    rec = slots.gate_megatron_functional(deps(tmp_path), {"plan": PLAN, "runtime": {"device": "cpu"}})
+    assert not rec["passed"] and "tp 2" in rec["needs_accelerator"] and "device is cpu" in rec["needs_accelerator"]
+
+
+def test_accelerator_runtime_or_single_rank_sizes_launch(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(slots, "megatron_training_record",
+                        lambda *a, **k: calls.append(a) or {"passed": True, "summary": "ok", "evidence": []})
+    assert slots.gate_megatron_functional(deps(tmp_path), {"plan": PLAN, "runtime": {"device": "npu"}})["passed"]
+    one = {**PLAN, "parallel": {"tp": 1, "pp": 1, "cp": 1}}
+    assert slots.gate_megatron_functional(deps(tmp_path), {"plan": one, "runtime": {"device": {"kind": "cpu"}}})[
+        "passed"]
+    assert len(calls) == 2
+
+
+def test_distributed_cites_a_g4_launch_of_two_ranks(tmp_path):
+    (tmp_path / "s.sh").write_text("N=2\ntorchrun --nproc_per_node $N --nnodes 1 pretrain_vlm.py --seed 1\n")
+    g4 = {"passed": True, "evidence": [{"command": "bash s.sh"}]}
+    rec = slots.gate_megatron_distributed(deps(tmp_path), {"plan": PLAN, "gates": {"G4": g4}})
+    assert rec["passed"] and "2 ranks" in rec["summary"] and rec["evidence"] == g4["evidence"]
+    (tmp_path / "s.sh").write_text("torchrun --nproc_per_node 1 pretrain_vlm.py\n")
+    assert not slots.gate_megatron_distributed(deps(tmp_path), {"plan": PLAN, "gates": {"G4": g4}})["passed"]
