@@ -165,7 +165,7 @@ def test_the_graph_sees_the_package():
     graph = import_graph(PKG_DIR)
     assert "msmigrate.core.tool_result" in graph["msmigrate.knowledge.retrieval"]
     assert "msmigrate.tools.module_plan" in graph["msmigrate.tools.target_check_tools"]
-    assert "msmigrate.agent.runner" in graph["msmigrate.faces.cli"] | graph["msmigrate.faces.eval.runner"]
+    assert "msmigrate.agent.runner" in graph["msmigrate.faces.run_hook"] | graph["msmigrate.faces.chat.driver"]
     assert {room_of(m) for m in graph} == set(FLOORS)
 
 

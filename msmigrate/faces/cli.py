@@ -64,13 +64,10 @@ def open_run(make):
 
 
 def _start(spec: Optional[RunSpec], settings: Settings, resume: Optional[str] = None):
-    """A new run of ``spec``, or the run ``resume`` reopened; the faces' test hook applies as in chat and batch."""
-    from msmigrate.faces.run_hook import run_overrides
-    from msmigrate.agent.runner import Run, new_run_id, run_spec
+    """A new run of ``spec``, or the run ``resume`` reopened (the faces' test hook applies)."""
+    from msmigrate.faces.run_hook import start_run
 
-    spec = run_spec(resume, settings) if resume else spec
-    run_id = resume or new_run_id(spec.model_name)
-    return Run(spec, run_id, settings, on_event=_progress_printer, **run_overrides(spec, run_id, settings))
+    return start_run(settings, spec=None if resume else spec, run_id=resume, on_event=_progress_printer)
 
 
 def resume_command(r) -> str:

@@ -19,9 +19,8 @@ from pathlib import Path
 import yaml
 
 from msmigrate.faces.chat.render import EventPrinter, make_console
-from msmigrate.faces.run_hook import run_overrides
+from msmigrate.faces.run_hook import start_run
 from msmigrate.agent.config import RunSpec, Settings
-from msmigrate.agent.runner import Run
 
 
 # Exit code of an item process that found another process of the same item alive (it did nothing).
@@ -47,10 +46,9 @@ def run_item(spec_file: Path, run_id: str, runs_dir: Path, result_file: Path) ->
     lock.flush()
     settings = Settings(runs_dir=runs_dir)
     spec = RunSpec.model_validate(yaml.safe_load(spec_file.read_text()))
-    kw = {"on_event": EventPrinter(make_console(highlight=False)), **run_overrides(spec, run_id, settings)}
-    resumed = (runs_dir / run_id / "spec.yaml").is_file()
+    resumed = (runs_dir / run_id / "spec.yaml").is_file()  # then start_run reopens it with its own spec
     started = time.time()
-    with (Run.resume(run_id, settings, **kw) if resumed else Run(spec, run_id, settings, **kw)) as run:
+    with start_run(settings, spec=spec, run_id=run_id, on_event=EventPrinter(make_console(highlight=False))) as run:
         state = run.drive()  # approval is off in batches: no human to ask
     result = {
         "run_id": run_id, "run_dir": str(run.run_dir), "resumed": resumed,

@@ -21,12 +21,12 @@ from rich.markup import escape
 from msmigrate.faces.chat.answers import answer, is_question
 from msmigrate.faces.chat.commands import COMMANDS
 from msmigrate.faces.chat.driver import Driver
-from msmigrate.faces.run_hook import run_overrides
+from msmigrate.faces.run_hook import start_run
 from msmigrate.faces.chat.input_pump import CTRL_C, EOF_MARK, InputPump
 from msmigrate.faces.chat.render import EventPrinter, approval_view, make_console
 from msmigrate.agent.config import RunSpec, Settings, closest, launch_edit_error
 from msmigrate.agent.nodes.verify import EDITABLE_LAUNCH_KEYS
-from msmigrate.agent.runner import Run, new_run_id, run_spec
+from msmigrate.agent.runner import Run
 from msmigrate.agent.state import EXIT_AWAITING_APPROVAL, EXIT_STOPPED
 
 APPROVE_WORDS = {"approve", "a", "y", "yes", "ok", "go"}
@@ -79,15 +79,10 @@ class ChatSession:
             update["policy"] = self.policy
         if self.replay:
             update["replay_trajectory"] = self.replay.resolve()
-        spec = spec.model_copy(update=update)
-        run_id = new_run_id(spec.model_name)
-        self._attach(Run(spec, run_id, self.settings, on_event=self.printer,
-                         **run_overrides(spec, run_id, self.settings)))
+        self._attach(start_run(self.settings, spec=spec.model_copy(update=update), on_event=self.printer))
 
     def open_existing(self, run_id: str) -> None:
-        spec = run_spec(run_id, self.settings)
-        self._attach(Run.resume(run_id, self.settings, on_event=self.printer,
-                                **run_overrides(spec, run_id, self.settings)))
+        self._attach(start_run(self.settings, run_id=run_id, on_event=self.printer))
 
     def continue_run(self) -> None:
         """After opening: drive unless the run is finished or waits for an approval."""

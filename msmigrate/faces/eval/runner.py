@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from msmigrate.faces.run_hook import run_overrides
+from msmigrate.faces.run_hook import start_run
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.faces.eval.scorers import Check, TrialScore, Validator, default_validator, score_run_dir
 from msmigrate.faces.eval.suite import EvalTask, Suite
@@ -23,9 +23,7 @@ RunFn = Callable[[RunSpec, str, Settings], dict[str, Any]]
 
 
 def default_run(spec: RunSpec, run_id: str, settings: Settings) -> dict[str, Any]:
-    from msmigrate.agent.runner import Run
-
-    with Run(spec, run_id, settings, **run_overrides(spec, run_id, settings)) as run:
+    with start_run(settings, spec=spec, run_id=run_id) as run:
         return run.drive()
 
 
