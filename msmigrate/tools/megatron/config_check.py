@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from msmigrate.tools.megatron.arg_definitions import check_script_flags
 from msmigrate.tools.megatron.launch_script import LaunchScript, parse_launch_script
 from msmigrate.tools.megatron.parallel_check import text_config
@@ -57,6 +59,18 @@ class MegatronConfigCheck:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def read_model_config(path: Path) -> Any:
+    """The model config the way MindSpeed-MM's MMConfig reads it: a .json file whole, a .yaml file's ``model`` key
+    (one YAML may hold the model, data and tool sections)."""
+    text = Path(path).read_text(encoding="utf-8")
+    if str(path).endswith(".yaml"):
+        doc = yaml.safe_load(text)
+        if not isinstance(doc, dict) or "model" not in doc:
+            raise ValueError(f"{path}: a YAML model config needs a top-level 'model' key")
+        return doc["model"]
+    return json.loads(text)
 
 
 def definition_paths(target: Path, extra: list[Path] | None = None) -> list[Path]:
@@ -149,12 +163,12 @@ def check_megatron_config(target: Path, model_json: Path, script: Path, *, sourc
     target = Path(target)
     model_path, script_path = target / model_json, target / script
     try:
-        model = json.loads(model_path.read_text(encoding="utf-8"))
+        model = read_model_config(model_path)
         text = script_path.read_text(encoding="utf-8")
-    except (OSError, json.JSONDecodeError) as exc:
-        return MegatronConfigCheck(error=f"cannot read the model JSON or the script: {exc}")
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        return MegatronConfigCheck(error=f"cannot read the model config or the script: {exc}")
     if not isinstance(model, dict):
-        return MegatronConfigCheck(error=f"{model_json} is not a JSON object")
+        return MegatronConfigCheck(error=f"{model_json} is not a JSON / YAML mapping")
     out = MegatronConfigCheck()
     p, w = out.problems, out.warnings
     launch = parse_launch_script(text)

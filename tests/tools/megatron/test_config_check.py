@@ -89,3 +89,17 @@ def test_flags_outside_the_definitions_are_listed(standin_copy):
 def test_unreadable_inputs(standin_copy, missing):
     (standin_copy / missing).unlink()
     assert "cannot read" in _check(standin_copy).error
+
+
+def test_a_yaml_model_config_is_read_by_its_model_key(standin_copy):
+    import yaml
+
+    model = json.loads((standin_copy / MODEL).read_text())
+    (standin_copy / "examples/qwen2.5vl/tiny.yaml").write_text(yaml.safe_dump({"model": model, "data": {}}))
+    _edit_script(standin_copy, 'MM_MODEL="./examples/qwen2.5vl/model_tiny.json"',
+                 'MM_MODEL="./examples/qwen2.5vl/tiny.yaml"')
+    r = check_megatron_config(standin_copy, "examples/qwen2.5vl/tiny.yaml", SCRIPT)
+    assert r.ok, r.problems
+    (standin_copy / "examples/qwen2.5vl/tiny.yaml").write_text(yaml.safe_dump(model))
+    assert "needs a top-level 'model' key" in check_megatron_config(standin_copy, "examples/qwen2.5vl/tiny.yaml",
+                                                                   SCRIPT).error

@@ -3,6 +3,8 @@ that pretrain_vlm.py reaches as ``args.mm.model`` / ``args.mm.data`` / ``args.mm
 import json
 import os
 
+import yaml
+
 
 class ConfigReader:
     """A JSON object as attributes; nested objects become ConfigReaders too."""
@@ -23,8 +25,11 @@ class MMConfig:
         for name, path in files.items():
             if path == "":
                 continue
-            with open(os.path.realpath(path), encoding="utf-8") as f:
-                setattr(self, name, ConfigReader(json.load(f)))
+            real_path = os.path.realpath(path)
+            with open(real_path, encoding="utf-8") as f:
+                # a .yaml file holds one section per name (model / data / tool), a .json file just this one
+                config = yaml.safe_load(f)[name] if real_path.endswith(".yaml") else json.load(f)
+            setattr(self, name, ConfigReader(config))
 
 
 def _add_mm_args(parser):
