@@ -130,8 +130,12 @@ def persistent_keys(model):
     return nonpersistent
 
 
+STOCHASTIC_KEYS = ("dropout", "layerdrop", "drop_path")  # dropout, layer drop, stochastic depth: random in training
+
+
 def no_dropout(config):
-    """Set every positive ``*dropout*`` probability of the config (sub-configs too) to 0; returns the keys."""
+    """Set every positive dropout / layer-drop / drop-path probability of the config (sub-configs too) to 0, so a
+    training-mode forward is deterministic; returns the keys."""
     zeroed, seen = [], set()
 
     def visit(cfg, prefix):
@@ -139,7 +143,7 @@ def no_dropout(config):
             return
         seen.add(id(cfg))
         for key, value in list(vars(cfg).items()):
-            if "dropout" in key and isinstance(value, float) and value > 0:
+            if any(s in key for s in STOCHASTIC_KEYS) and isinstance(value, float) and value > 0:
                 setattr(cfg, key, 0.0)
                 zeroed.append(prefix + key)
             elif hasattr(value, "to_dict") and hasattr(value, "model_type"):
