@@ -14,6 +14,7 @@ from typing import Any
 
 from msmigrate.agent.backend_route import MEGATRON_ENTRY, BackendChoice
 from msmigrate.tools.media_expansion import MediaExpansion
+from msmigrate.tools.megatron.converters import converter_candidates
 from msmigrate.tools.megatron.registry import read_registry
 from msmigrate.agent.megatron_components import (ComponentMatch, example_components, match_components, script_assets,
                                                  weight_names)
@@ -93,6 +94,11 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
         reasons.append(f"similar case {PurePosixPath(base.example).parent}: the matched {base.role} "
                        f"{base.model_id}'s example" + (f", launched by {script}" if script else
                                                        " (no launch script in its folder passes it)"))
+    converters = converter_candidates(ctx.target, src.get("model_type"))
+    reasons.append(f"weight converter {converters.best}: its file imports transformers.models.{src.get('model_type')}"
+                   if converters.best else f"no weight converter in the target imports transformers.models."
+                   f"{src.get('model_type')} ({converters.error or 'none matches'}): one is needed for the real "
+                   "weights; G1 checks msmigrate's layout round trip instead")
     if data_json:
         reasons.append(f"data JSON from {data_json} (the example script's --mm-data): its dataset_type, template and "
                        "collator are kept — the route's template registry is not read, so the template rests on the "
@@ -121,6 +127,7 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
                      "script_path": f"{example_dir}/finetune_{name}.sh",
                      "data_json": f"{example_dir}/data_{name}.json", "entry": MEGATRON_ENTRY},
         "converter_output": f"ckpt/mm_path/{name}",
+        "converter": converters.best,
         "dataset_type": "huggingface",
         "parallel": parallel_sizes(getattr(deps, "spec", None)),
         "launch_ranks": getattr(getattr(getattr(deps, "spec", None), "launch", None), "nproc_per_node", None),

@@ -21,6 +21,7 @@ NOT_PROVABLE_ON_CPU = (
     "tensor- and pipeline-parallel execution of the delivered sizes (TP all-reduce, PP send/recv, the 1F1B / "
     "interleaved schedule) — it needs megatron-core with an accelerator backend",
     "that the converted weights train: loss values of pretrain_vlm.py on the real checkpoint",
+    "the converter's split of the weights at the spec's TP/PP (G1 round-trips them on one rank, one stage)",
     "fused kernels, flash attention and throughput of the launch script's flags",
 )
 
@@ -36,7 +37,7 @@ def megatron_section(state: dict[str, Any]) -> list[str]:
     for role, m in (plan.get("components") or {}).items():
         lines.append(f"- {role}: " + (f"reuse `{m['model_id']}`" if m.get("model_id") else "**new component "
                                       "needed**") + f" — {m.get('why', '')}")
-    for key in ("model_json_path", "data_json_path", "script_path", "converter_output"):
+    for key in ("model_json_path", "data_json_path", "script_path", "converter", "converter_output"):
         if plan.get(key):
             lines.append(f"- {key.replace('_', ' ')}: `{plan[key]}`")
     contract = plan.get("batch_contract") or {}
@@ -50,5 +51,9 @@ def megatron_section(state: dict[str, Any]) -> list[str]:
         why = gates[g].get("needs_accelerator")
         if why:
             lines.append(f"- {g}: {why if isinstance(why, str) else gates[g].get('summary', '')}")
+    if not plan.get("converter"):
+        lines.append(f"- the weights in the Megatron layout: the target has no converter for model_type "
+                     f"{plan.get('model_type')!r} (G1 checked msmigrate's layout convention only); one must be "
+                     "written before training on the real checkpoint")
     lines += [f"- {text}" for text in NOT_PROVABLE_ON_CPU]
     return lines

@@ -1,8 +1,9 @@
 """The Megatron route's gates per graph slot, composed from the route's gates (imports, converter, config, data,
 training) so that the same G1..G6 order holds on both routes.
 
-- G1 model: the weight converter round trip (the target's converter the plan names, else msmigrate's own layout
-  round trip, and the record says which) plus the entry's imports. Imports that fail only for modules this
+- G1 model: the weight converter round trip (the target's converter the plan chose, on a tiny model from the
+  source's config; when the target has none for the source's model_type, msmigrate's own layout round trip, and
+  the summary says a converter is still needed) plus the entry's imports. Imports that fail only for modules this
   environment lacks (torch_npu, Megatron-LM) do not fail G1 — the static gates after it still run — they are named
   in the summary, and the training slot reports them as what needs the accelerator. Imports failing in the
   target's own code fail G1.
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from msmigrate.agent.gates.evidence import evidence_item
-from msmigrate.agent.gates.megatron_converter_gate import megatron_converter_record
+from msmigrate.agent.gates.megatron_converter_gate import gate_megatron_converter
 from msmigrate.agent.gates.megatron_imports_gate import megatron_imports_record
 from msmigrate.agent.gates.megatron_training_gate import UNPROVEN_ON_CPU, megatron_training_record
 from msmigrate.tools.megatron.launch_script import parse_launch_script
@@ -41,18 +42,22 @@ def _device(state: dict[str, Any]) -> str:
 def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx, meg = state["plan"], deps.ctx, _meg(state)
     if plan.get("converter"):
-        hf_dir = plan.get("converter_hf_dir")
-        conv = megatron_converter_record(ctx.runtime_python, ctx.target, plan["converter"],
-                                         ctx.run_dir / "megatron_converter", source=ctx.source,
-                                         tiny_config=plan.get("converter_tiny_config"),
-                                         hf_dir=ctx.target / hf_dir if hf_dir else None, tp=meg["parallel"].get("tp", 1))
+        # one rank, one stage: the converter's lossless HF -> Megatron -> HF round trip. Its split at the spec's
+        # TP/PP is left to the accelerator machine (the stand-in's converter converts TP=1 only); the report says so
+        one_rank = {**plan, "parallel": {**meg["parallel"], "tp": 1}, "converter_llm_pp_layers": None,
+                    "converter_vit_pp_layers": None}
+        conv = gate_megatron_converter(deps, {**state, "plan": one_rank})
+        conv = {**conv, "summary": f"{conv.get('summary', '')} (tp=1, one stage; the split at tp "
+                                   f"{meg['parallel'].get('tp', 1)} / pp {meg['parallel'].get('pp', 1)} not checked "
+                                   "here)"}
     else:
         t0 = time.time()
         own = converter_roundtrip(ctx.runtime_python, ctx.source)
         problems = [own.error] if own.error else own.problems
         conv = {"passed": not problems, "converter_used": "msmigrate",
                 "summary": "; ".join(problems[:4]) or (
-                    f"no target converter named by the plan: msmigrate's layout round trip with the source's heads "
+                    f"the target has no weight converter for model_type {plan.get('model_type')!r} (training on "
+                    f"the real weights needs one); msmigrate's layout round trip with the source's heads "
                     f"({own.facts.get('heads')} heads, {own.facts.get('kv_heads')} KV heads) is bit-identical "
                     "(layout convention only, not the target's converter)"),
                 "evidence": [evidence_item("msmigrate layout round trip", ["megatron_qkv_roundtrip"],
