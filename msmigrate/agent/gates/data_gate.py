@@ -49,6 +49,9 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     if not res.ok:
         problems.append(f"data pipeline failed: {res.error}")
     else:
+        # no media id in the plan (a source processor that does not expand media): the one data parity read from
+        # the target's media spans, so the forward still counts the vision features against those tokens
+        media_id = media_id if media_id is not None else (r.get("parity") or {}).get("media_token_id")
         t1 = time.time()
         fwd = forward_check(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
                             batch_file=r.get("batch_file"), trust_remote_code=custom, media_token_id=media_id)

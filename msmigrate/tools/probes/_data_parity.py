@@ -17,6 +17,12 @@ from the registered dataset + template + mm_plugin) is compared with it:
   text containing that turn's content;
 - media tokens: the target's count of the media token equals the source's for the whole conversation.
 
+A source whose processor does not expand media (no image processor) is compared around its placeholders: with a
+one-token placeholder that the config declares as the media token, each media run counts as that token
+(``collapse_media_runs``); otherwise (a multi-token placeholder, no declared id: InternVL-chat) the source's text
+between placeholders must be the target's ids id for id and the target's span in each placeholder's place is its
+media run, reported with its length and decoded form, the media token read from the spans (``placeholder_parity``).
+
 Nothing here knows a model family: turns come from the sample, ids from the source processor, the media token id
 from the plan's media expansion (the source processor's own measurement).
 """
@@ -155,7 +161,10 @@ def marked_sample(tok, ids, targets, media_id, limit=1200):
     return text if len(text) <= limit else text[:limit] + f"… (+{len(text) - limit} chars)"
 
 
-def check_sample(proc, sample, images, example, media_id):
+def check_sample(proc, sample, images, example, media_id, ids_of=None):
+    """Problems and figures of one target example against the source's ids (``ids_of``: how the source's ids of a
+    conversation are made; its processor's own by default)."""
+    ids_of = ids_of or source_ids
     tok = getattr(proc, "tokenizer", proc)
     ids, labels = list(example["input_ids"]), list(example["labels"])
     convention, agree = label_convention(ids, labels)
@@ -165,7 +174,7 @@ def check_sample(proc, sample, images, example, media_id):
     for a, m in enumerate(messages):
         if m["role"] != "assistant":
             continue
-        prompt = source_ids(proc, messages[:a], images, True)
+        prompt = ids_of(proc, messages[:a], images, True)
         where = _first_mismatch(ids[:len(prompt)], prompt)
         if where is not None:
             ctx = slice(max(0, where - 3), where + 4)
@@ -173,7 +182,7 @@ def check_sample(proc, sample, images, example, media_id):
                             f"(target {tok.decode(ids[ctx], skip_special_tokens=False)!r} vs source "
                             f"{tok.decode(prompt[ctx], skip_special_tokens=False)!r})")
             break
-        end = len(source_ids(proc, messages[:a + 1], images, False))
+        end = len(ids_of(proc, messages[:a + 1], images, False))
         regions.append((a, len(prompt), end))
     if regions:  # the last turn runs to the end (a template may close it with an eos the source render lacks)
         a, s, e = regions[-1]
@@ -193,7 +202,7 @@ def check_sample(proc, sample, images, example, media_id):
         problems.append(f"{len(outside)} trained tokens outside the assistant turns (first at {outside[0]}: "
                         f"{tok.decode(ids[first:first + 6], skip_special_tokens=False)!r}): "
                         "prompt tokens are trained")
-    src_full = source_ids(proc, messages, images, False)
+    src_full = ids_of(proc, messages, images, False)
     diverge = _first_mismatch(ids, src_full)
     wrong = []
     for j in trained:
@@ -274,6 +283,187 @@ def collapse_media_runs(example, media_id):
     return {**example, "input_ids": ids, "labels": labels}, runs
 
 
+# --- a source whose processor does not expand media and whose placeholder is not one declared token -------------
+# (InternVL-chat: AutoProcessor is a bare tokenizer, the template writes a literal ``<image>\n`` of several text
+# tokens, the config declares no image token; the remote code's own chat() puts ``<img>`` + ``<IMG_CONTEXT>``xN +
+# ``</img>`` in its place). The reference is then the source's rendering cut at each placeholder; every piece of text
+# between placeholders must be in the target's ids id for id, and what the target writes in a placeholder's place
+# is its media span, reported, with the media token read from that span.
+
+IMAGE_PROBE = "QQIMAGEPROBEQQ"
+
+
+def placeholder_text(proc):
+    """What the source's chat template writes for one image item, measured: a one-image user turn rendered with
+    the image and with a text marker in its place differ only there. None when the renders do not line up."""
+    with_image = render(proc, [{"role": "user", "content": [{"type": "image"}]}], False)
+    with_text = render(proc, [{"role": "user", "content": [{"type": "text", "text": IMAGE_PROBE}]}], False)
+    if with_text.count(IMAGE_PROBE) != 1:
+        return None
+    pre, post = with_text.split(IMAGE_PROBE)
+    if not (with_image.startswith(pre) and with_image.endswith(post)) or len(with_image) <= len(pre) + len(post):
+        return None
+    return with_image[len(pre):len(with_image) - len(post)]
+
+
+def source_pieces(proc, messages, generation_prompt, placeholder):
+    """The source's rendering as token ids of the text between image placeholders (n_images + 1 pieces), each
+    piece tokenized on its own — what the source's remote code does when it puts the media run in a placeholder's
+    place and tokenizes the text around it. None when the rendering does not hold one placeholder per image."""
+    text = render(proc, _structured(messages), generation_prompt)
+    n_images = sum(m["content"].count("<image>") for m in messages)
+    if text.count(placeholder) != n_images:
+        return None
+    tok = getattr(proc, "tokenizer", proc)
+    bos = getattr(tok, "bos_token", None)
+    pieces = []
+    for k, piece in enumerate(text.split(placeholder)):
+        specials = k == 0 and not (bos and text.startswith(bos))
+        pieces.append(list(tok(piece, add_special_tokens=specials)["input_ids"]) if piece else [])
+    return pieces
+
+
+def placeholder_source_ids(placeholder, media_id):
+    """A ``source_ids`` for check_sample: each placeholder written as ONE ``media_id`` (the target's media spans
+    are collapsed to the same one token by ``align_media_spans``)."""
+    def ids(proc, messages, images, generation_prompt):
+        pieces = source_pieces(proc, messages, generation_prompt, placeholder)
+        if pieces is None:
+            return source_ids(proc, messages, images, generation_prompt)
+        out = list(pieces[0])
+        for piece in pieces[1:]:
+            out += [media_id] + piece
+        return out
+    return ids
+
+
+def _find(seq, sub, start):
+    for q in range(start, len(seq) - len(sub) + 1):
+        if seq[q:q + len(sub)] == sub:
+            return q
+    return None
+
+
+def media_spans(ids, pieces, probe_len=8):
+    """[(start, end)] of the target ids written in each placeholder's place: the text before a placeholder must
+    be the target's ids id for id; the span ends where the next piece's first ids start (the shortest span).
+    (spans, problem): the problem names the first piece that is not where it must be (spans found so far kept)."""
+    if ids[:len(pieces[0])] != pieces[0]:
+        return [], None  # the prompt check names the first differing id
+    spans, pos = [], len(pieces[0])
+    for k, piece in enumerate(pieces[1:], 1):
+        probe = piece[:probe_len]
+        if not probe:
+            # two placeholders back to back (or one at the very end): their spans cannot be told apart by text
+            return spans, f"image {k}: no text between it and the next placeholder to align the spans by"
+        q = _find(ids, probe, pos + 1)
+        if q is None:
+            return spans, (f"the text after image {k} (source ids {probe}) is not in the target's ids after "
+                           f"position {pos}: the text around the media run differs from the source's")
+        spans.append((pos, q))
+        pos = q + len(piece)
+        if ids[q:pos] != piece:
+            break  # the piece differs later on: the prompt/label checks report where
+    return spans, None
+
+
+def media_token_of(ids, spans):
+    """The media token, read from the target's spans: the id of the longest run of one id in each span, the same
+    in every span. (id, problem)."""
+    found = set()
+    for s, e in spans:
+        best, run, length = None, 0, 0
+        for j in range(s, e):
+            run = run + 1 if j > s and ids[j] == ids[j - 1] else 1
+            if run > length:
+                best, length = ids[j], run
+        found.add(best)
+    if len(found) != 1:
+        return None, f"the target's media spans have no common media token (longest runs of {sorted(found)})"
+    return found.pop(), None
+
+
+def named_in_remote_code(folder, token):
+    """The source's own .py files that name ``token`` as a string literal (evidence for the media token)."""
+    names = []
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                text = fh.read()
+            if f'"{token}"' in text or f"'{token}'" in text:
+                names.append(name)
+    return names
+
+
+def align_media_spans(example, pieces, declared=None):
+    """(collapsed example, report, problems): the target example with each media span written as one media token
+    (label: the media id when any position of the span trains, so check_sample reports trained media), and what
+    each span is — its length, decoded form and media-token count."""
+    ids, labels = list(example["input_ids"]), list(example["labels"])
+    spans, problem = media_spans(ids, pieces)
+    problems = [problem] if problem else []
+    media_id, why = media_token_of(ids, spans) if spans else (declared, None)
+    if why:
+        problems.append(why)
+    if declared is not None and media_id is not None and media_id != declared:
+        problems.append(f"the target's media spans repeat id {media_id}, the source's config declares {declared}")
+    runs = []
+    out_ids, out_labels, at = [], [], 0
+    for s, e in spans:
+        out_ids += ids[at:s] + [media_id]
+        trained = any(lab != IGNORE for lab in labels[s:e])
+        out_labels += labels[at:s] + [media_id if trained else IGNORE]
+        runs.append({"start": s, "length": e - s, "media_tokens": ids[s:e].count(media_id)})
+        at = e
+    out_ids += ids[at:]
+    out_labels += labels[at:]
+    return {**example, "input_ids": out_ids, "labels": out_labels}, runs, media_id, problems
+
+
+def placeholder_parity(proc, folder, sample, images, example, declared):
+    """check_sample for a source that does not expand media itself, by alignment around each placeholder."""
+    tok = getattr(proc, "tokenizer", proc)
+    placeholder = placeholder_text(proc)
+    if placeholder is None:
+        return None
+    pieces = source_pieces(proc, sample["messages"], False, placeholder)
+    if pieces is None:
+        return None
+    collapsed, runs, media_id, problems = align_media_spans(example, pieces, declared)
+    # no span found (the text before the first image already differs): compared with the source's plain rendering,
+    # whose first differing id the prompt check names
+    result = check_sample(proc, sample, images, collapsed, media_id,
+                          ids_of=None if media_id is None else placeholder_source_ids(placeholder, media_id))
+    ids = list(example["input_ids"])
+    for run in runs:
+        s = run["start"]
+        run["decoded"] = tok.decode(ids[s:s + run["length"]], skip_special_tokens=False)
+    name = tok.convert_ids_to_tokens(media_id) if media_id is not None else None
+    # the reader sees the target's own sequence (spans uncollapsed) and its real length
+    targets = trained_targets(list(example["labels"]), result["label_convention"])[0]
+    result.update(decoded=marked_sample(tok, ids, targets, media_id), tokens=len(ids),
+                  masked=len(ids) - result["trained"])
+    result["problems"] = problems + result["problems"]
+    result["media_runs"] = [r["length"] for r in runs]
+    result["media_spans"] = runs
+    result["placeholder"] = {"text": placeholder, "source_ids": list(tok(placeholder, add_special_tokens=False)
+                                                                     ["input_ids"])}
+    result["media_token"] = {"id": media_id, "text": name, "from": "the target's media spans (longest run)",
+                             "declared_by_config": declared,
+                             "named_in_remote_code": named_in_remote_code(folder, name) if name else []}
+    return result
+
+
+def one_token_placeholder(proc, media_id):
+    """True when the source's template writes an image as the one declared media token (patchlm): the target's
+    media runs are then compared as that token (``collapse_media_runs``)."""
+    placeholder = placeholder_text(proc)
+    if media_id is None or placeholder is None:
+        return False
+    tok = getattr(proc, "tokenizer", proc)
+    return list(tok(placeholder, add_special_tokens=False)["input_ids"]) == [media_id]
+
+
 def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
     """Compare the mapped examples with the source's own processing of the same raw samples (by position)."""
     import json
@@ -291,7 +481,7 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
     with open(data_path, encoding="utf-8") as fh:
         raw = json.load(fh)
     root = os.path.dirname(os.path.abspath(data_path))
-    samples, problems = [], []
+    samples, problems, aligned = [], [], False
     for i, example in enumerate(examples):
         if i >= len(raw):
             break
@@ -302,11 +492,15 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
             problems.append(f"sample {i}: the target's example has images {mapped}, the raw sample {paths}")
             continue
         images = [Image.open(p).convert("RGB") for p in paths]
-        runs = None
-        if not processor_expands and media_id is not None:
-            example, runs = collapse_media_runs(example, media_id)
-        result = check_sample(proc, sample, images, example, media_id)
-        result["media_runs"] = runs  # None: compared id for id, the source processor expanded the media itself
+        runs, result = None, None
+        if not processor_expands and not one_token_placeholder(proc, media_id):
+            result = placeholder_parity(proc, source, sample, images, example, media_id)
+            aligned = aligned or result is not None
+        if result is None:
+            if not processor_expands and media_id is not None:
+                example, runs = collapse_media_runs(example, media_id)
+            result = check_sample(proc, sample, images, example, media_id)
+            result["media_runs"] = runs  # None: compared id for id, the source processor expanded the media itself
         samples.append(result)
         problems += [f"sample {i}: {p}" for p in result["problems"]]
     totals = {k: sum(s[k] for s in samples) for k in ("tokens", "trained", "masked", "media_tokens",
@@ -315,11 +509,17 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
     conventions = sorted({s["label_convention"] for s in samples})
     if len(conventions) > 1:
         problems.append(f"the samples' labels follow different conventions ({', '.join(conventions)})")
+    if aligned and samples:
+        media_id = (samples[0].get("media_token") or {}).get("id", media_id)
     return {"samples_compared": len(samples), "media_token_id": media_id, **totals,
             "label_convention": conventions[0] if len(conventions) == 1 else conventions,
             "media_expanded_by": "source processor" if processor_expands else
+            ("not the source processor (it has no image processor): the source's text around each placeholder "
+             "compared id for id, the target's span in its place is the media run (its length is the model's "
+             "business: the forward's feature count)") if aligned else
             "not the source processor (it has no image processor): runs compared as one placeholder each",
             "prompt_match": not any("prompt ids differ" in p for p in problems),
             "decoded_sample": samples[0]["decoded"] if samples else None,
+            "media_token": samples[0].get("media_token") if samples else None,
             "per_sample": [{k: v for k, v in s.items() if k != "decoded"} for s in samples],
             "passed": bool(samples) and not problems, "problems": problems}
