@@ -42,6 +42,7 @@ def test_tp2_on_the_megatron_standin(tmp_path, source_model_qwen2_5):
     for slot in ("G1", "G2", "G3"):  # the route's static gates passed on their own evidence
         rec = out["gates"][slot]
         assert rec["passed"] and rec.get("backend") == "megatron", (slot, rec.get("summary"))
+    assert out["gates"]["G1"]["converter_used"] == "target"  # the stand-in's own Qwen2_5_VLConverter ran
     g4 = out["gates"]["G4"]
     assert not g4["passed"] and "tp 2" in g4["needs_accelerator"] and "G5" not in out["gates"]
     repo = git.Repo(target)

@@ -9,8 +9,10 @@ Plan keys (all optional): ``converter`` (class name in the target's checkpoint/ 
 whose file imports the source's ``model_type`` config module, tools/megatron/converters.py),
 ``converter_tiny_config`` (a config.json dict of a tiny model) or ``converter_hf_dir`` (a small HF folder, relative
 to the target) - default: the source's own config.json shrunk to 2 layers per stack and a 512 vocabulary -,
-``parallel`` ({"tp": ...}, agent/megatron_plan.py), ``converter_llm_pp_layers`` / ``converter_vit_pp_layers``.
-No converter named and none found: the gate fails saying so.
+``converter_tp`` (default 1: the layout itself; a TP split is checked only when asked, since a converter may
+convert one TP rank only, as the stand-in's does), ``converter_llm_pp_layers`` / ``converter_vit_pp_layers``.
+No converter named and none found: msmigrate's own layout round trip with the source's head counts, and the
+record says so (``converter_used: msmigrate``; a new architecture needs a converter the migration writes).
 """
 
 from __future__ import annotations
@@ -61,17 +63,31 @@ def megatron_converter_record(runtime_python: str, target: Path, converter: str,
             "summary": summary, "evidence": evidence, "failure_text": "\n".join(problems)}
 
 
+def own_layout_record(runtime_python: str, source: Path | None, why: str) -> dict[str, Any]:
+    """msmigrate's layout round trip (fused QKV by KV group, gate+up) with the source's head counts, saying why the
+    target's converter did not run."""
+    t0 = time.time()
+    own = converter_roundtrip(runtime_python, source)
+    problems = [own.error] if own.error else own.problems
+    ev = evidence_item("msmigrate layout round trip", ["megatron_qkv_roundtrip"], 0 if not problems else 1, t0,
+                       time.time(), "\n".join(problems), own.facts)
+    summary = "; ".join(problems[:4]) or (
+        f"{why}: msmigrate's layout round trip with the source's heads ({own.facts.get('heads')} heads, "
+        f"{own.facts.get('kv_heads')} KV heads) is bit-identical (layout convention only, not a converter)")
+    return {"gate": "converter", "backend": "megatron", "passed": not problems, "converter_used": "msmigrate",
+            "summary": summary, "evidence": [ev], "failure_text": "\n".join(problems)}
+
+
 def gate_megatron_converter(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx = state["plan"], deps.ctx
     converter = plan.get("converter") or converter_candidates(ctx.target, plan.get("model_type")).best
     if not converter:
-        return {"gate": "converter", "backend": "megatron", "passed": False, "converter_used": None,
-                "summary": f"no weight converter for model_type {plan.get('model_type')!r}: the plan names none and "
-                           "no converter in the target's checkpoint/ tree imports that config module",
-                "evidence": [], "failure_text": "no converter"}
+        return own_layout_record(ctx.runtime_python, ctx.source,
+                                 f"no weight converter for model_type {plan.get('model_type')!r} in the target (the "
+                                 "plan names none, no checkpoint/ converter imports that config module)")
     hf_dir, tiny = plan.get("converter_hf_dir"), plan.get("converter_tiny_config")
     return megatron_converter_record(
         ctx.runtime_python, ctx.target, converter, ctx.run_dir / "megatron_converter", source=ctx.source,
         tiny_config=tiny, hf_dir=ctx.target / hf_dir if hf_dir else None,
-        shrink_source=ctx.source if not (hf_dir or tiny) else None, tp=(plan.get("parallel") or {}).get("tp", 1),
+        shrink_source=ctx.source if not (hf_dir or tiny) else None, tp=plan.get("converter_tp", 1),
         llm_pp_layers=plan.get("converter_llm_pp_layers"), vit_pp_layers=plan.get("converter_vit_pp_layers"))
