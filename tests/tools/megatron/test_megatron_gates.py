@@ -140,3 +140,18 @@ def test_shrunk_source_config():
     assert out["num_hidden_layers"] == 2 and out["vocab_size"] == 512 and out["hidden_size"] == 2048
     assert out["vision_config"] == {"depth": 2, "fullatt_block_indexes": [1], "hidden_size": 1280}
     assert out["text_config"]["layer_types"] == ["full", "full"] and cfg["num_hidden_layers"] == 36
+
+
+def test_converter_slot_picks_by_model_type_or_falls_back(megatron_standin, tmp_path):
+    from types import SimpleNamespace
+
+    from msmigrate.agent.gates.megatron_converter_gate import gate_megatron_converter
+
+    deps = SimpleNamespace(ctx=SimpleNamespace(runtime_python=PY, target=megatron_standin, run_dir=tmp_path,
+                                               source=megatron_standin / EXAMPLE["hf_dir"]))
+    rec = gate_megatron_converter(deps, {"plan": {"model_type": "qwen2_5_vl",
+                                                  "converter_hf_dir": EXAMPLE["hf_dir"]}})
+    assert rec["passed"] and rec["converter_used"] == "target" and EXAMPLE["converter"] in rec["summary"]
+    rec = gate_megatron_converter(deps, {"plan": {"model_type": "llava"}})
+    assert rec["passed"] and rec["converter_used"] == "msmigrate"
+    assert "no weight converter for model_type 'llava'" in rec["summary"] and "not a converter" in rec["summary"]
