@@ -15,18 +15,24 @@ from typing import Any
 from msmigrate.agent.backend_route import MEGATRON_ENTRY, BackendChoice
 from msmigrate.tools.media_expansion import MediaExpansion
 from msmigrate.tools.megatron.converters import converter_candidates
+from msmigrate.tools.megatron.launch_script import parse_launch_script
 from msmigrate.tools.megatron.registry import read_registry
 from msmigrate.agent.megatron_components import (ComponentMatch, example_components, match_components, script_assets,
                                                  weight_names)
 
 def example_script(target: Path, model_json: str) -> tuple[str | None, str | None]:
-    """The launch script in the example's folder that runs pretrain_vlm.py with this model JSON, and its data JSON."""
+    """The launch script in the example's folder that runs pretrain_vlm.py under torchrun with this model JSON as
+    ``--mm-model`` (read the way the config gate reads it), and its data JSON. A script of another launcher (the
+    MindSpore examples' msrun) is no starting point for this route's gate."""
     folder = (Path(target) / model_json).parent
     for sh in sorted(folder.glob("*.sh")):
         text = sh.read_text(encoding="utf-8", errors="replace")
         if MEGATRON_ENTRY not in text:
             continue
+        launch = parse_launch_script(text)
         assets = script_assets(text)
+        if launch.error or Path(launch.entry or "").name != MEGATRON_ENTRY:
+            continue
         if assets.get("model") == model_json:
             return str(sh.relative_to(target)), assets.get("data")
     return None, None
@@ -84,7 +90,7 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
     else:
         why_registered = "registered ids given"
     matches = match_components(cfg, ctx.target, registered, weight_names(ctx.source))
-    _prefer_shared_example(matches, example_components(ctx.target))
+    _prefer_shared_example(matches, example_components(ctx.target), ctx.target)
     reasons = list(backend.reasons) + [why_registered]
     reasons += [m.why for m in matches.values()]
     new = [role for role, m in matches.items() if m.model_id is None]
@@ -162,12 +168,15 @@ def _base_match(matches: dict[str, ComponentMatch]) -> ComponentMatch | None:
     return None
 
 
-def _prefer_shared_example(matches: dict[str, ComponentMatch], examples: dict[str, dict[str, Any]]) -> None:
+def _prefer_shared_example(matches: dict[str, ComponentMatch], examples: dict[str, dict[str, Any]],
+                           target: Path) -> None:
     """Point the decoder and encoder at one example JSON that holds both matched ids, when the target has one."""
     dec, enc = matches.get("text_decoder"), matches.get("vision_encoder")
     if not (dec and enc and dec.model_id and enc.model_id):
         return
     shared = sorted(set(examples["text_decoder"][dec.model_id]["examples"])
                     & set(examples["vision_encoder"][enc.model_id]["examples"]))
-    if shared:
-        dec.example = enc.example = shared[0]
+    # the first one a torchrun launch script of pretrain_vlm.py passes (the config gate reads that shape)
+    launchable = [e for e in shared if example_script(target, e)[0]] or shared
+    if launchable:
+        dec.example = enc.example = launchable[0]
