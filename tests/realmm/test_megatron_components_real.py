@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from msmigrate.agent.megatron_components import match_components, route_model_jsons, weight_names
-from msmigrate.agent.megatron_plan import example_script
+from msmigrate.agent.megatron_components import example_components, match_components, route_model_jsons, weight_names
+from msmigrate.agent.megatron_plan import _prefer_shared_example, example_script
 
 pytestmark = pytest.mark.realmm
 
@@ -39,6 +39,7 @@ def test_window_attention_encoder_and_qwen2_decoder(realmm_snapshot, sources):
     assert m["vision_encoder"].model_id in ("qwen2vit", "qwen2_5_vit")
     assert {"fullatt_block_indexes", "window_attn_size"} <= set(m["vision_encoder"].distinctive_in_source)
     assert m["text_decoder"].model_id in ("qwen2_5_lm", "qwen2lm") and m["vision_projector"].model_id
+    _prefer_shared_example(m, example_components(mm), mm)  # what the plan does next
     script, data = example_script(mm, m["text_decoder"].example)
     assert script and "pretrain_vlm.py" in (mm / script).read_text() and data
 
