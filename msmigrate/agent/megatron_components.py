@@ -7,17 +7,18 @@ has is read from its config.json sub-configs, translated to the framework's fiel
 naming the framework's converters use, not a table of model families).
 
 A field is *distinctive* for a role when some components of that role in the examples are configured with it and
-others are not (``fullatt_block_indexes``, ``deepstack_visual_indexes``, ``mrope_section``, ``add_qkv_bias`` …); fields every
-component takes (sizes, heads) say nothing about fit. The examples are the model JSONs the target's launch scripts
-pass to pretrain_vlm.py (other entry points' JSONs share section names, not components); features the config has
-no field for (per-head q/k norms, a q-projection bias) come from the source's weight names. A component fits when it is configured with every distinctive
-field the source has; among fits, the one expecting the fewest distinctive fields the source lacks wins. No fit: the
-plan says a new component is needed and which source features no registered one configures. The projector is the
-one the matched encoder's examples pair it with (evidence of the target), when registered.
+others are not (``fullatt_block_indexes``, ``deepstack_visual_indexes``, ``qk_layernorm``, ``add_qkv_bias`` …);
+fields every component takes (sizes, heads) say nothing about fit. The examples are the model JSONs the target's
+launch scripts pass to pretrain_vlm.py (other entry points' JSONs share section names, not components); features
+the config has no field for (per-head q/k norms, a q-projection bias) come from the source's weight names. A
+component fits when it is configured with every distinctive field the source has; among fits, the one expecting
+the fewest distinctive fields the source lacks wins. No fit: the plan says a new component is needed and which
+source features no registered one configures. The projector is the one the matched encoder's examples pair it
+with (evidence of the target), when registered.
 
 Limit (measured on the real snapshot): its pretrain_vlm.py examples are all Qwen-family, so fields every example
 shares are not distinctive, and a source whose encoder differs only in such shared fields (a CLIP / SigLIP tower,
-GLM-4V's) is matched to a Qwen encoder here; the converter's weight-name coverage and G1 are what catch it.
+GLM-4V's) is matched to a Qwen encoder here; the config gate's source check and the converter are what catch it.
 """
 
 from __future__ import annotations
@@ -32,18 +33,20 @@ from typing import Any
 from msmigrate.tools.megatron.parallel_check import text_config
 
 # role -> where it sits in the model JSON
-ROLES = {"vision_encoder": ("image_encoder", "vision_encoder"), "vision_projector": ("image_encoder", "vision_projector"),
-         "text_decoder": ("text_decoder",)}
+ROLES = {"vision_encoder": ("image_encoder", "vision_encoder"),
+         "vision_projector": ("image_encoder", "vision_projector"), "text_decoder": ("text_decoder",)}
 # HF config field -> the Megatron/MindSpeed-MM TransformerConfig field carrying the same fact
 HF_TO_MM = {"depth": "num_layers", "num_hidden_layers": "num_layers", "intermediate_size": "ffn_hidden_size",
             "num_heads": "num_attention_heads", "num_key_value_heads": "num_query_groups",
-            "rms_norm_eps": "layernorm_epsilon", "layer_norm_eps": "layernorm_epsilon", "window_size": "window_attn_size",
+            "rms_norm_eps": "layernorm_epsilon", "layer_norm_eps": "layernorm_epsilon",
+            "window_size": "window_attn_size",
             "hidden_act": "activation_func", "in_chans": "in_channels", "attention_bias": "add_qkv_bias",
             "tie_word_embeddings": "untie_embeddings_and_output_weights", "embed_dim": "hidden_size"}
 VISION_KEYS = ("vision_config", "vision_tower_config", "visual")
 # what the language model's weight names show that its config has no field for (transformers' module names ->
 # the framework's field): per-head q/k norms, a bias on the q projection
-WEIGHT_FEATURES = {r"\.self_attn\.(q_norm|k_norm)\.weight$": "qk_layernorm", r"\.self_attn\.q_proj\.bias$": "add_qkv_bias"}
+WEIGHT_FEATURES = {r"\.self_attn\.(q_norm|k_norm)\.weight$": "qk_layernorm",
+                   r"\.self_attn\.q_proj\.bias$": "add_qkv_bias"}
 ENTRY = "pretrain_vlm.py"
 # the shell variables / flags MindSpeed-MM's example scripts pass the model and data JSON with
 _ASSIGN = re.compile(r"^\s*(MM_MODEL|MM_DATA)\s*=\s*[\"']?([^\"'\s]+)", re.M)

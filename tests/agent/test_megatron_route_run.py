@@ -113,7 +113,8 @@ def test_tp2_run_writes_the_route_files_and_exits_needs_accelerator(fast_prepare
     report = (run.run_dir / "verification_report.md").read_text()
     assert "## Megatron route" in report and "What this run could not prove" in report
     assert "G4: pretrain_vlm.py training needs megatron-core" in report
-    assert "reuse `ref_vit`" in report and "| G4 | functional training (pretrain_vlm.py steps; accelerator) | NEEDS ACCELERATOR |" in report
+    assert "reuse `ref_vit`" in report
+    assert "| G4 | functional training (pretrain_vlm.py steps; accelerator) | NEEDS ACCELERATOR |" in report
     # the eval scorer reads the same run from its folder and the target's history alone
     from msmigrate.faces.eval.scorers import score_run_dir
 
