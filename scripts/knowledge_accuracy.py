@@ -15,7 +15,8 @@ decides at run time). Exit code 1 if labeled-set owner accuracy < --min-owner.
 With --llm-base-url (any OpenAI-compatible endpoint), every corpus excerpt the classifier abstains on is asked to the
 LLM exactly as the classify node asks it (root cause, candidate cases, owner semantics; one excerpt per request,
 held-out half first, at most --llm-max requests), and the corpus figures are printed again for the whole pipeline; a
-wrong LLM answer counts as confidently wrong (it would route the run). With --llm-answers FILE every answer is
+wrong LLM answer counts as confidently wrong (it would route the run); an LLM answer of owner "unknown" counts as an
+abstention (the run goes back to the failed gate's phase). With --llm-answers FILE every answer is
 recorded there (owner, case, reason, and a hash of what the prompt was built from); given the file without an
 endpoint, the recorded answers are replayed: an excerpt still abstaining gets its recorded answer when the prompt
 inputs are unchanged, and is counted as asked-on-another-prompt (answer still used) or never-asked (abstention).
@@ -94,7 +95,7 @@ class LLMStage:
             self.policy = LLMPolicy(build_chat_model(llm, Settings()), llm)
         self.answers = answers if answers is not None else {}
         self.max_requests = max_requests
-        self.asked = self.answered = self.replayed = self.stale = self.unasked = 0
+        self.asked = self.answered = self.replayed = self.stale = self.unasked = self.abstained = 0
 
     @staticmethod
     def prompt_key(log: str, evidence: dict) -> str:
@@ -115,7 +116,8 @@ class LLMStage:
             return result
         if recorded["prompt_key"] != key:
             self.stale += 1  # asked on another version of the prompt inputs: the answer is still the LLM's
-        if recorded.get("owner") is None:
+        if recorded.get("owner") is None:  # the LLM said the evidence does not decide: an abstention, as without it
+            self.abstained += recorded.get("method") == "llm-abstain"
             return result
         self.replayed += 1
         result.owner, result.case_id, result.method = recorded["owner"], recorded.get("case_id"), "llm"
@@ -133,6 +135,7 @@ class LLMStage:
         opinion = self.policy.classify(log, view, evidence=evidence) or {}
         self.answered += bool(opinion)
         self.answers[name] = {"owner": opinion.get("owner"), "case_id": opinion.get("case_id"),
+                              "method": opinion.get("method"),
                               "reason": opinion.get("diagnosis", "")[:600], "prompt_key": key}
         return self.answers[name]
 
@@ -181,7 +184,8 @@ def report_llm_stage(args: argparse.Namespace) -> None:
     for split in ("tuning", "heldout"):
         report_corpus(f"{split}, with the LLM stage", scores[split], args.verbose)
     print(f"\nLLM asked {llm.asked} times, answered {llm.answered}; recorded answers used {llm.replayed} "
-          f"({llm.stale} asked on other prompt inputs); abstentions never asked {llm.unasked}")
+          f"({llm.stale} asked on other prompt inputs); abstentions never asked {llm.unasked}; the LLM abstained "
+          f"(owner unknown) on {llm.abstained}")
 
 
 def main(argv: list[str] | None = None) -> int:

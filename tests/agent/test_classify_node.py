@@ -70,6 +70,26 @@ def test_without_llm_unknown_goes_back_to_the_gate_phase_and_the_report_says_so(
     assert "Unknown failure" in report and "returning to data, the phase whose gate (G2) failed" in report
 
 
+def test_llm_abstention_goes_back_to_the_gate_phase_with_its_reason(fast_prepare, tmp_path):
+    answer = json.dumps({"case_id": "unknown", "owner": "unknown",
+                         "reason": "the excerpt ends at the TypeError; it does not show which sample or plugin "
+                                   "produced the None, so either the data or the model side could own it."})
+    gates = FakeGates({"G2": [UNKNOWN, None]})
+    with ScriptedChatServer({}, classify_reply=answer) as server:
+        run = make_run(fast_prepare, tmp_path, llm_policy(server), gates)
+        out = drive(run)
+        asked = [r for r in server.requests if not r.get("tools")]
+    assert out["exit_status"] == "success", out.get("exit_detail")
+    assert len(asked) == 1
+    (record,) = run.trajectory.records("classify")
+    # an abstention routes like the deterministic one (the failed gate's phase), and says the LLM's reason
+    assert (record["method"], record["owner"], record["case_id"], record["route"]) == ("llm-abstain", None, None,
+                                                                                       "data")
+    assert "returning to data, the phase whose gate (G2) failed" in record["diagnosis"]
+    assert "does not show which sample" in record["diagnosis"]
+    assert record["requests"] == 1 and record["tokens"] > 0
+
+
 def test_catalog_verdict_skips_the_llm(fast_prepare, tmp_path):
     gates = FakeGates({"G3": ["RuntimeError: Error(s) in loading state_dict for Qwen2VLForConditionalGeneration:\n"
                               "\tMissing key(s) in state_dict: \"visual.merger.mlp.0.weight\"\n"
@@ -93,3 +113,7 @@ def test_answer_parsing_keeps_only_candidate_case_ids():
     assert invented["case_id"] is None and invented["owner"] == "model"
     assert parse_classify_answer("config, not the model", evidence)["owner"] == "config"
     assert parse_classify_answer('{"owner": "nobody"} no idea', evidence) is None
+    abstain = parse_classify_answer('{"case_id": "collator-unknown", "owner": "Unknown", "reason": "cut off"}',
+                                    evidence)
+    assert (abstain["owner"], abstain["case_id"], abstain["method"], abstain["diagnosis"]) == (
+        None, None, "llm-abstain", "cut off")

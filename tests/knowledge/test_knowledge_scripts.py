@@ -99,3 +99,34 @@ def test_knowledge_accuracy_records_llm_answers_and_replays_them(tmp_path, capsy
     answers.write_text("{}")
     _load("knowledge_accuracy").main(["--corpus", str(corpus), "--llm-answers", str(answers)])
     assert "abstentions never asked 1" in capsys.readouterr().out
+
+
+def test_knowledge_accuracy_counts_an_llm_unknown_as_an_abstention(tmp_path, capsys):
+    """Owner "unknown" from the LLM is an abstention (the run would go back to the failed gate's phase), not a
+    wrong owner: it lowers accuracy, never raises the confidently-wrong rate; recorded, it replays the same way."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
+    from fake_openai_server import ScriptedChatServer
+
+    corpus = tmp_path / "corpus"
+    (corpus / "failures").mkdir(parents=True)
+    (corpus / "healthy").mkdir()
+    (corpus / "failures" / "a.yaml").write_text(
+        "source: https://github.com/example/a/issues/1\nowner: data\nbasis: message\nresolution: r\n"
+        "log: \"TypeError: unsupported operand type(s) for //: 'NoneType' and 'int'\"\n")
+    answers = tmp_path / "answers.json"
+    reply = json.dumps({"case_id": "unknown", "owner": "unknown", "reason": "the excerpt stops before the cause"})
+    with ScriptedChatServer({}, classify_reply=reply) as server:
+        _load("knowledge_accuracy").main(["--corpus", str(corpus), "--llm-base-url", server.base_url,
+                                          "--llm-answers", str(answers)])
+    out = capsys.readouterr().out
+    recorded = json.loads(answers.read_text())["a"]
+    assert recorded["owner"] is None and recorded["method"] == "llm-abstain"
+    assert "abstention rate:        100.0% (1/1)" in out and "confidently wrong rate: 0.0% (0/1)" in out
+    assert "the LLM abstained (owner unknown) on 1" in out
+
+    _load("knowledge_accuracy").main(["--corpus", str(corpus), "--llm-answers", str(answers)])  # replayed
+    out = capsys.readouterr().out
+    assert "abstention rate:        100.0% (1/1)" in out and "the LLM abstained (owner unknown) on 1" in out

@@ -60,8 +60,13 @@ def make_classify_node(deps: RunDeps):
             evidence = llm_evidence(failed["gate"], verdict)
             view = PolicyView(phase="classify", state=state, messages=[], tools=[], ctx=deps.ctx)
             opinion = deps.policy.classify(text, view, evidence=evidence)
-            if opinion:
+            if opinion and opinion.get("owner"):
                 failure.update(opinion)
+            elif opinion:  # the LLM abstained: routed like a deterministic abstention, its reason kept
+                phase_of_gate = _gate_phase(failed["gate"])
+                failure.update(opinion, diagnosis=f"Unknown failure: the LLM found the evidence does not decide the "
+                                                  f"owner ({opinion.get('diagnosis', '')[:600]}); returning to "
+                                                  f"{phase_of_gate}, the phase whose gate ({failed['gate']}) failed.")
             else:
                 phase_of_gate = _gate_phase(failed["gate"])
                 failure.update(owner=None, method="gate-default",

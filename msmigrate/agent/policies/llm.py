@@ -213,11 +213,13 @@ class LLMPolicy:
 
 
 OWNER_WORDS = ("model", "data", "config", "environment")
+ABSTAIN_WORDS = ("unknown", "undecided", "none")
 
 
 def parse_classify_answer(text: str, evidence: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Read the model's classification: the JSON object the prompt asks for; failing that, the owner the reply
-    names first ("config, not the model" → config). A case id is kept only if it was one of the candidates."""
+    names first ("config, not the model" → config). A case id is kept only if it was one of the candidates.
+    Owner "unknown" in the JSON is the model abstaining: owner None, method "llm-abstain", its reason kept."""
     known = {c.get("case_id") for c in (evidence or {}).get("candidates", [])}
     found = re.search(r"\{.*\}", text, re.S)
     if found:
@@ -225,7 +227,11 @@ def parse_classify_answer(text: str, evidence: dict[str, Any] | None = None) -> 
             answer = json.loads(found.group(0))
         except ValueError:
             answer = None
-        if isinstance(answer, dict) and str(answer.get("owner", "")).strip().lower() in OWNER_WORDS:
+        owner = str(answer.get("owner", "")).strip().lower() if isinstance(answer, dict) else ""
+        if owner in ABSTAIN_WORDS:  # the model says the evidence does not decide: an abstention, not an owner
+            return {"owner": None, "case_id": None, "method": "llm-abstain", "llm_answer": text[:2000],
+                    "diagnosis": str(answer.get("reason", ""))[:1200] or text[:600]}
+        if isinstance(answer, dict) and owner in OWNER_WORDS:
             case_id = str(answer.get("case_id") or "").strip()
             return {"owner": str(answer["owner"]).strip().lower(), "case_id": case_id if case_id in known else None,
                     "diagnosis": str(answer.get("reason", ""))[:1200] or text[:600], "method": "llm",
