@@ -14,12 +14,12 @@ from realmm_helpers import msmigrate, real_target, source_for_runtime
 
 pytestmark = [pytest.mark.realmm, pytest.mark.integration]
 
-# four transformers-native fixtures: data branch A (an existing real template fits: qwen2_vl, qwen2_5_vl, qwen3_vl)
-# and B (new registry entries: llava, whose generated template is efficient-eos — the real dataset then puts the
-# closing eos on label 0, which data parity must read as the target's own convention, not as a trained prompt);
+# six transformers-native fixtures: data branch A (an existing real template fits: qwen2_vl, qwen2_5_vl, qwen3_vl)
+# and B (new registry entries: llava; glm4v, whose efficient-eos template makes the real dataset put the closing eos
+# on label 0 — data parity must read that as the target's own convention, not as a trained prompt token);
 # gemma3 (B too) ties its LM head to the embedding without saying so in a 4.x config.json: the tie is read from the
 # built model, so the shared weight gets no FSDP unit of its own (else G4: mixed torch.Tensor and DTensor)
-FIXTURES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava", "gemma3"]
+FIXTURES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava", "glm4v", "gemma3"]
 
 
 @pytest.mark.parametrize("name", FIXTURES)
