@@ -5,7 +5,8 @@
         --out tests/agent/recordings/internvl_chat_relay.json
 
 Each answered request becomes one turn of ``tests/agent/fake_openai_server.py``'s script, keyed ``<phase>@<attempt>``
-as that server reads them off the node prompt (so a phase re-entered after a gate failure replays its own turns);
+as that server reads them off the node prompt (so a phase re-entered after a gate failure replays its own turns;
+``#<visit>`` added for a phase entered again with the same attempt);
 requests without tools (the LLM classify stage) become the ``classify`` list. The run's absolute paths (the work
 dir's source and target, the run dir) are written as ``<<SOURCE>>`` / ``<<TARGET>>`` / ``<<RUN>>`` so the replay
 can point at fresh copies. The turn index the server will compute (assistant turns with tool calls so far) is checked against each recorded
@@ -62,6 +63,7 @@ def convert(relay_dir: Path, work: Path, run_dir: Path | None = None) -> dict[st
     script: dict[str, list[dict[str, Any]]] = {}
     classify: list[str] = []
     order: list[str] = []
+    visits: dict[str, int] = {}
     n = 0
     while (relay_dir / f"resp-{n + 1:04d}.json").is_file():
         n += 1
@@ -77,6 +79,10 @@ def convert(relay_dir: Path, work: Path, run_dir: Path | None = None) -> dict[st
         if not found:
             raise SystemExit(f"req-{n:04d}: no phase header in the node prompt")
         key = f"{found.group(1)}@{found.group(2)}"
+        if not any(m.get("role") in ("assistant", "tool") for m in messages):  # a fresh conversation of the phase
+            visits[key] = visits.get(key, 0) + 1
+        if visits.get(key, 1) > 1:  # re-entered with the same attempt (the server counts visits the same way)
+            key = f"{key}#{visits[key]}"
         turns = script.setdefault(key, [])
         index = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
         if index != len(turns):

@@ -1,7 +1,9 @@
 """A small OpenAI-compatible chat-completions server on 127.0.0.1 that replays scripted assistant turns.
 
 - ``script``: phase -> list of turns (a key ``"<phase>@<attempt>"`` overrides the phase's list for that attempt, so
-  re-entering a phase after a gate failure can get its own turns). A turn is ``{"content": str, "tool_calls":
+  re-entering a phase after a gate failure can get its own turns; ``"<phase>@<attempt>#<visit>"`` the visit-th
+  fresh conversation of that attempt, for a phase re-entered with its attempt unchanged, e.g. config after a G4
+  failure that was classified to data). A turn is ``{"content": str, "tool_calls":
   [{"name": ..., "arguments": {...}}]}``; a turn without tool calls means "phase done". The phase and attempt are read
   from the node prompt (``# Phase: <phase> — migrating `x` (attempt N of M)``, prompts/templates/_macros.j2); the
   turn index is the number of assistant turns with tool calls already in the conversation, so the server is a pure
@@ -64,6 +66,7 @@ class ScriptedChatServer:
         self.statuses: list[int] = []
         self.malformed_sent: list[tuple[str, int, int]] = []
         self.classify_requests = 0
+        self.visits: dict[str, int] = {}  # "<phase>@<attempt>" -> how often a fresh conversation of it began
         self._calls = 0
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -87,7 +90,12 @@ class ScriptedChatServer:
         prompt = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
         found = PHASE_RE.search(prompt)
         phase, attempt = (found.group(1), int(found.group(2))) if found else ("?", 1)
-        turns = self.script.get(f"{phase}@{attempt}", self.script.get(phase, []))
+        key = f"{phase}@{attempt}"
+        if not any(m.get("role") in ("assistant", "tool") for m in messages):
+            self.visits[key] = self.visits.get(key, 0) + 1  # a fresh conversation: the phase is (re-)entered
+        visit = self.visits.get(key, 1)
+        turns = self.script.get(f"{key}#{visit}") if visit > 1 else None
+        turns = turns if turns is not None else self.script.get(key, self.script.get(phase, []))
         index = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
         turn = turns[index] if index < len(turns) else {"content": f"{phase}: nothing left to do."}
         return phase, attempt, index, turn
