@@ -16,6 +16,27 @@ from msmigrate.prompts.render import NODE_NAMES, estimate_tokens, render
 from msmigrate.prompts.sample_state import ALL_PROMPTS, sample_vars
 
 
+def phase_schema_chars() -> dict[str, tuple[int, int]]:
+    """{phase: (tools offered, schema chars)}: every tool as one list ("all"), then what the LLM policy offers in
+    each work phase (agent/policies/phase_offer.py)."""
+    import json
+    from pathlib import Path
+
+    from msmigrate.agent.policies.phase_offer import offered_tools, openai_schemas
+    from msmigrate.agent.runner import build_tools
+    from msmigrate.core.run_context import RunContext
+
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    tools = build_tools(RunContext("sizes", Path("/nonexistent/run"), Path("/nonexistent/source"),
+                                   Path("/nonexistent/target"), "sample"))
+    out = {"all (before)": (len(tools), len(json.dumps([convert_to_openai_tool(t) for t in tools])))}
+    for phase in ("model", "data", "config"):
+        offered = offered_tools(phase, tools)
+        out[phase] = (len(offered), len(json.dumps(openai_schemas(offered))))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=12000, help="token budget per prompt")
@@ -27,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         text = render(name, **sample_vars(name, live_index=True))
         sizes[name] = estimate_tokens(text)
         print(f"{name:<14}{len(text):>8}{sizes[name]:>10}")
+    schemas = phase_schema_chars()
+    print(f"\n{'tool schemas':<14}{'tools':>6}{'chars':>8}{'~tokens':>10}   (sent with every request of the phase)")
+    for phase, (n, chars) in schemas.items():
+        print(f"{phase:<14}{n:>6}{chars:>8}{estimate_tokens('x' * chars):>10}")
     largest = max(sizes, key=sizes.get)
     combined = sizes["system"] + max(sizes[n] for n in NODE_NAMES)
     print(f"\nlargest: {largest} ~{sizes[largest]} tokens; system + largest node prompt ~{combined} tokens "

@@ -88,10 +88,12 @@ def test_llm_policy_migrates_custom_code_fixture_over_http(tmp_path):
     assert server.statuses[:2] == [503, 503]
     assert set(server.statuses[2:]) == {200}
 
-    # the endpoint was offered the graph's tools and got their results back
-    offered = tool_names(server.requests[-1])
+    # the endpoint was offered the graph's tools (each phase those its work can use) and got their results back
+    offered = set().union(*(tool_names(r) for r in server.requests))
     assert {"write_file", "edit_file", "read_file", "inspect_model", "check_forward", "check_data",
             "check_config", "finish_phase", "vendor_remote_code"} <= offered
+    assert "vendor_remote_code" in tool_names(server.requests[0])  # the model phase
+    assert "vendor_remote_code" not in tool_names(server.requests[-1])  # the config phase
     tool_results = [m for r in server.requests for m in r["messages"] if m["role"] == "tool"]
     assert any('"ok": true' in m["content"] for m in tool_results)
     assert any("class PatchLMForCausalLM" in m["content"] for m in tool_results)  # read_file of the remote code

@@ -82,7 +82,7 @@ def test_decide_sends_system_and_phase_prompt_and_counts_tokens(view):
     (sent,) = model.calls
     assert isinstance(sent[0], SystemMessage) and "KNOWLEDGE-INDEX" in sent[0].content and "echo" in sent[0].content
     assert isinstance(sent[1], HumanMessage) and len(sent) == 2
-    assert [t.name for t in model.bound[0]] == ["echo"]
+    assert [t["function"]["name"] for t in model.bound[0]] == ["echo"]  # OpenAI schemas (phase_offer)
 
 
 def test_missing_usage_metadata_counts_zero_tokens(view):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
 from typing import Any
 
 import openai
@@ -20,6 +21,7 @@ from langchain_openai import ChatOpenAI
 from msmigrate.agent.config import LLMSettings, Settings
 from msmigrate.agent.handoff import compact_target
 from msmigrate.agent.policies.base import Decision, PolicyError, PolicyView
+from msmigrate.agent.policies.phase_offer import offered_tools, openai_schemas, phase_source_facts
 from msmigrate.prompts.fence import fence
 from msmigrate.prompts.render import knowledge_brief, render, render_system  # noqa: F401 (runner imports it here)
 from msmigrate.core.secret_mask import mask_obj, mask_text
@@ -61,7 +63,7 @@ def prompt_vars(view: PolicyView) -> dict[str, Any]:
         "model_name": view.ctx.model_name,
         "attempt": int(st.get("attempts", {}).get(phase, 0)) + 1,
         "max_attempts": int(st.get("max_attempts") or 4),
-        "source_summary": st.get("source_summary", {}),
+        "source_summary": phase_source_facts(phase, st.get("source_summary", {})),
         "target_summary": compact_target(st.get("target_summary") or {}),
         # the prompts say ``branch`` for what the plan node calls ``data_branch``
         "plan": {**st["plan"], "branch": st["plan"].get("data_branch")} if st.get("plan") else {},
@@ -126,13 +128,6 @@ def fence_tool_outputs(messages: list[AnyMessage]) -> list[AnyMessage]:
             if isinstance(m, ToolMessage) else m for m in messages]
 
 
-def tool_schema_chars(tools: list[Any]) -> int:
-    """Characters of the tool schemas sent with every request (the OpenAI function format)."""
-    from langchain_core.utils.function_calling import convert_to_openai_tool
-
-    return len(json.dumps([convert_to_openai_tool(t) for t in tools]))
-
-
 class LLMPolicy:
     name = "llm"
 
@@ -165,15 +160,18 @@ class LLMPolicy:
             line = ("Megatron backend route: the LLM policy's phase prompts cover the FSDP2 plugin route only. "
                     "What to do: run the Megatron route with --policy rules")
             return Decision(message=AIMessage(content=line), unsupported=line)
+        tools = offered_tools(view.phase, view.tools)  # what this phase's work can use
+        view = replace(view, tools=tools)
         system = SystemMessage(render_system(**system_vars(view, self.knowledge_index)))
         node = HumanMessage(render(view.phase, **prompt_vars(view)))
         fixed = len(str(system.content)) + len(str(node.content))
         history = fence_tool_outputs(fit_history(view.messages, self.llm.prompt_budget_tokens, fixed))
-        bound = self.chat_model.bind_tools(view.tools)
+        schemas = openai_schemas(tools)
+        bound = self.chat_model.bind_tools(schemas)
         # secrets masked by value in everything sent (a tool output or a log could carry one)
         convo: list[AnyMessage] = [mask_obj(m) for m in (system, node, *history)]
         tokens = format_errors = requests = prompt_chars = 0
-        schema_chars = tool_schema_chars(view.tools)
+        schema_chars = len(json.dumps(schemas))
         for _ in range(self.llm.max_format_retries + 1):
             requests += 1
             prompt_chars += schema_chars + sum(len(str(m.content)) for m in convo)

@@ -1,0 +1,78 @@
+"""What the LLM policy offers the model in a phase: the tools that phase's work can use, as OpenAI function schemas
+in which a field description already given by an earlier tool of the same request is said once, and the source
+facts that phase's work reads.
+
+Why: the schemas are sent whole with every request (the largest fixed part of it, ~12.8k chars for 18 tools), and a
+tool that serves another phase's gate is noise the model still reads (and may call: a G3 check in the model phase,
+before there is a config). Which phase a tool serves follows from what it does, never from a model family; every
+tool not named here serves every phase. Only what is OFFERED changes: the tools node still runs any known tool, so
+a replayed or resumed run that called one elsewhere replays as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+# tool -> the phases whose work it serves (each a fact about the tool, said in its comment)
+PHASE_TOOLS: dict[str, frozenset[str]] = {
+    # copies the source's remote code into the MODEL plugin dir
+    "vendor_remote_code": frozenset({"model"}),
+    # the module tree: the plugin's blocks (model) and the FSDP wrap / recompute patterns (config)
+    "inspect_model": frozenset({"model", "config"}),
+    # one forward through the plugin class: G1's, or G2's on the collated batch
+    "check_forward": frozenset({"model", "data"}),
+    # G2's pipeline on a YAML (the data phase writes the YAML's data section, the config phase the rest of it)
+    "check_data": frozenset({"data", "config"}),
+    # G3's strict validation of a YAML
+    "check_config": frozenset({"data", "config"}),
+}
+
+
+def offered_tools(phase: str, tools: list[Any]) -> list[Any]:
+    """The tools offered in ``phase`` (all of them in a phase this table does not know)."""
+    known = set().union(*PHASE_TOOLS.values())
+    if phase not in known:
+        return list(tools)
+    return [t for t in tools if phase in PHASE_TOOLS.get(t.name, frozenset({phase}))]
+
+
+def openai_schemas(tools: list[Any]) -> list[dict[str, Any]]:
+    """The tools' OpenAI function schemas; a field whose description an earlier tool of this list gave word for
+    word keeps its type and default and points there instead (``as <tool>.<field>``)."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    said: dict[str, str] = {}  # description -> "tool.field" that said it first
+    out = []
+    for tool in tools:
+        schema = copy.deepcopy(convert_to_openai_tool(tool))
+        fn = schema["function"]
+        for field, spec in ((fn.get("parameters") or {}).get("properties") or {}).items():
+            text = spec.get("description")
+            if not text or len(text) < 40:  # a short description costs less than the pointer's lookup
+                continue
+            if text in said:
+                spec["description"] = f"as {said[text]}"
+            else:
+                said[text] = f"{fn['name']}.{field}"
+        out.append(schema)
+    return out
+
+
+# source fact -> the phases that read it (every fact not named here goes to every phase)
+PHASE_FACTS: dict[str, frozenset[str]] = {
+    # the chat format and the image processor's settings: what the data pipeline must reproduce
+    "chat_template": frozenset({"data"}),
+    "processor_configs": frozenset({"data"}),
+    # the checkpoint files: what the model plugin loads and the config points at
+    "weight_files": frozenset({"model", "config"}),
+    "weight_files_count": frozenset({"model", "config"}),
+}
+
+
+def phase_source_facts(phase: str, facts: dict[str, Any]) -> dict[str, Any]:
+    """The source facts shown in ``phase``'s prompt (all of them in a phase this table does not know)."""
+    known = set().union(*PHASE_FACTS.values())
+    if phase not in known:
+        return dict(facts)
+    return {k: v for k, v in facts.items() if phase in PHASE_FACTS.get(k, frozenset({phase}))}

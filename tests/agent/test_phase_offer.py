@@ -1,0 +1,62 @@
+"""What the LLM policy offers per phase (agent/policies/phase_offer.py): the tools that phase's work can use, schemas
+with a repeated field description said once, the source facts that phase reads — measured on the real tool set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from msmigrate.agent.policies.phase_offer import (PHASE_TOOLS, offered_tools, openai_schemas,
+                                                  phase_source_facts)
+from msmigrate.agent.runner import build_tools
+from msmigrate.core.run_context import RunContext
+
+
+def real_tools(tmp_path):
+    return build_tools(RunContext("t", tmp_path / "run", tmp_path / "src", tmp_path / "tgt", "m"))
+
+
+def test_each_phase_gets_its_tools_and_every_phase_can_finish(tmp_path):
+    tools = real_tools(tmp_path)
+    names = {t.name for t in tools}
+    assert set(PHASE_TOOLS) <= names  # the table names real tools (a renamed tool would silently stay offered)
+    for phase in ("model", "data", "config"):
+        offered = {t.name for t in offered_tools(phase, tools)}
+        assert {"finish_phase", "read_file", "write_file", "edit_file", "rollback"} <= offered
+        assert offered == {n for n in names if phase in PHASE_TOOLS.get(n, {phase})}
+    assert "vendor_remote_code" in {t.name for t in offered_tools("model", tools)}
+    assert "vendor_remote_code" not in {t.name for t in offered_tools("data", tools)}
+    assert "check_config" not in {t.name for t in offered_tools("model", tools)}
+    assert [t.name for t in offered_tools("classify", tools)] == [t.name for t in tools]  # unknown phase: all
+
+
+def test_schemas_say_a_repeated_description_once_and_keep_every_field(tmp_path):
+    tools = real_tools(tmp_path)
+    full = [convert_to_openai_tool(t) for t in tools]
+    short = openai_schemas(tools)
+    assert len(json.dumps(short)) < len(json.dumps(full))
+    seen = {}
+    for f, s in zip(full, short):
+        fp, sp = f["function"]["parameters"]["properties"], s["function"]["parameters"]["properties"]
+        assert fp.keys() == sp.keys() and f["function"]["parameters"].get("required") == \
+            s["function"]["parameters"].get("required")
+        for field, spec in fp.items():
+            text = spec.get("description")
+            if sp[field].get("description", "").startswith("as "):
+                assert seen[text] == sp[field]["description"][3:]  # points at the tool.field that said it
+            elif text:
+                seen.setdefault(text, f"{f['function']['name']}.{field}")
+            assert {k: v for k, v in spec.items() if k != "description"} == \
+                {k: v for k, v in sp[field].items() if k != "description"}
+    assert any(d["description"].startswith("as repo_tree.where")
+               for s in short for d in s["function"]["parameters"]["properties"].values() if "description" in d)
+
+
+def test_source_facts_per_phase():
+    facts = {"chat_template": {"text": "..."}, "processor_configs": {}, "weight_files": ["m.safetensors"],
+             "architectures": ["X"]}
+    assert set(phase_source_facts("data", facts)) == {"chat_template", "processor_configs", "architectures"}
+    assert set(phase_source_facts("model", facts)) == {"weight_files", "architectures"}
+    assert phase_source_facts("classify", facts) == facts
