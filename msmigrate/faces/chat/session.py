@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +219,12 @@ class ChatSession:
 
     def loop(self) -> None:
         self.pump.start()
+        # plain mode: the terminal's SIGINT becomes a queue item like any other input, acted on by the loop itself,
+        # instead of a KeyboardInterrupt raised wherever the main thread happens to be (one CI run of the Ctrl-C test
+        # lost it that way; the cause was not pinned down)
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, lambda signum, frame: self.pump.lines.put(CTRL_C))
         try:
             with self.pump.stdout_guard():
                 while True:
@@ -234,6 +242,8 @@ class ChatSession:
                     except KeyboardInterrupt:  # plain mode: SIGINT may land anywhere in the main thread
                         self._ctrl_c()
         finally:
+            if previous is not None:  # Ctrl-C while waiting for the step below leaves at once, as before
+                signal.signal(signal.SIGINT, previous)
             if self.driver is not None and self.driver.busy:
                 self.driver.request_stop()
                 self.console.print("waiting for the current step to end …")
