@@ -7,19 +7,15 @@ README.md next to this file for what it covers and what it leaves out.
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
+
+from msmigrate.testbeds.checkout import commit_baseline, copy_tree
 
 TREE = Path(__file__).parent / "tree"
 GITIGNORE = "__pycache__/\n*.pyc\nlogs/\nckpt/\nsave_dir/\n"
 EXAMPLE = {"model_json": "examples/qwen2.5vl/model_tiny.json", "data_json": "examples/qwen2.5vl/data_tiny.json",
            "script": "examples/qwen2.5vl/finetune_qwen2_5_vl_tiny.sh", "hf_dir": "assets/tiny_qwen2_5_vl",
            "converter": "Qwen2_5_VLConverter", "mm_dir": "ckpt/mm_path/tiny_qwen2_5_vl"}
-
-
-def _git(dest: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(dest), *args], check=True, capture_output=True, text=True)
 
 
 def write_megatron_standin(dest: Path, *, git_init: bool = True, with_assets: bool = True) -> Path:
@@ -30,22 +26,11 @@ def write_megatron_standin(dest: Path, *, git_init: bool = True, with_assets: bo
     """
     dest = Path(dest).resolve()
     dest.mkdir(parents=True, exist_ok=True)
-    for src in sorted(TREE.rglob("*")):
-        if "__pycache__" in src.parts or src.suffix == ".pyc":
-            continue
-        target = dest / src.relative_to(TREE)
-        if src.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, target)
+    copy_tree(TREE, dest)
     (dest / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
     if with_assets:
         from msmigrate.testbeds.megatron_standin.assets import build_assets
         build_assets(dest)
     if git_init:
-        _git(dest, "init", "-q", "-b", "master")
-        _git(dest, "add", "-A")
-        _git(dest, "-c", "user.name=msmigrate-standin", "-c", "user.email=standin@msmigrate.invalid",
-             "commit", "-q", "-m", "MindSpeed-MM Megatron-route stand-in baseline")
+        commit_baseline(dest, "MindSpeed-MM Megatron-route stand-in baseline")
     return dest

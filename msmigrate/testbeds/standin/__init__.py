@@ -6,28 +6,12 @@ samples with PNGs), and commits the baseline in a fresh git repository. See READ
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
+
+from msmigrate.testbeds.checkout import commit_baseline, copy_tree
 
 TREE = Path(__file__).parent / "tree"
 GITIGNORE = "__pycache__/\n*.pyc\nlogs/\ncache_dir/\nckpt/\n"
-
-
-def _copy_tree(dest: Path) -> None:
-    for src in sorted(TREE.rglob("*")):
-        if "__pycache__" in src.parts or src.suffix == ".pyc":
-            continue
-        target = dest / src.relative_to(TREE)
-        if src.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, target)
-
-
-def _git(dest: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(dest), *args], check=True, capture_output=True, text=True)
 
 
 def write_standin(dest: Path, *, git_init: bool = True, with_assets: bool = True) -> Path:
@@ -38,14 +22,11 @@ def write_standin(dest: Path, *, git_init: bool = True, with_assets: bool = True
     """
     dest = Path(dest).resolve()
     dest.mkdir(parents=True, exist_ok=True)
-    _copy_tree(dest)
+    copy_tree(TREE, dest)
     (dest / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
     if with_assets:
         from msmigrate.testbeds.standin.assets import build_assets
         build_assets(dest)
     if git_init:
-        _git(dest, "init", "-q", "-b", "master")
-        _git(dest, "add", "-A")
-        _git(dest, "-c", "user.name=msmigrate-standin", "-c", "user.email=standin@msmigrate.invalid",
-             "commit", "-q", "-m", "MindSpeed-MM stand-in baseline")
+        commit_baseline(dest, "MindSpeed-MM stand-in baseline")
     return dest
