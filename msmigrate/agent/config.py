@@ -96,7 +96,9 @@ class LLMSettings(_UserInput):
     temperature: float = 0.0
     max_transport_retries: int = Field(4, ge=0, description="retries with backoff on transport errors only")
     max_format_retries: int = Field(3, ge=0, description="malformed tool calls tolerated per phase step")
-    prompt_budget_tokens: int = Field(24000, ge=2000, description="old tool outputs are truncated to stay under this")
+    prompt_budget_tokens: int = Field(16000, ge=2000, description="a request (system and phase prompt, tool schemas, "
+                                                                  "history) over this cuts old tool outputs, oldest "
+                                                                  "first")
     timeout_s: float = 120.0
 
 

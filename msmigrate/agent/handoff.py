@@ -17,6 +17,9 @@ from msmigrate.core.run_context import BRANCH_B_FILES
 
 WRITE_TOOLS = ("write_file", "edit_file")
 ID_KINDS = ("model", "data", "template", "mm_plugin", "collator")
+REGISTRY_KEYS = {"model": "model_ids", "data": "dataset_types", "template": "templates", "mm_plugin": "mm_plugins",
+                 "collator": "collators"}  # id kind -> the inventory's list of its registrations
+WHERE_FILES = 6  # files named per kind (a real checkout registers models in dozens)
 
 
 def files_written(messages: list[AnyMessage]) -> list[str]:
@@ -67,6 +70,12 @@ def handoff_record(phase: str, gates: dict[str, Any], messages: list[AnyMessage]
 def compact_target(summary: dict[str, Any]) -> dict[str, Any]:
     """What the prompts show of the target: the registered ids and the ranked similar cases, not every record."""
     keep = {"ids": summary.get("ids", {}), "headline": summary.get("headline", "")}
+    # where each kind's registrations live: the file to read (or add to) without a repo_tree/grep round trip
+    where = {kind: sorted({str(r.get("file")) for r in summary.get(key) or [] if isinstance(r, dict) and r.get("file")})
+             for kind, key in REGISTRY_KEYS.items()}
+    if any(where.values()):
+        keep["registered_in"] = {k: v[:WHERE_FILES] + ([f"+{len(v) - WHERE_FILES} more"] if len(v) > WHERE_FILES
+                                                       else []) for k, v in where.items() if v}
     cases = summary.get("similar_cases") or []
     if cases:
         keep["similar_cases"] = [c.get("example") if isinstance(c, dict) else c for c in cases][:5]

@@ -213,6 +213,19 @@ def target_commit(ctx: RunContext) -> str | None:
         return None
 
 
+def changed_since(ctx: RunContext, commit: str, paths: list[str]) -> list[str] | None:
+    """Files under ``paths`` that differ between ``commit`` and the target's HEAD; None when git cannot say (no
+    repository, an unknown commit): the caller must treat that as "maybe changed"."""
+    repo = _repo(ctx)
+    if repo is None or not commit or not paths:
+        return None
+    try:
+        out = repo.git.diff("--name-only", commit, "HEAD", "--", *paths)
+    except git.GitCommandError:
+        return None
+    return [line for line in out.splitlines() if line.strip()]
+
+
 def ensure_work_branch(ctx: RunContext):
     """The run's work tree as a repo, checked out on ``msmigrate/<run_id>``, or the reason there is none.
 

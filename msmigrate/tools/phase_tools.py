@@ -88,8 +88,9 @@ def vendor_remote_code(ctx: RunContext, plugin_dir: str, files: list[str] | None
 
 def phase_tools(ctx: RunContext) -> list:
     return [
-        make_tool(FINISH_TOOL, "End this phase: call it (alone) when the work is complete; the phase gate runs and "
-                               "decides. Give a summary, what you delivered and any plan decision you changed.",
+        make_tool(FINISH_TOOL, "End this phase when the work is complete: the phase gate runs and decides. Last in a "
+                               "turn after checks, it runs only if all of them succeed. Give a summary, what you "
+                               "delivered and any plan decision you changed.",
                   FinishPhaseArgs, finish_phase),
         make_tool("vendor_remote_code", "Copy the source's remote-code .py files into '<plugin_dir>/upstream/' "
                                         "(relative imports made absolute, validated, committed); reports what was "

@@ -29,6 +29,8 @@ def test_each_phase_gets_its_tools_and_every_phase_can_finish(tmp_path):
     assert "vendor_remote_code" in {t.name for t in offered_tools("model", tools)}
     assert "vendor_remote_code" not in {t.name for t in offered_tools("data", tools)}
     assert "check_config" not in {t.name for t in offered_tools("model", tools)}
+    # the prompt carries the source summary: the tool that fetches it again is offered in no work phase
+    assert not any("hf_model_summary" in {t.name for t in offered_tools(p, tools)} for p in ("model", "data", "config"))
     assert [t.name for t in offered_tools("classify", tools)] == [t.name for t in tools]  # unknown phase: all
 
 
@@ -56,7 +58,8 @@ def test_schemas_say_a_repeated_description_once_and_keep_every_field(tmp_path):
 
 def test_source_facts_per_phase():
     facts = {"chat_template": {"text": "..."}, "processor_configs": {}, "weight_files": ["m.safetensors"],
-             "architectures": ["X"]}
-    assert set(phase_source_facts("data", facts)) == {"chat_template", "processor_configs", "architectures"}
+             "architectures": ["X"], "data_sample": {"records": 2}}
+    assert set(phase_source_facts("data", facts)) == {"chat_template", "processor_configs", "architectures",
+                                                      "data_sample"}
     assert set(phase_source_facts("model", facts)) == {"weight_files", "architectures"}
     assert phase_source_facts("classify", facts) == facts

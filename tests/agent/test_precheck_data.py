@@ -43,3 +43,31 @@ def test_g0_fails_on_an_empty_data_file_before_any_gate(fast_prepare, tmp_path):
         assert str(empty) in out["exit_detail"] and gates.calls == []
     finally:
         run.close()
+
+
+def test_data_sample_shows_the_data_phase_the_first_record(tmp_path):
+    from msmigrate.agent.nodes.prepare import SAMPLE_CHARS, data_sample
+
+    rec = {"conversations": [{"from": "human", "value": "<image>hi"}, {"from": "gpt", "value": "yo"}],
+           "images": ["a.png"]}
+    (tmp_path / "a.jsonl").write_text(json.dumps(rec) + "\n" + json.dumps({**rec, "id": 7}) + "\n")
+    sample = data_sample(tmp_path / "a.jsonl")
+    assert sample["records"] == 2 and sample["keys"] == ["conversations", "id", "images"]
+    assert json.loads(sample["first_record"]) == rec
+    (tmp_path / "long.json").write_text(json.dumps([{"text": "x" * 5000}]))
+    cut = data_sample(tmp_path / "long.json")["first_record"]
+    assert len(cut) < SAMPLE_CHARS + 20 and cut.endswith("…(cut)")
+    (tmp_path / "bad.json").write_text("not json{")
+    assert data_sample(tmp_path / "bad.json") == {} and data_sample(None) == {}
+
+
+def test_prompt_target_names_where_each_kind_is_registered():
+    from msmigrate.agent.handoff import WHERE_FILES, compact_target
+
+    inv = {"ids": {"model": ["a"]}, "headline": "h",
+           "model_ids": [{"id": f"m{i}", "file": f"models/m{i}.py"} for i in range(WHERE_FILES + 2)],
+           "templates": [{"id": "t1", "file": "t.py"}, {"id": "t2", "file": "t.py"}], "collators": []}
+    where = compact_target(inv)["registered_in"]
+    assert where["template"] == ["t.py"] and "collator" not in where
+    assert len(where["model"]) == WHERE_FILES + 1 and where["model"][-1] == "+2 more"
+    assert "registered_in" not in compact_target({"ids": {}, "headline": ""})

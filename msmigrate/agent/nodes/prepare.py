@@ -72,6 +72,25 @@ def data_file_problems(path: Path) -> list[str]:
     return []
 
 
+SAMPLE_CHARS = 1200  # the first record as the data phase sees it: enough for a conversation's shape and keys
+
+
+def data_sample(path: Path | None) -> dict[str, Any]:
+    """The sample data as the data phase needs it first: where it is, how many records, which keys they use, and
+    the first record itself (cut) — so the model maps ``attr`` from the data without a read_file round trip."""
+    if path is None or not Path(path).is_file() or data_file_problems(Path(path)):
+        return {}
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        records = json.loads(text)
+    except json.JSONDecodeError:
+        records = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+    records = [records] if isinstance(records, dict) else records
+    first = json.dumps(records[0], ensure_ascii=False)
+    return {"file": str(path), "records": len(records), "keys": sorted({k for r in records for k in r}),
+            "first_record": first if len(first) <= SAMPLE_CHARS else first[:SAMPLE_CHARS] + " …(cut)"}
+
+
 def precheck(deps: RunDeps) -> tuple[list[str], dict[str, Any]]:
     ctx = deps.ctx
     problems: list[str] = []
@@ -174,7 +193,7 @@ def make_prepare_node(deps: RunDeps):
                      "architecture_chain": str(out / "architecture_chain.md"),
                      "contract_matrix": str(out / "contract_matrix.yaml"), "similar_case": str(out / "similar_case.md")}
         return {"gates": {"G0": record}, "gate_history": [record], "phase": "plan", "artifacts": artifacts,
-                "source_summary": checkpoint_safe(src.data),
+                "source_summary": checkpoint_safe({**src.data, "data_sample": data_sample(ctx.data_path)}),
                 "target_summary": checkpoint_safe({**inv.data, "similar_cases": ranked[:5]}),
                 "runtime": checkpoint_safe(env.data.get("result", {}))}
 

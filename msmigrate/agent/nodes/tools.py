@@ -18,6 +18,7 @@ from langgraph.prebuilt.tool_node import ToolInvocationError
 
 from msmigrate.agent.budgets import bump
 from msmigrate.agent.deps import RunDeps
+from msmigrate.core.tool_result import ToolResult
 from msmigrate.prompts.render import render
 from msmigrate.tools.phase_tools import FINISH_TOOL
 
@@ -28,6 +29,20 @@ def tool_schema(tools: list, name: str) -> str:
         if t.name == name:
             return json.dumps(t.tool_call_schema.model_json_schema(), ensure_ascii=False)
     return json.dumps({"known_tools": [t.name for t in tools]})
+
+
+def failed_call(res: ToolMessage) -> bool:
+    """A call of this turn that did not do its job: a format error, or a tool result with ``ok: false``."""
+    return res.status == "error" or str(res.content).startswith('{"ok": false')
+
+
+def declined_finish(res: ToolMessage, failed: list[str]) -> ToolMessage:
+    """finish_phase closes a turn of checks only when every other call of the turn succeeded: a check that failed
+    in the same turn means the gate would fail on what the model has not seen yet, so the gate does not run and
+    the model gets the failed results instead (one request saved when the checks pass, none lost when not)."""
+    text = ToolResult.failure(f"finish_phase declined: {', '.join(failed)} failed in the same turn, so the phase "
+                              f"gate did not run; read those results, fix, then call finish_phase again").to_json()
+    return res.model_copy(update={"content": text, "status": "error"})
 
 
 def make_tools_node(deps: RunDeps):
@@ -53,9 +68,15 @@ def make_tools_node(deps: RunDeps):
             deps.trajectory.append("tool", phase=state.get("phase"), name=call.get("name"), args=call.get("args"),
                                    id=res.tool_call_id, result=str(res.content)[:8000], status=res.status)
             deps.emit("tool", name=call.get("name"), status=res.status, result=str(res.content)[:300])
-        update: dict[str, Any] = {"messages": results, "counters": bump(state.get("counters"), tool_calls=len(results))}
         finish = [c for c in last.tool_calls if c["name"] == FINISH_TOOL and isinstance(c.get("args"), dict)]
-        if finish:  # the work node runs the phase gate next, without another policy decision
+        failed = [name for r in results if failed_call(r)
+                  and (name := by_id.get(r.tool_call_id, {}).get("name") or "?") != FINISH_TOOL]
+        if finish and failed:
+            results = [declined_finish(r, failed) if by_id.get(r.tool_call_id, {}).get("name") == FINISH_TOOL
+                       else r for r in results]
+            deps.trajectory.append("finish_declined", phase=state.get("phase"), failed=failed)
+        update: dict[str, Any] = {"messages": results, "counters": bump(state.get("counters"), tool_calls=len(results))}
+        if finish and not failed:  # the work node runs the phase gate next, without another policy decision
             update["finish_request"] = {k: finish[-1]["args"].get(k) for k in ("summary", "delivered",
                                                                               "decisions_changed")}
         return update

@@ -16,8 +16,8 @@ from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.handoff import handoff_record, new_ids, plan_revision
 from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.state import (EXIT_BUDGET, EXIT_GATE_FAILED, EXIT_NEEDS_ACCELERATOR, EXIT_REJECTED,
-                                   EXIT_UNSUPPORTED, PHASE_GATES, next_phase)
-from msmigrate.tools.file_writer import tag_phase, target_commit
+                                   EXIT_UNSUPPORTED, GATED_PHASES, PHASE_GATES, next_phase)
+from msmigrate.tools.file_writer import changed_since, tag_phase, target_commit
 from msmigrate.tools.launcher.records import read_launches
 from msmigrate.tools.repo_reader import target_inventory
 
@@ -29,13 +29,40 @@ def clear_messages() -> list[RemoveMessage]:
     return [RemoveMessage(id=REMOVE_ALL_MESSAGES)]
 
 
+# gate -> the target paths (from the plan) whose content it proved: an edit there after it passed makes its proof
+# stale. G1 proved the model plugin; the later gates are re-run anyway when their phase is re-entered.
+PROVED_PATHS = {"G1": lambda plan: [plan["plugin_dir"]] if plan.get("plugin_dir") else []}
+
+
+def stale_proofs(deps: RunDeps, state: dict[str, Any], phase: str) -> list[tuple[str, list[str]]]:
+    """Gates of earlier phases that passed on files a later phase has edited since (a data-phase repair that
+    changes the model plugin's init, say): they run again, first, before this phase's gates count."""
+    gates, plan = state.get("gates", {}), state.get("plan") or {}
+    earlier = GATED_PHASES[:GATED_PHASES.index(phase)] if phase in GATED_PHASES else ()
+    stale = []
+    for gate in (g for p in earlier for g in PHASE_GATES[p] if g in PROVED_PATHS):
+        record, paths = gates.get(gate) or {}, PROVED_PATHS[gate](plan)
+        if not record.get("passed") or not paths or not record.get("target_commit"):
+            continue  # (no commit recorded: a target without git history, nothing to compare)
+        changed = changed_since(deps.ctx, record["target_commit"], paths)
+        if changed:  # (None: git does not know that commit — never one of the run's own edits — nothing compared)
+            stale.append((gate, changed))
+    return stale
+
+
 def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any]:
-    """Run the phase's gates in order; stop at the first failure. Returns the state update."""
+    """Run the phase's gates in order, after any earlier gate whose proof this phase's edits made stale; stop at
+    the first failure. Returns the state update."""
     gates = dict(state.get("gates", {}))
     history = list(state.get("gate_history", []))
     counters = dict(state.get("counters", {}))
     commit = target_commit(deps.ctx)
-    for name in PHASE_GATES[phase]:
+    stale = stale_proofs(deps, state, phase)
+    for gate, changed in stale:
+        deps.trajectory.append("gate_rerun", phase=phase, gate=gate, changed=changed[:20],
+                               why=f"{gate} passed before files it proved changed; it runs again before "
+                                   f"{'/'.join(PHASE_GATES[phase])}")
+    for name in [g for g, _ in stale] + list(PHASE_GATES[phase]):
         same = [r for r in history if r.get("gate") == name and commit and r.get("target_commit") == commit]
         if len(same) >= SAME_TARGET_FAILURES and not any(r.get("passed") for r in same):
             detail = (f"{name} failed {len(same)} times on the identical target (commit {commit[:12]}) and nothing "

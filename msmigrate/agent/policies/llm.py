@@ -164,9 +164,10 @@ class LLMPolicy:
         view = replace(view, tools=tools)
         system = SystemMessage(render_system(**system_vars(view, self.knowledge_index)))
         node = HumanMessage(render(view.phase, **prompt_vars(view)))
-        fixed = len(str(system.content)) + len(str(node.content))
-        history = fence_tool_outputs(fit_history(view.messages, self.llm.prompt_budget_tokens, fixed))
         schemas = openai_schemas(tools)
+        # the schemas go with every request too: the budget is the whole request's, not the messages'
+        fixed = len(str(system.content)) + len(str(node.content)) + len(json.dumps(schemas))
+        history = fence_tool_outputs(fit_history(view.messages, self.llm.prompt_budget_tokens, fixed))
         bound = self.chat_model.bind_tools(schemas)
         # secrets masked by value in everything sent (a tool output or a log could carry one)
         convo: list[AnyMessage] = [mask_obj(m) for m in (system, node, *history)]

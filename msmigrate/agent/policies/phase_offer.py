@@ -16,6 +16,8 @@ from typing import Any
 
 # tool -> the phases whose work it serves (each a fact about the tool, said in its comment)
 PHASE_TOOLS: dict[str, frozenset[str]] = {
+    # the source summary every work phase's prompt already opens with ("Source model"): a call only resends it
+    "hf_model_summary": frozenset(),
     # copies the source's remote code into the MODEL plugin dir
     "vendor_remote_code": frozenset({"model"}),
     # the module tree: the plugin's blocks (model) and the FSDP wrap / recompute patterns (config)
@@ -64,6 +66,8 @@ PHASE_FACTS: dict[str, frozenset[str]] = {
     # the chat format and the image processor's settings: what the data pipeline must reproduce
     "chat_template": frozenset({"data"}),
     "processor_configs": frozenset({"data"}),
+    # the sample data (file, record count, keys, first record): what the dataset's attr mapping reads
+    "data_sample": frozenset({"data"}),
     # the checkpoint files: what the model plugin loads and the config points at
     "weight_files": frozenset({"model", "config"}),
     "weight_files_count": frozenset({"model", "config"}),
