@@ -16,9 +16,12 @@ the fewest distinctive fields the source lacks wins. No fit: the plan says a new
 source features no registered one configures. The projector is the one the matched encoder's examples pair it
 with (evidence of the target), when registered.
 
-Limit (measured on the real snapshot): its pretrain_vlm.py examples are all Qwen-family, so fields every example
-shares are not distinctive, and a source whose encoder differs only in such shared fields (a CLIP / SigLIP tower,
-GLM-4V's) is matched to a Qwen encoder here; the config gate's source check and the converter are what catch it.
+Fields alone cannot tell architectures apart when every example is one family (the real snapshot's pretrain_vlm.py
+examples are all Qwen-family, so a CLIP / SigLIP / GLM-4V encoder would match a Qwen one). The vision encoder is
+therefore first compared by what it builds (tools/megatron/encoder_structure.py: patch-embedding kind, learned
+position table, class token, extra convolutions), the source's weights against each registered component's own
+code; only components that build the same thing are then compared by fields. None builds it: a new component is
+needed, with the differing facts named.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msmigrate.tools.megatron.encoder_structure import (EncoderStructure, encoder_structures, source_structure,
+                                                        structure_diff)
 from msmigrate.tools.megatron.parallel_check import text_config
 
 # role -> where it sits in the model JSON
@@ -66,6 +71,9 @@ class ComponentMatch:
     missing: list[str] = field(default_factory=list)  # source features the chosen (or any) component does not take
     example: str | None = None  # the example model JSON the choice rests on
     why: str = ""
+    structure: dict[str, Any] | None = None  # the source encoder's structure (weights), when it was read
+    component_structure: dict[str, Any] | None = None  # what the chosen (or closest) component builds (its code)
+    closest: str | None = None  # the registered id nearest the source when none fits
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,17 +213,58 @@ def match_role(role: str, fields: set[str], registry: dict[str, dict[str, Any]],
     return out
 
 
+def match_encoder(fields: set[str], examples: dict[str, dict[str, Any]], registered: set[str] | None,
+                  source: EncoderStructure | None, structures: dict[str, EncoderStructure]) -> ComponentMatch:
+    """The vision encoder: first what it builds (the source's weights against each registered component's code),
+    then, among the components that build the same thing, the fields their examples configure."""
+    ids = sorted(i for i, s in structures.items() if not s.error and (registered is None or i in registered))
+    if source is None or not ids:
+        out = match_role("vision_encoder", fields, examples, registered)
+        out.why += ("; structure not compared: " + ("the source's weights show no vision tower" if source is None
+                                                     else "no registered encoder class could be read"))
+        return out
+    diffs = {i: structure_diff(source, structures[i]) for i in ids}
+    builds = [i for i in ids if not diffs[i]]
+    if not builds:
+        best = min(ids, key=lambda i: (len(diffs[i]), i))
+        out = ComponentMatch(role="vision_encoder", candidates=ids, missing=diffs[best], closest=best,
+                             structure=source.to_dict(), component_structure=structures[best].to_dict())
+        out.why = (f"no registered vision_encoder builds the source's encoder ({source.facts()}); closest {best} "
+                   f"differs in {diffs[best]}: a new vision_encoder component is needed")
+        return out
+    why = f"registered encoders that build the source's structure {source.facts()}: {builds}"
+    with_examples = set(builds) & set(examples)
+    if with_examples:
+        out = match_role("vision_encoder", fields, examples, with_examples)
+        out.why = f"{why}; {out.why}"
+    else:  # the component exists but no route example configures it: its fields are not known here
+        out = ComponentMatch(role="vision_encoder", model_id=builds[0],
+                             why=f"{why}; no pretrain_vlm.py example configures {builds[0]}: its fields are unchecked")
+    out.candidates, out.structure = ids, source.to_dict()
+    if out.model_id:
+        out.component_structure = structures[out.model_id].to_dict()
+    return out
+
+
 def match_components(cfg: dict[str, Any], target: Path, registered: dict[str, set[str]] | None = None,
-                     weights: list[str] | None = None) -> dict[str, ComponentMatch]:
+                     weights: list[str] | None = None,
+                     shapes: dict[str, list[int]] | None = None) -> dict[str, ComponentMatch]:
     """role -> match. ``registered``: role -> model_ids the target's registries hold (None: examples only);
-    ``weights``: the source's tensor names."""
+    ``weights``: the source's tensor names; ``shapes``: name -> shape (the encoder's structure is compared only
+    with these)."""
     examples = example_components(target)
     out: dict[str, ComponentMatch] = {}
+    weights = list(shapes) if shapes and not weights else weights
     for role in ("vision_encoder", "text_decoder"):
         fields = source_fields(cfg, role, weights)
         if fields is None:
             continue
-        out[role] = match_role(role, fields, examples[role], (registered or {}).get(role) if registered else None)
+        allowed = (registered or {}).get(role) if registered else None
+        if role == "vision_encoder" and shapes:
+            out[role] = match_encoder(fields, examples[role], allowed, source_structure(shapes),
+                                      encoder_structures(target))
+        else:
+            out[role] = match_role(role, fields, examples[role], allowed)
     enc = out.get("vision_encoder")
     if enc is not None:
         proj = ComponentMatch(role="vision_projector", candidates=sorted(examples["vision_projector"]))

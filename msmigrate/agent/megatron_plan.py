@@ -15,6 +15,7 @@ from typing import Any
 from msmigrate.agent.backend_route import MEGATRON_ENTRY, BackendChoice
 from msmigrate.tools.media_expansion import MediaExpansion
 from msmigrate.tools.megatron.converters import converter_candidates
+from msmigrate.tools.megatron.encoder_structure import weight_shapes
 from msmigrate.tools.megatron.launch_script import parse_launch_script
 from msmigrate.tools.megatron.registry import read_registry
 from msmigrate.agent.megatron_components import (ComponentMatch, example_components, match_components, script_assets,
@@ -89,7 +90,7 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
         registered, why_registered = registered_components(ctx.target)
     else:
         why_registered = "registered ids given"
-    matches = match_components(cfg, ctx.target, registered, weight_names(ctx.source))
+    matches = match_components(cfg, ctx.target, registered, weight_names(ctx.source), weight_shapes(ctx.source))
     _prefer_shared_example(matches, example_components(ctx.target), ctx.target)
     reasons = list(backend.reasons) + [why_registered]
     reasons += [m.why for m in matches.values()]
@@ -134,6 +135,8 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
                      "data_json": f"{example_dir}/data_{name}.json", "entry": MEGATRON_ENTRY},
         "converter_output": f"ckpt/mm_path/{name}",
         "converter": converters.best,
+        # the round trip runs at the launch's TP size: the shards the launch loads are the ones checked
+        "converter_tp": parallel_sizes(getattr(deps, "spec", None))["tp"],
         "dataset_type": "huggingface",
         "parallel": parallel_sizes(getattr(deps, "spec", None)),
         "launch_ranks": getattr(getattr(getattr(deps, "spec", None), "launch", None), "nproc_per_node", None),

@@ -74,3 +74,25 @@ def test_source_fields_translate_to_framework_names():
                                 "rope_scaling": {"mrope_section": [1, 2, 3]}}), "text_decoder")
     assert {"num_layers", "num_query_groups", "untie_embeddings_and_output_weights", "mrope_section"} <= f
     assert source_fields({"num_attention_heads": 2}, "vision_encoder") is None
+
+
+def test_encoder_structure_decides_before_fields(tmp_path):
+    """On the stand-in (only a Qwen2-VL-style tower registered): a CLIP-like source shares every configured field
+    the examples know, yet its weights show a 2-D patch conv, a learned position table and a class token, which the
+    registered class does not build: a new component, with the differing facts named."""
+    from msmigrate.testbeds.megatron_standin import write_megatron_standin
+    from msmigrate.tools.megatron.registry import registered_ids
+
+    mm = write_megatron_standin(tmp_path / "mm", git_init=False, with_assets=False)
+    clip = {"vision_tower.emb.patch_embedding.weight": [32, 3, 14, 14], "vision_tower.emb.class_embedding": [32],
+            "vision_tower.emb.position_embedding.weight": [17, 32], "vision_tower.layers.0.ln.weight": [32],
+            "vision_tower.layers.0.ln.bias": [32], "model.layers.0.self_attn.q_proj.weight": [64, 64]}
+    m = match_components(src({}), mm, registered_ids(mm), shapes=clip)
+    enc = m["vision_encoder"]
+    assert enc.model_id is None and enc.closest in ("qwen2vit", "qwen2_5_vit")
+    assert "patch_embed: source 'conv2d', component 'conv3d'" in enc.missing
+    assert {"learned_position", "class_token"} <= {d.split(":")[0] for d in enc.missing}
+    assert enc.structure["class_token"] and enc.component_structure["patch_embed"] == "conv3d"
+    qwen = {"visual.patch_embed.proj.weight": [32, 3, 2, 14, 14], "visual.blocks.0.norm1.weight": [32]}
+    m = match_components(src({"window_size": 56, "fullatt_block_indexes": [0]}), mm, registered_ids(mm), shapes=qwen)
+    assert m["vision_encoder"].model_id in ("qwen2vit", "qwen2_5_vit") and not m["vision_encoder"].missing

@@ -10,6 +10,7 @@ import pytest
 
 from msmigrate.agent.megatron_components import example_components, match_components, route_model_jsons, weight_names
 from msmigrate.agent.megatron_plan import _prefer_shared_example, example_script
+from msmigrate.tools.megatron.encoder_structure import weight_shapes
 
 pytestmark = pytest.mark.realmm
 
@@ -19,11 +20,12 @@ def sources(tmp_path_factory):
     from msmigrate.testbeds.fixtures import build_source
 
     root = tmp_path_factory.mktemp("megatron_sources")
-    return {f: build_source(f, root / f) for f in ("qwen2_5_vl", "qwen3_vl")}
+    return {f: build_source(f, root / f) for f in ("qwen2_5_vl", "qwen3_vl", "llava", "gemma3", "glm4v")}
 
 
 def match(source, mm):
-    return match_components(json.loads((source / "config.json").read_text()), mm, None, weight_names(source))
+    return match_components(json.loads((source / "config.json").read_text()), mm, None, weight_names(source),
+                            weight_shapes(source))
 
 
 def test_route_examples_are_the_pretrain_vlm_ones(realmm_snapshot):
@@ -49,3 +51,15 @@ def test_deepstack_encoder_and_qk_norm_decoder(realmm_snapshot, sources):
     assert m["vision_encoder"].model_id == "qwen3vit"
     # qk_layernorm has no config field in HF: the weight names (self_attn.q_norm) show it
     assert m["text_decoder"].model_id == "qwen3_lm" and "qk_layernorm" in m["text_decoder"].distinctive_in_source
+
+
+def test_non_qwen_encoders_are_not_matched_to_a_qwen_one(realmm_snapshot, sources):
+    """What each registered encoder class builds (read from the real code) against the source's weights: a CLIP
+    tower gets the registered CLIP class, GLM-4V's tower (3-D patch conv, a learned table and a downsampling conv)
+    GLM's, and a SigLIP tower (no class token) none: a new component, with the differing fact named."""
+    mm = realmm_snapshot / "MindSpeed-MM"
+    got = {f: match(sources[f], mm)["vision_encoder"] for f in ("llava", "gemma3", "glm4v")}
+    assert all(m.model_id not in ("qwen2vit", "qwen2_5_vit", "qwen3vit") for m in got.values())
+    assert got["llava"].model_id == "clip" and got["glm4v"].model_id == "glm4v_vit"
+    assert got["gemma3"].model_id is None and got["gemma3"].closest == "clip"
+    assert got["gemma3"].missing == ["class_token: source False, component True"]

@@ -9,8 +9,8 @@ Plan keys (all optional): ``converter`` (class name in the target's checkpoint/ 
 whose file imports the source's ``model_type`` config module, tools/megatron/converters.py),
 ``converter_tiny_config`` (a config.json dict of a tiny model) or ``converter_hf_dir`` (a small HF folder, relative
 to the target) - default: the source's own config.json shrunk to 2 layers per stack and a 512 vocabulary -,
-``converter_tp`` (default 1: the layout itself; a TP split is checked only when asked, since a converter may
-convert one TP rank only, as the stand-in's does), ``converter_llm_pp_layers`` / ``converter_vit_pp_layers``.
+``converter_tp`` (default 1: the layout itself; the plan sets the launch's TP size, so the per-rank shards the
+launch would load are the ones round-tripped), ``converter_llm_pp_layers`` / ``converter_vit_pp_layers``.
 No converter named and none found: msmigrate's own layout round trip with the source's head counts, and the
 record says so (``converter_used: msmigrate``; a new architecture needs a converter the migration writes).
 """

@@ -50,6 +50,28 @@ def test_converter_gate_runs_the_targets_converter(megatron_standin, tmp_path):
     assert "57 HF tensors" in rec["summary"] and "checked on 2 layer(s)" in rec["summary"]
 
 
+def test_converter_gate_round_trip_at_tp2(megatron_standin, tmp_path):
+    rec = megatron_converter_record(PY, megatron_standin, EXAMPLE["converter"], tmp_path / "w",
+                                    hf_dir=megatron_standin / EXAMPLE["hf_dir"], tp=2)
+    assert rec["passed"] and rec["converter_used"] == "target", rec["summary"]
+    assert "57 HF tensors" in rec["summary"] and "2 file(s), tp=2" in rec["summary"]
+
+
+def test_converter_gate_catches_a_tp_split_that_is_not_the_inverse(standin_copy, tmp_path):
+    ops = standin_copy / "checkpoint/vlm_model/operator.py"
+    # a GLU merge that puts rank blocks back gate-after-up: every rank's shard was right, the merged tensor is not
+    text = ops.read_text().replace("return torch.cat([h[0] for h in halves] + [h[1] for h in halves], dim=0)",
+                                   "return torch.cat([h[1] for h in halves] + [h[0] for h in halves], dim=0)")
+    assert text != ops.read_text()
+    ops.write_text(text)
+    rec = megatron_converter_record(PY, standin_copy, EXAMPLE["converter"], tmp_path / "w",
+                                    hf_dir=standin_copy / EXAMPLE["hf_dir"], tp=2)
+    assert not rec["passed"], rec["summary"]
+    ok = megatron_converter_record(PY, standin_copy, EXAMPLE["converter"], tmp_path / "w1",
+                                   hf_dir=standin_copy / EXAMPLE["hf_dir"], tp=1)
+    assert ok["passed"], ok["summary"]  # at tp=1 nothing is split, so nothing is merged wrongly
+
+
 def test_converter_gate_catches_a_wrong_qkv_order(standin_copy, tmp_path):
     ops = standin_copy / "checkpoint/vlm_model/operator.py"
     # a fusion that stacks [all q | all k | all v] and splits it back: lossless, but not Megatron's layout

@@ -120,3 +120,63 @@ class RelocateOp(Operator):
 
     def revert(self, weights):
         self._move(weights, self.new_name, self.name, to_heads=False)
+
+
+class BaseSplit(ABC):
+    """How one Megatron tensor is cut across tensor-parallel ranks (``split``) and put back (``merge``)."""
+
+    @staticmethod
+    @abstractmethod
+    def split(tp_size, value):
+        pass
+
+    @staticmethod
+    @abstractmethod
+    def merge(tp_values):
+        pass
+
+
+def _even(size, tp_size, what):
+    if size % tp_size:
+        raise ValueError(f"{what} of size {size} does not divide by tp_size {tp_size}")
+    return size // tp_size
+
+
+class RowSplit(BaseSplit):
+    """Contiguous blocks of dim 0: the output rows of a column-parallel linear (a fused qkv ordered per KV group
+    gives each rank whole groups), a bias of one, a vocabulary-parallel embedding."""
+
+    @staticmethod
+    def split(tp_size, value):
+        return list(value.split(_even(value.shape[0], tp_size, "dim 0"), dim=0))
+
+    @staticmethod
+    def merge(tp_values):
+        return torch.cat(tp_values, dim=0)
+
+
+class ColSplit(BaseSplit):
+    """Contiguous blocks of dim 1: the input columns of a row-parallel linear (linear_proj, linear_fc2)."""
+
+    @staticmethod
+    def split(tp_size, value):
+        return list(value.split(_even(value.shape[1], tp_size, "dim 1"), dim=1))
+
+    @staticmethod
+    def merge(tp_values):
+        return torch.cat(tp_values, dim=1)
+
+
+class GLUSplit(BaseSplit):
+    """A fused [gate; up] linear_fc1: each rank keeps its block of gate stacked on its block of up."""
+
+    @staticmethod
+    def split(tp_size, value):
+        gate, up = value.chunk(2, dim=0)
+        size = _even(gate.shape[0], tp_size, "gate rows")
+        return [torch.cat((g, u), dim=0) for g, u in zip(gate.split(size, dim=0), up.split(size, dim=0))]
+
+    @staticmethod
+    def merge(tp_values):
+        halves = [v.chunk(2, dim=0) for v in tp_values]
+        return torch.cat([h[0] for h in halves] + [h[1] for h in halves], dim=0)

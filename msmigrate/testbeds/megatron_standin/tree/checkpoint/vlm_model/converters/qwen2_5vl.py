@@ -1,21 +1,40 @@
-"""Qwen2.5-VL: HF safetensors <-> Megatron-layout checkpoint (``<mm_dir>/release/mp_rank_00/model_optim_rng.pt``).
-The stand-in converts TP = 1 and a single pipeline stage only."""
+"""Qwen2.5-VL: HF safetensors <-> Megatron-layout checkpoint (``<mm_dir>/release/mp_rank_{tp:02d}/model_optim_rng.pt``,
+one file per tensor-parallel rank). Tensor parallelism as the framework splits: column-parallel linears (the fused
+qkv, whole KV groups per rank; linear_fc1, gate and up blocks per rank) by output rows, row-parallel ones
+(linear_proj, linear_fc2) by input columns, the embedding and output layer by vocabulary rows. The stand-in keeps
+a single pipeline stage."""
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
 from safetensors.torch import load_file, save_file
 
-from checkpoint.common.constant import LATEST_TXT, MEGATRON_CKPT_NAME
 from checkpoint.common.converter import Converter
-from checkpoint.vlm_model.operator import QKVMergeOp, RelocateOp, RenameOp, UpGateMergeOp
+from checkpoint.vlm_model.hf_to_mm import save_by_tp, split_by_tp
+from checkpoint.vlm_model.mm_to_hf import load_from_mm, merge_by_tp
+from checkpoint.vlm_model.operator import ColSplit, GLUSplit, QKVMergeOp, RelocateOp, RenameOp, RowSplit, UpGateMergeOp
 
 if TYPE_CHECKING:  # the HF config this converter reads (the real one casts to it); not imported at run time
     from transformers.models.qwen2_5_vl import Qwen2_5_VLConfig  # noqa: F401
 
 VIT = r'image_encoder.encoder.blocks.layers.(\d+)'
 LLM = r'text_decoder.decoder.layers.(\d+)'
+VIT_RE, LLM_RE = (p.replace('.', r'\.') for p in (VIT, LLM))
+
+qwen2_5_vl_tp_patterns = {
+    r'text_decoder\.embedding\.word_embeddings\.weight': RowSplit,
+    r'text_decoder\.output_layer\.weight': RowSplit,
+    LLM_RE + r'\.self_attention\.linear_qkv\.(weight|bias)': RowSplit,
+    LLM_RE + r'\.self_attention\.linear_proj\.weight': ColSplit,
+    LLM_RE + r'\.mlp\.linear_fc1\.weight': GLUSplit,
+    LLM_RE + r'\.mlp\.linear_fc2\.weight': ColSplit,
+    VIT_RE + r'\.self_attention\.linear_qkv\.(weight|bias)': RowSplit,
+    VIT_RE + r'\.self_attention\.linear_proj\.weight': ColSplit,
+    VIT_RE + r'\.mlp\.linear_fc1\.(weight|bias)': GLUSplit,
+    VIT_RE + r'\.mlp\.linear_fc2\.weight': ColSplit,
+    r'image_encoder\.projector\.encoder\.linear_fc1\.(weight|bias)': RowSplit,
+    r'image_encoder\.projector\.encoder\.linear_fc2\.weight': ColSplit,
+}
 
 
 def create_qwen2_5_vl_ops(vit_embed_dim, vit_num_heads, llm_num_query_groups, llm_q_size, llm_kv_size):
@@ -54,8 +73,22 @@ def _single_stage(cfg, nested):
     """hf_to_mm takes per-VPP lists of per-stage layer counts ([[n]]), mm_to_hf per-stage counts ([n])."""
     par = cfg.parallel_config
     stages = [par.llm_pp_layers[0], par.vit_pp_layers[0]] if nested else [par.llm_pp_layers, par.vit_pp_layers]
-    if par.tp_size != 1 or any(len(s) != 1 for s in stages) or (nested and len(par.llm_pp_layers) != 1):
-        raise ValueError("the stand-in converter handles tp_size 1 and one pipeline stage only")
+    if any(len(s) != 1 for s in stages) or (nested and len(par.llm_pp_layers) != 1):
+        raise ValueError("the stand-in converter handles one pipeline stage only")
+    tp = int(getattr(par, "tp_size", 1) or 1)
+    if tp < 1:
+        raise ValueError(f"tp_size must be >= 1, got {tp}")
+    return tp
+
+
+def _check_tp(config, tp):
+    """Whole KV groups (text) and whole heads (ViT) per rank: the fused qkv rows are ordered by them."""
+    text = config.get("text_config") or config
+    groups = text.get("num_key_value_heads") or text["num_attention_heads"]
+    for what, n in (("text KV groups", groups), ("text attention heads", text["num_attention_heads"]),
+                    ("ViT heads", config["vision_config"]["num_heads"])):
+        if n % tp:
+            raise ValueError(f"{what} ({n}) do not divide by tp_size {tp}")
 
 
 class Qwen2_5_VLConverter(Converter):
@@ -73,28 +106,23 @@ class Qwen2_5_VLConverter(Converter):
     @staticmethod
     def hf_to_mm(cfg):
         """HF -> Megatron layout."""
-        _single_stage(cfg, nested=True)
+        tp = _single_stage(cfg, nested=True)
         hf_dir, mm_dir = Path(cfg.hf_config.hf_dir), Path(cfg.mm_dir)
         config = json.loads((hf_dir / "config.json").read_text())
+        _check_tp(config, tp)
         state = {}
         for f in sorted(hf_dir.glob("*.safetensors")):
             state.update(load_file(str(f)))
         for op in Qwen2_5_VLConverter._create_ops(config):
             op.apply(state)
-        out = mm_dir / "release" / "mp_rank_00"
-        out.mkdir(parents=True, exist_ok=True)
-        torch.save({"model": state, "checkpoint_version": 3.0}, out / MEGATRON_CKPT_NAME)
-        (mm_dir / LATEST_TXT).write_text("release")
+        save_by_tp(split_by_tp(state, qwen2_5_vl_tp_patterns, tp), mm_dir)
 
     @staticmethod
     def mm_to_hf(cfg):
         """Megatron layout -> HF (config and tokenizer files copied from hf_dir)."""
-        _single_stage(cfg, nested=False)
+        tp = _single_stage(cfg, nested=False)
         hf_dir, mm_dir, save = Path(cfg.hf_config.hf_dir), Path(cfg.mm_dir), Path(cfg.save_hf_dir)
-        tag = (mm_dir / LATEST_TXT).read_text().strip()
-        sub = tag if tag == "release" else f"iter_{int(tag):07d}"
-        state = torch.load(mm_dir / sub / "mp_rank_00" / MEGATRON_CKPT_NAME, map_location="cpu",
-                           weights_only=False)["model"]
+        state = merge_by_tp(load_from_mm(mm_dir, tp), qwen2_5_vl_tp_patterns)
         for op in reversed(Qwen2_5_VLConverter._create_ops(json.loads((hf_dir / "config.json").read_text()))):
             op.revert(state)
         save.mkdir(parents=True, exist_ok=True)

@@ -13,11 +13,11 @@ class Qwen2VLViT(MultiModalModule):
         if transformer_layer_spec is None:
             raise KeyError(f"no layer spec for vision_encoder model_id {getattr(config, 'model_id', None)!r}")
         self.patch_embed = torch.nn.Module()
-        self.patch_embed.proj = torch.nn.Module()
-        # HF keeps a Conv3d here; its weight shape is kept so converted checkpoints load unchanged
-        self.patch_embed.proj.weight = torch.nn.Parameter(torch.randn(
-            config.hidden_size, config.in_channels, config.temporal_patch_size, config.patch_size, config.patch_size)
-            * 0.02)
+        # HF's Conv3d over temporal patches (same weight name and shape, so converted checkpoints load unchanged);
+        # the stand-in applies it as a linear map of the flattened patch rows
+        kernel = (config.temporal_patch_size, config.patch_size, config.patch_size)
+        self.patch_embed.proj = torch.nn.Conv3d(config.in_channels, config.hidden_size, kernel, stride=kernel,
+                                                bias=False)
         self.blocks = TransformerBlock(config, transformer_layer_spec, final_norm=False)
 
     def forward(self, pixel_values, grid_thw=None, **kwargs):
