@@ -76,6 +76,13 @@ def compact_target(summary: dict[str, Any]) -> dict[str, Any]:
     if any(where.values()):
         keep["registered_in"] = {k: v[:WHERE_FILES] + ([f"+{len(v) - WHERE_FILES} more"] if len(v) > WHERE_FILES
                                                        else []) for k, v in where.items() if v}
+    # a dataset type is a builder function the framework calls with the YAML's data sections: its signature is the
+    # contract a new dataset plugin (branch C) implements
+    builders = [f"{r.get('id')}: {r.get('file')}:{r.get('line')} {r['extra']['signature']}"
+                for r in summary.get("dataset_types") or []
+                if isinstance(r, dict) and isinstance(r.get("extra"), dict) and r["extra"].get("signature")]
+    if builders:
+        keep["dataset_builders"] = builders[:WHERE_FILES]
     cases = summary.get("similar_cases") or []
     if cases:
         keep["similar_cases"] = [c.get("example") if isinstance(c, dict) else c for c in cases][:5]

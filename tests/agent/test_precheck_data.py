@@ -66,7 +66,10 @@ def test_prompt_target_names_where_each_kind_is_registered():
 
     inv = {"ids": {"model": ["a"]}, "headline": "h",
            "model_ids": [{"id": f"m{i}", "file": f"models/m{i}.py"} for i in range(WHERE_FILES + 2)],
-           "templates": [{"id": "t1", "file": "t.py"}, {"id": "t2", "file": "t.py"}], "collators": []}
+           "templates": [{"id": "t1", "file": "t.py"}, {"id": "t2", "file": "t.py"}], "collators": [],
+           "dataset_types": [{"id": "hf", "file": "d.py", "line": 9, "extra": {"signature": "build(a, b=None)"}},
+                             {"id": "cls", "file": "e.py", "line": 3, "extra": {"is_class": True}}]}
+    assert compact_target(inv)["dataset_builders"] == ["hf: d.py:9 build(a, b=None)"]  # the builder's contract
     where = compact_target(inv)["registered_in"]
     assert where["template"] == ["t.py"] and "collator" not in where
     assert len(where["model"]) == WHERE_FILES + 1 and where["model"][-1] == "+2 more"

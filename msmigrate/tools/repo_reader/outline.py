@@ -93,8 +93,10 @@ def registrations_in(tree: ast.Module, rel: str) -> list[Registration]:
             for dec in node.decorator_list:
                 hit = _register_call(dec)
                 if hit:
-                    regs.append(Registration(hit[0], hit[1], node.name, rel, dec.lineno,
-                                             {"is_class": isinstance(node, ast.ClassDef)}))
+                    extra = {"is_class": isinstance(node, ast.ClassDef)}
+                    if not extra["is_class"]:  # a builder function: what the framework calls it with
+                        extra["signature"] = f"{node.name}({ast.unparse(node.args)})"
+                    regs.append(Registration(hit[0], hit[1], node.name, rel, dec.lineno, extra))
         elif isinstance(node, ast.Call):
             inner = _register_call(node.func)  # model_register.register("id")(obj)
             if inner and node.args:
