@@ -12,11 +12,14 @@ decides at run time). Exit code 1 if labeled-set owner accuracy < --min-owner.
     python scripts/knowledge_accuracy.py [--labeled DIR] [--corpus DIR] [--min-owner 0.9] [--bm25-only] [--verbose]
                                          [--llm-base-url URL --llm-model NAME] [--llm-answers FILE] [--llm-max N]
 
-With --llm-base-url (any OpenAI-compatible endpoint), every corpus excerpt the classifier abstains on is asked to the
-LLM exactly as the classify node asks it (root cause, candidate cases, owner semantics; one excerpt per request,
-held-out half first, at most --llm-max requests), and the corpus figures are printed again for the whole pipeline; a
-wrong LLM answer counts as confidently wrong (it would route the run); an LLM answer of owner "unknown" counts as an
-abstention (the run goes back to the failed gate's phase). With --llm-answers FILE every answer is
+With --llm-base-url (any OpenAI-compatible endpoint), every corpus excerpt the classifier abstains on or answers only
+tentatively (a regex hit among equal rivals or read from a condition, a lexical vote) is asked to the LLM exactly as
+the classify node asks it (root cause, the deterministic answer with its confidence, candidate cases with how each
+was found, owner semantics; one excerpt per request, held-out half first, at most --llm-max requests), and the corpus
+figures are printed again for the whole pipeline, twice from the same answers: with the LLM reviewing tentative
+answers (its owner overrides, its "unknown" leaves the answer standing) and with the LLM on abstentions only; a
+wrong LLM answer counts as confidently wrong (it would route the run); an LLM answer of owner "unknown" on an
+abstention counts as an abstention (the run goes back to the failed gate's phase). With --llm-answers FILE every answer is
 recorded there (owner, case, reason, and a hash of what the prompt was built from); given the file without an
 endpoint, the recorded answers are replayed: an excerpt still abstaining gets its recorded answer when the prompt
 inputs are unchanged, and is counted as asked-on-another-prompt (answer still used) or never-asked (abstention).
@@ -95,7 +98,7 @@ class LLMStage:
             self.policy = LLMPolicy(build_chat_model(llm, Settings()), llm)
         self.answers = answers if answers is not None else {}
         self.max_requests = max_requests
-        self.asked = self.answered = self.replayed = self.stale = self.unasked = self.abstained = 0
+        self.asked = self.answered = self.replayed = self.stale = self.unasked = self.abstained = self.overrode = 0
 
     @staticmethod
     def prompt_key(log: str, evidence: dict) -> str:
@@ -110,20 +113,22 @@ class LLMStage:
         key = self.prompt_key(log, evidence)
         recorded = self.answers.get(name)
         if recorded is None and self.policy is not None and self.asked < self.max_requests:
-            recorded = self._ask(name, log, evidence, key)
+            recorded = self._ask(name, log, evidence, key, result)
         if recorded is None:
             self.unasked += 1
             return result
         if recorded["prompt_key"] != key:
             self.stale += 1  # asked on another version of the prompt inputs: the answer is still the LLM's
-        if recorded.get("owner") is None:  # the LLM said the evidence does not decide: an abstention, as without it
+        if recorded.get("owner") is None:  # the LLM said the evidence does not decide: as without it (an
+            # abstention stays one, a tentative answer stands)
             self.abstained += recorded.get("method") == "llm-abstain"
             return result
         self.replayed += 1
+        self.overrode += result.owner is not None and result.owner != recorded["owner"]
         result.owner, result.case_id, result.method = recorded["owner"], recorded.get("case_id"), "llm"
         return result
 
-    def _ask(self, name: str, log: str, evidence: dict, key: str) -> dict:
+    def _ask(self, name: str, log: str, evidence: dict, key: str, result) -> dict:
         from msmigrate.agent.policies.base import PolicyView
         from msmigrate.core.run_context import RunContext
 
@@ -136,17 +141,23 @@ class LLMStage:
         self.answered += bool(opinion)
         self.answers[name] = {"owner": opinion.get("owner"), "case_id": opinion.get("case_id"),
                               "method": opinion.get("method"),
-                              "reason": opinion.get("diagnosis", "")[:600], "prompt_key": key}
+                              "reason": opinion.get("diagnosis", "")[:600], "prompt_key": key,
+                              # what the deterministic stages had said: an abstention or a tentative owner
+                              "asked_on": "tentative" if result.tentative else "abstention",
+                              "deterministic_owner": result.owner}
         return self.answers[name]
 
 
 def score_corpus(split: str, folder: Path | None, use_regex: bool, round_: int | None = None,
-                 llm: LLMStage | None = None) -> Score:
+                 llm: LLMStage | None = None, review_tentative: bool = False) -> Score:
+    """Score one half (optionally one round). With ``llm``, the excerpts the classify node would ask about are
+    asked (or replayed): every abstention, and with ``review_tentative`` every tentative answer too."""
     score = Score()
     for entry in load_corpus(split, folder):
         if round_ is None or entry.round == round_:
             result = classify(entry.log, use_regex=use_regex)
-            if llm is not None and result.method == "none" and not entry.healthy:
+            asked = result.method == "none" or (review_tentative and result.tentative)
+            if llm is not None and asked and not entry.healthy:
                 result = llm(entry.name, entry.log, result)
             score.add(entry.name, entry.owner, result)
     return score
@@ -170,22 +181,39 @@ def report_corpus(split: str, score: Score, verbose: bool) -> None:
 
 
 def report_llm_stage(args: argparse.Namespace) -> None:
+    """The pipeline with the LLM stage, two ways from the same answers: the LLM reviewing tentative deterministic
+    answers too (what the classify node does when REVIEW_TENTATIVE), and answering abstentions only."""
     answers = json.loads(args.llm_answers.read_text(encoding="utf-8")) if args.llm_answers and \
         args.llm_answers.exists() else {}
     llm = LLMStage(args.llm_base_url, args.llm_model, answers, args.llm_max, args.llm_timeout)
     scores = {}
-    try:
-        for split in ("heldout", "tuning"):  # held-out first: the request cap must not cut the figure that counts
-            scores[split] = score_corpus(split, args.corpus, not args.bm25_only, llm=llm)
+    try:  # held-out first: the request cap must not cut the figure that counts; the reviewing policy asks a superset
+        for split in ("heldout", "tuning"):
+            scores[split] = score_corpus(split, args.corpus, not args.bm25_only, llm=llm, review_tentative=True)
     finally:
         if args.llm_answers and llm.asked:
             args.llm_answers.write_text(json.dumps(llm.answers, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
                                         encoding="utf-8")
     for split in ("tuning", "heldout"):
-        report_corpus(f"{split}, with the LLM stage", scores[split], args.verbose)
+        report_corpus(f"{split}, with the LLM stage (reviewing tentative answers)", scores[split], args.verbose)
     print(f"\nLLM asked {llm.asked} times, answered {llm.answered}; recorded answers used {llm.replayed} "
-          f"({llm.stale} asked on other prompt inputs); abstentions never asked {llm.unasked}; the LLM abstained "
-          f"(owner unknown) on {llm.abstained}")
+          f"({llm.stale} asked on other prompt inputs; {llm.overrode} changed a tentative owner); abstentions never "
+          f"asked {llm.unasked}; the LLM abstained (owner unknown) on {llm.abstained}")
+    replay = LLMStage(None, args.llm_model, llm.answers)
+    print("\nheld-out half with the LLM stage by collection round, reviewing tentative / abstentions only "
+          "(owner accuracy, confidently wrong, abstained):")
+    rounds = sorted({e.round for e in load_corpus("heldout", args.corpus)})
+    for label, part in [(f"round {r}", r) for r in rounds] + [("all", None)]:
+        line = f"  {label:>8}:"
+        for review in (True, False):
+            got = score_corpus("heldout", args.corpus, not args.bm25_only, round_=part, llm=replay,
+                               review_tentative=review)
+            line += f"  {_pct(got.correct, got.total):>15} {_pct(got.wrong, got.total):>14} " \
+                    f"{_pct(got.abstained, got.total):>14} |"
+        print(line.rstrip(" |"))
+    for split in ("tuning", "heldout"):
+        report_corpus(f"{split}, with the LLM stage (abstentions only)",
+                      score_corpus(split, args.corpus, not args.bm25_only, llm=replay), args.verbose)
 
 
 def main(argv: list[str] | None = None) -> int:

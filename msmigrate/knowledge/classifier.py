@@ -41,6 +41,10 @@ Method = Literal["regex", "bm25", "none"]
 
 TAIL_CHARS = 60_000  # only the end of a huge log matters; the root cause is printed before the wrapper noise
 GENERIC_PRIORITY = 20  # wrapper-level cases (torchrun ChildFailedError, launch timeout): a better answer may exist
+# Below this confidence an answer is *tentative*: a regex hit among equal-priority rivals, or read from a condition
+# rather than an error line, or a lexical vote. The classify node may let the LLM review a tentative answer; a
+# regex hit on a failure line with no equal rival (0.95) is decisive and never reviewed.
+DECISIVE_CONFIDENCE = 0.9
 CALIBRATION_FILE = Path(__file__).resolve().parent / "calibration.json"
 _INFO_LINE = re.compile(r"^\s*(?:\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?\s*)?\[?(?:INFO|DEBUG)\b|NCCL INFO|HCCL INFO|"
                         r"^\[Rank \d+ \| Local Rank \d+\] [\d\-: ,]+ (?:INFO|DEBUG) |\bINFO\]")
@@ -63,12 +67,20 @@ class Classification:
     excerpt: str = ""
     candidates: list[dict[str, Any]] = field(default_factory=list)
     root_cause: dict[str, Any] = field(default_factory=dict)
+    # the lexical owner vote when one was taken: owner, margin, and the margin the calibration accepts (None: never)
+    vote: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tentative(self) -> bool:
+        """An answer the deterministic stages give without being sure of it (see DECISIVE_CONFIDENCE)."""
+        return self.owner is not None and self.method in ("regex", "bm25") and \
+            self.confidence < DECISIVE_CONFIDENCE
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "case_id": self.case_id, "owner": self.owner, "confidence": self.confidence, "method": self.method,
             "diagnosis": self.diagnosis, "autofix": self.autofix, "matched": self.matched, "excerpt": self.excerpt,
-            "candidates": self.candidates, "root_cause": self.root_cause,
+            "candidates": self.candidates, "root_cause": self.root_cause, "vote": self.vote,
         }
 
 
@@ -196,13 +208,15 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
     ambiguous: Classification | None = None
     if hits:
         entry, pattern, found = hits[0]
-        candidates = [{"case_id": e.id, "priority": e.meta.get("priority", 50)} for e, _, _ in hits[:5]]
+        candidates = [{"case_id": e.id, "priority": e.meta.get("priority", 50), "stage": "regex"}
+                      for e, _, _ in hits[:5]]
         clear_winner = len(hits) == 1 or hits[1][0].meta.get("priority", 50) < entry.meta.get("priority", 50)
         confidence = (0.95 if clear_winner else 0.85) * (1.0 if root.failed else 0.75)
         result = _result(entry, confidence, "regex", pattern.pattern,
                          _excerpt_around(searched, found.start(), found.end()), candidates, root)
         record = ambiguous_cases(calibration).get(entry.id)
         if record is not None:  # a known message, but not one that says who must fix it
+            candidates[0].update(tuning_agree=record["agree"], tuning_hits=record["hits"])
             ambiguous = Classification(
                 None, None, 0.0, "none",
                 f"The log matches {entry.id} ({entry.title}), but that message was owned by {entry.meta['owner']} "
@@ -224,19 +238,28 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
                                          "No failure signal in the log (only INFO/WARNING lines) and no case "
                                          "matched.", excerpt=searched[-1500:], root_cause=root.to_dict())
     vote = lexical(root.cause, catalog, exclude_source)
-    candidates = vote.candidates if vote else []
+    candidates = [{**c, "stage": "bm25"} for c in vote.candidates] if vote else []
     if ambiguous is not None:  # the matched case first, then the lexical neighbours, for the LLM to weigh
         ambiguous.candidates = ambiguous.candidates[:1] + [c for c in candidates if c.get("case_id") !=
                                                            ambiguous.candidates[0]["case_id"]]
     confidence = accept_vote(vote, calibration)
-    if vote is not None and confidence is not None:
-        entry = catalog.get(vote.case_id) if vote.case_id else None
-        if entry is not None and entry.meta["owner"] == vote.owner:
-            return _result(entry, confidence, "bm25", None, root.evidence[-1500:], candidates, root)
-        return Classification(None, vote.owner, round(confidence, 3), "bm25",
-                              f"Lexically closest to failures owned by {vote.owner}; no single case.",
-                              excerpt=root.evidence[-1500:], candidates=candidates, root_cause=root.to_dict())
-    return generic or ambiguous or Classification(None, None, 0.0, "none",
-                                                  "No failure case is close enough: unknown (needs the LLM or the "
-                                                  "failed gate's phase).", excerpt=root.evidence[-1500:],
-                                                  candidates=candidates, root_cause=root.to_dict())
+    result = _lexical_result(vote, confidence, catalog, candidates, root) or generic or ambiguous or \
+        Classification(None, None, 0.0, "none", "No failure case is close enough: unknown (needs the LLM or the "
+                       "failed gate's phase).", excerpt=root.evidence[-1500:], candidates=candidates,
+                       root_cause=root.to_dict())
+    if vote is not None:
+        result.vote = {"owner": vote.owner, "margin": vote.margin, "accepted_from": calibration.get("min_margin")}
+    return result
+
+
+def _lexical_result(vote: OwnerVote | None, confidence: float | None, catalog: Catalog,
+                    candidates: list[dict[str, Any]], root: RootCause) -> Classification | None:
+    """The answer of an accepted lexical vote (its case when the top case agrees with the owner), else None."""
+    if vote is None or confidence is None:
+        return None
+    entry = catalog.get(vote.case_id) if vote.case_id else None
+    if entry is not None and entry.meta["owner"] == vote.owner:
+        return _result(entry, confidence, "bm25", None, root.evidence[-1500:], candidates, root)
+    return Classification(None, vote.owner, round(confidence, 3), "bm25",
+                          f"Lexically closest to failures owned by {vote.owner}; no single case.",
+                          excerpt=root.evidence[-1500:], candidates=candidates, root_cause=root.to_dict())

@@ -117,3 +117,65 @@ def test_answer_parsing_keeps_only_candidate_case_ids():
                                     evidence)
     assert (abstain["owner"], abstain["case_id"], abstain["method"], abstain["diagnosis"]) == (
         None, None, "llm-abstain", "cut off")
+
+
+# Two ranks failing with two known messages of equal priority and different owners (a collator id the data path
+# does not know, an allocation size read from corrupted memory): the catalog answers the longer match, tentatively,
+# and the LLM may review it.
+TENTATIVE = ("[rank0]: ValueError: No data collator is registered as internvl. Available collators: llm_pretrain, "
+             "qwen3asr, qwen3omni, qwen3vl, step3_vl.\n"
+             "[rank1]: RuntimeError: NPU out of memory. Tried to allocate more than 1EB memory.\n")
+
+
+def test_llm_overrides_a_tentative_catalog_answer_and_the_record_says_which(fast_prepare, tmp_path):
+    answer = json.dumps({"case_id": "allocation-size-corrupt", "owner": "environment",
+                         "reason": "rank 1 asked for more than 1EB: a size read from corrupted memory, a kernel bug."})
+    gates = FakeGates({"G2": [TENTATIVE, None]})
+    with ScriptedChatServer({}, classify_reply=answer) as server:
+        run = make_run(fast_prepare, tmp_path, llm_policy(server), gates)
+        out = drive(run)
+        (request,) = [r for r in server.requests if not r.get("tools")]
+    assert out["exit_status"] == "success", out.get("exit_detail")
+    (record,) = run.trajectory.records("classify")
+    assert (record["method"], record["owner"], record["case_id"], record["route"]) == (
+        "llm", "environment", "allocation-size-corrupt", "config")
+    assert record["overrode"] == "collator-unknown (regex, confidence 0.85)"
+    prompt = request["messages"][0]["content"]
+    assert "## The deterministic stages' answer" in prompt
+    assert "- collator-unknown (owner data, regex, confidence 0.85) — tentative: you may confirm or override it" \
+        in prompt
+    assert "allocation-size-corrupt (owner environment; its message matched the log)" in prompt
+
+
+def test_llm_abstaining_on_a_tentative_answer_leaves_the_catalog_answer_standing(fast_prepare, tmp_path):
+    answer = json.dumps({"case_id": "unknown", "owner": "unknown", "reason": "the note alone does not say more."})
+    gates = FakeGates({"G2": [TENTATIVE, None]})
+    with ScriptedChatServer({}, classify_reply=answer) as server:
+        run = make_run(fast_prepare, tmp_path, llm_policy(server), gates)
+        out = drive(run)
+    assert out["exit_status"] == "success", out.get("exit_detail")
+    (record,) = run.trajectory.records("classify")
+    assert (record["case_id"], record["method"], record["owner"], record["route"]) == (
+        "collator-unknown", "regex", "data", "data")
+    assert record["llm_review"] == "the note alone does not say more." and record["requests"] == 1
+
+
+def test_llm_evidence_shows_the_deterministic_answer_and_how_each_candidate_was_found():
+    from msmigrate.agent.nodes.classify import asks_llm, llm_evidence
+    from msmigrate.knowledge.classifier import classify
+
+    tentative = classify(TENTATIVE, gate_verdict=[f"fake G2: {TENTATIVE}"])  # as the node asks (gate summary)
+    assert tentative.tentative and asks_llm(tentative)
+    evidence = llm_evidence("G2", tentative)
+    assert evidence["deterministic"] == {"answer": "collator-unknown (owner data, regex, confidence 0.85)",
+                                         "tentative": True}
+    assert [c["case_id"] for c in evidence["candidates"]][:2] == ["collator-unknown", "allocation-size-corrupt"]
+    assert evidence["candidates"][1]["basis"] == "its message matched the log"
+    unknown = classify(UNKNOWN)
+    assert unknown.method == "none" and not unknown.tentative and asks_llm(unknown)
+    shown = llm_evidence("G2", unknown)
+    assert shown["deterministic"]["answer"].startswith("unknown (no case it trusts)")
+    assert shown["deterministic"]["tentative"] is False
+    assert all(c["basis"] for c in shown["candidates"])
+    decided = classify("OSError: [Errno 28] No space left on device: '/out/ckpt/model.safetensors'")
+    assert decided.method == "regex" and not decided.tentative and not asks_llm(decided)

@@ -89,12 +89,13 @@ def test_knowledge_accuracy_records_llm_answers_and_replays_them(tmp_path, capsy
 
     _load("knowledge_accuracy").main(["--corpus", str(corpus), "--llm-answers", str(answers)])  # no endpoint
     out = capsys.readouterr().out
-    assert "recorded answers used 1 (0 asked on other prompt inputs); abstentions never asked 0" in out
+    assert "recorded answers used 1 (0 asked on other prompt inputs; 0 changed a tentative owner); abstentions " \
+        "never asked 0" in out
     assert "confidently wrong rate: 100.0% (1/1)" in out  # the replayed answer is scored, wrong as it is
 
     answers.write_text(json.dumps({"a": {**recorded["a"], "prompt_key": "0" * 16}}))
     _load("knowledge_accuracy").main(["--corpus", str(corpus), "--llm-answers", str(answers)])
-    assert "(1 asked on other prompt inputs)" in capsys.readouterr().out
+    assert "(1 asked on other prompt inputs;" in capsys.readouterr().out
 
     answers.write_text("{}")
     _load("knowledge_accuracy").main(["--corpus", str(corpus), "--llm-answers", str(answers)])

@@ -19,6 +19,10 @@ from msmigrate.knowledge.classifier import Classification, classify
 OWNER_TO_PHASE = {"model": "model", "data": "data", "config": "config", "environment": "config"}
 GATE_PHASE = {"G0": "config", "G1": "model", "G2": "data", "G3": "config"}
 MAX_CANDIDATES = 5
+# Whether the LLM may override a tentative deterministic answer (a regex hit among equal rivals or read from a
+# condition, a lexical vote) and not only answer abstentions: measured by scripts/knowledge_accuracy.py with a blind
+# player on the real-log corpus (README, classifier section).
+REVIEW_TENTATIVE = True
 
 
 def last_failed_gate(state: dict[str, Any]) -> dict[str, Any]:
@@ -28,8 +32,36 @@ def last_failed_gate(state: dict[str, Any]) -> dict[str, Any]:
     raise AssertionError("classify reached without a failed gate")
 
 
+def candidate_basis(cand: dict[str, Any]) -> str:
+    """How the deterministic stages found a candidate and how far to trust it, in words for the LLM."""
+    if cand.get("stage") == "regex" and "tuning_hits" in cand:
+        return (f"its message matched the log, but the same message was owned by this owner in only "
+                f"{cand['tuning_agree']} of {cand['tuning_hits']} real failures of the tuning corpus: not decisive")
+    if cand.get("stage") == "regex":
+        return "its message matched the log"
+    if cand.get("stage") == "bm25":
+        return f"worded like the log (BM25 score {cand.get('score', 0)}), no message match"
+    return "closest by wording"
+
+
+def deterministic_view(verdict: Classification) -> dict[str, Any]:
+    """The deterministic stages' own answer for the prompt: what they said, how sure, and whether it stands."""
+    if verdict.method == "none":
+        lexical = verdict.vote
+        said = "unknown (no case it trusts)"
+        if lexical:
+            accepted = lexical.get("accepted_from")
+            said += (f"; the lexical vote leaned to {lexical['owner']} with margin {lexical['margin']}, below what "
+                     f"its calibration accepts ({accepted if accepted is not None else 'no margin is accepted'})")
+        return {"answer": said, "tentative": False}
+    answer = f"{verdict.case_id or 'no single case'} (owner {verdict.owner}, {verdict.method}, confidence " \
+             f"{verdict.confidence})"
+    return {"answer": answer, "tentative": verdict.tentative}
+
+
 def llm_evidence(gate: str, verdict: Classification) -> dict[str, Any]:
-    """What the LLM is shown besides the excerpt: the root cause and the closest cases with their owners."""
+    """What the LLM is shown besides the excerpt: the root cause, the deterministic stages' answer with its
+    confidence, and the closest cases with their owners and how each was found."""
     primary = verdict.root_cause.get("primary") or {}
     catalog = load_catalog()
     candidates = []
@@ -37,10 +69,16 @@ def llm_evidence(gate: str, verdict: Classification) -> dict[str, Any]:
         entry = catalog.get(cand.get("case_id", ""))
         if entry is not None and entry.id not in {c["case_id"] for c in candidates}:
             candidates.append({"case_id": entry.id, "owner": entry.meta["owner"], "title": entry.title,
-                               "cause": entry.meta["cause"]})
+                               "cause": entry.meta["cause"], "basis": candidate_basis(cand)})
     root = {"kind": primary.get("kind", "none"), "text": primary.get("text", ""),
             "evidence": verdict.root_cause.get("evidence", "")} if primary else {}
-    return {"gate": gate, "root_cause": root, "candidates": candidates[:MAX_CANDIDATES]}
+    return {"gate": gate, "root_cause": root, "candidates": candidates[:MAX_CANDIDATES],
+            "deterministic": deterministic_view(verdict)}
+
+
+def asks_llm(verdict: Classification) -> bool:
+    """The LLM is asked when the deterministic stages abstain, and (REVIEW_TENTATIVE) to review a tentative answer."""
+    return verdict.method == "none" or (REVIEW_TENTATIVE and verdict.tentative)
 
 
 def make_classify_node(deps: RunDeps):
@@ -56,10 +94,18 @@ def make_classify_node(deps: RunDeps):
             "excerpt": text[-3000:], "finding_codes": failed.get("finding_codes", []),
             "root_cause": primary.get("text", ""),
         }
-        if verdict.method == "none":
-            evidence = llm_evidence(failed["gate"], verdict)
+        opinion = None
+        if asks_llm(verdict):
             view = PolicyView(phase="classify", state=state, messages=[], tools=[], ctx=deps.ctx)
-            opinion = deps.policy.classify(text, view, evidence=evidence)
+            opinion = deps.policy.classify(text, view, evidence=llm_evidence(failed["gate"], verdict))
+        if verdict.tentative:  # reviewed: the LLM's owner overrides; its abstention (or no LLM) leaves it standing
+            if opinion and opinion.get("owner"):
+                failure.update(opinion, overrode=f"{verdict.case_id or verdict.owner} ({verdict.method}, "
+                                                 f"confidence {verdict.confidence})")
+            elif opinion:
+                failure.update({k: v for k, v in opinion.items() if k in ("tokens", "requests", "prompt_chars")},
+                               llm_review=opinion.get("diagnosis", "")[:600])
+        elif verdict.method == "none":
             if opinion and opinion.get("owner"):
                 failure.update(opinion)
             elif opinion:  # the LLM abstained: routed like a deterministic abstention, its reason kept
