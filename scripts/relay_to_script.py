@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from msmigrate.agent.state import PHASE_GATES
+
 PHASE_RE = re.compile(r"# Phase: (\w+)\b.*?\(attempt (\d+) of \d+\)")  # as tests/agent/fake_openai_server.py
 
 
@@ -47,7 +49,10 @@ def outcomes(run_dir: Path) -> dict[str, Any]:
             tools.append([rec.get("phase"), rec.get("name"), str(rec.get("result", "")).startswith('{"ok": true')])
         elif rec.get("kind") == "gate":
             gates.append([rec.get("gate"), bool(rec.get("passed")), len(tools)])
-            if rec.get("passed") and rec.get("phase") not in ("prepare", *passed_phases):
+            # a phase passes on its own gate (G1 re-run first in a later phase because its files changed is not
+            # that phase passing)
+            own = rec.get("gate") in PHASE_GATES.get(rec.get("phase"), ())
+            if rec.get("passed") and own and rec.get("phase") not in ("prepare", *passed_phases):
                 passed_phases.append(rec.get("phase"))
     evidence = json.loads((run_dir / "evidence.json").read_text(encoding="utf-8"))
     failed = [g for g, ok, _ in gates if not ok]
