@@ -65,6 +65,9 @@ SIGNATURES = [
     ("checkpoint/vlm_model/operator.py", "QKVMergeOp.__init__"),
     ("checkpoint/vlm_model/operator.py", "RelocateOp.__init__"),
     ("checkpoint/vlm_model/operator.py", "Operator.apply"), ("checkpoint/vlm_model/operator.py", "Operator.revert"),
+    # the TP splitters: the same names and static split(tp_size, value) / merge(tp_values) API as the real ones
+    *(("checkpoint/vlm_model/operator.py", f"{c}.{m}") for c in ("BaseSplit", "RowSplit", "ColSplit", "GLUSplit")
+      for m in ("split", "merge")),
     ("checkpoint/vlm_model/converters/qwen2_5vl.py", "Qwen2_5_VLConverter.hf_to_mm"),
     ("checkpoint/vlm_model/converters/qwen2_5vl.py", "Qwen2_5_VLConverter.mm_to_hf"),
     ("checkpoint/convert_cli.py", "main"),
