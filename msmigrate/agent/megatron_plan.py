@@ -18,8 +18,9 @@ from msmigrate.tools.megatron.converters import converter_candidates
 from msmigrate.tools.megatron.encoder_structure import weight_shapes
 from msmigrate.tools.megatron.launch_script import parse_launch_script
 from msmigrate.tools.megatron.registry import read_registry
-from msmigrate.agent.megatron_components import (ComponentMatch, example_components, match_components, script_assets,
-                                                 weight_names)
+from msmigrate.agent.megatron_components import (VISION_KEYS, ComponentMatch, example_components, match_components,
+                                                 script_assets, weight_names)
+from msmigrate.agent.megatron_new_component import design_encoder
 
 def example_script(target: Path, model_json: str) -> tuple[str | None, str | None]:
     """The launch script in the example's folder that runs pretrain_vlm.py under torchrun with this model JSON as
@@ -90,11 +91,16 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
         registered, why_registered = registered_components(ctx.target)
     else:
         why_registered = "registered ids given"
-    matches = match_components(cfg, ctx.target, registered, weight_names(ctx.source), weight_shapes(ctx.source))
-    _prefer_shared_example(matches, example_components(ctx.target), ctx.target)
+    shapes = weight_shapes(ctx.source)
+    matches = match_components(cfg, ctx.target, registered, weight_names(ctx.source), shapes)
+    examples = example_components(ctx.target)
+    _prefer_shared_example(matches, examples, ctx.target)
     reasons = list(backend.reasons) + [why_registered]
     reasons += [m.why for m in matches.values()]
     new = [role for role, m in matches.items() if m.model_id is None]
+    new_component = _new_encoder(ctx.target, matches, examples, cfg, shapes, src.get("model_type"), reasons)
+    if new_component:
+        new = [role for role, m in matches.items() if m.model_id is None]
     base = _base_match(matches)
     script, data_json = example_script(ctx.target, base.example) if base and base.example else (None, None)
     if base is not None:
@@ -120,6 +126,10 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
         "model_type": src.get("model_type"),
         "components": {role: m.to_dict() for role, m in matches.items()},
         "new_components": new,
+        # the vision encoder the model phase registers (class, layer spec, registry entry), when one is designed
+        "new_component": new_component,
+        # what registering it edits: its module, the registry and the layer-spec table (additions only)
+        "editable_extra": ([new_component["module_path"], *new_component["edits"]] if new_component else []),
         "similar_case": str(PurePosixPath(base.example).parent) if base and base.example else None,
         "example_model_json": base.example if base else None,
         "example_script": script,
@@ -148,6 +158,34 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
         "reasons": reasons,
     }
     return plan
+
+
+def _new_encoder(target: Path, matches: dict[str, ComponentMatch], examples: dict[str, Any], cfg: dict[str, Any],
+                 shapes: dict[str, list[int]], model_type: str | None, reasons: list[str]) -> dict[str, Any] | None:
+    """Design the new vision encoder when no registered one builds the source's tower; the match then names the
+    new id, and the projector is the one the closest encoder's examples pair it with."""
+    enc = matches.get("vision_encoder")
+    vision = next((cfg[k] for k in VISION_KEYS if isinstance(cfg.get(k), dict)), None)
+    if enc is None or enc.model_id or not enc.structure or not vision or not model_type:
+        return None
+    design = design_encoder(target, enc.to_dict(), vision, shapes, model_type)
+    if design.error:
+        reasons.append(f"new vision_encoder not designed: {design.error}")
+        return None
+    enc.model_id = design.model_id
+    enc.why += (f"; new component {design.model_id} ({design.class_name} in {design.module_path}), reusing "
+                + "; ".join(f"{k}: {v}" for k, v in design.reuses.items()))
+    facts = {k: enc.structure.get(k) for k in ("patch_embed", "learned_position", "class_token")}
+    reasons.append(f"new vision_encoder {design.model_id}: built from the source's weights {facts}; not built: "
+                   + "; ".join(design.not_built))
+    proj = matches.get("vision_projector")
+    paired = examples["vision_encoder"].get(enc.closest or "", {}).get("pairs", {}).get("vision_projector")
+    if proj is not None and proj.model_id is None and paired:
+        proj.model_id, proj.example = paired, examples["vision_encoder"][enc.closest]["examples"][0]
+        proj.why = (f"vision_projector {paired}: the one the closest encoder {enc.closest} is paired with in "
+                    f"{proj.example} (its fit to the source's projector is not checked)")
+        reasons.append(proj.why)
+    return design.to_dict()
 
 
 def registered_components(target: Path) -> tuple[dict[str, set[str]] | None, str]:

@@ -31,6 +31,9 @@ class RunContext:
     data_path: Path | None = None  # sample training data (ShareGPT JSON); defaults to <source>/data
     allow_branch_b: bool = True
     extra_editable: list[str] = field(default_factory=list)
+    # paths the plan adds from evidence (a new Megatron component's module and the registry files it extends),
+    # set from the run state at every tool call
+    plan_editable: list[str] = field(default_factory=list)
     checkout: Path | None = None  # the user's MindSpeed-MM checkout the worktree came from (never edited)
     approval: bool = False  # spec.approval: model-written code runs only once the user approved (G1 asks)
     code_approved: bool = False  # the user's answer, restored from the run state at every node visit
@@ -38,6 +41,7 @@ class RunContext:
     @property
     def editable_paths(self) -> list[str]:
         paths = [p.format(name=self.model_name) for p in DEFAULT_EDITABLE] + list(self.extra_editable)
+        paths += [p for p in self.plan_editable if p not in paths]
         if self.allow_branch_b:
             paths += list(BRANCH_B_FILES)
         return paths

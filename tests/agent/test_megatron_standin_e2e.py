@@ -60,3 +60,42 @@ def source_model_qwen2_5(tmp_path_factory) -> Path:
     from msmigrate.testbeds.fixtures import build_source
 
     return build_source("qwen2_5_vl", tmp_path_factory.mktemp("src") / "qwen2_5_vl")
+
+
+def test_new_encoder_registered_for_a_clip_tower(tmp_path, tmp_path_factory):
+    """LLaVA's CLIP tower on the stand-in (only Qwen-style towers registered): the plan finds no registered class
+    that builds it, the model phase registers llava_vit (module + registry + layer-spec entries, committed on the
+    run's branch), the model JSON selects it, G1 imports it and G3 sees it registered; tp=2 ends
+    needs_accelerator, and the report says which converter evidence is missing."""
+    from msmigrate.testbeds.fixtures import build_source
+    from msmigrate.testbeds.megatron_standin import write_megatron_standin
+
+    source = build_source("llava", tmp_path_factory.mktemp("src") / "llava")
+    target = write_megatron_standin(tmp_path / "MindSpeed-MM", with_assets=False)
+    spec = RunSpec(source=source, target=target, model_name="tinyllava", policy="rules", parallelism={"tp": 2})
+    run = Run(spec, new_run_id("tinyllava"), Settings(runs_dir=tmp_path / "runs", runtime_python=sys.executable),
+              policy=RulesPolicy())
+    try:
+        out = run.drive()
+    finally:
+        run.close()
+    assert out["exit_status"] == "needs_accelerator", out.get("exit_detail")
+    plan = out["plan"]
+    enc = plan["components"]["vision_encoder"]
+    assert enc["model_id"] == "llava_vit" and enc["closest"] == "qwen2vit"
+    assert "patch_embed: source 'conv2d', component 'conv3d'" in enc["missing"]
+    for slot in ("G1", "G2", "G3"):
+        assert out["gates"][slot]["passed"], (slot, out["gates"][slot].get("summary"))
+    assert "'image_encoder.vision_encoder': 'llava_vit'" in out["gates"]["G3"]["summary"]
+    assert out["gates"]["G1"]["converter_used"] == "msmigrate"  # no llava converter in the target: said so
+    repo = git.Repo(target)
+    branch = run.ctx.work_branch
+    files = repo.git.diff("--name-only", f"master...{branch}").split()
+    assert plan["new_component"]["module_path"] in files
+    assert {"mindspeed_mm/models/vision/vision_model.py",
+            "mindspeed_mm/models/common/module_spec/get_layer_spec.py"} <= set(files)
+    model = json.loads(repo.git.show(f"{branch}:{plan['model_json_path']}"))
+    assert model["image_encoder"]["vision_encoder"]["model_id"] == "llava_vit"
+    assert model["image_encoder"]["vision_encoder"]["num_positions"] == 17
+    report = (run.run_dir / "verification_report.md").read_text()
+    assert "llava_vit" in report

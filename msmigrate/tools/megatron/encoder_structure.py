@@ -123,8 +123,13 @@ def encoder_structures(target: Path) -> dict[str, EncoderStructure]:
     if reg.error:
         return {}
     classes = _class_index(target)
-    return {c.model_id: component_structure(target, c.target.split(".")[-1], classes)
-            for r in reg.for_role("vision_encoder") for c in r.components}
+    out: dict[str, EncoderStructure] = {}
+    for r in reg.for_role("vision_encoder"):  # the class registry and the layer-spec table both serve the role
+        for c in r.components:
+            s = component_structure(target, c.target.split(".")[-1], classes)
+            if c.model_id not in out or out[c.model_id].error:
+                out[c.model_id] = s
+    return out
 
 
 # ---------------------------------------------------------------- the source's weights (names and shapes)

@@ -56,6 +56,13 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
                                "choose sizes that divide the model (parallelism in the spec)")
     example = json.loads((ctx.target / plan["example_model_json"]).read_text(encoding="utf-8"))
     model = draft_model_json(example, cfg, plan.get("components") or {}, par)
+    new = plan.get("new_component")
+    if new and isinstance(model.text.get("image_encoder"), dict):
+        # the new encoder reads the fields its own class reads; the example section was the closest's
+        old = model.text["image_encoder"].get("vision_encoder") or {}
+        kept = {k: old[k] for k in ("params_dtype", "freeze", "pipeline_num_layers") if k in old}
+        model.text["image_encoder"]["vision_encoder"] = {**new["json_fields"], **kept}
+        model.changes.append(f"vision_encoder = the new {new['model_id']}'s fields {sorted(new['json_fields'])}")
     text = text_config(cfg)
     script = draft_launch_script((ctx.target / plan["example_script"]).read_text(encoding="utf-8"), plan, world,
                                  mbs, accum, None, text.get("vocab_size"))

@@ -1,16 +1,18 @@
 """Model phase of the Megatron route: reuse the registered components the plan matched by ``model_id`` (nothing to
-write: the model JSON of the config phase selects them), or say which new component the source needs; then the
-weight-converter step (HF → Megatron layout → HF, same tensors), whose result gate G1 of the route checks again.
+write: the model JSON of the config phase selects them); register the new vision encoder the plan designed
+(agent/megatron_new_component.py) the framework's way: its class module under the models tree, its entry in the
+vit layer-spec table, its entry in the encoder registry; then the weight-converter step (HF → Megatron layout →
+HF, same tensors), whose result gate G1 of the route checks again.
 
-Registering a new encoder / projector / decoder the framework's way (a class, its layer spec, an entry in the
-registry dict) is model-writing the rules policy does not do: it stops with what is missing and why."""
+A role still without a component (a projector no example pairs with the closest encoder, a decoder, an encoder
+this writer cannot build) stops the phase with what is missing and why."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from msmigrate.agent.policies.base import PhaseUnsupported, PolicyView, tool_call
-from msmigrate.agent.policies.rules.steps import last_results, step_of
+from msmigrate.agent.policies.rules.steps import last_results, step_of, write
 
 CONVERTER_TOOL = "convert_weights"
 
@@ -27,6 +29,15 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
     reuse = ", ".join(f"{r} {m['model_id']}" for r, m in comps.items() if m.get("model_id"))
     step = step_of(view.messages)
     tools = {t.name for t in view.tools}
+    new = plan.get("new_component")
+    if new:
+        if step == 0:
+            return (f"Register the new vision_encoder {new['model_id']}: {new['class_name']} in {new['module_path']}, "
+                    f"an entry in the encoder registry and in the layer-spec table ("
+                    + "; ".join(f"{k}: {v}" for k, v in new["reuses"].items()) + ").",
+                    [write(new["module_path"], new["code"], f"new vision encoder {new['model_id']}")]
+                    + [write(path, text, f"register {new['model_id']}") for path, text in new["edits"].items()])
+        step -= 1  # the converter step follows
     if step == 0 and CONVERTER_TOOL in tools:
         return (f"Reuse the registered components ({reuse}); convert the HF weights to the Megatron layout with "
                 f"tp={plan['parallel']['tp']}, pp={plan['parallel']['pp']} and check the round trip.",
