@@ -212,7 +212,7 @@ def report_llm_stage(args: argparse.Namespace) -> None:
                     f"{_pct(got.abstained, got.total):>14} |"
         print(line.rstrip(" |"))
     for split in ("tuning", "heldout"):
-        report_corpus(f"{split}, with the LLM stage (abstentions only)",
+        report_corpus(f"{split}, with the LLM stage (abstentions only: what the classify node asks)",
                       score_corpus(split, args.corpus, not args.bm25_only, llm=replay), args.verbose)
 
 

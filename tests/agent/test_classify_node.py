@@ -127,7 +127,20 @@ TENTATIVE = ("[rank0]: ValueError: No data collator is registered as internvl. A
              "[rank1]: RuntimeError: NPU out of memory. Tried to allocate more than 1EB memory.\n")
 
 
-def test_llm_overrides_a_tentative_catalog_answer_and_the_record_says_which(fast_prepare, tmp_path):
+def test_a_tentative_catalog_answer_is_not_reviewed_by_default(fast_prepare, tmp_path):
+    gates = FakeGates({"G2": [TENTATIVE, None]})
+    with ScriptedChatServer({}, classify_reply="environment") as server:
+        run = make_run(fast_prepare, tmp_path, llm_policy(server), gates)
+        out = drive(run)
+        asked = [r for r in server.requests if not r.get("tools")]
+    assert out["exit_status"] == "success", out.get("exit_detail")
+    (record,) = run.trajectory.records("classify")
+    assert (record["case_id"], record["method"], record["route"]) == ("collator-unknown", "regex", "data")
+    assert asked == [] and "overrode" not in record
+
+
+def test_llm_overrides_a_tentative_catalog_answer_and_the_record_says_which(fast_prepare, tmp_path, monkeypatch):
+    monkeypatch.setattr("msmigrate.agent.nodes.classify.REVIEW_TENTATIVE", True)
     answer = json.dumps({"case_id": "allocation-size-corrupt", "owner": "environment",
                          "reason": "rank 1 asked for more than 1EB: a size read from corrupted memory, a kernel bug."})
     gates = FakeGates({"G2": [TENTATIVE, None]})
@@ -147,7 +160,9 @@ def test_llm_overrides_a_tentative_catalog_answer_and_the_record_says_which(fast
     assert "allocation-size-corrupt (owner environment; its message matched the log)" in prompt
 
 
-def test_llm_abstaining_on_a_tentative_answer_leaves_the_catalog_answer_standing(fast_prepare, tmp_path):
+def test_llm_abstaining_on_a_tentative_answer_leaves_the_catalog_answer_standing(fast_prepare, tmp_path,
+                                                                                 monkeypatch):
+    monkeypatch.setattr("msmigrate.agent.nodes.classify.REVIEW_TENTATIVE", True)
     answer = json.dumps({"case_id": "unknown", "owner": "unknown", "reason": "the note alone does not say more."})
     gates = FakeGates({"G2": [TENTATIVE, None]})
     with ScriptedChatServer({}, classify_reply=answer) as server:
@@ -160,12 +175,14 @@ def test_llm_abstaining_on_a_tentative_answer_leaves_the_catalog_answer_standing
     assert record["llm_review"] == "the note alone does not say more." and record["requests"] == 1
 
 
-def test_llm_evidence_shows_the_deterministic_answer_and_how_each_candidate_was_found():
+def test_llm_evidence_shows_the_deterministic_answer_and_how_each_candidate_was_found(monkeypatch):
     from msmigrate.agent.nodes.classify import asks_llm, llm_evidence
     from msmigrate.knowledge.classifier import classify
 
     tentative = classify(TENTATIVE, gate_verdict=[f"fake G2: {TENTATIVE}"])  # as the node asks (gate summary)
-    assert tentative.tentative and asks_llm(tentative)
+    assert tentative.tentative and not asks_llm(tentative)
+    monkeypatch.setattr("msmigrate.agent.nodes.classify.REVIEW_TENTATIVE", True)
+    assert asks_llm(tentative)
     evidence = llm_evidence("G2", tentative)
     assert evidence["deterministic"] == {"answer": "collator-unknown (owner data, regex, confidence 0.85)",
                                          "tentative": True}
