@@ -9,14 +9,112 @@ backend). This shim, without editing the target: (1) initialises a gloo process 
 its own backend selection; (2) makes torch.accelerator.set_device_index a no-op; (3) maps torch.cpu.manual_seed(_all)
 to torch.manual_seed; (4) gives torch.cpu an empty_cache no-op; then puts the target root on sys.path, rewrites
 sys.argv to [trainer.py, config.yaml, ...] and runs the trainer as __main__. Standalone: imports nothing from msmigrate.
+
+Launches are also made independent of what freshly allocated memory held (``deterministic_storage``): with
+``init_model_with_meta_device`` the trainer gives the model storage with ``to_empty``, and a tensor nothing writes
+afterwards (a non-persistent buffer when ``training.load`` skips ``init_weights``) used to hold whatever the
+allocator returned: zeros on fresh pages, stale floats otherwise, so a gate passed or failed by luck. Torch's
+``fill_uninitialized_memory`` fills every uninitialised allocation with NaN (floats) or the dtype's largest value
+(integers), so such a tensor is wrong the same way in every run; and ``watch_first_forward`` names the first
+parameter or buffer still holding that fill when the model's first forward starts, on a line the gates read
+(``UNINITIALISED_MARK``).
 """
 import os
 import runpy
 import sys
 
 
+UNINITIALISED_MARK = "[msmigrate cpu-shim] uninitialised storage at the first forward:"
+MAX_NAMED = 5  # tensors named on the line after the first
+
+
 def _noop(*args, **kwargs):
     return None
+
+
+def deterministic_storage():
+    """Fill uninitialised storage (``torch.empty``/``empty_like``, hence ``Module.to_empty``) with NaN / the largest
+    integer. Torch only fills while deterministic algorithms are on; warn-only, so an op without a deterministic
+    kernel warns instead of failing the launch. A trainer that turns on strict mode itself (``use_deter_comp``)
+    still can: this never turns it off. Costs one fill per allocation, small next to the CPU matmuls."""
+    import torch
+
+    if not torch.are_deterministic_algorithms_enabled():
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+
+
+def _holds_fill(tensor):
+    """(how many elements hold the fill value, how many there are, what the fill is) or None. Floats: NaN (any
+    element: a NaN that reached a tensor is a NaN there either way); 32/64-bit integers: the dtype's largest value in
+    every element (a legitimate integer buffer holds it nowhere, let alone everywhere)."""
+    import torch
+
+    if hasattr(tensor, "to_local"):  # an FSDP2 DTensor: this rank's shard
+        tensor = tensor.to_local()
+    if tensor.device.type == "meta" or tensor.numel() == 0:
+        return None
+    if tensor.is_floating_point() or tensor.is_complex():
+        bad = int(torch.isnan(tensor).sum())
+        return (bad, tensor.numel(), "NaN") if bad else None
+    if tensor.dtype in (torch.int32, torch.int64):
+        top = torch.iinfo(tensor.dtype).max
+        if bool((tensor == top).all()):
+            return tensor.numel(), tensor.numel(), f"{top}"
+    return None
+
+
+def uninitialised_tensors(model):
+    """[(kind, name, detail)] of the parameters and buffers holding the fill value, in module order."""
+    found = []
+    with _no_grad():
+        for name, param in model.named_parameters():
+            fill = _holds_fill(param)
+            if fill:
+                found.append(("parameter", name, fill))
+        for mod_name, module in model.named_modules():
+            nonpersistent = getattr(module, "_non_persistent_buffers_set", set())
+            for buf_name, buf in module._buffers.items():
+                fill = _holds_fill(buf) if buf is not None else None
+                if fill:
+                    kind = "non-persistent buffer" if buf_name in nonpersistent else "buffer"
+                    found.append((kind, f"{mod_name}.{buf_name}" if mod_name else buf_name, fill))
+    return found
+
+
+def _no_grad():
+    import torch
+
+    return torch.no_grad()
+
+
+def uninitialised_line(model, found):
+    kind, name, (bad, total, fill) = found[0]
+    more = "; ".join(f"{k} `{n}`" for k, n, _ in found[1:1 + MAX_NAMED])
+    extra = f" (also {len(found) - 1} more: {more}{', ...' if len(found) > 1 + MAX_NAMED else ''})" if more else ""
+    return (f"{UNINITIALISED_MARK} {kind} `{name}` of {type(model).__name__} holds the fill value of uninitialised "
+            f"memory ({fill} in {bad} of {total} elements): nothing wrote it after the storage was allocated "
+            f"(to_empty after meta-device init){extra}")
+
+
+def watch_first_forward(stream=None):
+    """Before the first forward of a module with parameters (the trained model: the trainer calls it first),
+    print ``UNINITIALISED_MARK`` naming what still holds the fill, then stop watching. Returns the hook handle."""
+    from torch.nn.modules.module import register_module_forward_pre_hook
+
+    handle = None
+
+    def check(module, _args):
+        if next(module.parameters(), None) is None:
+            return None
+        handle.remove()
+        found = uninitialised_tensors(module)
+        if found:
+            print(uninitialised_line(module, found), file=stream or sys.stderr, flush=True)
+        return None
+
+    handle = register_module_forward_pre_hook(check)
+    return handle
 
 
 def apply_cpu_patches():
@@ -60,6 +158,8 @@ def main(argv):
     if root not in sys.path:
         sys.path.insert(1, root)
     apply_cpu_patches()
+    deterministic_storage()
+    watch_first_forward()
     sys.argv = [trainer] + rest
     runpy.run_path(trainer, run_name="__main__")
     return 0

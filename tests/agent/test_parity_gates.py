@@ -3,8 +3,10 @@
 One real migration (rules policy, real probes, G0–G3; the code approved, the launch rejected) gives a
 migrated stand-in target whose G1/G2 parity records must pass with figures. Then each test copies that target,
 breaks one thing the way a migration could, and runs the gate itself (``gate_model`` / ``gate_data``) on the copy:
-the gate must fail, and the failure classifier must name the parity case with its owner phase. No torchrun: every
-check is a probe in the target runtime (forked from the warm runtime), so the module costs ~1–2 min on 2 cores."""
+the gate must fail, and the failure classifier must name the parity case with its owner phase. Every parity check is
+a probe in the target runtime (forked from the warm runtime), ~1–2 min on 2 cores for the module; one test also
+launches G4/G5 (three single-process torchrun launches, ~1 min more) to show that what G1 catches as a parity
+failure also fails the training gates the same way every run, never by what fresh memory happened to hold."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import pytest
 import yaml
 
 from msmigrate.agent.config import RunSpec, Settings
-from msmigrate.agent.gates import gate_data, gate_model
+from msmigrate.agent.gates import gate_data, gate_functional, gate_model, gate_reliability
 from msmigrate.agent.runner import Run, new_run_id
 from msmigrate.core.run_context import RunContext
 from msmigrate.knowledge.classifier import classify
@@ -131,3 +133,24 @@ def test_parity_gate_catches_mutation(migrated, name, mutate, gate, case, owner)
     assert verdict, record["summary"]
     found = classify(record["failure_text"], gate_verdict=verdict)
     assert (found.case_id, found.owner) == (case, owner), (found, verdict)
+
+
+def test_buffer_left_to_init_weights_fails_g5_every_time_and_names_it(migrated):
+    """The recorded live run's plugin bug: a rotary ``inv_freq`` restored only by ``init_weights``. G4 (meta init, no
+    load: init_weights runs) passes; G5's load run skips init_weights, so the buffer keeps to_empty's storage.
+    The CPU shim fills that with NaN (it used to hold whatever the allocator returned: NaN at iteration 6 in 1 of 3
+    runs), names the buffer, and the classifier routes the failure to the model phase."""
+    deps, state = _copy(migrated, "g5_buffer")
+    _no_buffer_reinit(deps.ctx.target)
+    subprocess.run(["git", "-C", str(deps.ctx.target), "commit", "-qam", "plugin: no to_empty re-init"], check=True)
+    deps.emit = lambda *a, **k: None
+    state["gates"] = {"G4": gate_functional(deps, state)}
+    assert state["gates"]["G4"]["passed"], state["gates"]["G4"]["summary"]
+    g5 = gate_reliability(deps, state)
+    assert not g5["passed"]
+    load = next(e for e in g5["evidence"] if e["label"] == "load")
+    assert load["metrics"]["uninitialised"].startswith("non-persistent buffer `"), load["metrics"]
+    assert "inv_freq` of " in load["metrics"]["uninitialised"] and "NaN in" in load["metrics"]["uninitialised"]
+    assert "non-finite loss" in g5["summary"] and "uninitialised storage at the first forward" in g5["summary"]
+    found = classify(g5["failure_text"], gate_verdict=[g5["summary"]])
+    assert (found.case_id, found.owner) == ("meta-init-nonpersistent-buffers", "model"), found

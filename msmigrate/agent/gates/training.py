@@ -22,9 +22,11 @@ from msmigrate.agent.launch_slots import launch_slots
 from msmigrate.agent.gates.bound_inputs import bound_overrides
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.gates.parity import parity_summary, sharded_parity_check
+from msmigrate.tools.cpu_shim import UNINITIALISED_MARK
 from msmigrate.tools.launcher import LaunchSpec, launch
 from msmigrate.tools.launcher.run import target_state
 from msmigrate.tools.launcher.command import deep_merge
+from msmigrate.tools.launcher.records import PORT_IN_USE
 
 MIN_STEPS = 5
 REPRO_RTOL = 1e-5
@@ -34,6 +36,19 @@ def _tail(path: str | None, lines: int = 40) -> str:
     if not path or not Path(path).is_file():
         return ""
     return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+
+
+def uninitialised_note(path: str | None) -> str | None:
+    """The CPU shim's line naming a parameter/buffer that still held the fill of uninitialised memory when the
+    model's first forward started (one per rank; the first is enough), without the launcher's rank prefix."""
+    if not path or not Path(path).is_file():
+        return None
+    with open(path, encoding="utf-8", errors="replace") as log:
+        for line in log:
+            at = line.find(UNINITIALISED_MARK)
+            if at >= 0:
+                return line[at + len(UNINITIALISED_MARK):].strip()
+    return None
 
 
 def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: int, overrides: dict[str, Any],
@@ -69,10 +84,12 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
                                            "checkpoints_saved", "checkpoint_loaded", "last_iteration")}
     metrics["losses"] = losses
     metrics["loss_iterations"] = sorted(curve)  # where each loss was logged (a resumed load run starts late)
+    metrics["uninitialised"] = uninitialised_note(data.get("log_path"))
     ev = evidence_item(label, data.get("argv", []), data.get("exit_code"), started, time.time(),
                        _tail(data.get("log_path")), metrics, config_path=data.get("config_path"),
                        log_path=data.get("log_path"), launch_id=data.get("launch_id"), reused=data.get("reused"),
                        overrides=overrides, nproc=nproc, device=data.get("device"),
+                       **({"port_collisions": data["port_collisions"]} if data.get("port_collisions") else {}),
                        **({k: data.get(k) for k in ("backend", "job_id", "nodes", "job_state")}
                           if data.get("backend") else {}))
     return res, ev, losses
@@ -89,6 +106,9 @@ def training_problems(res: Any, losses: list[float], label: str) -> list[str]:
         problems.append(f"{label}: non-finite loss")
     if s.get("loss_constant"):
         problems.append(f"{label}: loss is constant ({s.get('first_loss')}) — labels or masking are wrong")
+    note = uninitialised_note(res.data.get("log_path"))
+    if problems and note:  # the likely why: a tensor nothing initialised (harmless while the loss stays right)
+        problems.append(f"{label}: uninitialised storage at the first forward: {note}")
     return problems
 
 
@@ -97,8 +117,14 @@ def _record(gate: str, problems: list[str], evidence: list[dict], ok_summary: st
     if problems:
         sig = (res.data.get("summary", {}) or {}).get("failure_signature") or {}
         failure = "\n".join([*problems, sig.get("key", ""), evidence[-1]["log_excerpt"] if evidence else ""])
-    return {"gate": gate, "passed": not problems, "summary": "; ".join(problems) if problems else ok_summary,
-            "evidence": evidence, "failure_text": failure, "launches": launches}
+    record = {"gate": gate, "passed": not problems, "summary": "; ".join(problems) if problems else ok_summary,
+              "evidence": evidence, "failure_text": failure, "launches": launches}
+    if problems and res.data.get("status") == PORT_IN_USE:
+        # the launcher's relaunch on a fresh port collided too: a verdict on this host, not on the code; a gate
+        # that failed only so is not counted among the failures on this target commit (agent/nodes/work.py)
+        record["infrastructure"] = (f"the master port was taken before torchrun bound it, on every attempt "
+                                    f"(ports {res.data.get('port_collisions') or '?'})")
+    return record
 
 
 def _single_process_overrides(deps: Any) -> dict[str, Any]:
@@ -155,6 +181,9 @@ def gate_reliability(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         s_l = res_l.data.get("summary", {}) or {}
         if not res_l.ok or not s_l.get("checkpoint_loaded"):
             problems.append(f"load run: {res_l.error or 'no Loaded checkpoint line'}")
+            note = uninitialised_note(res_l.data.get("log_path"))
+            if note:  # a resumed meta-init run skips init_weights: what the checkpoint does not hold stays unset
+                problems.append(f"load run: uninitialised storage at the first forward: {note}")
             last = res_l if not res_l.ok else res
         elif (s_l.get("last_iteration") or 0) != iters + 2 or (s_l.get("steps") or 0) != 2:
             problems.append(f"resume did not continue at iteration {iters + 1}: ran {s_l.get('steps')} steps, "

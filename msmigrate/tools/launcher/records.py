@@ -18,9 +18,10 @@ from typing import Any
 
 JOURNAL = "launches.jsonl"
 SECRET_KEY = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+PORT_IN_USE = "port_in_use"  # the master port was taken before torchrun bound it (a flake of the host)
 # Statuses that say nothing about the code under test; an identical launch may be retried after them.
 RETRYABLE = {"timeout", "no_output_timeout", "cancelled", "spawn_failed", "interrupted", "launcher_error",
-             "submit_failed", "queue_timeout", "scheduler_failed", "budget_exhausted"}
+             "submit_failed", "queue_timeout", "scheduler_failed", "budget_exhausted", PORT_IN_USE}
 
 
 def now() -> str:
