@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -58,12 +59,27 @@ class ScriptedPolicy:
         return None
 
 
+def _wait_for_release(release: Path, gate: str, limit_s: float = 120.0) -> None:
+    """FAKE_GATE_HOLD=PATH: the slow gates stay "in flight" until the test creates PATH, so a test that must act
+    while a step runs (Ctrl-C in the chat) is not racing a fixed sleep on a loaded machine. Bounded, so a test that
+    never releases fails on its own timeout instead of hanging the suite."""
+    deadline = time.monotonic() + limit_s
+    while not release.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fake {gate}: {release} was not created within {limit_s:.0f} s")
+        time.sleep(0.05)
+
+
 def _gate(name: str):
     def gate(deps, state) -> dict:
         started = time.time()
+        slow = name in os.environ.get("FAKE_SLOW_GATES", "G4").split(",")
         delay = float(os.environ.get("FAKE_GATE_SLEEP", "0") or 0)
-        if delay and name in os.environ.get("FAKE_SLOW_GATES", "G4").split(","):
+        if delay and slow:
             time.sleep(delay)
+        hold = os.environ.get("FAKE_GATE_HOLD")
+        if hold and slow:
+            _wait_for_release(Path(hold), name)
         fail = name in os.environ.get("FAKE_FAIL_GATES", "").split(",")
         ev = evidence_item(f"fake {name}", ["true"], 1 if fail else 0, started, time.time(), f"{name} log",
                            {"losses": [2.0, 1.9, 1.8]} if name in ("G4", "G6") else {})

@@ -4,6 +4,7 @@ on, /diff, /undo, /retry, a question, an instruction, an edited launch; and Ctrl
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -17,10 +18,10 @@ APPROVAL = "approve/reject/edit> "
 PROMPT = "msmigrate> "
 
 
-def spawn_chat(args: list[str], env: dict, cwd: Path) -> pexpect.spawn:
+def spawn_chat(args: list[str], env: dict, cwd: Path, preexec_fn=None) -> pexpect.spawn:
     env = {**env, "COLUMNS": "200", "LINES": "60"}
     child = pexpect.spawn(sys.executable, ["-m", "msmigrate.faces.cli", "chat", *args], env=env, cwd=str(cwd),
-                          encoding="utf-8", timeout=90, dimensions=(60, 220))
+                          encoding="utf-8", timeout=90, dimensions=(60, 220), preexec_fn=preexec_fn)
     child.logfile_read = sys.stdout  # shown by pytest on failure
     return child
 
@@ -112,11 +113,20 @@ def test_chat_full_migration_with_approval_diff_undo(tmp_path, source_model, sta
                                                           "mindspeed_mm/fsdp/models/qwen2_vl/builder.py"])
 
 
+def ignore_sigint() -> None:
+    """Start the chat the way a background job of a non-interactive shell starts it: SIGINT ignored (bash does that
+    to ``cmd &`` without job control, and Python then leaves SIGINT ignored instead of raising KeyboardInterrupt).
+    That is how a fresh-clone CI run lost the Ctrl-C below: the pty echoed ^C, the line discipline sent SIGINT, the
+    chat ignored it and G1 → G3 ran on. The chat installs its own SIGINT handler, so it must stop even so."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def test_chat_ctrl_c_stops_cleanly_and_resumes(tmp_path, source_model, standin, hook_env):
     spec = write_spec(tmp_path / "spec.yaml", source_model, standin)
     runs = tmp_path / "runs"
-    env = {**hook_env, "FAKE_GATE_SLEEP": "5", "FAKE_SLOW_GATES": "G1"}
-    c = spawn_chat([str(spec), "--runs-dir", str(runs)], env, tmp_path)
+    release = tmp_path / "release-G1"  # G1 stays in flight until the test creates it: no race with a fixed sleep
+    env = {**hook_env, "FAKE_GATE_HOLD": str(release), "FAKE_SLOW_GATES": "G1"}
+    c = spawn_chat([str(spec), "--runs-dir", str(runs)], env, tmp_path, preexec_fn=ignore_sigint)
     c.expect(APPROVAL)  # running the model-written code (G1) waits for the user
     c.sendline("approve")
     c.expect("gate G1 running")
@@ -124,8 +134,10 @@ def test_chat_ctrl_c_stops_cleanly_and_resumes(tmp_path, source_model, standin, 
     c.expect("the agent is working")
     c.sendline("prefer sdpa attention")
     c.expect("noted")
-    c.sendintr()
-    c.expect("stopping after the current step")
+    c.sendintr()  # the pty's VINTR character: the line discipline sends SIGINT to the chat's process group
+    c.expect("stopping after the current step", timeout=30)
+    assert not release.exists()  # the Ctrl-C was acted on while G1 was still in flight
+    release.touch()
     c.expect(r"stopped at a step boundary .* is\s+resumable")
     c.expect(PROMPT)
     run_id = run_id_of(runs)
@@ -142,7 +154,7 @@ def test_chat_ctrl_c_stops_cleanly_and_resumes(tmp_path, source_model, standin, 
     assert any(r["kind"] == "stopped" for r in records)
     assert not any(r["kind"] == "gate" and r["gate"] == "G2" for r in records)
 
-    c = spawn_chat(["--runs-dir", str(runs)], {**env, "FAKE_GATE_SLEEP": "0"}, tmp_path)
+    c = spawn_chat(["--runs-dir", str(runs)], hook_env, tmp_path)
     c.expect("no run yet")
     c.expect(PROMPT)
     c.sendline(f"/resume {run_id}")  # same as `msmigrate chat --resume RUN_ID`
