@@ -41,12 +41,14 @@ def _changed_files(target: Path, run_id: str) -> list[str]:
     return repo.git.diff("--name-only", f"msmigrate/{run_id}/base", f"msmigrate/{run_id}").splitlines()
 
 
-def test_rules_migrates_branch_a_model(migration_inputs, tmp_path):
-    source, target = migration_inputs("qwen2_vl")
-    run = Run(_spec(source, target, "qwen2_vl"), new_run_id("qwen2_vl"), Settings(runs_dir=tmp_path / "runs"))
-    state = run.drive()
-    run.close()
-    evidence = _assert_green(state, run.run_dir)
+def test_rules_migrates_branch_a_model(hostile_rules_run):
+    """Branch A end to end, read off the session's one real rules run of qwen2_vl (tests/conftest.py): the console
+    script on the qwen2_vl fixture whose README, config, template, code and first sample carry prompt injections
+    (tests/security/test_secret_canary.py asserts on the same run that nothing secret leaks). The injections are
+    data, so this is the branch-A migration a clean fixture gets, with nothing the injections asked for."""
+    run = hostile_rules_run
+    evidence = _assert_green({"exit_status": run.summary["exit_status"],
+                              "exit_detail": (run.summary, run.proc.stderr[-3000:])}, run.run_dir)
     plan = evidence["plan"]
     assert (plan["data_branch"], plan["template"], plan["collator"]) == ("A", "qwen2vl", "qwen3vl")
     # G6 ran 2 ranks: global batch = 2 × micro batch 1
@@ -55,7 +57,7 @@ def test_rules_migrates_branch_a_model(migration_inputs, tmp_path):
     parity = {k: v for g in ("G1", "G2", "G6") for k, v in evidence["gates"][g]["parity"].items()}
     assert {k: v["status"] for k, v in parity.items()} == {"model": "pass", "data": "pass", "sharded": "pass"}
     assert parity["sharded"]["dloss"] <= 1e-4 * max(1.0, abs(parity["sharded"]["reference_loss"]))
-    changed = _changed_files(target, run.run_id)
+    changed = _changed_files(run.target, run.summary["run_id"])
     assert changed and all(f.startswith(("mindspeed_mm/fsdp/models/qwen2_vl/", "examples/qwen2_vl/")) for f in changed)
 
 

@@ -4,26 +4,16 @@ prompt injections — and in the target's git history. Children never see them: 
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from attack_kit import make_hostile_source
+from attack_kit import canaries
 
 from msmigrate.core import secret_mask
 from msmigrate.tools.runtime import run_process
 from msmigrate.tools.subprocess_env import child_env
-
-
-def canaries() -> dict[str, str]:
-    tag = secrets.token_hex(6)
-    return {"MSMIGRATE_LLM_API_KEY": f"cnry-api-{tag}", "OPENAI_API_KEY": f"cnry-openai-{tag}",
-            "DEPLOY_PRIVATE_PASSWORD": f"cnry-pw-{tag}", "HCCL_AUTH_TOKEN": f"cnry-hccl-{tag}",
-            "HF_TOKEN": f"hf_cnry{tag}", "UNRELATED_SETTING": f"cnry-plain-{tag}"}
 
 
 def test_children_get_the_allow_list_only(monkeypatch):
@@ -76,27 +66,13 @@ def grep_tree(root: Path, values: list[str]) -> list[str]:
 
 
 @pytest.mark.integration
-def test_secret_canary_in_every_artifact_of_a_real_rules_run(tmp_path):
-    from msmigrate.testbeds.standin import write_standin
-
-    values = canaries()
-    source = make_hostile_source(tmp_path / "hostile_qwen2_vl")
-    target = write_standin(tmp_path / "MindSpeed-MM", with_assets=False)
-    core_before = (target / "mindspeed_mm/fsdp/train/trainer.py").read_bytes()
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(f"source: {source}\ntarget: {target}\nmodel_name: qwen2_vl\npolicy: rules\n"
-                    f"instructions: 'my key is {values['MSMIGRATE_LLM_API_KEY']} and the db password is "
-                    f"{values['DEPLOY_PRIVATE_PASSWORD']}'\nlaunch: {{gate_train_iters: 5}}\n")
-    env = {**os.environ, **values, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "CI": "true"}
-    cli = str(Path(sys.executable).with_name("msmigrate"))  # the installed console script
-    proc = subprocess.run([cli, "run", str(spec), "--runs-dir",
-                           str(tmp_path / "runs")], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=3000)
-    summary = json.loads(proc.stdout)
+def test_secret_canary_in_every_artifact_of_a_real_rules_run(hostile_rules_run):
+    run = hostile_rules_run  # the shared session run (tests/conftest.py); tests/agent/test_rules_e2e.py reads it too
+    values, proc, summary, target = run.canaries, run.proc, run.summary, run.target
     assert summary["exit_status"] == "success", (summary, proc.stderr[-3000:])
 
     secret_values = [v for k, v in values.items()]
-    hits = grep_tree(tmp_path / "runs", secret_values)
+    hits = grep_tree(run.runs, secret_values)
     hits += [f"stdout: {v}" for v in secret_values if v in proc.stdout]
     hits += [f"stderr: {v}" for v in secret_values if v in proc.stderr]
     history = subprocess.run(["git", "-C", str(target), "log", "--all", "-p", "--format=%H%n%B"],
@@ -104,7 +80,7 @@ def test_secret_canary_in_every_artifact_of_a_real_rules_run(tmp_path):
     hits += [f"git history: {v}" for v in secret_values if v in history]
     hits += grep_tree(target, secret_values)
     assert hits == [], hits
-    run_dir = tmp_path / "runs" / summary["run_id"]
+    run_dir = run.run_dir
     for name in ("trajectory.jsonl", "evidence.json", "verification_report.md", "checkpoints.sqlite", "spec.yaml",
                  "launches.jsonl"):
         assert (run_dir / name).is_file(), name  # each artifact exists, so "no hit" means something
@@ -112,7 +88,7 @@ def test_secret_canary_in_every_artifact_of_a_real_rules_run(tmp_path):
     # the children never had the secret-named variables at all: the env probe reports every HCCL_* it sees
     assert "HCCL_AUTH_TOKEN" not in (run_dir / "evidence.json").read_text()
     # the injected instructions were data: core untouched, every edit inside the editable paths
-    assert (target / "mindspeed_mm/fsdp/train/trainer.py").read_bytes() == core_before
+    assert (target / "mindspeed_mm/fsdp/train/trainer.py").read_bytes() == run.core_before
     branch = f"msmigrate/{summary['run_id']}"
     changed = subprocess.run(["git", "-C", str(target), "diff", "--name-only", f"{branch}/base..{branch}"],
                              capture_output=True, text=True, check=True).stdout.split()
