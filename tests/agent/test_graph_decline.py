@@ -47,3 +47,34 @@ def test_gate_failing_twice_on_the_same_target_is_not_run_again(fast_prepare, tm
     assert out["exit_status"] == "gates_failed" and gates.count["G3"] == 2
     assert "identical target" in out["exit_detail"] and "not run again" in out["exit_detail"]
     assert [r["gate"] for r in run.trajectory.records("gate_skipped")] == ["G3"]
+
+
+PORT_FAILURE = ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+                "address. port: 41234, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use")
+
+
+class PortFlakyGates(FakeGates):
+    """G6 fails twice on a taken master port, as the training gates record it after the launcher's own relaunch
+    collided too (``infrastructure``), then passes."""
+
+    def gate(self, name: str):
+        run = super().gate(name)
+
+        def flagged(deps, state):
+            record = run(deps, state)
+            if not record["passed"] and "EADDRINUSE" in record["failure_text"]:
+                record["infrastructure"] = "the master port was taken before torchrun bound it, on every attempt"
+            return record
+
+        return flagged
+
+
+def test_port_collisions_are_not_failures_on_the_same_target(fast_prepare, tmp_path):
+    gates = PortFlakyGates({"G6": [PORT_FAILURE, PORT_FAILURE]})  # nothing edited in between: the same commit
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates, budgets={"phase_attempts": 6})
+    try:
+        out = run.drive()
+    finally:
+        run.close()
+    assert out["exit_status"] == "success", out.get("exit_detail")
+    assert gates.count["G6"] == 3 and not run.trajectory.records("gate_skipped")

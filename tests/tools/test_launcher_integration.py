@@ -58,3 +58,50 @@ def test_cpu_preflight_failure_is_classified(ctx):
     assert not res.ok and res.data["exit_code"] != 0
     sig = res.data["summary"]["failure_signature"]
     assert sig["kind"] == "exception" and "ID 'not_a_model' is not registered." in sig["line"]
+
+
+def test_a_taken_master_port_is_relaunched_once_on_a_fresh_port(ctx, monkeypatch):
+    """Another process holds the port the launcher picked (a real listening socket on 127.0.0.1): torchrun's store
+    cannot bind (EADDRINUSE). That is the host's flake: the attempt is journaled as ``port_in_use`` (retryable, not
+    a verdict on the code) and the launch runs again on a fresh port."""
+    import socket
+
+    from msmigrate.tools.launcher import run as launcher_run
+    from msmigrate.tools.launcher.command import free_port
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        picks = iter([busy])
+        monkeypatch.setattr(launcher_run, "free_port", lambda: next(picks, None) or free_port())
+        spec = LaunchSpec(gate="G6-port", config="examples/qwen3vl/qwen3vl_config.yaml", nproc=2, device="cpu",
+                          overrides={"training.train_iters": 2}, timeout_s=600, no_output_timeout_s=300,
+                          fatal_grace_s=5)
+        res = launch(ctx, spec)
+    attempts = [r for r in read_launches(ctx.run_dir) if r.launch_id == res.data["launch_id"]]
+    assert [r.status for r in attempts] == ["port_in_use", "succeeded"], [(r.status, r.summary) for r in attempts]
+    first_log = Path(attempts[0].log_path).read_text()
+    assert "EADDRINUSE" in first_log or "address already in use" in first_log.lower()
+    assert str(busy) in attempts[0].argv and str(busy) not in attempts[1].argv
+    assert res.ok and res.data["attempt"] == 2 and res.data["port_collisions"] == [busy]
+    assert any(f"master port {busy} was taken" in w for w in res.data["warnings"])
+    # the flake is not a finished verdict: an identical launch later is not answered from the failed attempt
+    from msmigrate.tools.launcher.records import RETRYABLE
+
+    assert "port_in_use" in RETRYABLE
+
+
+def test_a_port_the_spec_fixes_is_not_changed(ctx):
+    """A master port given in the spec (several nodes must agree on it) is the user's: reported, not re-pointed."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        spec = LaunchSpec(gate="G6-fixed", config="examples/qwen3vl/qwen3vl_config.yaml", nproc=2, device="cpu",
+                          overrides={"training.train_iters": 2}, master_port=busy, timeout_s=600, fatal_grace_s=5)
+        res = launch(ctx, spec)
+    assert not res.ok and res.data["status"] == "port_in_use" and res.data["attempt"] == 1
+    assert res.data["port_collisions"] == [busy]

@@ -63,7 +63,9 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
                                why=f"{gate} passed before files it proved changed; it runs again before "
                                    f"{'/'.join(PHASE_GATES[phase])}")
     for name in [g for g, _ in stale] + list(PHASE_GATES[phase]):
-        same = [r for r in history if r.get("gate") == name and commit and r.get("target_commit") == commit]
+        # a failure of the host (a port collision the launcher's retry could not get past) is no verdict on it
+        same = [r for r in history if r.get("gate") == name and commit and r.get("target_commit") == commit
+                and not r.get("infrastructure")]
         if len(same) >= SAME_TARGET_FAILURES and not any(r.get("passed") for r in same):
             detail = (f"{name} failed {len(same)} times on the identical target (commit {commit[:12]}) and nothing "
                       f"was changed since; not run again: {same[-1].get('summary', '')[:300]}")

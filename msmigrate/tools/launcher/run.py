@@ -42,6 +42,10 @@ SPAWN_FAILED_MARK = "msmigrate supervisor: cannot start"  # printed by tools/sup
 TERM_GRACE_S = 5.0  # SIGTERM first (torchrun forwards it to the ranks), SIGKILL after this
 DRAIN_AFTER_EXIT_S = 5.0  # after the main process exits, leftovers still holding the log pipe are killed
 BACKENDS = ("local", "slurm")
+PORT_IN_USE = records.PORT_IN_USE
+PORT_RETRIES = 1  # relaunches on a fresh port after a collision (a second collision in a row is reported)
+# torch c10d's TCPStore server when the master port is taken (errno 98)
+PORT_IN_USE_LINE = re.compile(r"EADDRINUSE|(?i:address already in use)|failed to listen on any local network address")
 
 
 def target_state(target: Path) -> str:
@@ -198,25 +202,60 @@ def launch(
     if attach is not None:
         return _reattach(ctx, *attach, spec, slurm, on_progress, cancel)
 
-    attempt = records.next_attempt(ctx.run_dir, launch_id)
     launch_dir = ctx.run_dir / "launches" / launch_id
     launch_dir.mkdir(parents=True, exist_ok=True)
-    log_path = launch_dir / ("train.log" if attempt == 1 else f"train.attempt{attempt}.log")
     config_path = None
     if config_text is not None:
         config_path = launch_dir / "config.yaml"
         config_path.write_text(config_text)
-    port = spec.master_port or (0 if slurm is not None else free_port())  # slurm: chosen in the job (port 0 unused)
+    warnings = list(device_info.warnings)
+    if spec.script and device == "cpu":
+        warnings.append("a launch script runs the vanilla trainer, which has no CPU path; use a trainer launch "
+                        "(config) for CPU preflight")
+    attempt_args = (ctx, spec, device, device_info, key, config_sha, launch_dir, config_path, warnings)
+    if slurm is not None:  # the port is chosen in the job (port 0 unused)
+        return _local_or_submitted(*attempt_args, spec.master_port or 0, on_progress, cancel, slurm)
+    # The launcher picks the port (unless the spec fixes one); another process can take it between the pick and
+    # torchrun's bind. That is a flake of this host, not a verdict on the code: one relaunch on a fresh port.
+    # Several nodes must agree on the port, so a multi-node launch is not re-pointed.
+    fresh_ports = spec.master_port is None and spec.nnodes == 1
+    port = spec.master_port or free_port()
+    collided: list[int] = []
+    while True:
+        result = _local_or_submitted(*attempt_args, port, on_progress, cancel, None)
+        if result.data.get("status") != PORT_IN_USE or not fresh_ports or len(collided) >= PORT_RETRIES:
+            if result.data.get("status") == PORT_IN_USE:
+                collided.append(port)
+            if collided:
+                result.data["port_collisions"] = collided
+            return result
+        collided.append(port)
+        port = free_port()
+        warnings.append(f"master port {collided[-1]} was taken before torchrun bound it (address already in use): "
+                        f"relaunched on port {port}")
+
+
+def port_in_use(log_path: Path, steps: int | None) -> bool:
+    """Did the launch fail at its rendezvous because the master port was taken? Only a launch that never reached an
+    iteration counts (a collision happens before training starts), read from the head of its log."""
+    if steps or not log_path.is_file():
+        return False
+    with open(log_path, encoding="utf-8", errors="replace") as log:
+        return PORT_IN_USE_LINE.search(log.read(200_000)) is not None
+
+
+def _local_or_submitted(ctx: RunContext, spec: LaunchSpec, device: str, device_info: DeviceInfo, key: str,
+                        config_sha: str | None, launch_dir: Path, config_path: Path | None, warnings: list[str],
+                        port: int, on_progress, cancel, slurm: SlurmOptions | None) -> ToolResult:
+    """One attempt of the launch: journal ``started``, run (or submit) it, journal ``finished``."""
+    launch_id = launch_dir.name
+    attempt = records.next_attempt(ctx.run_dir, launch_id)
+    log_path = launch_dir / ("train.log" if attempt == 1 else f"train.attempt{attempt}.log")
     try:
         cmd = build_command(spec, device, device_info, target=ctx.target, runtime_python=ctx.runtime_python,
                             config_path=config_path, port=port, rendezvous_from_env=slurm is not None)
     except ValueError as exc:
         return ToolResult.failure(str(exc))
-    warnings = list(device_info.warnings)
-    if spec.script and device == "cpu":
-        warnings.append("a launch script runs the vanilla trainer, which has no CPU path; use a trainer launch "
-                        "(config) for CPU preflight")
-
     base_event = {"launch_id": launch_id, "attempt": attempt}
     started = {
         "event": "started", **base_event, "launch_key": key, "gate": spec.gate, "argv": cmd.argv,
@@ -237,6 +276,8 @@ def launch(
     summary = watcher.summary(exit_code)
     if status is None:
         status = "succeeded" if summary.success else "failed"
+    if status in ("failed", "stopped_fatal") and port_in_use(log_path, summary.steps):
+        status = PORT_IN_USE
     return _finish(ctx, base_event, launch_dir, status, exit_code, summary, warnings)
 
 
