@@ -226,7 +226,10 @@ def match_encoder(fields: set[str], examples: dict[str, dict[str, Any]], registe
     diffs = {i: structure_diff(source, structures[i]) for i in ids}
     builds = [i for i in ids if not diffs[i]]
     if not builds:
-        best = min(ids, key=lambda i: (len(diffs[i]), i not in examples, i))  # ties: one the examples show
+        # nearest: a different patch embedding weighs double (it changes the input layout the processor feeds,
+        # where a class token or a position table is one parameter more or less); ties: one the examples show
+        best = min(ids, key=lambda i: (sum(2 if d.startswith("patch_embed") else 1 for d in diffs[i]),
+                                       i not in examples, i))
         out = ComponentMatch(role="vision_encoder", candidates=ids, missing=diffs[best], closest=best,
                              structure=source.to_dict(), component_structure=structures[best].to_dict())
         out.why = (f"no registered vision_encoder builds the source's encoder ({source.facts()}); closest {best} "

@@ -34,7 +34,13 @@ def megatron_section(state: dict[str, Any]) -> list[str]:
     lines.append(f"- parallel sizes: tp {par.get('tp')}, pp {par.get('pp')}, cp {par.get('cp')}, vpp {par.get('vpp')}"
                  + (f" — model: {facts.get('num_attention_heads')} heads, {facts.get('num_key_value_heads')} KV "
                     f"heads, {facts.get('num_hidden_layers')} layers" if facts else ""))
+    new = plan.get("new_component") or {}
     for role, m in (plan.get("components") or {}).items():
+        if role == "vision_encoder" and new.get("model_id") and m.get("model_id") == new["model_id"]:
+            lines.append(f"- {role}: **new** `{new['model_id']}` registered by this run ({new['class_name']} in "
+                         f"`{new['module_path']}`; entries in {', '.join(f'`{p}`' for p in new.get('edits') or {})})"
+                         f" — {m.get('why', '')}")
+            continue
         lines.append(f"- {role}: " + (f"reuse `{m['model_id']}`" if m.get("model_id") else "**new component "
                                       "needed**") + f" — {m.get('why', '')}")
     for key in ("model_json_path", "data_json_path", "script_path", "converter", "converter_output"):
@@ -55,5 +61,8 @@ def megatron_section(state: dict[str, Any]) -> list[str]:
         lines.append(f"- the weights in the Megatron layout: the target has no converter for model_type "
                      f"{plan.get('model_type')!r} (G1 checked msmigrate's layout convention only); one must be "
                      "written before training on the real checkpoint")
+    if new.get("model_id"):
+        lines.append(f"- that the new `{new['model_id']}` computes what the source's tower computes: not built "
+                     "from the weights — " + "; ".join(new.get("not_built") or []))
     lines += [f"- {text}" for text in NOT_PROVABLE_ON_CPU]
     return lines

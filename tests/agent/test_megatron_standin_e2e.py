@@ -98,4 +98,10 @@ def test_new_encoder_registered_for_a_clip_tower(tmp_path, tmp_path_factory):
     assert model["image_encoder"]["vision_encoder"]["model_id"] == "llava_vit"
     assert model["image_encoder"]["vision_encoder"]["num_positions"] == 17
     report = (run.run_dir / "verification_report.md").read_text()
-    assert "llava_vit" in report
+    assert "**new** `llava_vit` registered by this run" in report and "computes what the source's tower" in report
+    from msmigrate.faces.eval.scorers import score_run_dir
+
+    score = score_run_dir(run.run_dir, {"backend": "megatron", "exit_status": "needs_accelerator",
+                                        "new_component": "llava_vit", "components": "vision_encoder=llava_vit"})
+    assert score.passed, [(c.name, c.detail) for c in score.checks if not c.passed]
+    assert {"new_component_registered", "edits_in_scope"} <= {c.name for c in score.checks}

@@ -57,3 +57,19 @@ def test_megatron_suite_loads_with_route_expectations(tmp_path):
     assert {t.expect["exit_status"] for t in suite.tasks} == {"needs_accelerator", "unsupported_by_policy"}
     target = _target(suite.tasks[0], tmp_path, 0)  # a fresh Megatron stand-in, committed
     assert (target / "pretrain_vlm.py").is_file() and (target / ".git").is_dir()
+
+
+def test_new_component_check_wants_the_files_and_additions_only():
+    from msmigrate.faces.eval.megatron_scorers import check_new_component
+
+    plan = {"new_component": {"model_id": "x_vit", "class_name": "XViT", "module_path": "m/x.py",
+                              "edits": {"m/reg.py": ""}}, "editable_extra": ["m/x.py", "m/reg.py"]}
+    base = {"m/reg.py": "T = {'a': A,\n     'b': B}\n"}.get
+    good = {"m/x.py": "class XViT:\n    pass\n", "m/reg.py": "T = {'a': A,\n     'b': B,\n     'x_vit': XViT,}\n"}
+    assert check_new_component({}, plan, good.get, base) is None
+    assert check_new_component({"new_component": "x_vit"}, plan, good.get, base).passed
+    dropped = {**good, "m/reg.py": "T = {'x_vit': XViT}\n"}  # registered, but the framework's entries are gone
+    assert not check_new_component({"new_component": "x_vit"}, plan, dropped.get, base).passed
+    wider = {**plan, "editable_extra": ["m/x.py", "m/reg.py", "m/"]}
+    assert not check_new_component({"new_component": "x_vit"}, wider, good.get, base).passed
+    assert not check_new_component({"new_component": "y_vit"}, plan, good.get, base).passed

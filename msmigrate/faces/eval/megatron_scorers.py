@@ -95,3 +95,36 @@ def check_delivered(plan: dict[str, Any], show: Any) -> Check:
                 problems.append(f"script {var}={m.group(1) if m else 'missing'}, spec {par.get(var.lower(), 1)}")
     return Check("delivered_files", not problems, "; ".join(problems) or "model JSON, data JSON and launch script "
                  "on the work branch agree with the spec's sizes")
+
+
+def _additive(before: str, after: str) -> bool:
+    """Every line of ``before`` is still in ``after`` (an entry appended to a table moves its closing brace, so
+    a trailing ``}`` / ``,`` does not count)."""
+    kept = {ln.strip().rstrip("}").rstrip(",").strip() for ln in after.splitlines()}
+    return all(ln.strip().rstrip("}").rstrip(",").strip() in kept for ln in before.splitlines() if ln.strip())
+
+
+def check_new_component(expect: dict[str, str], plan: dict[str, Any], show: Any, base: Any) -> Check | None:
+    """The new component the task expects: the plan designed it under that id, its module is on the work branch
+    with its class, and the registry / layer-spec files only gained lines (``show`` / ``base``: a file's text on
+    the work branch / at its base, or None). None when the task expects no new component."""
+    want = expect.get("new_component")
+    if not want:
+        return None
+    new = plan.get("new_component") or {}
+    problems = [] if new.get("model_id") == want else [f"new component {new.get('model_id')!r}, want {want!r}"]
+    module = show(new.get("module_path") or "") if new else None
+    if not module or f"class {new.get('class_name')}" not in module:
+        problems.append(f"no class {new.get('class_name')} in {new.get('module_path')} on the work branch")
+    for rel in new.get("edits") or {}:
+        after, before = show(rel), base(rel)
+        if after is None or want not in after:
+            problems.append(f"{rel} on the work branch does not register {want!r}")
+        elif before is not None and not _additive(before, after):
+            problems.append(f"{rel}: lines of the framework's table were removed, not only added")
+    extra = set(plan.get("editable_extra") or [])
+    if extra != {new.get("module_path"), *(new.get("edits") or {})}:
+        problems.append(f"extra editable paths {sorted(extra)} are not exactly the component's files")
+    return Check("new_component_registered", not problems, "; ".join(problems) or
+                 f"{want}: {new.get('class_name')} in {new.get('module_path')}, registered in "
+                 f"{sorted(new.get('edits') or {})} (additions only)")

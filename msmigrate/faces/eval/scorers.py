@@ -21,8 +21,8 @@ from msmigrate.core.run_context import RunContext
 from msmigrate.tools.worktree import branch_checkout
 
 from msmigrate.faces.eval.check import EVIDENCE_KEYS, Check
-from msmigrate.faces.eval.megatron_scorers import (check_delivered, check_honest_exit, check_route,
-                                                   check_static_gates)
+from msmigrate.faces.eval.megatron_scorers import (check_delivered, check_honest_exit, check_new_component,
+                                                   check_route, check_static_gates)
 
 ALL_GATES = ("G0", "G1", "G2", "G3", "G4", "G5", "G6")
 # YAML key paths of the expected facts in a plugin-route config (contract: model / data sections).
@@ -240,9 +240,15 @@ def score_run_dir(run_dir: Path, expect: dict[str, str], *, task_id: str = "", t
 def score_megatron(evidence: dict[str, Any], expect: dict[str, str], spec: RunSpec, run_id: str, ctx: RunContext,
                    task_id: str, trial: int, soft: dict[str, float]) -> TrialScore:
     plan = evidence.get("plan") or {}
+    show = lambda rel: delivered_config(spec.target, run_id, rel) if rel else None  # noqa: E731
+    base = lambda rel: (lambda r: r.stdout if r.returncode == 0 else None)(  # noqa: E731
+        _git(spec.target, "show", f"msmigrate/{run_id}/base:{rel}"))
+    new = check_new_component(expect, plan, show, base)
+    # a registered new component may edit exactly its own files, once the check above found them to be that
+    editable = ctx.editable_paths + (list(plan.get("editable_extra") or []) if new and new.passed else [])
     checks = [*check_route(expect, plan), check_static_gates(evidence), check_honest_exit(evidence),
-              check_delivered(plan, lambda rel: delivered_config(spec.target, run_id, rel) if rel else None),
-              check_scope(edited_files(spec.target, run_id), ctx.editable_paths)]
+              check_delivered(plan, show), *([new] if new else []),
+              check_scope(edited_files(spec.target, run_id), editable)]
     gates = evidence.get("gates") or {}
     first_fail = next((g for g in ALL_GATES if not (gates.get(g) or {}).get("passed")), None)
     return TrialScore(task_id, trial, run_id, evidence.get("exit_status"), all(c.passed for c in checks), first_fail,
