@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from msmigrate.tools.megatron.encoder_structure import (EncoderStructure, encoder_structures, source_structure,
-                                                        structure_diff)
+                                                        structure_diff, weight_shapes)
 from msmigrate.tools.megatron.parallel_check import text_config
 
 # role -> where it sits in the model JSON
@@ -102,16 +101,7 @@ def route_model_jsons(target: Path) -> set[str]:
 
 def weight_names(source: Path) -> list[str]:
     """Tensor names from the source's safetensors headers (the JSON header only; no tensor is read)."""
-    names: list[str] = []
-    for f in sorted(Path(source).glob("*.safetensors")):
-        try:
-            with f.open("rb") as fh:
-                size = struct.unpack("<Q", fh.read(8))[0]
-                header = json.loads(fh.read(size))
-        except (OSError, ValueError, struct.error):
-            continue
-        names += [k for k in header if k != "__metadata__"]
-    return names
+    return list(weight_shapes(source))
 
 
 def weight_features(names: list[str]) -> set[str]:

@@ -101,7 +101,8 @@ def _block_of(target: Path, defined_in: str, class_name: str) -> dict[str, Any] 
     expr = ast.unparse(stmt.value)
     if root:
         expr = re.sub(rf"\b{re.escape(root)}\b", "x", expr)
-    return {"attr": attr, "init": ast.unparse(call), "import": f"from {_absolute_import(imp, rel)} import {call.func.id}",
+    return {"attr": attr, "init": ast.unparse(call),
+            "import": f"from {_absolute_import(imp, rel)} import {call.func.id}",
             "forward": expr, "forward_params": params_used, "file": rel}
 
 
@@ -138,7 +139,8 @@ def design_encoder(target: Path, match: dict[str, Any], vision_cfg: dict[str, An
     width = shapes.get(patch_name, [vision_cfg.get("hidden_size")])[0]
     out = EncoderDesign(model_id=model_id, class_name=f"{_camel(model_type)}ViT",
                         module_path=f"{ENCODERS_DIR}/{model_type}_vit_model.py")
-    out.json_fields = {"model_id": model_id, "num_layers": vision_cfg.get("num_hidden_layers") or vision_cfg.get("depth"),
+    out.json_fields = {"model_id": model_id,
+                       "num_layers": vision_cfg.get("num_hidden_layers") or vision_cfg.get("depth"),
                        "hidden_size": width, "ffn_hidden_size": vision_cfg.get("intermediate_size"),
                        "num_attention_heads": vision_cfg.get("num_attention_heads") or vision_cfg.get("num_heads"),
                        "in_channels": shapes.get(patch_name, [0, 3])[1], "patch_size": vision_cfg.get("patch_size"),
@@ -168,15 +170,17 @@ def _render_class(d: EncoderDesign, block: dict[str, Any], patch_bias: bool) -> 
         f'"""{d.class_name}: a vision encoder for model_id {d.model_id!r} (written by msmigrate from the source\'s',
         "weights): a 2-D patch convolution over the image"
         + (", a learned class token" if cls_tok else "")
-        + (", a learned position table" if d.json_fields["num_positions"] else "")
-        + f", then the framework's {block['init'].split('(')[0]}.\"\"\"",
+        + (", a learned position table" if d.json_fields["num_positions"] else "") + ",",
+        f"then the framework's {block['init'].split('(')[0]}.\"\"\"",
         "import torch", "", "from mindspeed_mm.models.common.module import MultiModalModule", block["import"], "", "",
         f"class {d.class_name}(MultiModalModule):",
         "    def __init__(self, config, transformer_layer_spec, pre_process=True, post_process=True, *args, **kwargs):",
         "        super().__init__(config=config)",
         "        if transformer_layer_spec is None:",
-        "            raise KeyError(f\"no layer spec for vision_encoder model_id {getattr(config, 'model_id', None)!r}\")",
-        "        self.patch_embed = torch.nn.Conv2d(config.in_channels, config.hidden_size, kernel_size=config.patch_size,",
+        "            raise KeyError(\"no layer spec for vision_encoder model_id \"",
+        "                           f\"{getattr(config, 'model_id', None)!r}\")",
+        "        self.patch_embed = torch.nn.Conv2d(config.in_channels, config.hidden_size,",
+        "                                           kernel_size=config.patch_size,",
         f"                                           stride=config.patch_size, bias={patch_bias})",
     ]
     if cls_tok:

@@ -21,18 +21,22 @@ from msmigrate.agent.runner import Run, new_run_id
 pytestmark = pytest.mark.integration
 
 
+def drive(source: Path, target: Path, name: str, tmp_path: Path) -> tuple[Run, dict]:
+    """One rules-policy run at tp=2 with the real gate tables (build_gates())."""
+    spec = RunSpec(source=source, target=target, model_name=name, policy="rules", parallelism={"tp": 2})
+    run = Run(spec, new_run_id(name), Settings(runs_dir=tmp_path / "runs", runtime_python=sys.executable),
+              policy=RulesPolicy())
+    try:
+        return run, run.drive()
+    finally:
+        run.close()
+
+
 def test_tp2_on_the_megatron_standin(tmp_path, source_model_qwen2_5):
     from msmigrate.testbeds.megatron_standin import write_megatron_standin
 
     target = write_megatron_standin(tmp_path / "MindSpeed-MM", with_assets=False)
-    spec = RunSpec(source=source_model_qwen2_5, target=target, model_name="tinyvl", policy="rules",
-                   parallelism={"tp": 2})
-    settings = Settings(runs_dir=tmp_path / "runs", runtime_python=sys.executable)
-    run = Run(spec, new_run_id("tinyvl"), settings, policy=RulesPolicy())  # build_gates(): the real gate tables
-    try:
-        out = run.drive()
-    finally:
-        run.close()
+    run, out = drive(source_model_qwen2_5, target, "tinyvl", tmp_path)
     assert out["exit_status"] == "needs_accelerator", out.get("exit_detail")
     plan = out["plan"]
     assert plan["backend"] == "megatron" and plan["similar_case"] == "examples/qwen2.5vl"
@@ -72,13 +76,7 @@ def test_new_encoder_registered_for_a_clip_tower(tmp_path, tmp_path_factory):
 
     source = build_source("llava", tmp_path_factory.mktemp("src") / "llava")
     target = write_megatron_standin(tmp_path / "MindSpeed-MM", with_assets=False)
-    spec = RunSpec(source=source, target=target, model_name="tinyllava", policy="rules", parallelism={"tp": 2})
-    run = Run(spec, new_run_id("tinyllava"), Settings(runs_dir=tmp_path / "runs", runtime_python=sys.executable),
-              policy=RulesPolicy())
-    try:
-        out = run.drive()
-    finally:
-        run.close()
+    run, out = drive(source, target, "tinyllava", tmp_path)
     assert out["exit_status"] == "needs_accelerator", out.get("exit_detail")
     plan = out["plan"]
     enc = plan["components"]["vision_encoder"]
