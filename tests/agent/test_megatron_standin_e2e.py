@@ -47,6 +47,7 @@ def test_tp2_on_the_megatron_standin(tmp_path, source_model_qwen2_5):
         rec = out["gates"][slot]
         assert rec["passed"] and rec.get("backend") == "megatron", (slot, rec.get("summary"))
     assert out["gates"]["G1"]["converter_used"] == "target"  # the stand-in's own Qwen2_5_VLConverter ran
+    assert "2 file(s), tp=2" in out["gates"]["G1"]["summary"]  # at the launch's TP: the shards it would load
     g4 = out["gates"]["G4"]
     assert not g4["passed"] and "tp 2" in g4["needs_accelerator"] and "G5" not in out["gates"]
     repo = git.Repo(target)

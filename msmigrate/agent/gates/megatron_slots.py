@@ -42,14 +42,15 @@ def _device(state: dict[str, Any]) -> str:
 def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx, meg = state["plan"], deps.ctx, _meg(state)
     if plan.get("converter"):
-        # one rank, one stage: the converter's lossless HF -> Megatron -> HF round trip. Its split at the spec's
-        # TP/PP is left to the accelerator machine (the stand-in's converter converts TP=1 only); the report says so
-        one_rank = {**plan, "parallel": {**meg["parallel"], "tp": 1}, "converter_llm_pp_layers": None,
-                    "converter_vit_pp_layers": None}
-        conv = gate_megatron_converter(deps, {**state, "plan": one_rank})
-        conv = {**conv, "summary": f"{conv.get('summary', '')} (tp=1, one stage; the split at tp "
-                                   f"{meg['parallel'].get('tp', 1)} / pp {meg['parallel'].get('pp', 1)} not checked "
-                                   "here)"}
+        # the launch's TP (the plan's converter_tp: the shards the launch would load), one pipeline stage: the
+        # converter's lossless HF -> Megatron -> HF round trip. The split over PP stages is left to the accelerator
+        # machine (the stand-in's converter converts one stage); the summary says so
+        tp = int(plan.get("converter_tp") or 1)
+        one_stage = {**plan, "converter_tp": tp, "converter_llm_pp_layers": None, "converter_vit_pp_layers": None}
+        conv = gate_megatron_converter(deps, {**state, "plan": one_stage})
+        pp = meg["parallel"].get("pp", 1)
+        conv = {**conv, "summary": f"{conv.get('summary', '')} (tp={tp}, one stage"
+                                   + (f"; the split over pp {pp} not checked here)" if pp > 1 else ")")}
     else:
         t0 = time.time()
         own = converter_roundtrip(ctx.runtime_python, ctx.source)
