@@ -36,6 +36,7 @@ class EncoderDesign:
     module_path: str | None = None  # relative to the target
     code: str | None = None
     edits: dict[str, str] = field(default_factory=dict)  # target file -> its new text (registry, layer specs)
+    tables: dict[str, str] = field(default_factory=dict)  # "registry" / "specs" -> "file:dict name" it is added to
     json_fields: dict[str, Any] = field(default_factory=dict)  # the model JSON section the class reads
     reuses: dict[str, str] = field(default_factory=dict)  # what comes from the closest component, with where
     not_built: list[str] = field(default_factory=list)
@@ -240,6 +241,7 @@ def _registry_edits(target: Path, registries: list, comp: Any, d: EncoderDesign,
     lines = new.splitlines(keepends=True)
     lines.insert(last, f"from {rel_mod} import {d.class_name}\n")
     edits[reg.file] = "".join(lines)
+    d.tables["registry"] = f"{reg.file}:{reg.name}"
     spec_files = [p for p in (Path(target) / MODELS_DIR).rglob("*.py") if re.search(rf"^{SPEC_TABLE}\s*=",
                                                                                  p.read_text(encoding="utf-8",
                                                                                              errors="replace"), re.M)]
@@ -261,4 +263,5 @@ def _registry_edits(target: Path, registries: list, comp: Any, d: EncoderDesign,
         d.reuses["layer_spec"] = f"{order[0]}'s entry in {SPEC_TABLE} ({comp.model_id} has none)"
     fn = specs[order[0]]
     edits[str(spec_files[0].relative_to(target))] = _insert_entry(spec_text, SPEC_TABLE, f"'{d.model_id}': {fn}")
+    d.tables["specs"] = f"{spec_files[0].relative_to(target)}:{SPEC_TABLE}"
     return edits

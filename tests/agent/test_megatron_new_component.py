@@ -5,8 +5,6 @@ weights show (read back by the same AST reader that found the mismatch), and it 
 from __future__ import annotations
 
 import ast
-import json
-import subprocess
 import sys
 
 import pytest
@@ -24,18 +22,6 @@ VISION = {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, 
           "patch_size": 7, "image_size": 28, "hidden_act": "quick_gelu", "layer_norm_eps": 1e-5}
 CFG = {"model_type": "tower", "vision_config": VISION,
        "text_config": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4}}
-
-FORWARD = """
-import json, sys, torch
-from types import SimpleNamespace
-from mindspeed_mm.models.vision.vision_model import VISION_ENCODER_MAPPINGS
-from mindspeed_mm.models.common.module_spec.get_layer_spec import get_vit_layer_spec
-cfg = SimpleNamespace(**json.loads(sys.argv[1]))
-enc = VISION_ENCODER_MAPPINGS[cfg.model_id](config=cfg, transformer_layer_spec=get_vit_layer_spec(cfg))
-out = enc(torch.randn(2, 3, 28, 28))
-print(tuple(out.shape), sorted(k for k in enc.state_dict() if not k.startswith("blocks"))) 
-"""
-
 
 @pytest.fixture
 def standin(tmp_path):
@@ -69,16 +55,25 @@ def test_design_registers_a_new_id_the_framework_way(standin):
     assert encoder_structures(standin)["tower_vit"].facts() == source_structure(SHAPES).facts()
 
 
-def test_the_new_class_runs_a_forward_on_cpu(standin):
+def test_the_new_class_builds_by_model_id_and_runs_a_forward(standin):
+    from msmigrate.tools.megatron.component_forward import component_forward
+
     d = design(standin)
     for rel, text in {d.module_path: d.code, **d.edits}.items():
         (standin / rel).write_text(text)
-    res = subprocess.run([sys.executable, "-c", FORWARD, json.dumps(d.json_fields | {"layernorm_epsilon": 1e-5})],
-                         cwd=standin, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-2000:]
-    shape, names = res.stdout.strip().splitlines()[-1].split(") ", 1)
-    assert shape == "(32, 32"  # 2 images x 16 patches (class token dropped), width 32
-    assert "class_embedding" in names and "position_embedding.weight" in names
+    (reg_file, reg), (spec_file, specs) = (d.tables[k].split(":") for k in ("registry", "specs"))
+    run = lambda fields: component_forward(sys.executable, standin, registry_file=reg_file, registry=reg,  # noqa
+                                           specs_file=spec_file, specs=specs, model_id=d.model_id, fields=fields)
+    res = run(d.json_fields)
+    assert res.ok, (res.error, res.problems)
+    assert res.facts["output_shape"] == [32, 32]  # 2 images x 16 patches (class token dropped), width 32
+    assert {"class_embedding", "position_embedding.weight", "patch_embed.weight"} <= set(res.facts["parameters"])
+    # a class that hands the class token on to the projector gives one row too many per image: caught
+    module = standin / d.module_path
+    assert "[:, 1:]" in module.read_text()
+    module.write_text(module.read_text().replace("[:, 1:]", "[:, 0:]"))
+    bad = run(d.json_fields)
+    assert not bad.ok and "output shape [34, 32], want [32, 32]" in bad.problems[0]
 
 
 def test_a_tower_this_writer_does_not_build_is_refused(standin):

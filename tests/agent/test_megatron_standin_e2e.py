@@ -87,6 +87,7 @@ def test_new_encoder_registered_for_a_clip_tower(tmp_path, tmp_path_factory):
         assert out["gates"][slot]["passed"], (slot, out["gates"][slot].get("summary"))
     assert "'image_encoder.vision_encoder': 'llava_vit'" in out["gates"]["G3"]["summary"]
     assert out["gates"]["G1"]["converter_used"] == "msmigrate"  # no llava converter in the target: said so
+    assert "new llava_vit builds by model_id and runs a forward: output [32, 32]" in out["gates"]["G1"]["summary"]
     repo = git.Repo(target)
     branch = run.ctx.work_branch
     files = repo.git.diff("--name-only", f"master...{branch}").split()

@@ -21,7 +21,7 @@ from msmigrate.tools.megatron.registry import read_registry, registered_ids
 pytestmark = pytest.mark.realmm
 
 
-def test_new_siglip_encoder_registered_in_the_real_snapshot(realmm_snapshot, tmp_path):
+def test_new_siglip_encoder_registered_in_the_real_snapshot(realmm_snapshot, real_runtime, tmp_path):
     from msmigrate.testbeds.fixtures import build_source
 
     src = build_source("gemma3", tmp_path / "gemma3")
@@ -56,3 +56,9 @@ def test_new_siglip_encoder_registered_in_the_real_snapshot(realmm_snapshot, tmp
                                 definitions=definition_paths(mm, [realmm_snapshot / "MindSpeed"]))
     assert res.error is None and res.ok, res.problems
     assert res.facts["model_ids"]["image_encoder.vision_encoder"] == d.model_id
+    # building it needs the accelerator environment: the probe names the module, G1 reports it as such
+    from msmigrate.agent.gates.megatron_slots import new_component_record
+
+    rec = new_component_record(real_runtime, mm, d.to_dict())
+    assert not rec["passed"] and rec["needs_accelerator"], rec["summary"]
+    assert "the accelerator environment" in rec["summary"] and not rec["failure_text"]

@@ -25,6 +25,7 @@ from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.gates.megatron_converter_gate import gate_megatron_converter
 from msmigrate.agent.gates.megatron_imports_gate import megatron_imports_record
 from msmigrate.agent.gates.megatron_training_gate import UNPROVEN_ON_CPU, megatron_training_record
+from msmigrate.tools.megatron.component_forward import component_forward
 from msmigrate.tools.megatron.launch_script import parse_launch_script
 from msmigrate.tools.megatron.weight_roundtrip import converter_roundtrip
 
@@ -37,6 +38,30 @@ def _meg(state: dict[str, Any]) -> dict[str, Any]:
 def _device(state: dict[str, Any]) -> str:
     dev = (state.get("runtime") or {}).get("device")
     return str(dev.get("kind") if isinstance(dev, dict) else dev or "unknown")
+
+
+def new_component_record(runtime_python: str, target: Path, new: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The new encoder the model phase registered, built by its model_id and run once (tools/megatron/
+    component_forward.py); a module the environment lacks (torch_npu, megatron) is named, not failed."""
+    if not new or not new.get("tables"):
+        return None
+    t0 = time.time()
+    (reg_file, reg), (spec_file, specs) = (new["tables"][k].split(":") for k in ("registry", "specs"))
+    res = component_forward(runtime_python, target, registry_file=reg_file, registry=reg, specs_file=spec_file,
+                            specs=specs, model_id=new["model_id"], fields=new["json_fields"])
+    blocked = bool(res.error and res.missing_module and not (Path(target) / res.missing_module).exists())
+    problems = [res.error] if res.error else res.problems
+    ev = evidence_item(f"new component {new['model_id']} forward", ["megatron_component_forward", new["model_id"]],
+                       0 if res.ok else 1, t0, time.time(), "\n".join(p for p in problems if p), res.facts)
+    if res.ok:
+        summary = (f"new {new['model_id']} builds by model_id and runs a forward: output {res.facts['output_shape']} "
+                   "(random weights; not the source's tower numerics)")
+    elif blocked:
+        summary = f"new {new['model_id']} not built here: it needs {res.missing_module} (the accelerator environment)"
+    else:
+        summary = f"new {new['model_id']} does not build/run: " + "; ".join(p for p in problems if p)
+    return {"passed": res.ok, "needs_accelerator": blocked, "summary": summary, "evidence": [ev],
+            "failure_text": "" if res.ok or blocked else "\n".join(p for p in problems if p)}
 
 
 def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +90,13 @@ def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                                            0 if not problems else 1, t0, time.time(), "\n".join(problems),
                                            own.facts)], "failure_text": "\n".join(problems)}
     imports = megatron_imports_record(ctx.runtime_python, ctx.target, meg["entry"])
+    new = new_component_record(ctx.runtime_python, ctx.target, plan.get("new_component"))
+    if new is not None:  # the component the model phase wrote counts with the entry's own code
+        imports = {**imports, "passed": imports["passed"] and new["passed"],
+                   "needs_accelerator": imports.get("needs_accelerator") or new["needs_accelerator"],
+                   "summary": f"{imports['summary']}; {new['summary']}",
+                   "evidence": imports["evidence"] + new["evidence"],
+                   "failure_text": "\n".join(t for t in (imports["failure_text"], new["failure_text"]) if t)}
     own_code = not imports["passed"] and not imports.get("needs_accelerator")
     passed = bool(conv["passed"]) and not own_code
     parts = [conv["summary"], imports["summary"] + (" (checked again by the training slot)"

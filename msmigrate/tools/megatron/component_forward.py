@@ -1,0 +1,60 @@
+"""A new vision encoder, built by model_id from the target's registry and run once on random images in the target
+runtime (probe megatron_component_forward). It passes when the output is finite and holds one row per patch
+(class tokens dropped) of the encoder's width. What it proves: the class the migration wrote imports, builds from
+its model-JSON fields and the reused layer spec, and its forward runs. Not proven: that it computes the source's
+tower (no source weights are loaded).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msmigrate.tools.runtime import run_probe
+
+
+@dataclass
+class ComponentForward:
+    ok: bool = False
+    facts: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    missing_module: str | None = None  # the import that failed outright (torch_npu, megatron: the environment)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _module(rel: str) -> str:
+    return rel[:-3].replace("/", ".")
+
+
+def component_forward(runtime_python: str, target: Path, *, registry_file: str, registry: str, specs_file: str,
+                      specs: str, model_id: str, fields: dict[str, Any], images: int = 2,
+                      timeout: float = 300.0) -> ComponentForward:
+    patches = int(fields.get("num_positions") or 0) - int(fields.get("class_token_len") or 0)
+    side = round(patches ** 0.5)
+    if patches <= 0 or side * side != patches:
+        return ComponentForward(error=f"no square patch grid from num_positions {fields.get('num_positions')} "
+                                      f"and class_token_len {fields.get('class_token_len')}")
+    args = ["--target", str(Path(target).resolve()), "--registry", f"{_module(registry_file)}:{registry}",
+            "--specs", f"{_module(specs_file)}:{specs}", "--model-id", model_id, "--fields", json.dumps(fields),
+            "--images", str(images), "--image-size", str(side * int(fields["patch_size"]))]
+    res = run_probe(runtime_python, "megatron_component_forward", args, cwd=target, timeout=timeout)
+    payload = res.data.get("result") or {}
+    if not payload:
+        return ComponentForward(error=res.error or "probe failed")
+    if not payload.get("ok"):
+        return ComponentForward(error=f"{payload.get('exception')}: {payload.get('message')}",
+                                missing_module=payload.get("missing"))
+    want = [images * patches, int(fields["hidden_size"])]
+    out = ComponentForward(facts={k: payload.get(k) for k in ("class", "output_shape", "finite", "parameters")})
+    if payload.get("output_shape") != want:
+        out.problems.append(f"output shape {payload.get('output_shape')}, want {want} ({images} images x {patches} "
+                            f"patches, width {fields['hidden_size']})")
+    if not payload.get("finite"):
+        out.problems.append("the output is not finite")
+    out.ok = not out.problems
+    return out
