@@ -153,7 +153,10 @@ def score_corpus(split: str, folder: Path | None, use_regex: bool, round_: int |
     """Score one half (optionally one round). With ``llm``, the excerpts the classify node would ask about are
     asked (or replayed): every abstention, and with ``review_tentative`` every tentative answer too."""
     score = Score()
-    for entry in load_corpus(split, folder):
+    entries = load_corpus(split, folder)
+    if llm is not None:  # the newest round first: a request cap must not cut the clean (newest) held-out figure
+        entries = sorted(entries, key=lambda e: -e.round)
+    for entry in entries:
         if round_ is None or entry.round == round_:
             result = classify(entry.log, use_regex=use_regex)
             asked = result.method == "none" or (review_tentative and result.tentative)

@@ -234,9 +234,16 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
         return coded
 
     if not root.failed:
-        return generic or ambiguous or Classification(None, None, 0.0, "none",
-                                         "No failure signal in the log (only INFO/WARNING lines) and no case "
-                                         "matched.", excerpt=searched[-1500:], root_cause=root.to_dict())
+        if generic or ambiguous:
+            return generic or ambiguous
+        # only wrapper lines (a rank died, not why) or nothing at all: no answer, but the LLM still gets the cases
+        # whose messages match a line, and the lexical neighbours of the wrapper lines
+        vote = lexical(root.evidence, catalog, exclude_source) if root.signals else None
+        return Classification(None, None, 0.0, "none",
+                              "No failure signal in the log (only INFO/WARNING lines or a launcher's summary) and "
+                              "no case matched.", excerpt=searched[-1500:], root_cause=root.to_dict(),
+                              candidates=_with_line_matches([{**c, "stage": "bm25"} for c in vote.candidates]
+                                                            if vote else [], text, root, catalog))
     vote = lexical(root.cause, catalog, exclude_source)
     candidates = [{**c, "stage": "bm25"} for c in vote.candidates] if vote else []
     if ambiguous is not None:  # the matched case first, then the lexical neighbours, for the LLM to weigh
@@ -247,9 +254,30 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
         Classification(None, None, 0.0, "none", "No failure case is close enough: unknown (needs the LLM or the "
                        "failed gate's phase).", excerpt=root.evidence[-1500:], candidates=candidates,
                        root_cause=root.to_dict())
+    if result.method == "none":
+        result.candidates = _with_line_matches(result.candidates, text, root, catalog)
     if vote is not None:
         result.vote = {"owner": vote.owner, "margin": vote.margin, "accepted_from": calibration.get("min_margin")}
     return result
+
+
+def _with_line_matches(candidates: list[dict[str, Any]], text: str, root: RootCause,
+                      catalog: Catalog) -> list[dict[str, Any]]:
+    """An abstention's candidates: every case whose message pattern matches one of the extracted failure lines or
+    any non-INFO line of the log (wrapper cases last), then the lexical neighbours. A message match is evidence
+    the LLM should see even when it did not decide (a wrapper's case, a not-decisive message, a line the extractor
+    did not pick)."""
+    seen = {c.get("case_id") for c in candidates if c.get("stage") == "regex"}
+    matched = []
+    for searched in (root.evidence, quiet_lines(text)):
+        for entry, pattern, _ in match_regex(searched, catalog):
+            if entry.id not in seen:
+                seen.add(entry.id)
+                matched.append({"case_id": entry.id, "priority": entry.meta.get("priority", 50), "stage": "regex"})
+    matched.sort(key=lambda c: int(c["priority"]) <= GENERIC_PRIORITY)  # wrapper-level cases after specific ones
+    regex_first = [c for c in candidates if c.get("stage") == "regex"]
+    rest = [c for c in candidates if c.get("stage") != "regex" and c.get("case_id") not in seen]
+    return regex_first + matched + rest
 
 
 def _lexical_result(vote: OwnerVote | None, confidence: float | None, catalog: Catalog,

@@ -63,10 +63,25 @@ _COLLECTIVE = re.compile(r"(?i)\b(nccl|hccl|gloo)\b.*(error|fail|timed? ?out|ref
 _OOM = re.compile(r"(?i)out of memory|OutOfMemoryError|\bOOM\b|Cannot allocate memory|HBM memory exhausted")
 _KILLED = re.compile(r"exitcode\s*:\s*-9\b|\(exitcode: -9\)|\bSIGKILL\b|signal 9\b|^\s*Killed\s*$|"
                      r"exited with code 137\b")
-_NONFINITE = re.compile(r"(?i)['\"]?\b(?:lm )?(loss|grad_norm|grad norm)['\"]?\s*[:=]\s*['\"]?(nan|inf)\b")
+_NONFINITE = re.compile(r"(?i)['\"]?\b(?:lm )?(loss|grad_norm|grad norm)['\"]?\s*(?:[:=]|is|became|becomes)\s*['\"]?"
+                        r"(nan|inf)\b")
+# An exception whose message says the real error is elsewhere: it is a wrapper, like ChildFailedError
+_WRAPPER_MESSAGE = re.compile(r"(?i)returned non-zero exit status|died with <Signals|terminated with (?:exit code|signal)|"
+                              r"see (?:the )?(?:above|previous) (?:traceback|error)|look up to see its traceback|"
+                              r"exited with (?:exit )?code -?\d+")
+# transformers' lazy import re-raises the import error inside its own message: the part after this is the real error
+_INNER_AFTER = re.compile(r"because of the following error \(look up to see its traceback\):\s*")
+# Frames of launchers and process plumbing: a traceback that ends there (its exception line cut off) says a child
+# failed, not why
+_PLUMBING_FRAME = re.compile(r"torch/distributed/(?:elastic|run\.py|launch\.py|launcher)|/subprocess\.py\"|"
+                             r"accelerate/commands/|deepspeed/launcher/|torch/multiprocessing/spawn\.py|"
+                             r"/bin/(?:torchrun|accelerate|deepspeed|llamafactory-cli|swift)\"|"
+                             r"/importlib/__init__\.py\"|<frozen importlib|transformers/utils/import_utils\.py\"")
 _ERROR_LEVEL = re.compile(r"(?:^|[\[\s|])(ERROR|CRITICAL|FATAL|error)(?:[\]|:\s]|$)|Assertion `.*` failed|"
                           r"!!! CRITICAL|^\s*\[E[\s\d][^\]]*\]|^E\d{4} \d\d:|^Import failed: |"
-                          r"\bfailed\b.*\b\w*Error\b:|^\s*size mismatch for \S+: copying a param with shape")
+                          r"\bfailed\b.*\b\w*Error\b:|^\s*size mismatch for \S+: copying a param with shape|"
+                          r"\[Errno \d+\] \S")
+_LOG_LEVEL_START = re.compile(r"\[?(?:ERROR|CRITICAL|FATAL)\b")  # another logger's line, not a continuation
 _ELASTIC_FAILED = re.compile(r"failed \(exitcode: -?\d+\) local_rank: \d+")
 _CHILD_ROOT = re.compile(r"Root Cause \(first observed failure\)")
 _CHILD_FIELD = re.compile(r"^\s*(rank|exitcode|error_file)\s*:\s*(.*)$")
@@ -159,7 +174,7 @@ def _continuation(lines: list[str], start: int, limit: int = 3, free: int = 2, s
         # a header's message may open with a bracketed tag ("[BytesIO]Unable to ..."): only then is "[" kept
         if not stripped or _TRACEBACK.search(text) or _FRAME.search(text) or _CHAIN.search(text) or \
                 stripped[:1] in ("+|=#*>" if skip_blank else "+|=#*>[") or len(text) > 300 or \
-                _is_info_or_warning(text):
+                _is_info_or_warning(text) or _ELASTIC_FAILED.search(text) or _LOG_LEVEL_START.match(stripped):
             break
         indented = text[:1] in " \t"
         if not indented and _EXC.search(stripped):
@@ -182,14 +197,21 @@ def extract(log_text: str) -> RootCause:
     tb_start = -1
     child_rank: int | None = None
     in_child_root = False
+    chains: dict[int, int] = {}  # line of a chained exception -> line of the first exception of its chain
+    chained_from: int | None = None
     for i, raw in enumerate(lines):
         text, rank = strip_prefixes(raw)
         stripped = text.strip()
         if not stripped:
             continue
+        if _CHAIN.search(text):  # the next exception was raised while handling the previous one: that one is the cause
+            exceptions_so_far = [s for s in signals if s.kind == "exception" and not s.wrapper]
+            chained_from = chains.get(exceptions_so_far[-1].line, exceptions_so_far[-1].line) \
+                if exceptions_so_far else None
+            continue
         if _TRACEBACK.search(text):
             if in_traceback and tb_frames:  # a new traceback while the previous one had no exception line
-                signals.append(Signal("traceback", tb_frames[-1], tb_start, rank))
+                signals.append(_traceback_signal(tb_frames, tb_start, rank))
             in_traceback, tb_frames, tb_start = True, [], i
             continue
         if _CHILD_ROOT.search(text):
@@ -219,12 +241,22 @@ def extract(log_text: str) -> RootCause:
             name = exc.group(1)
             # a header with no message of its own ("Error: [12:00:01] reader.cc:444:") is explained by what follows,
             # even across blank lines; otherwise only directly attached continuation lines belong to it
+            if 'File "' in stripped[:exc.start()]:  # a traceback flattened onto one line: from the exception on
+                stripped = stripped[exc.start():]
             body = (exc.group(2) or "").strip()
             headless = not body or body.endswith(":")
             extra = _continuation(lines, i, 6, 2, skip_blank=True) if headless else _continuation(lines, i)
             message = " ".join([stripped] + extra)
-            wrapper = any(w in name for w in _WRAPPERS)
-            signals.append(Signal("exception", message, i, rank, wrapper=wrapper))
+            wrapper = any(w in name for w in _WRAPPERS) or bool(_WRAPPER_MESSAGE.search(message))
+            inner = _INNER_AFTER.split(message, maxsplit=1)
+            if len(inner) == 2 and inner[1].strip():  # the re-raised import error: that is the cause
+                signals.append(Signal("exception", message, i, rank, wrapper=True))
+                signals.append(Signal("exception", inner[1].strip(), i, rank))
+            else:
+                signals.append(Signal("exception", message, i, rank, wrapper=wrapper))
+            if chained_from is not None:
+                chains[signals[-1].line] = chained_from
+            chained_from = None
             if in_traceback:
                 frames[i] = tb_frames[-2:]
             in_traceback, tb_frames = False, []
@@ -245,12 +277,20 @@ def extract(log_text: str) -> RootCause:
                 signals.append(Signal(kind, " ".join([stripped] + extra)[:800], i, rank))
                 break
     if in_traceback and tb_frames:
-        signals.append(Signal("traceback", tb_frames[-1], tb_start, None))
-    return _summarise(signals, warnings, frames, child_rank)
+        signals.append(_traceback_signal(tb_frames, tb_start, None))
+    return _summarise(signals, warnings, frames, child_rank, chains)
+
+
+def _traceback_signal(tb_frames: list[str], start: int, rank: int | None) -> Signal:
+    """A traceback whose exception line is missing, by its innermost frame of real code: frames of launchers,
+    subprocess and import plumbing only say where a failure passed through (the caller of ``subprocess.
+    check_output`` is what failed); a traceback of plumbing alone (torchrun's own) is a wrapper."""
+    own = [f for f in tb_frames if not _PLUMBING_FRAME.search(f)]
+    return Signal("traceback", own[-1] if own else tb_frames[-1], start, rank, wrapper=not own)
 
 
 def _summarise(signals: list[Signal], warnings: list[str], frames: dict[int, list[str]],
-               child_rank: int | None) -> RootCause:
+               child_rank: int | None, chains: dict[int, int] | None = None) -> RootCause:
     root = RootCause(signals=signals, warnings=warnings)
     real = [s for s in signals if not s.wrapper]
     if not real:
@@ -262,7 +302,13 @@ def _summarise(signals: list[Signal], warnings: list[str], frames: dict[int, lis
     failed_rank = child_rank if child_rank in ranks else (ranks[0] if ranks else None)
     mine = [s for s in real if s.rank in (failed_rank, None)] or real
     exceptions = [s for s in mine if s.kind == "exception"]
-    root.primary = exceptions[-1] if exceptions else max(mine, key=lambda s: (KIND_WEIGHT.get(s.kind, 0), -s.line))
+    if exceptions:
+        # the last exception, or the first link of its chain: the innermost error, which the later links handled
+        last = exceptions[-1]
+        first_line = (chains or {}).get(last.line)
+        root.primary = next((s for s in exceptions if s.line == first_line), last)
+    else:
+        root.primary = max(mine, key=lambda s: (KIND_WEIGHT.get(s.kind, 0), -s.line))
     root.failed_rank = failed_rank
     evidence = []
     for s in mine:

@@ -196,3 +196,14 @@ def test_llm_evidence_shows_the_deterministic_answer_and_how_each_candidate_was_
     assert all(c["basis"] for c in shown["candidates"])
     decided = classify("OSError: [Errno 28] No space left on device: '/out/ckpt/model.safetensors'")
     assert decided.method == "regex" and not decided.tentative and not asks_llm(decided)
+
+
+def test_every_llm_request_has_a_root_cause_section_even_when_none_was_found():
+    from msmigrate.agent.nodes.classify import llm_evidence
+    from msmigrate.knowledge.classifier import classify
+
+    quiet = llm_evidence("G4", classify("INFO step 1 done\nUserWarning: something is deprecated"))
+    assert quiet["root_cause"]["kind"] == "none" and quiet["root_cause"]["text"].startswith("none found: ")
+    assert "warning" in quiet["root_cause"]["text"]
+    wrapper = llm_evidence("G4", classify("torch.distributed.elastic.multiprocessing.errors.ChildFailedError"))
+    assert "wrapper" in wrapper["root_cause"]["text"] and "not in the excerpt" in wrapper["root_cause"]["text"]

@@ -176,3 +176,33 @@ def test_a_message_the_tuning_corpus_shows_with_several_owners_is_not_decisive()
 def test_the_issue_example_of_a_data_plugin_called_with_the_wrong_arity_is_data():
     result = classify("TypeError: Qwen2vlPlugin.get_mm_inputs() takes 5 positional arguments but 9 were given")
     assert (result.method, result.owner, result.case_id) == ("regex", "data", "data-call-signature")
+
+
+def test_an_abstention_lists_every_case_whose_message_matches_a_line():
+    """Candidates are not only the BM25 neighbours: a case whose pattern matches a failure line (here a wrapper
+    case, and a specific case matched on a line the extractor did not pick) is among them."""
+    from msmigrate.knowledge.classifier import classify
+
+    log = ("ValueError: the frobnicator rejected widget 7\n"
+           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+           "Root Cause (first observed failure):\n[0]:\n  rank      : 0 (local_rank: 0)\n"
+           "  exitcode  : 1 (pid: 11)\n============================================================")
+    result = classify(log)
+    assert result.method == "none"
+    assert "torchrun-child-failed" in [c["case_id"] for c in result.candidates]
+
+
+def test_a_key_error_from_the_auto_config_mapping_is_an_unknown_model_type():
+    from msmigrate.knowledge.classifier import classify
+
+    log = """Traceback (most recent call last):
+  File "/x/finetune.py", line 20, in train
+    config = transformers.AutoConfig.from_pretrained(path)
+  File "/env/site-packages/transformers/models/auto/configuration_auto.py", line 1022, in from_pretrained
+    config_class = CONFIG_MAPPING[config_dict["model_type"]]
+  File "/env/site-packages/transformers/models/auto/configuration_auto.py", line 723, in __getitem__
+    raise KeyError(key)
+KeyError: 'newarch'"""
+    result = classify(log)
+    assert "transformers-unknown-model-type" in [result.case_id] + [c["case_id"] for c in result.candidates]
+    assert classify("KeyError: 'newarch'").case_id != "transformers-unknown-model-type"  # a bare KeyError is not

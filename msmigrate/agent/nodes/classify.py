@@ -38,6 +38,8 @@ def candidate_basis(cand: dict[str, Any]) -> str:
     if cand.get("stage") == "regex" and "tuning_hits" in cand:
         return (f"its message matched the log, but the same message was owned by this owner in only "
                 f"{cand['tuning_agree']} of {cand['tuning_hits']} real failures of the tuning corpus: not decisive")
+    if cand.get("stage") == "regex" and int(cand.get("priority", 50)) <= 20:
+        return "its message matched the log, but it is a wrapper-level case (says a process failed, not why)"
     if cand.get("stage") == "regex":
         return "its message matched the log"
     if cand.get("stage") == "bm25":
@@ -72,9 +74,23 @@ def llm_evidence(gate: str, verdict: Classification) -> dict[str, Any]:
             candidates.append({"case_id": entry.id, "owner": entry.meta["owner"], "title": entry.title,
                                "cause": entry.meta["cause"], "basis": candidate_basis(cand)})
     root = {"kind": primary.get("kind", "none"), "text": primary.get("text", ""),
-            "evidence": verdict.root_cause.get("evidence", "")} if primary else {}
+            "evidence": verdict.root_cause.get("evidence", "")} if primary else \
+        {"kind": "none", "text": "none found: " + _why_no_root_cause(verdict.root_cause), "evidence": ""}
+    if primary.get("wrapper"):  # only a launcher / re-raise summary: say that the rank's own error is missing
+        root["text"] += (" (a wrapper: it says a process failed, not why; the failing rank's own error is not in "
+                         "the excerpt)")
     return {"gate": gate, "root_cause": root, "candidates": candidates[:MAX_CANDIDATES],
             "deterministic": deterministic_view(verdict)}
+
+
+def _why_no_root_cause(root_cause: dict[str, Any]) -> str:
+    """Why the extractor found no decisive signal, in words for the LLM (every request has a root-cause section)."""
+    warnings = root_cause.get("warnings") or []
+    if warnings:
+        return (f"the log has no exception, error code, collective / out-of-memory error or ERROR-level line; "
+                f"only INFO lines and {len(warnings)} warning(s), which never decide a class on their own")
+    return ("the log has no exception, error code, collective / out-of-memory error or ERROR-level line (only INFO "
+            "or unclassified lines); decide from the gate and the excerpt, or answer unknown")
 
 
 def asks_llm(verdict: Classification) -> bool:
