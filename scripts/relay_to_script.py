@@ -47,6 +47,11 @@ def outcomes(run_dir: Path) -> dict[str, Any]:
         rec = json.loads(line)
         if rec.get("kind") == "tool":
             tools.append([rec.get("phase"), rec.get("name"), str(rec.get("result", "")).startswith('{"ok": true')])
+        elif rec.get("kind") == "finish_declined":
+            # the turn's finish_phase was declined (a check of the turn failed): the model was answered ok: false
+            # (runs before the tools node recorded the declined answer itself logged the tool's own ack here)
+            last = max(i for i, t in enumerate(tools) if t[1] == "finish_phase")
+            tools[last][2] = False
         elif rec.get("kind") == "gate":
             gates.append([rec.get("gate"), bool(rec.get("passed")), len(tools)])
             # a phase passes on its own gate (G1 re-run first in a later phase because its files changed is not

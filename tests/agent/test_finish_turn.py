@@ -80,6 +80,9 @@ def test_finish_after_a_failed_check_is_declined_with_the_reason():
     assert finish["ok"] is False and "check_forward failed in the same turn" in finish["error"]
     assert json.loads(out["messages"][1].content)["error"] == "loss is NaN"  # the failed result goes back whole
     assert [r["failed"] for r in deps.trajectory.records if r["kind"] == "finish_declined"] == [["check_forward"]]
+    # the trajectory records the declined answer the model saw, not the tool's own acknowledgement
+    logged = [r for r in deps.trajectory.records if r["kind"] == "tool" and r["name"] == FINISH_TOOL]
+    assert len(logged) == 1 and logged[0]["result"].startswith('{"ok": false') and logged[0]["status"] == "error"
 
 
 def test_finish_alone_still_runs_the_gate():

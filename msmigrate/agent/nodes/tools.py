@@ -64,17 +64,18 @@ def make_tools_node(deps: RunDeps):
         out = tool_node.invoke({"messages": state["messages"]}, {**config, "max_concurrency": 1})
         results: list[ToolMessage] = out["messages"]
         by_id = {c["id"]: c for c in last.tool_calls}
+        finish = [c for c in last.tool_calls if c["name"] == FINISH_TOOL and isinstance(c.get("args"), dict)]
+        failed = [name for r in results if failed_call(r)
+                  and (name := by_id.get(r.tool_call_id, {}).get("name") or "?") != FINISH_TOOL]
+        if finish and failed:  # the declined answer is what the model sees, so it is what the trajectory records
+            results = [declined_finish(r, failed) if by_id.get(r.tool_call_id, {}).get("name") == FINISH_TOOL
+                       else r for r in results]
         for res in results:
             call = by_id.get(res.tool_call_id, {})
             deps.trajectory.append("tool", phase=state.get("phase"), name=call.get("name"), args=call.get("args"),
                                    id=res.tool_call_id, result=str(res.content)[:8000], status=res.status)
             deps.emit("tool", name=call.get("name"), status=res.status, result=str(res.content)[:300])
-        finish = [c for c in last.tool_calls if c["name"] == FINISH_TOOL and isinstance(c.get("args"), dict)]
-        failed = [name for r in results if failed_call(r)
-                  and (name := by_id.get(r.tool_call_id, {}).get("name") or "?") != FINISH_TOOL]
         if finish and failed:
-            results = [declined_finish(r, failed) if by_id.get(r.tool_call_id, {}).get("name") == FINISH_TOOL
-                       else r for r in results]
             deps.trajectory.append("finish_declined", phase=state.get("phase"), failed=failed)
         update: dict[str, Any] = {"messages": results, "counters": bump(state.get("counters"), tool_calls=len(results))}
         if finish and not failed:  # the work node runs the phase gate next, without another policy decision
