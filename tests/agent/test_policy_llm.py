@@ -187,12 +187,22 @@ def test_fit_history_cuts_oldest_first_and_only_as_many_as_needed():
     assert [type(m) for m in out] == [type(m) for m in msgs]
 
 
+def test_fit_history_never_cuts_the_newest_turn():
+    msgs = _history(2, 100)
+    calls = [{**GOOD_CALL, "id": f"n{i}"} for i in range(3)]
+    msgs += [AIMessage(content="read three", tool_calls=calls)] + [
+        ToolMessage(content="n" * 8000, tool_call_id=c["id"]) for c in calls]
+    out = fit_history(msgs, 2000, 1000)  # 7000 chars: the newest 24000 can never fit; they stay whole anyway
+    assert [m.content for m in out[-3:]] == ["n" * 8000] * 3
+
+
 def test_fit_history_cuts_harder_until_the_budget_holds():
     msgs = _history(8, 5000)
-    out = fit_history(msgs, 1500, 1000)  # 5250 chars: 600-char heads are not enough, the oldest go down to 120
+    out = fit_history(msgs, 3000, 1000)  # 10500 chars: 600-char heads are not enough, the oldest go down to 120
     tools = [m for m in out if isinstance(m, ToolMessage)]
     assert tools[0].content.startswith("0" * 120 + " …[4880 chars cut")
-    assert tools[-1].content.startswith("7" * 600 + " …[4400 chars cut")
-    assert 1000 + _size(out) <= 1500 * CHARS_PER_TOKEN
+    assert tools[-2].content.startswith("6" * 600 + " …[4400 chars cut")
+    assert tools[-1].content == "7" * 5000  # the newest turn's output: the model has not seen it yet
+    assert 1000 + _size(out) <= 3000 * CHARS_PER_TOKEN
     assert [m.content for m in out if not isinstance(m, ToolMessage)] == \
            [m.content for m in msgs if not isinstance(m, ToolMessage)]

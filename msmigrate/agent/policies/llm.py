@@ -105,11 +105,13 @@ def format_error_text(call: dict[str, Any], tools: list[Any]) -> str:
 def fit_history(messages: list[AnyMessage], budget_tokens: int, fixed_chars: int) -> list[AnyMessage]:
     """Keep every tool output whole while the request fits ``budget_tokens``; over it, cut tool outputs oldest
     first (to a head of OLD_TOOL_OUTPUT_CHARS, then to CUT_HARD_CHARS) until it fits. A model that re-reads a file
-    because its first read was cut for no reason wastes a request."""
+    because its first read was cut for no reason wastes a request. The newest turn's outputs are never cut: the
+    model has not seen them yet (a live run re-read a file whose first read was cut before it ever saw it)."""
     out: list[AnyMessage] = list(messages)
     limit_chars = budget_tokens * CHARS_PER_TOKEN
     size = fixed_chars + sum(len(str(m.content)) for m in out)
-    tool_idx = [i for i, m in enumerate(out) if isinstance(m, ToolMessage)]
+    newest = max((i for i, m in enumerate(out) if isinstance(m, AIMessage)), default=-1)
+    tool_idx = [i for i, m in enumerate(out) if isinstance(m, ToolMessage) and i < newest]
     for limit in (OLD_TOOL_OUTPUT_CHARS, CUT_HARD_CHARS):
         for i in tool_idx:
             if size <= limit_chars:
