@@ -60,3 +60,43 @@ def test_a_failing_rerun_sends_the_run_back_to_the_model_phase(fast_prepare, tmp
     assert gates.calls[:3] == ["G1", "G1", "G1"]  # the re-run failed: G2 never ran on it; model repaired, G1 again
     assert "G2" not in gates.calls[:3]
     assert [r["phase"] for r in records if r["kind"] == "gate" and r["gate"] == "G1"][:3] == ["model", "data", "model"]
+
+
+MODEL_FAILURE = "load run: uninitialised storage at the first forward: non-persistent buffer `model.rotary.inv_freq`"
+
+
+def test_a_model_repair_re_proves_later_phases_without_asking_the_policy(fast_prepare, tmp_path):
+    """G5 fails on the model: after the model phase's repair passes G1, data and config (their files untouched)
+    run their gates directly — no policy decision, no LLM request that could only say "unchanged"."""
+    gates = FakeGates({"G5": [MODEL_FAILURE]})
+    script = {"model": [[write(f"{PLUGIN}/modeling_fakevl.py", "X = 1\n")]],
+              "data": [[write("mindspeed_mm/fsdp/data/datasets/fakevl/__init__.py", "Y = 1\n")]],
+              "config": [[write("examples/fakevl/fakevl_config.yaml", "a: 1\n")]]}
+    policy = ScriptedPolicy(script)
+    run = make_run(fast_prepare, tmp_path, policy, gates, tools=lambda ctx: [echo_tool(), *file_writer_tools(ctx)])
+    try:
+        final = run.drive()
+    finally:
+        run.close()
+    records = [json.loads(line) for line in (run.ctx.run_dir / "trajectory.jsonl").read_text().splitlines()]
+    assert final["exit_status"] == "success", final.get("exit_detail")
+    assert gates.calls == ["G1", "G2", "G3", "G4", "G5", "G1", "G2", "G3", "G4", "G5", "G6"]
+    direct = [r for r in records if r["kind"] == "gate_direct"]
+    assert [(r["phase"], r["files_unchanged"]) for r in direct] == [
+        ("data", ["mindspeed_mm/fsdp/data/datasets/fakevl/__init__.py"]),
+        ("config", ["examples/fakevl/fakevl_config.yaml"])]
+    decided = [r["phase"] for r in records if r["kind"] == "decision"]
+    assert decided.count("data") == decided.count("config") == 2  # first visit only (a call, then "done")
+    assert decided.count("model") == 4  # the first visit and the repair
+    handoff = {h["phase"]: h for h in final["handoff"]}
+    assert handoff["data"]["files_written"] == ["mindspeed_mm/fsdp/data/datasets/fakevl/__init__.py"]
+
+
+def test_a_phase_whose_files_changed_is_asked_again(fast_prepare, tmp_path):
+    gates = FakeGates({"G5": [MODEL_FAILURE]})
+    script = {"model": [[write(f"{PLUGIN}/modeling_fakevl.py", "X = 1\n")],
+                        [write("mindspeed_mm/fsdp/data/datasets/fakevl/__init__.py", "Y = 2\n")]],
+              "data": [[write("mindspeed_mm/fsdp/data/datasets/fakevl/__init__.py", "Y = 1\n")]]}
+    final, records = drive(fast_prepare, tmp_path, script, gates)
+    assert final["exit_status"] == "success", final.get("exit_detail")
+    assert "data" not in [r["phase"] for r in records if r["kind"] == "gate_direct"]

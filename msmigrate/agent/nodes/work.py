@@ -50,6 +50,21 @@ def stale_proofs(deps: RunDeps, state: dict[str, Any], phase: str) -> list[tuple
     return stale
 
 
+def nothing_to_redo(deps: RunDeps, state: dict[str, Any], phase: str) -> list[str] | None:
+    """This phase's delivered files when the phase is entered again with nothing of its own to redo: a fresh visit
+    (no conversation), no failure pending (an earlier phase's repair just passed), the phase passed before (its
+    hand-off), and none of the files it wrote changed since its gate last passed on them. None otherwise."""
+    if state.get("messages") or state.get("last_failure") or phase not in GATED_PHASES:
+        return None
+    record = next((h for h in state.get("handoff") or [] if h.get("phase") == phase), None)
+    passed = [r for r in state.get("gate_history") or []
+              if r.get("gate") == PHASE_GATES[phase][-1] and r.get("passed") and r.get("target_commit")]
+    if record is None or not passed or not record.get("files_written"):
+        return None
+    changed = changed_since(deps.ctx, passed[-1]["target_commit"], list(record["files_written"]))
+    return list(record["files_written"]) if changed == [] else None
+
+
 def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any]:
     """Run the phase's gates in order, after any earlier gate whose proof this phase's edits made stale; stop at
     the first failure. Returns the state update."""
@@ -106,6 +121,10 @@ def handoff_update(deps: RunDeps, state: dict[str, Any], phase: str, gates: dict
     after = {**inv.data, "similar_cases": before.get("similar_cases", [])} if inv.ok else before
     record = handoff_record(phase, gates, list(state.get("messages", [])), state.get("finish_request"),
                             new_ids(before, after))
+    earlier = next((h for h in state.get("handoff") or [] if h.get("phase") == phase), None)
+    if earlier is not None and not state.get("messages") and not state.get("finish_request"):
+        # re-proved without a conversation (nothing_to_redo): what the phase delivered is still the earlier record's
+        record = {**earlier, "gates_proved": record["gates_proved"]}
     deps.trajectory.append("handoff", **record)
     kept = [h for h in state.get("handoff") or [] if h.get("phase") != phase]
     update = {"handoff": [*kept, record], "target_summary": json_safe(after)}
@@ -160,6 +179,17 @@ def make_work_node(deps: RunDeps, phase: str):
         if reason:
             return {"phase": "report", "exit_status": EXIT_BUDGET, "exit_detail": f"{reason} (in phase {phase})"}
         if state.get("finish_request"):  # the policy called finish_phase: the gate decides, no new decision
+            if code_approval_needed(deps, state):
+                return {"phase": phase, "code_approval": {"pending": phase}}
+            return run_gates(deps, state, phase)
+        unchanged = nothing_to_redo(deps, state, phase)
+        if unchanged is not None:
+            # re-entered after an earlier phase's repair, with this phase's delivered files as its gate passed on
+            # them: the gate re-proves them on the repaired target without asking the policy (an LLM request that
+            # could only say "unchanged, run the gate"; a failing gate brings the policy in with its evidence)
+            deps.trajectory.append("gate_direct", phase=phase, files_unchanged=unchanged[:20])
+            deps.emit("decision", phase=phase, content="delivered files unchanged since this phase's gate passed: "
+                                                        "re-running its gate", tool_calls=[])
             if code_approval_needed(deps, state):
                 return {"phase": phase, "code_approval": {"pending": phase}}
             return run_gates(deps, state, phase)
