@@ -114,6 +114,9 @@ def _parity_section(gates: dict[str, Any]) -> list[str]:
     """The parity figures in full, and the decoded sample with its trained spans marked."""
     lines = []
     model = (gates.get("G1", {}).get("parity") or {}).get("model")
+    if (model or {}).get("status") == "not_comparable" and (gates.get("G2", {}).get("parity") or {}).get("model"):
+        lines += [f"G1's model parity was not comparable ({model.get('why_not')}); G2 ran it on its collated batch:"]
+        model = gates["G2"]["parity"]["model"]
     if model:
         tol = model.get("tolerance") or {}
         lines += ["| path | loss | max abs Δlogit | abs Δloss |", "|---|---|---|---|",

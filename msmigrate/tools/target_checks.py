@@ -114,20 +114,26 @@ def data_check(ctx: RunContext, config_path: Path, *, parity_data: Path | None =
 
 
 def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_remote_code: bool = False,
-                 sample_data: Path | None = None) -> ToolResult:
+                 sample_data: Path | None = None, batch_file: str | None = None,
+                 media_token_id: int | None = None) -> ToolResult:
     """The plugin class (eager, and meta init + load) against the source's own class on one shared random init and
-    the same batch, fp32 on CPU (``probes/model_parity.py``). ``ok`` means the probe ran; ``result.passed`` is the
-    verdict."""
+    the same batch, fp32 on CPU (``probes/model_parity.py``); ``batch_file``: that batch is a collated one of the
+    target's pipeline (G2's). ``ok`` means the probe ran; ``result.passed`` is the verdict."""
     if (refused := unapproved(ctx)) is not None:
         return refused
     args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--shrink-layers", "2"]
     if sample_data:
         args += ["--sample-data", str(sample_data)]
+    if batch_file:
+        args += ["--batch-file", str(batch_file)]
+    if batch_file and media_token_id is not None:
+        args += ["--media-token-id", str(media_token_id)]
     if trust_remote_code:
         args += ["--trust-remote-code"]
     res = run_probe(ctx.runtime_python, "model_parity", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
     if res.ok:
-        res.data["saved"] = _save(ctx, f"model_parity_{model_id}", res.data["result"])
+        res.data["saved"] = _save(ctx, f"model_parity_{model_id}{'_collated' if batch_file else ''}",
+                                  res.data["result"])
     return res
 
 

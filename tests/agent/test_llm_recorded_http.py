@@ -34,17 +34,18 @@ def replayed(request, tmp_path_factory) -> dict[str, Any]:
     return replay(rec, tmp_path_factory.mktemp(f"recorded_{rec['fixture']}"), f"{rec['fixture']}-recorded")
 
 
-# The recorded live run (run 4) went green only by luck of uninitialised memory. Its player's plugin left the vendored
-# vision tower's class/position embeddings and layer scales to an init_weights that did not cover them (G4's NaN,
-# which the live run's classifier sent to the data phase, where the player fixed init_weights) and restores its
+# The recorded live run (run 4) went green only by luck of uninitialised memory. Its player's plugin restores the
 # rotary inv_freq only in init_weights, which G5's load run skips after meta init (NaN at iteration 6 in 1 of 3 of
-# the lead's fresh-clone replays). Since the CPU launches fill uninitialised storage with NaN (tools/cpu_shim.py), the
-# first G4 fails every run, names the parameter, and the classifier routes it to the model phase, where the recorded
-# answers do not follow: the replay ends gates_failed. Strict until the llm3 developer re-records a live run whose
-# plugin passes on filled storage (then this xfail goes, and the replay must be green again).
-RECORDED_PLUGIN_BUG = ("the recorded player's plugin leaves parameters (vision embeddings, layer scales) and its rotary "
-                       "inv_freq to init_weights; on NaN-filled uninitialised storage its first G4 fails every run, "
-                       "routed to the model phase (the live run's classifier sent it to data): re-record")
+# the lead's fresh-clone replays), and left the vendored vision tower's class/position embeddings and layer scales to
+# an init_weights that did not cover them (G4's NaN, which the live run's classifier sent to the data phase). Now G2
+# re-runs G1's model parity on its collated batch (G1's was "not comparable": the source's forward requires
+# pixel_values): eager the plugin equals the source (|Δlogit| 0), after meta init + load inv_freq is NaN (uninitialised
+# storage is NaN-filled in probes and launches), so the first G2 fails every run, names the buffer and is routed to
+# the model phase, where the recorded answers do not follow: the replay ends gates_failed. Strict until the llm3
+# developer re-records a live run whose plugin passes (then this xfail goes, and the replay must be green again).
+RECORDED_PLUGIN_BUG = ("the recorded player's plugin restores its rotary inv_freq only in init_weights (and left vision "
+                       "parameters to an init_weights that missed them); G2's model parity on the collated batch "
+                       "now fails its meta-init path every run, routed to the model phase: re-record")
 
 
 @pytest.mark.integration
@@ -111,18 +112,21 @@ def test_the_gate_the_live_run_stopped_at_passes_on_what_it_delivered(replayed):
 
 
 @pytest.mark.integration
-def test_an_uninitialised_parameter_fails_g4_the_same_way_every_run(replayed):
-    """What the recorded plugin left uninitialised is named by the gate and routed to the model phase, never a NaN
-    that comes and goes. Skipped for a recording whose plugin passes G4 on filled storage (a re-recorded run)."""
+def test_the_recorded_plugin_bug_fails_g2_the_same_way_every_run(replayed):
+    """What the recorded plugin leaves uninitialised after meta init + load is caught by G2's model parity on the
+    collated batch (before any training launch), named, and routed to the model phase: never a NaN that comes and
+    goes at G5. Skipped for a recording whose plugin passes G2 (a re-recorded run)."""
     records = [json.loads(line) for line in (replayed["run_dir"] / "trajectory.jsonl").read_text().splitlines()]
-    first = next(r for r in records if r["kind"] == "gate" and r["gate"] == "G4")
+    g1 = next(r for r in records if r["kind"] == "gate" and r["gate"] == "G1")
+    assert g1["parity"]["model"]["status"] == "not_comparable" and g1["parity"]["model"]["unfed"] == ["pixel_values"]
+    first = next(r for r in records if r["kind"] == "gate" and r["gate"] == "G2")
     if first["passed"]:
-        pytest.skip("this recording's plugin initialises everything G4 runs on")
-    assert "non-finite loss" in first["summary"]
-    assert ("uninitialised storage at the first forward: parameter `vision_model.embeddings.class_embedding`"
-            in first["summary"]), first["summary"]
-    note = first["evidence"][0]["metrics"]["uninitialised"]
-    assert "NaN in" in note and "of FSDPInternVLChatForTraining" in note
-    verdict = next(r for r in records if r["kind"] == "classify" and r["gate"] == "G4")
-    assert (verdict["case_id"], verdict["owner"], verdict["method"]) == ("meta-init-uninitialised-parameter",
-                                                                         "model", "regex")
+        pytest.skip("this recording's plugin passes model parity on the collated batch")
+    model = first["parity"]["model"]
+    assert model["batch_source"] == "target pipeline (G2's collated batch)" and model["caller_set"]
+    assert model["eager"]["max_abs_dlogit"] == 0.0 and model["status"] == "fail"  # the forward is right
+    assert "language_model.model.rotary_emb.inv_freq" in model["meta_still_nan"]
+    assert "meta init + load" in first["summary"] and "still NaN after the load" in first["summary"]
+    verdict = next(r for r in records if r["kind"] == "classify" and r["gate"] == "G2")
+    assert (verdict["case_id"], verdict["owner"]) == ("parity-meta-init-differs", "model"), verdict
+    assert not any(r["kind"] == "gate" and r["gate"] in ("G4", "G5") and r["passed"] for r in records)

@@ -169,3 +169,27 @@ def test_eval_cli_scripted_policy_real_validator(tmp_path, source_model, hook_en
     entry = json.loads((tmp_path / "w" / "one-rules" / "entry.json").read_text())
     rates = entry["tasks"]["qwen2_vl"]["check_pass_rate"]
     assert rates["not_weakened"] == 0.0 and rates["gates_green"] == 1.0 and rates["expected_template"] == 1.0
+
+
+def test_parity_check_reads_g2s_model_parity_when_g1s_was_not_comparable(tmp_path):
+    """A bare-tokenizer source whose forward requires images: G1's model parity is not comparable, G2 runs it on its
+    collated batch; the hard check reads that record (and still fails without one, or on its failure)."""
+    import json
+
+    target = make_target(tmp_path / "t")
+    runs = tmp_path / "runs"
+    not_fed = {"status": "not_comparable", "unfed": ["pixel_values"], "why_not": "requires ['pixel_values']"}
+
+    def score(name, g2_model):
+        run = make_run(runs, name, target, parity={"model": not_fed})
+        evidence = json.loads((run / "evidence.json").read_text())
+        if g2_model is not None:
+            evidence["gates"]["G2"]["parity"]["model"] = g2_model
+        (run / "evidence.json").write_text(json.dumps(evidence))
+        return score_run_dir(run, EXPECT, validate=clean)
+
+    assert failed_checks(score("nc_alone", None)) == {"parity"}
+    assert score("nc_then_g2", {"status": "pass", "problems": []}).passed
+    bad = score("nc_then_g2_fail", {"status": "fail", "problems": ["meta init + load: max |Δlogit| inf"]})
+    assert failed_checks(bad) == {"parity"}
+    assert "meta init + load" in next(c.detail for c in bad.checks if c.name == "parity")

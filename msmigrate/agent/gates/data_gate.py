@@ -2,7 +2,9 @@
 template + mm_plugin + collator produce a batch, and that batch — real data — goes through the plugin's forward to a
 finite loss (which is what "batch keys ⊆ forward signature" has to mean for forwards that take ``**kwargs``); and data
 parity (``gates/parity.py``): the mapped samples against the source's own chat template + processor, the batch's
-media tokens against the vision features the forward consumes."""
+media tokens against the vision features the forward consumes. Last, where G1's model parity was not comparable
+because the source's forward requires inputs G1's batch lacks (media, for a bare-tokenizer source), the same model
+parity on this gate's collated batch (``parity["model"]``): the first batch that can feed both forwards."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import yaml
 from msmigrate.agent.draft_config import draft_config, load_baseline
 from msmigrate.agent.gates.bound_inputs import bound_config
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
-from msmigrate.agent.gates.parity import data_parity_record, parity_summary
+from msmigrate.agent.gates.parity import data_parity_record, model_parity_check, needs_collated_batch, parity_summary
 from msmigrate.tools.target_checks import data_check, forward_check
 
 
@@ -68,9 +70,21 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         evidence.append(evidence_item("data parity (target pipeline vs source processor)", res.data.get("argv", []),
                                       res.data.get("returncode"), t2, time.time(), "", parity))
         problems += found
+    model = None
+    g1_model = ((state.get("gates") or {}).get("G1", {}).get("parity") or {}).get("model")
+    if not problems and needs_collated_batch(g1_model) and r.get("batch_file"):
+        # G1 could not feed the source's forward (it requires media a bare-tokenizer source's synthetic batch lacks):
+        # the same model parity on this gate's batch, so a plugin init/forward bug fails here, before any training
+        # launch, as a model-parity failure (owner: model) rather than a NaN loss at G4
+        ev, found, model = model_parity_check(deps, state, batch_file=r["batch_file"], media_token_id=media_id)
+        evidence.append(ev)
+        problems += found
     failure = "\n".join(problems + [e["log_excerpt"] for e in evidence if e["log_excerpt"]])
     ok = (f"{r.get('num_samples')} samples via {plan['dataset_type']}/{plan['template']}/{plan['collator']}; batch keys "
           f"{sorted((r.get('batch_keys') or {}).keys())}; forward loss {evidence[1]['metrics'].get('loss')}; "
           f"data parity {parity_summary(parity)}" if len(evidence) > 2 else "")
+    if ok and model:
+        ok += f"; model parity on this batch (G1's was not comparable) {parity_summary(model)}"
+    records = {**({"data": parity} if parity else {}), **({"model": model} if model else {})}
     return {"gate": "G2", "passed": not problems, "summary": "; ".join(problems) or ok, "evidence": evidence,
-            "failure_text": failure, "parity": {"data": parity} if parity else {}}
+            "failure_text": failure, "parity": records}

@@ -34,25 +34,38 @@ def _status(passed: bool | None) -> str:
     return "not_comparable" if passed is None else ("pass" if passed else "fail")
 
 
-def model_parity_check(deps: Any, state: dict[str, Any]) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
-    """(evidence item, problems, parity record) for G1."""
+def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None = None,
+                       media_token_id: int | None = None) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """(evidence item, problems, parity record) for G1; with ``batch_file`` (G2's collated batch) the same check on
+    the target pipeline's batch, for a source whose forward G1's batch could not feed (``media_token_id``: the id
+    that batch's media runs use, for a source whose caller sets it on the model)."""
     plan, ctx = state["plan"], deps.ctx
     custom = plan["route"] == "custom"
     t0 = time.time()
     res = model_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"], trust_remote_code=custom,
-                       sample_data=None if custom else ctx.data_path)
+                       sample_data=None if custom or batch_file else ctx.data_path, batch_file=batch_file,
+                       media_token_id=media_token_id)
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail",
               "eager": r.get("eager"), "meta": r.get("meta"), "source_loss": r.get("source_loss"),
               "tolerance": r.get("tolerance"), "batch_source": r.get("batch_source"),
               "source_class": r.get("source_class"), "plugin_class": r.get("plugin_class"),
               "nonpersistent_buffers": r.get("nonpersistent_buffers"), "tied": r.get("tied"),
-              "why_not": r.get("why_not"), "mode": r.get("mode"), "first_divergence": r.get("first_divergence"),
+              "why_not": r.get("why_not"), "unfed": r.get("unfed"), "mode": r.get("mode"),
+              "first_divergence": r.get("first_divergence"), "caller_set": r.get("caller_set"),
+              "meta_still_nan": r.get("meta_still_nan"),
               "problems": list(r.get("problems") or ([] if res.ok else [f"model parity probe: {res.error}"]))}
-    ev = evidence_item("model parity (plugin vs source class)", res.data.get("argv", []), res.data.get("returncode"),
+    label = "model parity (plugin vs source class)" + (" on the collated batch" if batch_file else "")
+    ev = evidence_item(label, res.data.get("argv", []), res.data.get("returncode"),
                        t0, time.time(), res.data.get("stderr_tail", "") if not res.ok else "", record,
                        **probe_runtime(res))
     return ev, [f"model parity: {p}" for p in record["problems"]], record
+
+
+def needs_collated_batch(model: dict[str, Any] | None) -> bool:
+    """G1's model parity could not run its forward on the batch it had (a source forward that requires media the
+    synthetic batch lacks, because its processor is a bare tokenizer): G2's collated batch can feed it."""
+    return bool(model) and model.get("status") == "not_comparable" and bool(model.get("unfed"))
 
 
 def data_parity_record(check: dict[str, Any], forward: dict[str, Any] | None) -> tuple[list[str], dict[str, Any]]:

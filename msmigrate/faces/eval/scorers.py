@@ -94,6 +94,9 @@ def check_parity(evidence: dict[str, Any]) -> Check:
     problems, notes = [], []
     for gate, kind in PARITY_CHECKS:
         rec = ((gates.get(gate) or {}).get("parity") or {}).get(kind)
+        if kind == "model" and (rec or {}).get("status") == "not_comparable":
+            # G1's batch could not feed the source's forward: G2 re-ran the check on its collated batch
+            rec = ((gates.get("G2") or {}).get("parity") or {}).get("model") or rec
         status = (rec or {}).get("status")
         if rec is None:
             problems.append(f"{gate} {kind} parity not measured")

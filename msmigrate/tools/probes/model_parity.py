@@ -46,6 +46,10 @@ def extra_args(ap):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seq-len", type=int, default=16)
     ap.add_argument("--sample-data")
+    ap.add_argument("--media-token-id", type=int, help="the media token id the target's pipeline writes (with "
+                                                         "--batch-file): for a source whose caller sets it")
+    ap.add_argument("--batch-file", help="a collated batch of the target's own pipeline (G2's), used instead of the "
+                                         "source processor's / the synthetic one")
     ap.add_argument("--logit-tol", type=float, default=LOGIT_TOL)
     ap.add_argument("--loss-tol", type=float, default=LOSS_TOL)
 
@@ -175,6 +179,40 @@ def run_forward(model, batch):
             float(loss.detach().float()) if loss is not None else None)
 
 
+def target_batch(path, params):
+    """The target pipeline's collated batch as both forwards get it: only keys the source's forward names (every key
+    when it takes ``**kwargs``: ``params`` is then None), floating tensors in fp32 like the models."""
+    import torch
+    from forward_smoke import load_batch
+
+    batch = {}
+    for key, value in load_batch(path).items():
+        if params is not None and key not in params:
+            continue
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            value = value.float()
+        batch[key] = value
+    return batch
+
+
+MEDIA_WORDS = ("img", "image", "media", "vision")
+
+
+def caller_set_media_ids(model, media_token_id):
+    """Remote code whose caller sets the media token id on the model (InternVL's ``chat()`` sets
+    ``img_context_token_id`` from its tokenizer; the class leaves it None): set every such attribute that is still
+    None — a media-named ``*_token_id`` / ``*_token_index`` — to the id the target's pipeline writes. Returns the
+    names set."""
+    if media_token_id is None:
+        return []
+    done = []
+    for name, value in list(vars(model).items()):
+        if value is None and name.endswith(("token_id", "token_index")) and any(w in name for w in MEDIA_WORDS):
+            setattr(model, name, media_token_id)
+            done.append(name)
+    return done
+
+
 def required_params(cls, batch):
     """forward's parameters without a default that ``batch`` does not fill (self and catch-alls aside)."""
     import inspect
@@ -266,6 +304,16 @@ def torch_nan_max(diff):
     return torch.nan_to_num(diff, nan=float("inf")).max() if diff.numel() else torch.tensor(0.0)
 
 
+def still_nan(model):
+    """Names of the parameters and buffers holding NaN after meta init + load: storage ``to_empty`` filled (see
+    main) that neither the plugin nor the load wrote."""
+    import torch
+
+    with torch.no_grad():
+        return [name for name, t in [*model.named_parameters(), *model.named_buffers()]
+                if t.is_floating_point() and bool(torch.isnan(t).any())]
+
+
 def tie_facts(model):
     """Whether input and output embeddings share storage (None when the model has no such pair)."""
     try:
@@ -317,11 +365,13 @@ def main(argv):
                 cfg._attn_implementation = "eager"
             torch.manual_seed(args.seed)
             source = build(src_cls, src_cfg)
-        params, _ = forward_params(type(source))
+        params, takes_kwargs = forward_params(type(source))
         from forward_smoke import sample_batch, synthetic_batch
 
         batch_source, sample_error = "synthetic", None
-        if args.sample_data:
+        if args.batch_file:
+            batch, batch_source = target_batch(args.batch_file, None if takes_kwargs else params), "target pipeline (G2's collated batch)"
+        elif args.sample_data:
             try:
                 batch, batch_source = sample_batch(args.model, args.sample_data, src_cfg, params,
                                                    args.trust_remote_code), "source processor"
@@ -334,18 +384,32 @@ def main(argv):
             # A forward that requires media (InternVL-chat's positional pixel_values) cannot run on the text-only
             # synthetic batch, and the source processor gave no batch: not comparable, with why, not a G1 failure.
             emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
-                  "batch_source": batch_source, "sample_batch_error": sample_error,
+                  "batch_source": batch_source, "sample_batch_error": sample_error, "unfed": unfed,
                   "why_not": f"the source's own forward requires {unfed}, which the {batch_source} batch does not "
                              f"carry" + (f" (the source processor's batch failed: {sample_error})"
                                          if sample_error else ""),
                   "problems": [], "seconds": round(time.monotonic() - start, 2)})
             return 0
-        ref_logits, ref_loss = run_forward(source, batch)
+        media_ids_set = caller_set_media_ids(source, args.media_token_id) if args.batch_file else []
+        try:
+            ref_logits, ref_loss = run_forward(source, batch)
+        except Exception as exc:  # probe boundary: the target's batch is not the source's own input format
+            if not args.batch_file:
+                raise
+            # the oracle cannot run on the target pipeline's batch (the plugin's forward on it is G2's own check):
+            # nothing to compare, said with the error, not a verdict on the plugin
+            emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
+                  "batch_source": batch_source, "batch_keys": sorted(batch), "caller_set": media_ids_set,
+                  "why_not": f"the source's own forward fails on the target pipeline's batch: "
+                             f"{type(exc).__name__}: {exc}"[:600],
+                  "problems": [], "seconds": round(time.monotonic() - start, 2)})
+            return 0
         state = source.state_dict()
         nonpersistent = persistent_keys(source)
         source_tied = tie_facts(source)
 
         eager = build(plg_cls, plg_cfg)
+        caller_set_media_ids(eager, args.media_token_id if media_ids_set else None)
         missing, unexpected = eager.load_state_dict(state, strict=False)
         e_logits, e_loss = run_forward(eager, batch)
         e_dlogit, e_dloss = compare(ref_logits, ref_loss, e_logits, e_loss)
@@ -354,10 +418,12 @@ def main(argv):
             divergence = first_divergence(source, eager, batch, args.logit_tol)
 
         meta = build(plg_cls, plg_cfg, meta=True)
+        caller_set_media_ids(meta, args.media_token_id if media_ids_set else None)
         materialized = materialize(meta)
         persistent = {k: v for k, v in state.items() if k not in set(nonpersistent)}
         meta.load_state_dict(persistent, strict=False)
         retied = retie(meta)
+        unset = still_nan(meta)
         m_logits, m_loss = run_forward(meta, batch)
         m_dlogit, m_dloss = compare(ref_logits, ref_loss, m_logits, m_loss)
         meta_tied = tie_facts(meta)
@@ -379,6 +445,8 @@ def main(argv):
             if label == "eager" and divergence:
                 where = (f"; first differing module {divergence['module']} ({divergence['class']}, max |Δ| "
                          f"{divergence['max_abs_diff']:.3g})")
+            if label != "eager" and unset:
+                where = f"; still NaN after the load: {', '.join(unset[:5])}" + (", ..." if len(unset) > 5 else "")
             problems.append(f"{label}: max |Δlogit| {dlogit:.3g} (tol {args.logit_tol:g}), |Δloss| {dloss:.3g} "
                             f"(tol {args.loss_tol:g}) against the source class{where}")
     if source_tied and not meta_tied:
@@ -393,11 +461,12 @@ def main(argv):
         "batch_source": batch_source, "sample_batch_error": sample_error, "batch_keys": sorted(batch),
         "source_loss": ref_loss, "logits_shape": list(ref_logits.shape) if ref_logits is not None else None,
         "attn_implementation": attention, "mode": "train, dropout 0", "dropout_zeroed": dropout_zeroed,
-        "first_divergence": divergence,
+        "first_divergence": divergence, "caller_set": media_ids_set,
         "eager": {"loss": fig(e_loss), "max_abs_dlogit": fig(e_dlogit), "dloss": fig(e_dloss)},
         "meta": {"loss": fig(m_loss), "max_abs_dlogit": fig(m_dlogit), "dloss": fig(m_dloss)},
         "tolerance": {"max_abs_dlogit": args.logit_tol, "dloss": args.loss_tol},
         "missing": list(missing), "unexpected": list(unexpected), "nonpersistent_buffers": nonpersistent,
+        "meta_still_nan": unset,
         "tied": {"source": source_tied, "meta": meta_tied},
         "meta_path": {"materialize": materialized, "retie_embeddings": retied}, "dtype": "float32", "device": "cpu",
         "passed": not problems, "problems": problems, "seconds": round(time.monotonic() - start, 2),

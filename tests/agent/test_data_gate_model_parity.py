@@ -1,0 +1,81 @@
+"""G2's tail step: when G1's model parity could not feed the source's forward (it requires media a bare-tokenizer
+source's synthetic batch lacks, e.g. internvl_chat's positional ``pixel_values``), G2 runs the same model parity on
+its own collated batch, after its data checks, so a plugin init/forward bug fails G2 as a model-parity failure (owner
+model) before any training launch. The probes are faked here (their real runs: the recorded internvl_chat replay in
+test_llm_recorded_http.py); what is tested is when the re-run happens, on which batch, and where its record goes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from msmigrate.agent.gates import data_gate
+from msmigrate.core.tool_result import ToolResult
+from msmigrate.knowledge.classifier import classify
+
+NOT_FED = {"status": "not_comparable", "unfed": ["pixel_values"],
+           "why_not": "the source's own forward requires ['pixel_values'], which the synthetic batch does not carry"}
+NO_LABELS = {"status": "not_comparable", "unfed": None,
+             "why_not": "the source's own forward takes no labels (its contract differs from transformers')"}
+META_FAIL = ["meta init + load: max |Δlogit| inf (tol 0.0001), |Δloss| inf (tol 1e-05) against the source class"]
+
+
+@pytest.fixture()
+def gate(monkeypatch, tmp_path):
+    calls: list[dict] = []
+    parity = {"status": "pass", "problems": [], "samples_compared": 1, "trained": 3, "masked": 9, "tokens": 12}
+    monkeypatch.setattr(data_gate, "config_for_data", lambda deps, state: tmp_path / "cfg.yaml")
+    monkeypatch.setattr(data_gate, "data_check", lambda *a, **k: ToolResult(ok=True, data={"result": {
+        "num_samples": 2, "batch_keys": {"input_ids": [1, 12], "pixel_values": [1, 3, 28, 28]},
+        "batch_file": str(tmp_path / "batch.pt"), "parity": parity}}))
+    monkeypatch.setattr(data_gate, "forward_check", lambda *a, **k: ToolResult(ok=True, data={"result": {
+        "loss": 6.2, "finite": True}}))
+
+    def fake_parity(deps, state, batch_file=None, media_token_id=None):
+        calls.append({"batch_file": batch_file})
+        problems = list(state.get("_probe_problems", []))
+        record = {"status": "fail" if problems else "pass", "problems": problems, "eager": {}, "meta": {},
+                  "batch_source": "target pipeline (G2's collated batch)"}
+        return {"label": "model parity on the collated batch", "log_excerpt": "", "metrics": record}, \
+            [f"model parity: {p}" for p in problems], record
+
+    monkeypatch.setattr(data_gate, "model_parity_check", fake_parity)
+    deps = SimpleNamespace(ctx=SimpleNamespace(data_path=tmp_path / "train.json", target=tmp_path), spec=None)
+    plan = {"route": "custom", "plugin_dir": "mindspeed_mm/fsdp/models/x", "model_id": "x", "dataset_type": "x",
+            "template": "x", "collator": "x"}
+
+    def run(g1_model, probe_problems=()):
+        state = {"plan": plan, "gates": {"G1": {"passed": True, "parity": {"model": g1_model}}},
+                 "_probe_problems": list(probe_problems)}
+        return data_gate.gate_data(deps, state)
+
+    return run, calls, tmp_path
+
+
+def test_g1_not_comparable_for_want_of_media_reruns_on_the_collated_batch(gate):
+    run, calls, tmp = gate
+    record = run(NOT_FED)
+    assert record["passed"] and calls == [{"batch_file": str(tmp / "batch.pt")}]
+    assert set(record["parity"]) == {"data", "model"} and record["parity"]["model"]["status"] == "pass"
+    # the re-run comes after G2's own checks, last in its evidence, and the summary says why it ran
+    assert record["evidence"][-1]["label"] == "model parity on the collated batch"
+    assert "model parity on this batch (G1's was not comparable)" in record["summary"]
+
+
+def test_a_plugin_bug_the_rerun_finds_fails_g2_routed_to_the_model_phase(gate):
+    run, _, _ = gate
+    record = run(NOT_FED, META_FAIL)
+    assert not record["passed"] and record["parity"]["model"]["status"] == "fail"
+    verdict = [p for p in record["summary"].split("; ") if "parity" in p]
+    found = classify(record["failure_text"], gate_verdict=verdict)
+    assert (found.case_id, found.owner) == ("parity-meta-init-differs", "model"), found
+
+
+@pytest.mark.parametrize("g1_model", [{"status": "pass", "problems": []}, NO_LABELS, None],
+                         ids=["G1 compared", "no labels in the source forward", "no G1 record"])
+def test_no_rerun_when_g1_compared_or_the_batch_cannot_help(gate, g1_model):
+    run, calls, _ = gate
+    record = run(g1_model)
+    assert record["passed"] and calls == [] and "model" not in record["parity"]
