@@ -34,25 +34,11 @@ def replayed(request, tmp_path_factory) -> dict[str, Any]:
     return replay(rec, tmp_path_factory.mktemp(f"recorded_{rec['fixture']}"), f"{rec['fixture']}-recorded")
 
 
-# The recorded live run (run 4) went green only by luck of uninitialised memory. Its player's plugin restores the
-# rotary inv_freq only in init_weights, which G5's load run skips after meta init (NaN at iteration 6 in 1 of 3 of
-# the lead's fresh-clone replays), and left the vendored vision tower's class/position embeddings and layer scales to
-# an init_weights that did not cover them (G4's NaN, which the live run's classifier sent to the data phase). Now G2
-# re-runs G1's model parity on its collated batch (G1's was "not comparable": the source's forward requires
-# pixel_values): eager the plugin equals the source (|Δlogit| 0), after meta init + load inv_freq is NaN (uninitialised
-# storage is NaN-filled in probes and launches), so the first G2 fails every run, names the buffer and is routed to
-# the model phase, where the recorded answers do not follow: the replay ends gates_failed. Strict until the llm3
-# developer re-records a live run whose plugin passes (then this xfail goes, and the replay must be green again).
-RECORDED_PLUGIN_BUG = ("the recorded player's plugin restores its rotary inv_freq only in init_weights (and left vision "
-                       "parameters to an init_weights that missed them); G2's model parity on the collated batch "
-                       "now fails its meta-init path every run, routed to the model phase: re-record")
+# The recording is live run 6 (relay internvl6): G0-G6 green on NaN-filled uninitialised storage (the CPU launches
+# fill it, tools/cpu_shim.py), G1 re-run and the direct gate re-runs in place; strict: the replay must be green.
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason=RECORDED_PLUGIN_BUG + (
-    "; and the recording predates G1's re-run (7f217dc): its player edited the model plugin (init_weights) in the "
-    "data repair after G4's NaN, so G1 now runs again before G2 there and the gate sequence differs from the live "
-    "run's. Re-record from a live run made with both in place."))
 def test_recorded_live_run_replays_over_http(replayed):
     rec, final, server, run_dir = replayed["rec"], replayed["final"], replayed["server"], replayed["run_dir"]
     target, run_id = replayed["target"], replayed["run_id"]
