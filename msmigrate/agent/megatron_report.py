@@ -61,6 +61,16 @@ def megatron_section(state: dict[str, Any]) -> list[str]:
         lines.append(f"- the weights in the Megatron layout: the target has no converter for model_type "
                      f"{plan.get('model_type')!r} (G1 checked msmigrate's layout convention only); one must be "
                      "written before training on the real checkpoint")
+    g1 = gates.get("G1") or {}
+    if new.get("model_id") and g1.get("encoder_converter_used"):
+        dropped = g1.get("encoder_unmapped_hf") or []
+        lines.append(f"- the new `{new['model_id']}`'s weights: G1 converted the source's tower with msmigrate's "
+                     f"converter derived from the class's state_dict ({g1['encoder_converter_used']}; strict load, "
+                     "HF → MM → HF identical), but not the target's own converter, and the rest of the model "
+                     "(projector, decoder) still needs the converter above"
+                     + (f"; {len(dropped)} source tensor(s) have no place in the class and are dropped: "
+                        + ", ".join(f"`{n}`" for n in dropped[:8]) + (" …" if len(dropped) > 8 else "")
+                        if dropped else ""))
     if new.get("model_id"):
         lines.append(f"- that the new `{new['model_id']}` computes what the source's tower computes: not built "
                      "from the weights — " + "; ".join(new.get("not_built") or []))

@@ -87,6 +87,11 @@ def test_new_encoder_registered_for_a_clip_tower(tmp_path, tmp_path_factory):
         assert out["gates"][slot]["passed"], (slot, out["gates"][slot].get("summary"))
     assert "'image_encoder.vision_encoder': 'llava_vit'" in out["gates"]["G3"]["summary"]
     assert out["gates"]["G1"]["converter_used"] == "msmigrate"  # no llava converter in the target: said so
+    # the new encoder's own layout: msmigrate's converter derived from the class's state_dict ran on the tower
+    assert out["gates"]["G1"]["encoder_converter_used"] == "msmigrate_encoder:llava_vit"
+    assert "new llava_vit converter (msmigrate's, derived from the class's state_dict)" in out["gates"]["G1"]["summary"]
+    assert "(strict load) -> HF, all identical" in out["gates"]["G1"]["summary"]
+    assert any(n.endswith("post_layernorm.weight") for n in out["gates"]["G1"]["encoder_unmapped_hf"])
     assert "new llava_vit builds by model_id and runs a forward: output [32, 32]" in out["gates"]["G1"]["summary"]
     repo = git.Repo(target)
     branch = run.ctx.work_branch
@@ -99,6 +104,7 @@ def test_new_encoder_registered_for_a_clip_tower(tmp_path, tmp_path_factory):
     assert model["image_encoder"]["vision_encoder"]["num_positions"] == 17
     report = (run.run_dir / "verification_report.md").read_text()
     assert "**new** `llava_vit` registered by this run" in report and "computes what the source's tower" in report
+    assert "G1 converted the source's tower with msmigrate's converter" in report and "are dropped" in report
     from msmigrate.faces.eval.scorers import score_run_dir
 
     score = score_run_dir(run.run_dir, {"backend": "megatron", "exit_status": "needs_accelerator",

@@ -26,6 +26,7 @@ from msmigrate.agent.gates.megatron_converter_gate import gate_megatron_converte
 from msmigrate.agent.gates.megatron_imports_gate import megatron_imports_record
 from msmigrate.agent.gates.megatron_training_gate import UNPROVEN_ON_CPU, megatron_training_record
 from msmigrate.tools.megatron.component_forward import component_forward
+from msmigrate.tools.megatron.encoder_converter import encoder_conversion
 from msmigrate.tools.megatron.launch_script import parse_launch_script
 from msmigrate.tools.megatron.weight_roundtrip import converter_roundtrip
 
@@ -64,6 +65,40 @@ def new_component_record(runtime_python: str, target: Path, new: dict[str, Any] 
             "failure_text": "" if res.ok or blocked else "\n".join(p for p in problems if p)}
 
 
+def new_encoder_converter_record(runtime_python: str, target: Path, source: Path | None, work_dir: Path,
+                                 new: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The converter for the new encoder's layout (tools/megatron/encoder_converter.py): the source's tower ->
+    the class's state_dict (strict load) -> HF, bit-identical; unmapped HF tensors are named."""
+    if not new or not new.get("tables") or source is None:
+        return None
+    t0 = time.time()
+    (reg_file, reg), (spec_file, specs) = (new["tables"][k].split(":") for k in ("registry", "specs"))
+    res = encoder_conversion(runtime_python, target, source, work_dir, registry_file=reg_file, registry=reg,
+                             specs_file=spec_file, specs=specs, model_id=new["model_id"], fields=new["json_fields"])
+    blocked = bool(res.error and res.missing_module and not (Path(target) / res.missing_module).exists())
+    problems = [res.error] if res.error else res.problems + [f"class tensor not filled: {n}"
+                                                             for n in res.unfilled_megatron]
+    ev = evidence_item(f"new encoder {new['model_id']} converter round trip",
+                       ["megatron_encoder_converter", new["model_id"]], 0 if res.ok else 1, t0, time.time(),
+                       "\n".join(p for p in problems if p),
+                       {**res.facts, "unmapped_hf": res.unmapped_hf, "unfilled_megatron": res.unfilled_megatron})
+    f = res.facts
+    if res.ok:
+        summary = (f"new {new['model_id']} converter (msmigrate's, derived from the class's state_dict): "
+                   f"{f.get('mapped_hf')} of {f.get('hf_tower_tensors')} HF tower tensors -> {f.get('megatron_tensors')}"
+                   f" {f.get('class')} tensors (strict load) -> HF, all identical"
+                   + (f"; {len(res.unmapped_hf)} unmapped (the class has no place for them): "
+                      + ", ".join(res.unmapped_hf[:6]) + (" ..." if len(res.unmapped_hf) > 6 else "")
+                      if res.unmapped_hf else ""))
+    elif blocked:
+        summary = f"new {new['model_id']} converter not run here: it needs {res.missing_module} (the accelerator environment)"
+    else:
+        summary = f"new {new['model_id']} converter failed: " + "; ".join(p for p in problems[:4] if p)
+    return {"passed": res.ok, "needs_accelerator": blocked, "summary": summary, "evidence": [ev],
+            "converter_used": f"msmigrate_encoder:{new['model_id']}", "unmapped_hf": res.unmapped_hf,
+            "failure_text": "" if res.ok or blocked else "\n".join(p for p in problems if p)}
+
+
 def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx, meg = state["plan"], deps.ctx, _meg(state)
     if plan.get("converter"):
@@ -89,6 +124,14 @@ def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                 "evidence": [evidence_item("msmigrate layout round trip", ["megatron_qkv_roundtrip"],
                                            0 if not problems else 1, t0, time.time(), "\n".join(problems),
                                            own.facts)], "failure_text": "\n".join(problems)}
+    enc = new_encoder_converter_record(ctx.runtime_python, ctx.target, ctx.source, ctx.run_dir / "encoder_converter",
+                                       plan.get("new_component"))
+    if enc is not None:  # the new encoder's layout has its own converter; the decoder's round trip stays as it was
+        conv = {**conv, "passed": bool(conv["passed"]) and (enc["passed"] or enc["needs_accelerator"]),
+                "encoder_converter_used": enc["converter_used"], "encoder_unmapped_hf": enc["unmapped_hf"],
+                "summary": f"{conv['summary']}; {enc['summary']}",
+                "evidence": list(conv.get("evidence") or []) + enc["evidence"],
+                "failure_text": "\n".join(t for t in (conv.get("failure_text"), enc["failure_text"]) if t)}
     imports = megatron_imports_record(ctx.runtime_python, ctx.target, meg["entry"])
     new = new_component_record(ctx.runtime_python, ctx.target, plan.get("new_component"))
     if new is not None:  # the component the model phase wrote counts with the entry's own code
@@ -102,6 +145,7 @@ def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     parts = [conv["summary"], imports["summary"] + (" (checked again by the training slot)"
                                                     if imports.get("needs_accelerator") else "")]
     return {"gate": "G1", "backend": "megatron", "passed": passed, "converter_used": conv.get("converter_used"),
+            **{k: conv[k] for k in ("encoder_converter_used", "encoder_unmapped_hf") if k in conv},
             "summary": "; ".join(parts), "evidence": list(conv.get("evidence") or []) + imports["evidence"],
             "failure_text": "\n".join(t for t in (conv.get("failure_text"), imports["failure_text"] if own_code
                                                   else "") if t)}
