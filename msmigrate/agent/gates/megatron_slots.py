@@ -71,6 +71,10 @@ def new_encoder_converter_record(runtime_python: str, target: Path, source: Path
     the class's state_dict (strict load) -> HF, bit-identical; unmapped HF tensors are named."""
     if not new or not new.get("tables") or source is None:
         return None
+    if not sorted(Path(source).glob("*.safetensors")):  # a weight-less source: nothing to convert, said so
+        return {"passed": False, "needs_accelerator": False, "not_run": True, "evidence": [], "failure_text": "",
+                "converter_used": None, "unmapped_hf": [],
+                "summary": f"new {new['model_id']} converter not run: the source has no *.safetensors"}
     t0 = time.time()
     (reg_file, reg), (spec_file, specs) = (new["tables"][k].split(":") for k in ("registry", "specs"))
     res = encoder_conversion(runtime_python, target, source, work_dir, registry_file=reg_file, registry=reg,
@@ -127,7 +131,7 @@ def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     enc = new_encoder_converter_record(ctx.runtime_python, ctx.target, ctx.source, ctx.run_dir / "encoder_converter",
                                        plan.get("new_component"))
     if enc is not None:  # the new encoder's layout has its own converter; the decoder's round trip stays as it was
-        conv = {**conv, "passed": bool(conv["passed"]) and (enc["passed"] or enc["needs_accelerator"]),
+        conv = {**conv, "passed": bool(conv["passed"]) and (enc["passed"] or enc["needs_accelerator"] or enc.get("not_run")),
                 "encoder_converter_used": enc["converter_used"], "encoder_unmapped_hf": enc["unmapped_hf"],
                 "summary": f"{conv['summary']}; {enc['summary']}",
                 "evidence": list(conv.get("evidence") or []) + enc["evidence"],
