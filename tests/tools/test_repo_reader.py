@@ -217,6 +217,12 @@ def test_read_lines_keeps_head_and_tail(mm: Path):
     assert not read_lines(mm, "docs/big.txt", 3000, 3001).ok
 
 
+def test_read_lines_of_an_empty_file_is_an_answer(tmp_path: Path):
+    (tmp_path / "__init__.py").write_text("")
+    empty = read_lines(tmp_path, "__init__.py")
+    assert empty.ok and empty.data["text"] == "" and empty.data["total_lines"] == 0
+
+
 @pytest.mark.parametrize("path", ["../x", "/etc/passwd", "docs/../../x", "missing.txt"])
 def test_read_outside_or_missing_is_a_failure(mm: Path, path: str):
     assert not read_lines(mm, path).ok
