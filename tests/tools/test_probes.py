@@ -139,6 +139,52 @@ def target(tmp_path_factory) -> Path:
                     loss = torch.nn.functional.cross_entropy(logits.view(-1, 32), labels.view(-1))
                     return {"loss": loss, "logits": logits}  # a dict: the engine reads output.loss and fails
         """,
+        # a rotary-style non-persistent buffer: restored only in init_weights (which a resumed load skips) in
+        # the first, also recomputed in to_empty in the second
+        "mindspeed_mm/fsdp/models/rotary/__init__.py": "",
+        "mindspeed_mm/fsdp/models/rotary/modeling_rotary.py": """
+            import types
+            import torch
+            from mindspeed_mm.fsdp.utils.register import model_register
+
+            class Rotary(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.register_buffer("inv_freq", self.freqs(), persistent=False)
+
+                @staticmethod
+                def freqs():
+                    return 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8))
+
+            @model_register.register("rotary_init_weights_only")
+            class RotaryLM(torch.nn.Module):
+                def __init__(self, args):
+                    super().__init__()
+                    self.embed = torch.nn.Embedding(32, 8)
+                    self.rotary = Rotary()
+                    self.head = torch.nn.Linear(8, 32)
+
+                @classmethod
+                def _from_config(cls, model_args):
+                    return cls(model_args)
+
+                def init_weights(self):
+                    with torch.no_grad():
+                        self.rotary.inv_freq.copy_(Rotary.freqs())
+
+                def forward(self, input_ids, labels=None, **kwargs):
+                    h = self.embed(input_ids) * torch.cos(self.rotary.inv_freq).repeat(2)
+                    logits = self.head(h)
+                    loss = torch.nn.functional.cross_entropy(logits.view(-1, 32), labels.view(-1))
+                    return types.SimpleNamespace(loss=loss, logits=logits)
+
+            @model_register.register("rotary_to_empty")
+            class RotaryLMFixed(RotaryLM):
+                def to_empty(self, *, device, recurse=True):
+                    module = super().to_empty(device=device, recurse=recurse)
+                    self.init_weights()
+                    return module
+        """,
     })
     return root
 
@@ -279,6 +325,25 @@ def test_forward_smoke_synthetic_ids_come_from_the_text_models_vocabulary(tiny_q
     res, out = _probe("forward_smoke", ["--model", str(stale), "--seq-len", "64"])
     assert res.ok, res.error
     assert out["finite"] and out["loss"] > 0
+
+
+def test_forward_smoke_meta_load_names_a_buffer_only_init_weights_restores(target):
+    """The trainer's meta init + to_empty + load path (init_weights skipped): the buffer stays NaN and is named."""
+    res, out = _probe("forward_smoke", ["--target", str(target), "--plugin", "mindspeed_mm/fsdp/models/rotary",
+                                        "--model-id", "rotary_init_weights_only", "--model-name-or-path", "/nonexistent"])
+    assert out["finite"]  # the eager build is fine: only the meta path shows the bug
+    meta = out["meta_load"]
+    assert meta["first_nonfinite"] == "rotary.inv_freq" and meta["finite"] is False
+    assert not res.ok and "`rotary.inv_freq` is not finite" in res.error and "to_empty" in res.error
+
+
+def test_forward_smoke_meta_load_passes_a_plugin_that_rebuilds_it_in_to_empty(target):
+    res, out = _probe("forward_smoke", ["--target", str(target), "--plugin", "mindspeed_mm/fsdp/models/rotary",
+                                        "--model-id", "rotary_to_empty", "--model-name-or-path", "/nonexistent"])
+    assert res.ok, res.error
+    meta = out["meta_load"]
+    assert meta["first_nonfinite"] is None and meta["finite"] and meta["materialize"] == "Module.to_empty"
+    assert abs(meta["loss"] - out["loss"]) < 1e-5  # same weights, same buffer: the same loss as the eager build
 
 
 def test_forward_smoke_plugin_dict_output_fails(target):

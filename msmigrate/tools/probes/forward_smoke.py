@@ -34,6 +34,8 @@ def extra_args(ap):
     ap.add_argument("--sample-data", help="ShareGPT JSON: build the batch with the source processor from sample 0")
     ap.add_argument("--media-token-id", type=int,
                     help="count the media tokens in the batch and the vision features the forward consumes")
+    ap.add_argument("--no-meta-load", action="store_true",
+                    help="plugin class only: skip the second build through meta init + to_empty + load")
 
 
 def vocab_size(config):
@@ -171,6 +173,63 @@ def loss_labels(output, batch, value):
     return {"alignment": fits[0] if len(fits) == 1 else None, "recomputed": recomputed}
 
 
+def nonfinite_tensors(model):
+    """Names of the floating parameters and buffers holding a NaN or inf, parameters first, in module order."""
+    import torch
+
+    with torch.no_grad():
+        return [name for name, t in [*model.named_parameters(), *model.named_buffers()]
+                if t.is_floating_point() and t.device.type != "meta" and not bool(torch.isfinite(t).all())]
+
+
+def meta_load(cls, config, eager, batch):
+    """The trainer's ``init_model_with_meta_device`` + ``training.load`` path on the plugin class: built on meta,
+    storage from the target's own ``to_empty_if_needed`` (else ``Module.to_empty``, where a plugin override runs)
+    with uninitialised memory NaN-filled, ``init_weights`` skipped as a resumed load skips it, then the persistent
+    state dict of the eagerly built model loaded (what a checkpoint of it holds) and the target's retie. A tensor
+    nothing rebuilt after to_empty (a non-persistent rotary ``inv_freq``, vision ``position_ids``) stays NaN here as
+    it does in training; this names it before a training launch has to find it from a NaN loss."""
+    import torch
+    from model_parity import build, materialize, persistent_keys, retie
+
+    was_on, was_fill = torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        model = build(cls, config, meta=True)
+        how = materialize(model)
+    finally:
+        torch.use_deterministic_algorithms(was_on, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = was_fill
+    nonpersistent = set(persistent_keys(eager))  # (that helper returns the non-persistent names)
+    state = {k: v for k, v in eager.state_dict().items() if k not in nonpersistent}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    retied = retie(model)
+    bad = nonfinite_tensors(model)
+    model.train()
+    with torch.no_grad():
+        output = model(**batch, use_cache=False)
+    loss = getattr(output, "loss", None)
+    value = float(loss.detach().float()) if loss is not None and hasattr(loss, "detach") else None
+    return {"materialize": how, "retie_embeddings": retied, "loss": value,
+            "finite": value is not None and math.isfinite(value), "nonfinite_after_load": bad[:20],
+            "first_nonfinite": bad[0] if bad else None, "missing": list(missing)[:10],
+            "unexpected": list(unexpected)[:10]}
+
+
+def meta_load_error(meta):
+    if meta.get("first_nonfinite"):
+        more = meta["nonfinite_after_load"][1:5]
+        return (f"meta init + load (the trainer's init_model_with_meta_device with training.load): "
+                f"`{meta['first_nonfinite']}` is not finite after to_empty + loading the checkpoint"
+                + (f" (also {', '.join(more)})" if more else "")
+                + f"; loss {meta['loss']}. Nothing rebuilt it after to_empty ({meta['materialize']}), and init_weights "
+                  f"does not run on a resumed load: the plugin must recompute it in the to_empty path itself")
+    if not meta.get("finite"):
+        return f"meta init + load: loss is not finite ({meta.get('loss')}) although every tensor is finite after the load"
+    return None
+
+
 def main(argv):
     args = parse(argv, extra_args)
     start = time.monotonic()
@@ -201,6 +260,9 @@ def main(argv):
         calls = count_vision_features(model) if args.media_token_id is not None else None
         model.train()
         output = model(**batch, use_cache=False)
+        meta = None
+        if args.model_id and not args.no_meta_load and getattr(output, "loss", None) is not None:
+            meta = meta_load(cls, config, model, batch)
     except Exception as exc:  # probe boundary: the failure is the result
         emit({"error": f"{type(exc).__name__}: {exc}"})
         return 1
@@ -223,10 +285,14 @@ def main(argv):
             "features": rows[0] if rows else None, "calls": len(calls),
             "why_not": None if rows and rows[0] is not None else
             ("the forward called no get_image_features" if not calls else "feature width is not the text width")}
+    if meta is not None:
+        result["meta_load"] = meta
     if loss is None:
         result["error"] = f"forward returned {type(output).__name__} without a .loss (the engine reads output.loss)"
     elif not result["finite"]:
         result["error"] = f"loss is not finite: {value}"
+    elif meta is not None and meta_load_error(meta):
+        result["error"] = meta_load_error(meta)
     emit(result)
     return 0 if "error" not in result else 1
 
