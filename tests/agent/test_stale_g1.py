@@ -100,3 +100,30 @@ def test_a_phase_whose_files_changed_is_asked_again(fast_prepare, tmp_path):
     final, records = drive(fast_prepare, tmp_path, script, gates)
     assert final["exit_status"] == "success", final.get("exit_detail")
     assert "data" not in [r["phase"] for r in records if r["kind"] == "gate_direct"]
+
+
+def test_a_file_a_later_phase_finished_is_no_work_left_to_the_phase_that_drafted_it(fast_prepare, tmp_path):
+    """The data phase drafts the YAML, the config phase edits it and G3 passes on the edit; after a model repair the
+    data phase's files differ from G2's pass only by that proved edit: both phases run their gates directly."""
+    gates = FakeGates({"G5": [MODEL_FAILURE]})
+    yaml = "examples/fakevl/fakevl_config.yaml"
+    script = {"model": [[write(f"{PLUGIN}/modeling_fakevl.py", "X = 1\n")]],
+              "data": [[write("mindspeed_mm/fsdp/data/datasets/fakevl/__init__.py", "Y = 1\n"), write(yaml, "d: 1\n")]],
+              "config": [[write(yaml, "d: 1\nc: 1\n")]]}
+    final, records = drive(fast_prepare, tmp_path, script, gates)
+    assert final["exit_status"] == "success", final.get("exit_detail")
+    assert gates.calls == ["G1", "G2", "G3", "G4", "G5", "G1", "G2", "G3", "G4", "G5", "G6"]
+    assert [r["phase"] for r in records if r["kind"] == "gate_direct"] == ["data", "config"]
+    decided = [r["phase"] for r in records if r["kind"] == "decision"]
+    assert decided.count("data") == decided.count("config") == 2  # first visit only
+
+
+def test_a_later_phases_pass_before_the_repair_does_not_hide_the_repairs_edit(fast_prepare, tmp_path):
+    """The model repair edits the YAML the data phase drafted: changed after G3's pass too, so data is asked."""
+    gates = FakeGates({"G5": [MODEL_FAILURE]})
+    yaml = "examples/fakevl/fakevl_config.yaml"
+    script = {"model": [[write(f"{PLUGIN}/modeling_fakevl.py", "X = 1\n")], [write(yaml, "d: 2\n")]],
+              "data": [[write(yaml, "d: 1\n")]], "config": [[write(yaml, "d: 1\nc: 1\n")]]}
+    final, records = drive(fast_prepare, tmp_path, script, gates)
+    assert final["exit_status"] == "success", final.get("exit_detail")
+    assert "data" not in [r["phase"] for r in records if r["kind"] == "gate_direct"]

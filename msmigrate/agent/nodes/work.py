@@ -57,12 +57,27 @@ def nothing_to_redo(deps: RunDeps, state: dict[str, Any], phase: str) -> list[st
     if state.get("messages") or state.get("last_failure") or phase not in GATED_PHASES:
         return None
     record = next((h for h in state.get("handoff") or [] if h.get("phase") == phase), None)
-    passed = [r for r in state.get("gate_history") or []
-              if r.get("gate") == PHASE_GATES[phase][-1] and r.get("passed") and r.get("target_commit")]
-    if record is None or not passed or not record.get("files_written"):
+    commit = proved_commit(state.get("gate_history") or [], phase)
+    if record is None or commit is None or not record.get("files_written"):
         return None
-    changed = changed_since(deps.ctx, passed[-1]["target_commit"], list(record["files_written"]))
+    changed = changed_since(deps.ctx, commit, list(record["files_written"]))
     return list(record["files_written"]) if changed == [] else None
+
+
+def proved_commit(history: list[dict[str, Any]], phase: str) -> str | None:
+    """The target commit this phase's files were last proved at: its own gate's last pass, or a later phase's gate
+    that passed after it. A later phase may edit a file this one wrote (the config phase finishing the YAML the data
+    phase drafted) and its own gate proves that edit: such a change is no work left to this phase (live run 7 asked
+    the data phase twice to re-check a YAML only the config phase had touched). None when the phase never passed."""
+    own = PHASE_GATES[phase][-1]
+    later = {g for p in GATED_PHASES[GATED_PHASES.index(phase):] for g in PHASE_GATES[p]}
+    start = next((i for i in range(len(history) - 1, -1, -1)
+                  if history[i].get("gate") == own and history[i].get("passed") and history[i].get("target_commit")),
+                 None)
+    if start is None:
+        return None
+    after = [r for r in history[start:] if r.get("gate") in later and r.get("passed") and r.get("target_commit")]
+    return after[-1]["target_commit"]
 
 
 def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any]:
