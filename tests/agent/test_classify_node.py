@@ -207,3 +207,32 @@ def test_every_llm_request_has_a_root_cause_section_even_when_none_was_found():
     assert "warning" in quiet["root_cause"]["text"]
     wrapper = llm_evidence("G4", classify("torch.distributed.elastic.multiprocessing.errors.ChildFailedError"))
     assert "wrapper" in wrapper["root_cause"]["text"] and "not in the excerpt" in wrapper["root_cause"]["text"]
+
+
+def _meta_nan(name: str) -> str:
+    return ("single-process: launch failed: non-finite loss at iteration 1: loss=nan\n"
+            f"single-process: uninitialised storage at the first forward: non-persistent buffer `{name}` of M holds "
+            "the fill value of uninitialised memory (NaN in 4 of 4 elements): nothing wrote it after the storage was "
+            "allocated (to_empty after meta-device init)")
+
+
+def test_a_case_recurring_on_the_same_gate_says_the_previous_fix_did_not_work(fast_prepare, tmp_path):
+    """The same case on the same gate after a repair: the diagnosis leads with that, and with this failure's own
+    evidence (the tensor it names), not only the case's advice the repair already followed."""
+    gates = FakeGates({"G4": [_meta_nan("lm.rotary.inv_freq"), _meta_nan("vision.rotary.inv_freq"), None]})
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates)
+    drive(run)  # (the scripted repairs change nothing: the third G4 on the identical target is refused)
+    first, second = run.trajectory.records("classify")[:2]
+    assert first["case_id"] == second["case_id"] == "meta-init-nonpersistent-buffers"
+    assert "did not work" not in first["diagnosis"] and "recurrence" not in first
+    assert second["diagnosis"].startswith("G4 failed again with the same case (meta-init-nonpersistent-buffers)")
+    assert "the previous fix did not work" in second["diagnosis"] and second["recurrence"] == 2
+    assert "vision.rotary.inv_freq" in second["diagnosis"] and "lm.rotary.inv_freq" not in second["diagnosis"]
+    assert first["diagnosis"] in second["diagnosis"]  # the case's advice is still there, after the evidence
+
+
+def test_a_different_case_on_the_same_gate_is_no_recurrence(fast_prepare, tmp_path):
+    gates = FakeGates({"G2": [UNKNOWN, _meta_nan("rotary.inv_freq"), None]})
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates)
+    drive(run)
+    assert all("recurrence" not in r for r in run.trajectory.records("classify"))

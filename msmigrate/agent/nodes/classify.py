@@ -136,6 +136,9 @@ def make_classify_node(deps: RunDeps):
                                diagnosis=f"Unknown failure: no failure case fits and no LLM verdict; returning to "
                                          f"{phase_of_gate}, the phase whose gate ({failed['gate']}) failed. "
                                          f"Root cause: {primary.get('text') or 'none found in the log'}")
+        recurred = recurrence(state, failed, failure)
+        if recurred:
+            failure.update(recurred)
         # an LLM verdict's cost: its tokens count against the run's budget like a decision's; the trajectory keeps
         # requests and prompt size for benchmarks/bench_llm_run.py (not the failure shown to the next phase)
         usage = {k: int(failure.pop(k, 0) or 0) for k in ("tokens", "requests", "prompt_chars")}
@@ -155,6 +158,32 @@ def make_classify_node(deps: RunDeps):
                 "gates": gates_before(state.get("gates", {}), phase)}
 
     return node
+
+
+def recurrence(state: dict[str, Any], failed: dict[str, Any], failure: dict[str, Any]) -> dict[str, Any] | None:
+    """When this gate failed before with the same case and a repair ran in between, the case's canned advice has
+    already been followed once: the next phase is told that the previous fix did not work and shown this failure's
+    own evidence (the gate's problem lines: the named tensor, the value) before the advice, not the advice alone
+    (live run 7 got the same "call init_weights() in to_empty" text for both NaNs). None when it is no recurrence."""
+    case = failure.get("case_id")
+    history = state.get("gate_history") or []
+    if not case:
+        return None
+    last = max(i for i, r in enumerate(history) if not r.get("passed"))  # the failure being classified
+    earlier = [r for r in history[:last] if r.get("gate") == failed["gate"] and not r.get("passed")]
+    same = [r for r in earlier if classify(r.get("failure_text", ""), r.get("finding_codes", []),
+                                           gate_verdict=[r.get("summary", "")]).case_id == case]
+    if not same:
+        return None
+    phase = OWNER_TO_PHASE.get(failure.get("owner") or "", _gate_phase(failed["gate"]))
+    repair = next((h.get("summary", "") for h in state.get("handoff") or [] if h.get("phase") == phase), "")
+    evidence = failed.get("summary") or failure.get("root_cause") or ""
+    said = (f"{failed['gate']} failed again with the same case ({case}), {len(same) + 1} times now: the previous fix "
+            f"did not work" + (f" (the {phase} phase's repair: {repair[:400]})" if repair else "") + ". This "
+            f"failure's own evidence: {evidence[:800]}. Check the fix against that evidence (run the check that "
+            f"reproduces it) before finishing; the case's general advice, already followed once: "
+            + failure.get("diagnosis", ""))
+    return {"diagnosis": said, "recurrence": len(same) + 1}
 
 
 def _gate_phase(gate: str) -> str:
