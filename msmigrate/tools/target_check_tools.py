@@ -101,6 +101,9 @@ def target_check_tools(ctx: RunContext) -> list:
                   "→ collator on real samples; returns batch keys and shapes, and saves the batch.",
                   ConfigPathArgs, lambda **kw: check_data(ctx, **kw)),
         make_tool("check_forward", "Run one forward with labels through the plugin class (shrunk config), on a "
-                  "synthetic batch or the last collated batch; returns loss and whether .loss is finite.",
+                  "synthetic batch or the last collated batch; returns loss and whether .loss is finite. Also builds "
+                  "it as the trainer does with init_model_with_meta_device + training.load (meta, to_empty with "
+                  "NaN-filled storage, init_weights skipped, weights loaded) and names the first parameter or buffer "
+                  "left non-finite (meta_load).",
                   ForwardArgs, lambda **kw: check_forward(ctx, **kw)),
     ]
