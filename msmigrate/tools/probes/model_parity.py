@@ -400,8 +400,12 @@ def main(argv):
             # nothing to compare, said with the error, not a verdict on the plugin
             emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
                   "batch_source": batch_source, "batch_keys": sorted(batch), "caller_set": media_ids_set,
-                  "why_not": f"the source's own forward fails on the target pipeline's batch: "
-                             f"{type(exc).__name__}: {exc}"[:600],
+                  "media_token_id": args.media_token_id,
+                  "why_not": (f"the source's own forward fails on the target pipeline's batch: "
+                              f"{type(exc).__name__}: {exc}"
+                              # which id the caller-set rule wrote: a wrong media token shows here, not only a shape
+                              + (f" (with {', '.join(media_ids_set)} = {args.media_token_id}, the media token read "
+                                 f"from G2's batch)" if media_ids_set else ""))[:600],
                   "problems": [], "seconds": round(time.monotonic() - start, 2)})
             return 0
         state = source.state_dict()
