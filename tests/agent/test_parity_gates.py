@@ -120,7 +120,6 @@ def _no_buffer_reinit(target: Path) -> None:
     ("labels_not_masked", _train_prompt, gate_data, "parity-labels-train-prompt", "data"),
     ("one_image_token_short", _one_token_short, gate_data, "parity-media-token-count", "data"),
     ("rms_norm_eps", _rms_norm_eps, gate_model, "parity-logits-differ", "model"),
-    ("no_buffer_reinit", _no_buffer_reinit, gate_model, "parity-meta-init-differs", "model"),
 ])
 def test_parity_gate_catches_mutation(migrated, name, mutate, gate, case, owner):
     deps, state = _copy(migrated, name)
@@ -133,6 +132,21 @@ def test_parity_gate_catches_mutation(migrated, name, mutate, gate, case, owner)
     assert verdict, record["summary"]
     found = classify(record["failure_text"], gate_verdict=verdict)
     assert (found.case_id, found.owner) == (case, owner), (found, verdict)
+
+
+def test_buffer_not_rebuilt_after_to_empty_fails_g1_before_parity(migrated):
+    """A plugin that no longer recomputes its non-persistent buffers after ``to_empty``: G1's forward check builds it
+    the way the trainer does on a resumed load (meta init, NaN-filled storage, no init_weights, checkpoint load) and
+    fails there, naming the buffer, before model parity runs; the classifier sends it to the model phase."""
+    deps, state = _copy(migrated, "no_buffer_reinit")
+    _no_buffer_reinit(deps.ctx.target)
+    record = gate_model(deps, state)
+    assert not record["passed"], record["summary"]
+    assert record["summary"].startswith("forward smoke failed: meta init + load"), record["summary"]
+    assert "rotary_pos_emb.inv_freq` is not finite" in record["summary"], record["summary"]
+    assert "model" not in record["parity"]
+    found = classify(record["failure_text"], gate_verdict=[record["summary"]])
+    assert (found.case_id, found.owner) == ("meta-init-nonpersistent-buffers", "model"), found
 
 
 def test_buffer_left_to_init_weights_fails_g5_every_time_and_names_it(migrated):
