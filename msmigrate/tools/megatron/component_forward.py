@@ -27,8 +27,14 @@ class ComponentForward:
         return asdict(self)
 
 
-def _module(rel: str) -> str:
-    return rel[:-3].replace("/", ".")
+def component_args(target: Path, *, registry_file: str, registry: str, specs_file: str, specs: str, model_id: str,
+                   fields: dict[str, Any]) -> list[str]:
+    """The probe flags that name a component the framework's way: ``module:TABLE`` for the registry and the layer
+    spec table (module paths from the target-relative files), the model_id and its model-JSON fields."""
+    def module(rel: str) -> str:
+        return rel[:-3].replace("/", ".")
+    return ["--target", str(Path(target).resolve()), "--registry", f"{module(registry_file)}:{registry}",
+            "--specs", f"{module(specs_file)}:{specs}", "--model-id", model_id, "--fields", json.dumps(fields)]
 
 
 def component_forward(runtime_python: str, target: Path, *, registry_file: str, registry: str, specs_file: str,
@@ -39,9 +45,9 @@ def component_forward(runtime_python: str, target: Path, *, registry_file: str, 
     if patches <= 0 or side * side != patches:
         return ComponentForward(error=f"no square patch grid from num_positions {fields.get('num_positions')} "
                                       f"and class_token_len {fields.get('class_token_len')}")
-    args = ["--target", str(Path(target).resolve()), "--registry", f"{_module(registry_file)}:{registry}",
-            "--specs", f"{_module(specs_file)}:{specs}", "--model-id", model_id, "--fields", json.dumps(fields),
-            "--images", str(images), "--image-size", str(side * int(fields["patch_size"]))]
+    args = component_args(target, registry_file=registry_file, registry=registry, specs_file=specs_file, specs=specs,
+                          model_id=model_id, fields=fields)
+    args += ["--images", str(images), "--image-size", str(side * int(fields["patch_size"]))]
     res = run_probe(runtime_python, "megatron_component_forward", args, cwd=target, timeout=timeout)
     payload = res.data.get("result") or {}
     if not payload:

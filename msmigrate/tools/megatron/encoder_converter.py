@@ -11,11 +11,11 @@ them, which is said, not hidden. Not proven: that the class computes the source'
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msmigrate.tools.megatron.component_forward import component_args
 from msmigrate.tools.runtime import run_probe
 
 
@@ -33,18 +33,14 @@ class EncoderConversion:
         return asdict(self)
 
 
-def _module(rel: str) -> str:
-    return rel[:-3].replace("/", ".")
-
-
 def encoder_conversion(runtime_python: str, target: Path, source: Path, work_dir: Path, *, registry_file: str,
                        registry: str, specs_file: str, specs: str, model_id: str, fields: dict[str, Any],
                        timeout: float = 300.0) -> EncoderConversion:
     if not sorted(Path(source).glob("*.safetensors")):
         return EncoderConversion(error=f"{source} has no *.safetensors to convert")
-    args = ["--target", str(Path(target).resolve()), "--registry", f"{_module(registry_file)}:{registry}",
-            "--specs", f"{_module(specs_file)}:{specs}", "--model-id", model_id, "--fields", json.dumps(fields),
-            "--source", str(Path(source).resolve()), "--out", str(Path(work_dir).resolve())]
+    args = component_args(target, registry_file=registry_file, registry=registry, specs_file=specs_file, specs=specs,
+                          model_id=model_id, fields=fields)
+    args += ["--source", str(Path(source).resolve()), "--out", str(Path(work_dir).resolve())]
     res = run_probe(runtime_python, "megatron_encoder_converter", args, cwd=target, timeout=timeout)
     p = res.data.get("result") or {}
     if not p:

@@ -10,23 +10,12 @@ config is the JSON fields as attributes. Reports the output shape and the parame
 the exception (a missing module is named: torch_npu / megatron mean the accelerator environment).
 """
 import argparse
-import importlib
-import json
-import os
 import sys
-from pathlib import Path
-from types import SimpleNamespace
 
-RESULT_MARKER = "MSMIGRATE_PROBE_RESULT "
-
-
-def emit(payload):
-    print(RESULT_MARKER + json.dumps(payload, default=str), flush=True)
-
-
-def lookup(ref):
-    module, name = ref.split(":")
-    return getattr(importlib.import_module(module), name)
+try:  # run as a script in the target runtime: the sibling module is on sys.path
+    from _megatron_component import build_component, build_failure, emit, enter_target
+except ModuleNotFoundError:  # imported from msmigrate (the unit tests of its pure helpers)
+    from msmigrate.tools.probes._megatron_component import build_component, build_failure, emit, enter_target
 
 
 def main():
@@ -39,22 +28,17 @@ def main():
     ap.add_argument("--images", type=int, default=2)
     ap.add_argument("--image-size", type=int, required=True)
     a = ap.parse_args()
-    root = str(Path(a.target).resolve())
-    sys.path.insert(0, root)
-    os.chdir(root)
+    enter_target(a.target)
     try:
         import torch
 
-        cls = lookup(a.registry)[a.model_id]
-        cfg = SimpleNamespace(**json.loads(a.fields))
-        spec = lookup(a.specs)[a.model_id](cfg, is_vit=True)
         torch.manual_seed(0)
-        enc = cls(config=cfg, transformer_layer_spec=spec).eval()
+        cls, cfg, enc = build_component(a.registry, a.specs, a.model_id, a.fields)
+        enc = enc.eval()
         with torch.no_grad():
             out = enc(torch.randn(a.images, cfg.in_channels, a.image_size, a.image_size))
     except Exception as exc:  # probe boundary: building target code may raise anything (missing module, bad config)
-        emit({"ok": False, "exception": type(exc).__name__, "message": str(exc).splitlines()[0][:300] if str(exc)
-              else "", "missing": getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None})
+        emit(build_failure(exc))
         return
     emit({"ok": True, "class": cls.__name__, "output_shape": list(out.shape), "finite": bool(torch.isfinite(out).all()),
           "parameters": sorted(n for n, _ in enc.named_parameters()), "python": sys.version.split()[0]})

@@ -20,15 +20,15 @@ Every HF tower tensor is either mapped or listed as unmapped; every class tensor
 The mapping is written to ``DIR/encoder_mapping.json``.
 """
 import argparse
-import importlib
 import json
-import os
 import re
-import sys
 from pathlib import Path
-from types import SimpleNamespace
 
-RESULT_MARKER = "MSMIGRATE_PROBE_RESULT "
+try:  # run as a script in the target runtime: the sibling module is on sys.path
+    from _megatron_component import build_component, build_failure, emit, enter_target
+except ModuleNotFoundError:  # imported from msmigrate (the unit tests of its pure helpers)
+    from msmigrate.tools.probes._megatron_component import build_component, build_failure, emit, enter_target
+
 LAYER = re.compile(r"^(.*?)\.(\d+)\.(.+)$")
 # HF module-name endings per role (naming conventions of transformers' vision towers, not model names)
 HF_ROLES = {
@@ -42,15 +42,6 @@ HF_ROLES = {
 }
 MM_ROLES = {"linear_qkv": "qkv", "linear_proj": "proj", "linear_fc1": "fc1", "linear_fc2": "fc2",
             "input_layernorm": "norm1", "pre_mlp_layernorm": "norm2"}
-
-
-def emit(payload):
-    print(RESULT_MARKER + json.dumps(payload, default=str), flush=True)
-
-
-def lookup(ref):
-    module, name = ref.split(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def hf_role(module_name):
@@ -220,20 +211,14 @@ def main():
     for flag in ("--target", "--registry", "--specs", "--model-id", "--fields", "--source", "--out"):
         ap.add_argument(flag, required=True)
     a = ap.parse_args()
-    root = str(Path(a.target).resolve())
-    sys.path.insert(0, root)
-    os.chdir(root)
+    enter_target(a.target)
     try:
         import torch
         from safetensors.torch import load_file
 
-        cls = lookup(a.registry)[a.model_id]
-        cfg = SimpleNamespace(**json.loads(a.fields))
-        spec = lookup(a.specs)[a.model_id]
-        enc = cls(config=cfg, transformer_layer_spec=spec(cfg, is_vit=True))
+        cls, cfg, enc = build_component(a.registry, a.specs, a.model_id, a.fields)
     except Exception as exc:  # probe boundary: building target code may raise anything (missing module, bad config)
-        emit({"ok": False, "exception": type(exc).__name__, "message": str(exc).splitlines()[0][:300] if str(exc)
-              else "", "missing": getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None})
+        emit(build_failure(exc))
         return
     hf = {}
     for f in sorted(Path(a.source).glob("*.safetensors")):
@@ -251,7 +236,7 @@ def main():
     mm = to_megatron(hf, mapping)
     strict = None
     try:
-        fresh = cls(config=cfg, transformer_layer_spec=spec(cfg, is_vit=True))
+        fresh = build_component(a.registry, a.specs, a.model_id, a.fields)[2]
         fresh.load_state_dict(mm, strict=True)
         loaded = fresh.state_dict()
         problems += [f"{n}: loaded tensor differs from the converted one" for n in mm if not torch.equal(loaded[n],
