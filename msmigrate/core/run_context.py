@@ -34,6 +34,9 @@ class RunContext:
     # paths the plan adds from evidence (a new Megatron component's module and the registry files it extends),
     # set from the run state at every tool call
     plan_editable: list[str] = field(default_factory=list)
+    # the run's plan, set from the run state at every tool call: a check tool answers against what the plan
+    # decided (the Megatron route's get_batch contract, converter, sizes), as the phase gate will
+    plan: dict = field(default_factory=dict)
     checkout: Path | None = None  # the user's MindSpeed-MM checkout the worktree came from (never edited)
     approval: bool = False  # spec.approval: model-written code runs only once the user approved (G1 asks)
     code_approved: bool = False  # the user's answer, restored from the run state at every node visit

@@ -23,6 +23,10 @@ from msmigrate.prompts.fence import fence
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
 NODE_NAMES = ("prepare", "plan", "model", "data", "config", "verify", "classify", "report")
+# the Megatron route's work phases and system prompt (a plan with backend megatron): same variables as the
+# plugin route's, their own contract (templates megatron_*.j2)
+MEGATRON_NODE_NAMES = ("megatron_model", "megatron_data", "megatron_config")
+MEGATRON_SYSTEM = "megatron_system"
 SYSTEM_VARS = ("model_name", "source_path", "target_path", "editable_paths", "knowledge_index", "tools")
 NODE_VARS = ("phase", "model_name", "attempt", "max_attempts", "source_summary", "target_summary", "plan",
              "gate_results", "last_failure", "instructions", "handoff")
@@ -34,11 +38,11 @@ class PromptVariableError(ValueError):
 
 
 def template_vars(name: str) -> tuple[str, ...]:
-    if name == "system":
+    if name in ("system", MEGATRON_SYSTEM):
         return SYSTEM_VARS
     if name == "format_error":
         return FORMAT_ERROR_VARS
-    if name in NODE_NAMES:
+    if name in NODE_NAMES or name in MEGATRON_NODE_NAMES:
         return NODE_VARS
     raise PromptVariableError(f"unknown prompt {name!r}; known: system, format_error, {', '.join(NODE_NAMES)}")
 
@@ -68,8 +72,8 @@ def render(name: str, **variables: Any) -> str:
     return _environment().get_template(f"{name}.j2").render(**variables)
 
 
-def render_system(**variables: Any) -> str:
-    return render("system", **variables)
+def render_system(backend: str | None = None, **variables: Any) -> str:
+    return render(MEGATRON_SYSTEM if backend == "megatron" else "system", **variables)
 
 
 def estimate_tokens(text: str) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from msmigrate.knowledge.catalog import load_catalog
-from msmigrate.prompts.render import NODE_NAMES, knowledge_brief
+from msmigrate.prompts.render import MEGATRON_NODE_NAMES, MEGATRON_SYSTEM, NODE_NAMES, knowledge_brief
 
 SAMPLE_TOOLS = [
     {"name": "read_file", "description": "Read a text file from the source or target (bounded, line ranges)."},
@@ -123,9 +123,55 @@ def sample_format_error_vars() -> dict[str, Any]:
     }
 
 
+def sample_megatron_plan() -> dict[str, Any]:
+    """A Megatron-route plan (agent/megatron_plan.py's keys) for a Qwen2.5-VL-style source at tp=2."""
+    return {
+        "backend": "megatron", "route": "megatron", "branch": None, "entry": "pretrain_vlm.py",
+        "model_id": "qwen2_5_vl", "model_type": "qwen2_5_vl",
+        "components": {
+            "vision_encoder": {"model_id": "qwen2vit", "missing": [], "example": "examples/qwen2.5vl/model_7b.json"},
+            "vision_projector": {"model_id": "lnmlp", "missing": [], "example": "examples/qwen2.5vl/model_7b.json"},
+            "text_decoder": {"model_id": "qwen2_5_lm", "missing": [], "example": "examples/qwen2.5vl/model_7b.json"},
+        },
+        "new_component": None,
+        "similar_case": "examples/qwen2.5vl", "example_model_json": "examples/qwen2.5vl/model_7b.json",
+        "example_script": "examples/qwen2.5vl/finetune_qwen2_5_vl_7b.sh",
+        "example_data_json": "examples/qwen2.5vl/data_7b.json",
+        "model_json_path": "examples/qwen2_5_vl/model_qwen2_5_vl.json",
+        "data_json_path": "examples/qwen2_5_vl/data_qwen2_5_vl.json",
+        "script_path": "examples/qwen2_5_vl/finetune_qwen2_5_vl.sh",
+        "converter": "Qwen2_5_VLConverter", "converter_tp": 2,
+        "parallel": {"tp": 2, "pp": 1, "cp": 1, "vpp": 1},
+        "parallel_check": {"ok": True, "problems": [], "error": None,
+                           "facts": {"num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+                                     "dp": 1}},
+        "batch_contract": {"forward": "mindspeed_mm/models/vlm_model.py:VLMModel.forward",
+                           "source_inputs": ["attention_mask", "image_grid_thw", "input_ids", "labels",
+                                             "pixel_values"],
+                           "consumed": ["attention_mask", "image_grid_thw", "input_ids", "labels", "pixel_values"],
+                           "not_consumed": [], "takes_kwargs": True},
+        "reasons": ["the spec asks for tp 2: the Megatron route (pretrain_vlm.py)",
+                    "text_decoder qwen2_5_lm: its example JSON configures the source's distinctive fields"],
+    }
+
+
+def sample_megatron_vars(name: str) -> dict[str, Any]:
+    phase = name.removeprefix("megatron_")
+    return {**sample_node_vars(phase), "plan": sample_megatron_plan(), "last_failure": None,
+            "gate_results": [{"gate": "G0", "passed": True, "summary": "source, target and runtime probe OK"},
+                             {"gate": "G1", "passed": True, "summary": "Qwen2_5_VLConverter: 2 file(s), tp=2, "
+                                                                      "all identical"}],
+            "handoff": [{"phase": "model", "summary": "Reused the registered qwen2vit, lnmlp and qwen2_5_lm; "
+                                                  "convert_weights at tp=2 gave back every tensor identical.",
+                         "delivered": [], "decisions_changed": [], "files_written": [], "ids_registered": {},
+                         "gates_proved": {"G1": "Qwen2_5_VLConverter: 2 file(s), tp=2, all identical"}}]}
+
+
 def sample_vars(name: str, live_index: bool = True) -> dict[str, Any]:
-    if name == "system":
+    if name in ("system", MEGATRON_SYSTEM):
         return sample_system_vars(live_index)
+    if name in MEGATRON_NODE_NAMES:
+        return sample_megatron_vars(name)
     if name == "format_error":
         return sample_format_error_vars()
     if name == "classify":
@@ -159,4 +205,4 @@ def sample_classify_failure() -> dict[str, Any]:
     }
 
 
-ALL_PROMPTS = ("system", *NODE_NAMES, "format_error")
+ALL_PROMPTS = ("system", *NODE_NAMES, "format_error", MEGATRON_SYSTEM, *MEGATRON_NODE_NAMES)

@@ -75,11 +75,50 @@ def test_default_run_records_fsdp2(fast_prepare, tmp_path):
     assert out["plan"]["backend"] == "fsdp2" and out["exit_status"] != "unsupported_by_policy"
 
 
-def test_llm_policy_declines_a_megatron_plan():
+class RecordingChatModel:
+    """What the LLM policy would send an endpoint: the tool schemas bound and the messages of one request."""
+
+    def __init__(self):
+        self.schemas, self.messages = [], []
+
+    def bind_tools(self, schemas):
+        self.schemas = schemas
+        return self
+
+    def invoke(self, messages):
+        from langchain_core.messages import AIMessage
+
+        self.messages = messages
+        return AIMessage(content="done")
+
+
+def test_llm_policy_runs_a_megatron_plan_with_the_routes_prompts_and_tools(tmp_path):
+    from msmigrate.agent.config import LLMSettings
     from msmigrate.agent.policies.base import PolicyView
     from msmigrate.agent.policies.llm import LLMPolicy
+    from msmigrate.agent.runner import build_tools
+    from msmigrate.core.run_context import RunContext
+    from msmigrate.prompts.sample_state import sample_megatron_plan
 
-    policy = LLMPolicy.__new__(LLMPolicy)  # no chat model needed: the guard answers before any request
-    view = PolicyView(phase="model", state={"plan": {"backend": "megatron"}}, messages=[], tools=[], ctx=None)
-    d = policy.decide(view)
-    assert d.unsupported and "--policy rules" in d.unsupported
+    ctx = RunContext("t", tmp_path / "run", tmp_path / "src", tmp_path / "tgt", "tinyvl")
+    tools, chat = build_tools(ctx), RecordingChatModel()
+    policy = LLMPolicy(chat, LLMSettings(), knowledge_index="- [doc] megatron-route: the five interfaces")
+    sent = {}
+    for phase in ("model", "data", "config"):
+        view = PolicyView(phase=phase, state={"plan": sample_megatron_plan()}, messages=[], tools=tools, ctx=ctx)
+        d = policy.decide(view)
+        assert d.unsupported is None and d.message.content == "done"
+        system, node = (str(m.content) for m in chat.messages[:2])
+        sent[phase] = {s["function"]["name"] for s in chat.schemas}
+        assert "Megatron backend" in system and "NON_MEGATRON=true" not in system
+        assert "Plan (Megatron route)" in node and "`qwen2_5_lm`" in node and "mindspeed_mm/fsdp/models" not in node
+    assert "convert_weights" in sent["model"] and "parallel sizes tp=2, pp=1, cp=1, vpp=1" in node
+    assert "check_megatron_data" in sent["data"] and {"check_parallel_sizes", "check_megatron_config"} <= sent["config"]
+    assert not any(sent[p] & {"check_forward", "check_config", "vendor_remote_code"} for p in sent)
+    # the FSDP2 route is unchanged: its prompts, none of the Megatron tools
+    view = PolicyView(phase="model", state={"plan": {"route": "T", "data_branch": "A", "model_id": "x", "template": "t",
+                                                     "collator": "c", "similar_case": None, "reasons": []}},
+                      messages=[], tools=tools, ctx=ctx)
+    policy.decide(view)
+    assert "plugin-style FSDP2" in str(chat.messages[0].content)
+    assert not {s["function"]["name"] for s in chat.schemas} & {"convert_weights", "check_megatron_config"}

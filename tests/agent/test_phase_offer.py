@@ -8,8 +8,8 @@ from pathlib import Path
 
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from msmigrate.agent.policies.phase_offer import (PHASE_TOOLS, offered_tools, openai_schemas,
-                                                  phase_source_facts)
+from msmigrate.agent.policies.phase_offer import (MEGATRON_PHASE_TOOLS, PHASE_TOOLS, PLUGIN_ROUTE_TOOLS,
+                                                  offered_tools, openai_schemas, phase_source_facts)
 from msmigrate.agent.runner import build_tools
 from msmigrate.core.run_context import RunContext
 
@@ -25,13 +25,32 @@ def test_each_phase_gets_its_tools_and_every_phase_can_finish(tmp_path):
     for phase in ("model", "data", "config"):
         offered = {t.name for t in offered_tools(phase, tools)}
         assert {"finish_phase", "read_file", "write_file", "edit_file", "rollback"} <= offered
-        assert offered == {n for n in names if phase in PHASE_TOOLS.get(n, {phase})}
+        assert offered == {n for n in names if phase in PHASE_TOOLS.get(n, {phase}) and n not in MEGATRON_PHASE_TOOLS}
     assert "vendor_remote_code" in {t.name for t in offered_tools("model", tools)}
     assert "vendor_remote_code" not in {t.name for t in offered_tools("data", tools)}
     assert "check_config" not in {t.name for t in offered_tools("model", tools)}
     # the prompt carries the source summary: the tool that fetches it again is offered in no work phase
     assert not any("hf_model_summary" in {t.name for t in offered_tools(p, tools)} for p in ("model", "data", "config"))
-    assert [t.name for t in offered_tools("classify", tools)] == [t.name for t in tools]  # unknown phase: all
+    # unknown phase: all of the route's tools (the Megatron route's check tools only on a Megatron plan)
+    assert [t.name for t in offered_tools("classify", tools)] == [t.name for t in tools
+                                                                 if t.name not in MEGATRON_PHASE_TOOLS]
+
+
+def test_a_megatron_plan_offers_the_routes_tools_in_the_phase_whose_gate_they_answer_for(tmp_path):
+    tools = real_tools(tmp_path)
+    names = {t.name for t in tools}
+    assert set(MEGATRON_PHASE_TOOLS) | PLUGIN_ROUTE_TOOLS <= names
+    offered = {p: {t.name for t in offered_tools(p, tools, "megatron")} for p in ("model", "data", "config")}
+    assert offered["model"] & set(MEGATRON_PHASE_TOOLS) == {"convert_weights"}
+    assert offered["data"] & set(MEGATRON_PHASE_TOOLS) == {"check_megatron_data"}
+    assert offered["config"] & set(MEGATRON_PHASE_TOOLS) == {"check_parallel_sizes", "check_megatron_config"}
+    for phase, got in offered.items():
+        # the plugin route's tools build / check an FSDP2 plugin and its YAML: none of it exists on this route
+        assert not got & PLUGIN_ROUTE_TOOLS and "hf_model_summary" not in got, phase
+        assert {"finish_phase", "read_file", "write_file", "edit_file", "grep", "read_knowledge"} <= got, phase
+    # and the FSDP2 route never sees the Megatron tools
+    assert not any({t.name for t in offered_tools(p, tools)} & set(MEGATRON_PHASE_TOOLS)
+                   for p in ("model", "data", "config", "classify"))
 
 
 def test_schemas_say_a_repeated_description_once_and_keep_every_field(tmp_path):

@@ -59,6 +59,7 @@ def make_tools_node(deps: RunDeps):
     def node(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         deps.ctx.code_approved = bool((state.get("code_approval") or {}).get("approved"))
         deps.ctx.plan_editable = list((state.get("plan") or {}).get("editable_extra") or [])
+        deps.ctx.plan = dict(state.get("plan") or {})
         last = state["messages"][-1]
         assert isinstance(last, AIMessage) and last.tool_calls, "tools node reached without tool calls"
         out = tool_node.invoke({"messages": state["messages"]}, {**config, "max_concurrency": 1})

@@ -23,7 +23,8 @@ from msmigrate.agent.handoff import compact_target
 from msmigrate.agent.policies.base import Decision, PolicyError, PolicyView
 from msmigrate.agent.policies.phase_offer import offered_tools, openai_schemas, phase_source_facts
 from msmigrate.prompts.fence import fence
-from msmigrate.prompts.render import knowledge_brief, render, render_system  # noqa: F401 (runner imports it here)
+from msmigrate.prompts.render import (MEGATRON_NODE_NAMES, knowledge_brief,  # noqa: F401 (runner imports it)
+                                     render, render_system)
 from msmigrate.core.secret_mask import mask_obj, mask_text
 
 TRANSPORT_ERRORS = (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError, openai.RateLimitError)
@@ -75,6 +76,11 @@ def prompt_vars(view: PolicyView) -> dict[str, Any]:
         "instructions": st.get("instructions", ""),
         "handoff": st.get("handoff") or [],
     }
+
+
+def phase_prompt(phase: str, backend: str | None) -> str:
+    """The node template of ``phase`` on the plan's route: the Megatron route has its own work-phase prompts."""
+    return f"megatron_{phase}" if backend == "megatron" and f"megatron_{phase}" in MEGATRON_NODE_NAMES else phase
 
 
 def system_vars(view: PolicyView, knowledge_index: str) -> dict[str, Any]:
@@ -157,15 +163,12 @@ class LLMPolicy:
         raise AssertionError("unreachable")
 
     def decide(self, view: PolicyView) -> Decision:
-        if (view.state.get("plan") or {}).get("backend") == "megatron":
-            # the phase prompts teach the FSDP2 plugin route; sending them on a Megatron plan would mislead the model
-            line = ("Megatron backend route: the LLM policy's phase prompts cover the FSDP2 plugin route only. "
-                    "What to do: run the Megatron route with --policy rules")
-            return Decision(message=AIMessage(content=line), unsupported=line)
-        tools = offered_tools(view.phase, view.tools)  # what this phase's work can use
+        # the plan's route picks the prompts (each route's contract) and the tools its phases can use
+        backend = (view.state.get("plan") or {}).get("backend")
+        tools = offered_tools(view.phase, view.tools, backend)
         view = replace(view, tools=tools)
-        system = SystemMessage(render_system(**system_vars(view, self.knowledge_index)))
-        node = HumanMessage(render(view.phase, **prompt_vars(view)))
+        system = SystemMessage(render_system(backend, **system_vars(view, self.knowledge_index)))
+        node = HumanMessage(render(phase_prompt(view.phase, backend), **prompt_vars(view)))
         schemas = openai_schemas(tools)
         # the schemas go with every request too: the budget is the whole request's, not the messages'
         fixed = len(str(system.content)) + len(str(node.content)) + len(json.dumps(schemas))

@@ -31,8 +31,27 @@ PHASE_TOOLS: dict[str, frozenset[str]] = {
 }
 
 
-def offered_tools(phase: str, tools: list[Any]) -> list[Any]:
-    """The tools offered in ``phase`` (all of them in a phase this table does not know)."""
+# The Megatron route (a plan with backend megatron): its check tools, each offered in the phase whose gate it
+# answers for, and only on that route; the plugin route's tools build and check an FSDP2 plugin, its YAML and its
+# vendored code, none of which the Megatron route has, so a Megatron plan does not offer them.
+MEGATRON_PHASE_TOOLS: dict[str, frozenset[str]] = {
+    "convert_weights": frozenset({"model"}),  # the converter step of the model phase (G1 repeats it)
+    "check_megatron_data": frozenset({"data"}),  # G2's data-JSON check
+    "check_parallel_sizes": frozenset({"config"}),  # the sizes the launch script sets
+    "check_megatron_config": frozenset({"config"}),  # G3's model JSON + launch script check
+}
+PLUGIN_ROUTE_TOOLS = frozenset({"vendor_remote_code", "inspect_model", "check_forward", "check_data",
+                                "check_config"})
+
+
+def offered_tools(phase: str, tools: list[Any], backend: str | None = None) -> list[Any]:
+    """The tools offered in ``phase`` of the plan's ``backend`` route (all of a route's tools in a phase these
+    tables do not know)."""
+    if backend == "megatron":
+        table = {**PHASE_TOOLS, **MEGATRON_PHASE_TOOLS}
+        return [t for t in tools if t.name not in PLUGIN_ROUTE_TOOLS
+                and phase in table.get(t.name, frozenset({phase}))]
+    tools = [t for t in tools if t.name not in MEGATRON_PHASE_TOOLS]
     known = set().union(*PHASE_TOOLS.values())
     if phase not in known:
         return list(tools)
