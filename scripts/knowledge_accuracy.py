@@ -142,6 +142,7 @@ class LLMStage:
         self.answers[name] = {"owner": opinion.get("owner"), "case_id": opinion.get("case_id"),
                               "method": opinion.get("method"),
                               "reason": opinion.get("diagnosis", "")[:600], "prompt_key": key,
+                              "fits": opinion.get("fits") or [],  # the owners the LLM left possible
                               # what the deterministic stages had said: an abstention or a tentative owner
                               "asked_on": "tentative" if result.tentative else "abstention",
                               "deterministic_owner": result.owner}
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llm-model", default="default", help="model name at that endpoint")
     parser.add_argument("--llm-answers", type=Path, default=None,
                         help="JSON file the LLM answers are recorded in; replayed when no endpoint is given")
-    parser.add_argument("--llm-max", type=int, default=80, help="most LLM requests in one run")
+    parser.add_argument("--llm-max", type=int, default=130, help="most LLM requests in one run")
     parser.add_argument("--llm-timeout", type=float, default=120.0, help="seconds one LLM request may take")
     args = parser.parse_args(argv)
     use_regex = not args.bm25_only

@@ -23,6 +23,39 @@ OWNER_SEMANTICS: dict[str, str] = {
 }
 OWNERS: tuple[str, ...] = tuple(OWNER_SEMANTICS)
 
+# When a message fits two owners, the fact that decides is which artifact would have to change. Each line names such a
+# fact for a kind of failure that recurs; they follow from the definitions above (they are not a table fitted to any
+# log), and where the excerpt does not show the deciding fact, two owners stay possible and the answer is "unknown".
+DECIDING_FACTS: tuple[str, ...] = (
+    "Whose code raises or lacks the thing: an installed library's or the training framework's own module, trainer, "
+    "optimizer or config class (a path under site-packages, a framework script of another release) is environment "
+    "- the versions disagree; the model's own classes, its config mapping or code the migration writes is model.",
+    "A model type or architecture the libraries do not know: environment when it is a published architecture a "
+    "newer library release ships; model when it is a project's own architecture that must be registered; config "
+    "when the checkpoint ships its code and only trust_remote_code is missing.",
+    "Weights that do not fit the built model (size mismatch, missing / unexpected keys): model when the module "
+    "definition or names differ from the checkpoint's; config when the log shows the run's own setting differs "
+    "from the checkpoint's (parallel sizes, a hyperparameter argument, a checkpoint of another kind or stage given "
+    "as the path).",
+    "A file that does not exist or cannot be read: data when a dataset / media / tokenizer file itself is missing, "
+    "empty or corrupt; config when the path in the message is visibly wrong (mangled, another root, an unexpanded "
+    "variable); environment when model weights are truncated or a Git LFS pointer.",
+    "A collective, store or socket timeout on one rank: the first error another rank printed decides, when the "
+    "excerpt shows one; when the timeout is the only error, environment (network, cluster, communication settings).",
+    "An Ascend / CANN error code raised inside the runtime or an operator (EZ/EE/EH/EI codes, 5xxxxx / 1xxxxx error "
+    "codes, an aicore exception) with no error of the run's own code: environment; the log must name an input the "
+    "data or model produced (an out-of-range index, a dtype) for another owner.",
+    "Out of memory on the device: config (batch, sequence length, sharding, offload, recompute) unless one tensor "
+    "is absurdly large (corrupt sizes: model or data). A process killed by the host (SIGKILL, exit code -9, a "
+    "killed DataLoader worker): environment (host memory) unless the log shows the setting that exhausts it.",
+    "Shapes and counts that disagree between the batch and the model (image tokens vs features, labels vs logits): "
+    "data when the samples, template or collator produce them; config when the log shows a sequence limit cut the "
+    "sample; model when the model's own forward computes the wrong shape.",
+    "Parameters without gradients under DDP, gradient checkpointing that fails, an attention implementation the "
+    "class lacks: model when the model's code must change; config when an option in the run turns on what the "
+    "class cannot do and may simply be turned off. When the excerpt shows neither, both fit.",
+)
+
 
 def owner_semantics_text() -> str:
     """The definition as a bulleted block (prompts and docs render this, so there is one wording)."""
@@ -30,3 +63,8 @@ def owner_semantics_text() -> str:
              "the migration writes can fix it. Decide by the fix, not by where the traceback points."]
     lines += [f"- {owner}: {meaning}" for owner, meaning in OWNER_SEMANTICS.items()]
     return "\n".join(lines)
+
+
+def deciding_facts_text() -> str:
+    """The facts that decide between two owners, as a bulleted block (the classify prompt renders this)."""
+    return "\n".join(f"- {fact}" for fact in DECIDING_FACTS)

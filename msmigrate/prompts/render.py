@@ -17,7 +17,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from msmigrate.knowledge.owners import owner_semantics_text
+from msmigrate.knowledge.owners import deciding_facts_text, owner_semantics_text
 from msmigrate.prompts.fence import fence
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -54,6 +54,7 @@ def _environment() -> Environment:
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     # the owner definitions are written once (knowledge/owners.py); every prompt that names owners renders this text
     env.globals["owner_semantics"] = owner_semantics_text()
+    env.globals["deciding_facts"] = deciding_facts_text()
     env.filters["fence"] = fence  # untrusted text: {{ excerpt | fence("log excerpt") }} (see fence.py)
     return env
 

@@ -71,7 +71,7 @@ def test_without_llm_unknown_goes_back_to_the_gate_phase_and_the_report_says_so(
 
 
 def test_llm_abstention_goes_back_to_the_gate_phase_with_its_reason(fast_prepare, tmp_path):
-    answer = json.dumps({"case_id": "unknown", "owner": "unknown",
+    answer = json.dumps({"case_id": "unknown", "owner": "unknown", "fits": ["data", "model"],
                          "reason": "the excerpt ends at the TypeError; it does not show which sample or plugin "
                                    "produced the None, so either the data or the model side could own it."})
     gates = FakeGates({"G2": [UNKNOWN, None]})
@@ -87,6 +87,7 @@ def test_llm_abstention_goes_back_to_the_gate_phase_with_its_reason(fast_prepare
                                                                                        "data")
     assert "returning to data, the phase whose gate (G2) failed" in record["diagnosis"]
     assert "does not show which sample" in record["diagnosis"]
+    assert record["fits"] == ["data", "model"] and "possible owners: data, model" in record["diagnosis"]
     assert record["requests"] == 1 and record["tokens"] > 0
 
 
@@ -117,6 +118,10 @@ def test_answer_parsing_keeps_only_candidate_case_ids():
                                     evidence)
     assert (abstain["owner"], abstain["case_id"], abstain["method"], abstain["diagnosis"]) == (
         None, None, "llm-abstain", "cut off")
+    # "fits": the owners the model leaves possible; unknown words and repeats dropped, a named owner fits itself
+    two = parse_classify_answer('{"owner": "unknown", "fits": ["Config", "data", "config", "cluster"], "reason": "r"}')
+    assert (two["owner"], two["fits"]) == (None, ["config", "data"])
+    assert parse_classify_answer('{"owner": "model", "reason": "r"}')["fits"] == ["model"]
 
 
 # Two ranks failing with two known messages of equal priority and different owners (a collator id the data path

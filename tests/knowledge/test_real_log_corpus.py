@@ -78,6 +78,10 @@ def test_shipped_calibration_is_reproduced_from_the_tuning_half():
 def test_owner_semantics_are_written_once_and_rendered_in_the_prompt():
     from msmigrate.prompts.render import render
     from msmigrate.prompts.sample_state import sample_vars
+    from msmigrate.knowledge.owners import deciding_facts_text
     text = owner_semantics_text()
     assert all(f"- {owner}:" in text for owner in OWNERS)
-    assert text in render("classify", **sample_vars("classify"))
+    prompt = render("classify", **sample_vars("classify"))
+    assert text in prompt
+    # the facts that decide between two owners are written once too, and the answer names the owners that fit
+    assert deciding_facts_text() in prompt and '"fits"' in prompt

@@ -127,9 +127,12 @@ def make_classify_node(deps: RunDeps):
                 failure.update(opinion)
             elif opinion:  # the LLM abstained: routed like a deterministic abstention, its reason kept
                 phase_of_gate = _gate_phase(failed["gate"])
+                fits = opinion.get("fits") or []
+                between = f" (possible owners: {', '.join(fits)})" if fits else ""
                 failure.update(opinion, diagnosis=f"Unknown failure: the LLM found the evidence does not decide the "
-                                                  f"owner ({opinion.get('diagnosis', '')[:600]}); returning to "
-                                                  f"{phase_of_gate}, the phase whose gate ({failed['gate']}) failed.")
+                                                  f"owner{between} ({opinion.get('diagnosis', '')[:600]}); returning "
+                                                  f"to {phase_of_gate}, the phase whose gate ({failed['gate']}) "
+                                                  f"failed.")
             else:
                 phase_of_gate = _gate_phase(failed["gate"])
                 failure.update(owner=None, method="gate-default",

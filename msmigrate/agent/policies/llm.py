@@ -220,6 +220,18 @@ OWNER_WORDS = ("model", "data", "config", "environment")
 ABSTAIN_WORDS = ("unknown", "undecided", "none")
 
 
+def _owners_that_fit(value: Any) -> list[str]:
+    """The answer's ``fits``: the owners the model says the evidence leaves possible (known owner words only, in its
+    order, no repeats); anything else in the field is ignored."""
+    items = value if isinstance(value, list) else [value] if isinstance(value, str) else []
+    fits: list[str] = []
+    for item in items:
+        word = str(item).strip().lower()
+        if word in OWNER_WORDS and word not in fits:
+            fits.append(word)
+    return fits
+
+
 def parse_classify_answer(text: str, evidence: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Read the model's classification: the JSON object the prompt asks for; failing that, the owner the reply
     names first ("config, not the model" → config). A case id is kept only if it was one of the candidates.
@@ -232,14 +244,15 @@ def parse_classify_answer(text: str, evidence: dict[str, Any] | None = None) -> 
         except ValueError:
             answer = None
         owner = str(answer.get("owner", "")).strip().lower() if isinstance(answer, dict) else ""
+        fits = _owners_that_fit(answer.get("fits")) if isinstance(answer, dict) else []
         if owner in ABSTAIN_WORDS:  # the model says the evidence does not decide: an abstention, not an owner
             return {"owner": None, "case_id": None, "method": "llm-abstain", "llm_answer": text[:2000],
-                    "diagnosis": str(answer.get("reason", ""))[:1200] or text[:600]}
+                    "diagnosis": str(answer.get("reason", ""))[:1200] or text[:600], "fits": fits}
         if isinstance(answer, dict) and owner in OWNER_WORDS:
             case_id = str(answer.get("case_id") or "").strip()
             return {"owner": str(answer["owner"]).strip().lower(), "case_id": case_id if case_id in known else None,
                     "diagnosis": str(answer.get("reason", ""))[:1200] or text[:600], "method": "llm",
-                    "llm_answer": text[:2000]}
+                    "llm_answer": text[:2000], "fits": fits or [owner]}
     lowered = text.lower()
     hits = [(lowered.find(owner), owner) for owner in OWNER_WORDS if owner in lowered]
     if hits:
