@@ -13,8 +13,10 @@ launch scripts pass to pretrain_vlm.py (other entry points' JSONs share section 
 the config has no field for (per-head q/k norms, a q-projection bias) come from the source's weight names. A
 component fits when it is configured with every distinctive field the source has; among fits, the one expecting
 the fewest distinctive fields the source lacks wins. No fit: the plan says a new component is needed and which
-source features no registered one configures. The projector is the one the matched encoder's examples pair it
-with (evidence of the target), when registered.
+source features no registered one configures. The projector is compared by what it builds
+(tools/megatron/projector_structure.py: matrices, norms, a width change before the first matrix, pooling), the
+source's projector tensors against each registered projector class's code; among those that build it, the one the
+matched encoder's examples pair it with wins. None builds it: a new projector is needed, with the differing facts.
 
 Fields alone cannot tell architectures apart when every example is one family (the real snapshot's pretrain_vlm.py
 examples are all Qwen-family, so a CLIP / SigLIP / GLM-4V encoder would match a Qwen one). The vision encoder is
@@ -35,6 +37,8 @@ from typing import Any
 from msmigrate.tools.megatron.encoder_structure import (EncoderStructure, encoder_structures, source_structure,
                                                         structure_diff, weight_shapes)
 from msmigrate.tools.megatron.parallel_check import text_config
+from msmigrate.tools.megatron.projector_structure import (ProjectorStructure, projector_diff, projector_structures,
+                                                          source_projector_of)
 
 # role -> where it sits in the model JSON
 ROLES = {"vision_encoder": ("image_encoder", "vision_encoder"),
@@ -260,14 +264,58 @@ def match_components(cfg: dict[str, Any], target: Path, registered: dict[str, se
             out[role] = match_role(role, fields, examples[role], allowed)
     enc = out.get("vision_encoder")
     if enc is not None:
-        proj = ComponentMatch(role="vision_projector", candidates=sorted(examples["vision_projector"]))
-        paired = examples["vision_encoder"].get(enc.model_id or "", {}).get("pairs", {}).get("vision_projector")
         allowed = (registered or {}).get("vision_projector") if registered else None
-        if paired and (allowed is None or paired in allowed):
-            proj.model_id, proj.example = paired, enc.example
-            proj.why = f"vision_projector {paired}: the projector {enc.example} pairs with encoder {enc.model_id}"
+        source = source_projector_of(cfg, shapes) if shapes else None
+        structures = projector_structures(target) if source is not None else {}
+        out["vision_projector"] = match_projector(enc, examples, allowed, source, structures)
+    return out
+
+
+def match_projector(enc: ComponentMatch, examples: dict[str, dict[str, Any]], allowed: set[str] | None,
+                    source: ProjectorStructure | None, structures: dict[str, ProjectorStructure]) -> ComponentMatch:
+    """The vision projector by what it builds (the source's projector tensors against each registered class's
+    code); among those that build it, the one the encoder's example pairs with, then one with an example. Without
+    the source's structure: the paired one, and the plan says its fit is not checked."""
+    proj = ComponentMatch(role="vision_projector", candidates=sorted(examples["vision_projector"]))
+    # the encoder's pair: of the matched encoder, else of the closest (a new encoder is built after it)
+    enc_id = enc.model_id if enc.model_id in examples["vision_encoder"] else enc.closest
+    enc_ex = examples["vision_encoder"].get(enc_id or "", {})
+    paired = enc_ex.get("pairs", {}).get("vision_projector")
+    paired = paired if paired and (allowed is None or paired in allowed) else None
+    readable = sorted(i for i, s in structures.items() if not s.error and (allowed is None or i in allowed))
+    if source is None or not readable:
+        if paired:
+            proj.model_id, proj.example = paired, enc_ex["examples"][0]
+            proj.why = (f"vision_projector {paired}: the one {proj.example} pairs with encoder {enc_id} (its fit to "
+                        "the source's projector is not checked: "
+                        + ("no projector tensors found in the source" if source is None else
+                           "no registered projector class could be read") + ")")
         else:
             proj.why = ("no registered projector is paired with the encoder in the target's examples: a projector "
                         "component is needed (or one chosen by hand)")
-        out["vision_projector"] = proj
-    return out
+        return proj
+    proj.candidates, proj.structure = readable, source.to_dict()
+    unread = sorted(f"{i} ({s.error})" for i, s in structures.items() if s.error)
+    diffs = {i: projector_diff(source, structures[i]) for i in readable}
+    builds = [i for i in readable if not diffs[i]]
+    # preference: the encoder's pair, then an id the examples configure (its fields are known), then the name
+    order = sorted(readable, key=lambda i: (len(diffs[i]), i != paired, i not in examples["vision_projector"], i))
+    best = order[0]
+    proj.component_structure = structures[best].to_dict()
+    facts = source.facts()
+    if not builds:
+        proj.closest, proj.missing = best, diffs[best]
+        proj.why = (f"no registered vision_projector builds the source's projector {source.root} ({facts}); closest "
+                    f"{best} differs in {diffs[best]}: a new vision_projector component is needed")
+    else:
+        proj.model_id = best
+        ex = examples["vision_projector"].get(best, {}).get("examples") or []
+        proj.example = enc_ex["examples"][0] if best == paired else (ex[0] if ex else None)
+        proj.why = (f"vision_projector {best} builds the source's projector {source.root} ({facts})"
+                    + (f"; the one {proj.example} pairs with encoder {enc_id}" if best == paired else
+                       f"; not the one the encoder's example pairs with ({paired}: {diffs.get(paired)})"
+                       if paired else "")
+                    + (f"; others that build it: {[i for i in builds if i != best]}" if len(builds) > 1 else ""))
+    if unread:
+        proj.why += f"; not read: {unread}"
+    return proj

@@ -116,14 +116,15 @@ def draft_model_json(example: dict[str, Any], cfg: dict[str, Any], components: d
                 changes.append(f"vision_encoder.pipeline_num_layers = {node['pipeline_num_layers']} (encoder on "
                                "the first pipeline stage)")
         elif role == "vision_projector" and vision:
-            _draft_projector(node, example, vision, text, changes)
+            _draft_projector(node, example, vision, text, changes, (match.get("structure") or {}).get("widths"))
     return Draft(doc, changes, unmapped)
 
 
 def _draft_projector(node: dict[str, Any], example: dict[str, Any], vision: dict[str, Any], text: dict[str, Any],
-                     changes: list[str]) -> None:
+                     changes: list[str], widths: dict[str, int] | None = None) -> None:
     """The projector maps merged vision features to the LLM width: input = the encoder width, output = the LLM
-    width, and its inner width in the same relation to the input the example's has (read from its numbers)."""
+    width; its inner width is the source projector's first matrix's output when its weights were read (``widths``),
+    else in the same relation to the input the example's has (read from its numbers)."""
     enc = ((example.get("image_encoder") or {}).get("vision_encoder") or {})
     v_hidden, t_hidden = vision.get("hidden_size"), text.get("hidden_size")
     old_in = node.get("input_size")
@@ -135,6 +136,8 @@ def _draft_projector(node: dict[str, Any], example: dict[str, Any], vision: dict
     if "ffn_hidden_size" in node and old_in and merge and node["ffn_hidden_size"] == old_in * enc.get(
             "spatial_merge_size", merge) ** 2 and v_hidden:
         node["ffn_hidden_size"] = v_hidden * merge ** 2
+    if "ffn_hidden_size" in node and (widths or {}).get("inner"):
+        node["ffn_hidden_size"] = widths["inner"]
     changes.append(f"vision_projector: input {node.get('input_size')} -> hidden {node.get('hidden_size')} "
                    f"(inner {node.get('ffn_hidden_size')})")
 

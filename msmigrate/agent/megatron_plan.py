@@ -180,7 +180,9 @@ def _new_encoder(target: Path, matches: dict[str, ComponentMatch], examples: dic
                    + "; ".join(design.not_built))
     proj = matches.get("vision_projector")
     paired = examples["vision_encoder"].get(enc.closest or "", {}).get("pairs", {}).get("vision_projector")
-    if proj is not None and proj.model_id is None and paired:
+    # the projector was matched by structure (megatron_components.match_projector) when the source's projector
+    # tensors were read; only without them does the closest encoder's pair stand in, unchecked
+    if proj is not None and proj.model_id is None and paired and proj.structure is None:
         proj.model_id, proj.example = paired, examples["vision_encoder"][enc.closest]["examples"][0]
         proj.why = (f"vision_projector {paired}: the one the closest encoder {enc.closest} is paired with in "
                     f"{proj.example} (its fit to the source's projector is not checked)")

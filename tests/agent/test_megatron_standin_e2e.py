@@ -102,6 +102,11 @@ def test_new_encoder_registered_for_a_clip_tower(tmp_path, tmp_path_factory):
     model = json.loads(repo.git.show(f"{branch}:{plan['model_json_path']}"))
     assert model["image_encoder"]["vision_encoder"]["model_id"] == "llava_vit"
     assert model["image_encoder"]["vision_encoder"]["num_positions"] == 17
+    # LLaVA's linear-GELU-linear projector is the stand-in's `mlp` by what the class builds, not the `lnmlp` the
+    # closest encoder's example pairs with; its inner width is the source's first matrix's output (the LLM width)
+    proj = model["image_encoder"]["vision_projector"]
+    assert plan["components"]["vision_projector"]["model_id"] == proj["model_id"] == "mlp"
+    assert (proj["input_size"], proj["ffn_hidden_size"], proj["hidden_size"]) == (32, 64, 64)
     report = (run.run_dir / "verification_report.md").read_text()
     assert "**new** `llava_vit` registered by this run" in report and "computes what the source's tower" in report
     assert "G1 converted the source's tower with msmigrate's converter" in report and "are dropped" in report

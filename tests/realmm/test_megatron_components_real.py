@@ -63,3 +63,18 @@ def test_non_qwen_encoders_are_not_matched_to_a_qwen_one(realmm_snapshot, source
     assert got["llava"].model_id == "clip" and got["glm4v"].model_id == "glm4v_vit"
     assert got["gemma3"].model_id is None and got["gemma3"].closest == "clip"
     assert got["gemma3"].missing == ["class_token: source False, component True"]
+
+
+def test_projectors_matched_by_what_they_build(realmm_snapshot, sources):
+    """Each registered projector class read by AST (the real MultimodalProjector builds ``mlp`` and ``lnmlp`` in
+    one class, by model_id) against the source's projector tensors: Qwen's merger (norm, 2x2 patch merge, two
+    matrices) is ``lnmlp``, LLaVA's linear-GELU-linear ``mlp``, and Gemma 3's (norm, one matrix, an average pool
+    from 16 patches to 4 tokens) fits none: a new projector, with the differing facts named."""
+    mm = realmm_snapshot / "MindSpeed-MM"
+    got = {f: match(sources[f], mm)["vision_projector"] for f in ("qwen2_5_vl", "llava", "gemma3")}
+    assert got["qwen2_5_vl"].model_id == "lnmlp" and got["qwen2_5_vl"].structure["merge"] == 4
+    assert got["llava"].model_id == "mlp" and "builds the source's projector" in got["llava"].why
+    gemma = got["gemma3"]
+    assert gemma.model_id is None and "a new vision_projector component is needed" in gemma.why
+    assert "pooling: source True, component False" in gemma.missing
+    assert any(d.startswith("matrices: source 1") for d in gemma.missing)
