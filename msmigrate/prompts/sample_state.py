@@ -83,10 +83,14 @@ def sample_node_vars(phase: str) -> dict[str, Any]:
             ],
         },
         "gate_results": [
-            {"gate": "G0", "passed": True, "summary": "source, target and runtime probe OK (torch 2.13 CPU)"},
-            {"gate": "G1", "passed": True, "summary": "qwen2_vl registered; meta build OK; forward loss 6.93 finite"},
-            {"gate": "G2", "passed": True, "summary": "16 samples mapped; batch keys within forward signature"},
-            {"gate": "G3", "passed": False, "summary": "fsdp_plan.apply_modules: 2 of 6 patterns match no module"},
+            {"gate": "G0", "passed": True, "summary": "source, target and runtime probe OK (torch 2.13 CPU)",
+             "attempt": 1, "current": True},
+            {"gate": "G1", "passed": True, "summary": "qwen2_vl registered; meta build OK; forward loss 6.93 finite",
+             "attempt": 1, "current": True},
+            {"gate": "G2", "passed": True, "summary": "16 samples mapped; batch keys within forward signature",
+             "attempt": 1, "current": True},
+            {"gate": "G3", "passed": False, "summary": "fsdp_plan.apply_modules: 2 of 6 patterns match no module",
+             "attempt": 2, "current": False},
         ],
         "last_failure": {
             "case_id": "fsdp-pattern-partial-no-match",

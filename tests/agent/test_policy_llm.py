@@ -180,7 +180,7 @@ def test_fit_history_cuts_oldest_first_and_only_as_many_as_needed():
     budget = 10000  # 35000 chars: fits once the 2 oldest outputs are cut to 600 chars
     out = fit_history(msgs, budget, 1000)
     tools = [m for m in out if isinstance(m, ToolMessage)]
-    assert all(len(t.content) < 700 and "chars cut" in t.content for t in tools[:2])
+    assert all(len(t.content) < 720 and "[cut: 4400 chars" in t.content for t in tools[:2])
     assert [t.content for t in tools[2:]] == [m.content for m in msgs if isinstance(m, ToolMessage)][2:]
     assert 1000 + _size(out) <= budget * CHARS_PER_TOKEN
     assert len(msgs[2].content) == 5000, "the input list is not modified"
@@ -196,12 +196,35 @@ def test_fit_history_never_cuts_the_newest_turn():
     assert [m.content for m in out[-3:]] == ["n" * 8000] * 3
 
 
+def test_a_cut_output_says_how_to_see_it_again():
+    """A cut read_file names the call that shows the rest (from the last line its kept head reached); any other
+    cut tool names itself with its arguments. Without the pointer a live player re-read whole files."""
+    import json
+
+    read = {"name": "read_file", "args": {"where": "source", "path": "modeling_x.py"}, "id": "r0",
+            "type": "tool_call"}
+    text = "\n".join(f"{i}: line {i} " + "x" * 40 for i in range(1, 200))
+    content = json.dumps({"ok": True, "data": {"path": "modeling_x.py", "start": 1, "text": text}})
+    msgs = [HumanMessage("task"), AIMessage(content="read", tool_calls=[read]),
+            ToolMessage(content=content, tool_call_id="r0"),
+            AIMessage(content="grep", tool_calls=[{**GOOD_CALL, "id": "g0"}]),
+            ToolMessage(content="g" * 5000, tool_call_id="g0"),
+            AIMessage(content="last", tool_calls=[{**GOOD_CALL, "id": "z"}]), ToolMessage(content="z", tool_call_id="z")]
+    out = fit_history(msgs, 500, 0)  # 1750 chars: both older outputs must be cut
+    first, second = out[2].content, out[4].content
+    kept_lines = [int(n) for n in __import__("re").findall(r"\\n(\d+): ", first)]
+    assert first.endswith('to see it again call read_file {"where": "source", "path": "modeling_x.py", '
+                          f'"start": {kept_lines[-1]}}}]')
+    assert kept_lines[-1] > 1 and f"[cut: {len(content) - 600} chars" in first
+    assert second.endswith('to see it again call echo {"text": "hi"}]')
+
+
 def test_fit_history_cuts_harder_until_the_budget_holds():
     msgs = _history(8, 5000)
     out = fit_history(msgs, 3000, 1000)  # 10500 chars: 600-char heads are not enough, the oldest go down to 120
     tools = [m for m in out if isinstance(m, ToolMessage)]
-    assert tools[0].content.startswith("0" * 120 + " …[4880 chars cut")
-    assert tools[-2].content.startswith("6" * 600 + " …[4400 chars cut")
+    assert tools[0].content.startswith("0" * 120 + " …[cut: 4880 chars")
+    assert tools[-2].content.startswith("6" * 600 + " …[cut: 4400 chars")
     assert tools[-1].content == "7" * 5000  # the newest turn's output: the model has not seen it yet
     assert 1000 + _size(out) <= 3000 * CHARS_PER_TOKEN
     assert [m.content for m in out if not isinstance(m, ToolMessage)] == \

@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langchain_openai import ChatOpenAI
 
 from msmigrate.agent.config import LLMSettings, Settings
+from msmigrate.agent.gate_results import latest_gate_results
 from msmigrate.agent.handoff import compact_target
 from msmigrate.agent.policies.base import Decision, PolicyError, PolicyView
 from msmigrate.agent.policies.phase_offer import offered_tools, openai_schemas, phase_source_facts
@@ -68,10 +69,7 @@ def prompt_vars(view: PolicyView) -> dict[str, Any]:
         "target_summary": compact_target(st.get("target_summary") or {}),
         # the prompts say ``branch`` for what the plan node calls ``data_branch``
         "plan": {**st["plan"], "branch": st["plan"].get("data_branch")} if st.get("plan") else {},
-        "gate_results": [
-            {"gate": g, "passed": r.get("passed", False), "summary": r.get("summary", "")}
-            for g, r in sorted(st.get("gates", {}).items())
-        ],
+        "gate_results": latest_gate_results(st.get("gates", {}), st.get("gate_history") or []),
         "last_failure": st.get("last_failure"),
         "instructions": st.get("instructions", ""),
         "handoff": st.get("handoff") or [],
@@ -114,6 +112,7 @@ def fit_history(messages: list[AnyMessage], budget_tokens: int, fixed_chars: int
     because its first read was cut for no reason wastes a request. The newest turn's outputs are never cut: the
     model has not seen them yet (a live run re-read a file whose first read was cut before it ever saw it)."""
     out: list[AnyMessage] = list(messages)
+    calls = {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     limit_chars = budget_tokens * CHARS_PER_TOKEN
     size = fixed_chars + sum(len(str(m.content)) for m in out)
     newest = max((i for i, m in enumerate(out) if isinstance(m, AIMessage)), default=-1)
@@ -123,11 +122,32 @@ def fit_history(messages: list[AnyMessage], budget_tokens: int, fixed_chars: int
             if size <= limit_chars:
                 return out
             content = str(messages[i].content)  # cut the original, so the marker counts every cut char
-            if len(content) > limit and len(str(out[i].content)) > limit + 40:
-                cut = content[:limit] + f" …[{len(content) - limit} chars cut to fit the prompt budget]"
+            if len(content) > limit:
+                cut = content[:limit] + cut_marker(len(content) - limit, calls.get(messages[i].tool_call_id),
+                                                   content[:limit])
+                if len(cut) >= len(str(out[i].content)):  # already this short (or the note would not save chars)
+                    continue
                 size -= len(str(out[i].content)) - len(cut)
                 out[i] = out[i].model_copy(update={"content": cut})
     return out
+
+
+NUMBERED_LINE = re.compile(r"(?:^|\\n|\n|\"text\": \")(\d+): ")  # read_file's "N: text" lines, JSON-escaped
+
+
+def cut_marker(chars_cut: int, call: dict[str, Any] | None, kept: str) -> str:
+    """The note that ends a cut output: how much was cut and the call that shows it again (the same tool and
+    arguments; for ``read_file``, starting at the last line the kept head reached), so the model can re-read just
+    what it needs instead of guessing what the cut held."""
+    note = f" …[cut: {chars_cut} chars, to fit the prompt budget"
+    if not call or not call.get("name"):
+        return note + "]"
+    args = dict(call.get("args") or {})
+    if call["name"] == "read_file":
+        lines = NUMBERED_LINE.findall(kept)
+        if lines:
+            args["start"] = int(lines[-1])
+    return note + f"; to see it again call {call['name']} {json.dumps(args, ensure_ascii=False)}]"
 
 
 def fence_tool_outputs(messages: list[AnyMessage]) -> list[AnyMessage]:

@@ -12,11 +12,14 @@ from msmigrate.core.run_context import RunContext
 from msmigrate.tools.repo_reader.files import grep, read_lines, resolve_inside, tree
 from msmigrate.tools.repo_reader.hf_summary import hf_summary
 from msmigrate.tools.repo_reader.outline import outline
+from msmigrate.tools.repo_reader.runtime_packages import RuntimePackages
 from msmigrate.tools.repo_reader.target_inventory import inventory_view, target_inventory
 
-Where = Literal["source", "target"]
-_WHERE = Field("target", description="Which tree to read: 'source' (the model folder/repo being migrated, read-only) "
-                                     "or 'target' (the MindSpeed-MM checkout).")
+Where = Literal["source", "target", "runtime"]
+_WHERE = Field("target", description="Which tree to read: 'source' (the model folder/repo being migrated, read-only), "
+                                     "'target' (the MindSpeed-MM checkout) or 'runtime' (the target runtime's "
+                                     "installed packages, read-only: e.g. subdir 'transformers/models/qwen2'; tree "
+                                     "and grep need a package subdir there).")
 
 
 class TreeArgs(BaseModel):
@@ -62,10 +65,28 @@ class InventoryArgs(BaseModel):
 
 
 def repo_reader_tools(ctx: RunContext) -> list:
-    """The read-only tools over ``ctx.source`` and ``ctx.target`` for a policy to bind."""
+    """The read-only tools over ``ctx.source``, ``ctx.target`` and the target runtime's packages for a policy to
+    bind."""
+    packages = RuntimePackages(ctx.runtime_python)
 
-    def root(where: str) -> Path:
+    def root(where: str) -> Path | None:
+        if where == "runtime":
+            return packages.root()
         return Path(ctx.source if where == "source" else ctx.target)
+
+    def in_root(where: str, core) -> ToolResult:
+        base = root(where)
+        return packages.failure() if base is None else core(base)
+
+    def _tree(where="target", subdir="", max_depth=4) -> ToolResult:
+        if where != "runtime":
+            return tree(root(where), subdir, max_depth)
+        return packages.scoped(subdir, lambda base: tree(base, "", max_depth))
+
+    def _grep(where="target", pattern="", subdir="", glob="", ignore_case=False) -> ToolResult:
+        if where != "runtime":
+            return grep(root(where), pattern, subdir, glob, ignore_case=ignore_case)
+        return packages.scoped(subdir, lambda base: grep(base, pattern, "", glob, ignore_case=ignore_case))
 
     def _summary(subdir: str = "", probe_forward: bool = True) -> ToolResult:
         folder = resolve_inside(Path(ctx.source), subdir or ".")
@@ -74,18 +95,18 @@ def repo_reader_tools(ctx: RunContext) -> list:
         return hf_summary(folder, ctx.runtime_python if probe_forward else None)
 
     return [
-        make_tool("repo_tree", "Gitignore-aware, bounded directory tree of the source or target.", TreeArgs,
-                  lambda where="target", subdir="", max_depth=4: tree(root(where), subdir, max_depth)),
+        make_tool("repo_tree", "Gitignore-aware, bounded directory tree of the source, target or runtime packages.",
+                  TreeArgs, _tree),
         make_tool("read_file", "Read a line range of a text file (numbered; long spans keep head and tail).", ReadArgs,
-                  lambda where="target", path="", start=1, end=None: read_lines(root(where), path, start, end)),
-        make_tool("grep", "Regex search over text files of the source or target; bounded hits as path:line: text.",
-                  GrepArgs,
-                  lambda where="target", pattern="", subdir="", glob="", ignore_case=False:
-                  grep(root(where), pattern, subdir, glob, ignore_case=ignore_case)),
+                  lambda where="target", path="", start=1, end=None:
+                  in_root(where, lambda base: read_lines(base, path, start, end))),
+        make_tool("grep", "Regex search over text files of the source, target or runtime packages; bounded hits as "
+                          "path:line: text.", GrepArgs, _grep),
         make_tool("python_outline", "Classes, functions, signatures, decorators and MindSpeed-MM registrations "
                                     "(model/data register ids, templates, mm_plugins, collators) of a Python file.",
                   OutlineArgs,
-                  lambda where="target", path="", class_name="": outline(root(where), path, class_name)),
+                  lambda where="target", path="", class_name="":
+                  in_root(where, lambda base: outline(base, path, class_name))),
         make_tool("hf_model_summary", "Summary of the source HF model folder: architectures, sub-configs and sizes, "
                                       "custom code, special/media tokens, chat template, processor configs, forward "
                                       "signature.", HfSummaryArgs, _summary),
