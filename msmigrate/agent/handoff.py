@@ -70,6 +70,8 @@ def handoff_record(phase: str, gates: dict[str, Any], messages: list[AnyMessage]
 def compact_target(summary: dict[str, Any]) -> dict[str, Any]:
     """What the prompts show of the target: the registered ids and the ranked similar cases, not every record."""
     keep = {"ids": summary.get("ids", {}), "headline": summary.get("headline", "")}
+    if summary.get("meta_init"):  # how the trainer materialises a meta-built model: the model contract reads it
+        keep["meta_init"] = summary["meta_init"]
     # where each kind's registrations live: the file to read (or add to) without a repo_tree/grep round trip
     where = {kind: sorted({str(r.get("file")) for r in summary.get(key) or [] if isinstance(r, dict) and r.get("file")})
              for kind, key in REGISTRY_KEYS.items()}

@@ -68,6 +68,10 @@ def sample_node_vars(phase: str) -> dict[str, Any]:
             "templates": ["qwen2vl", "qwen3_vl", "qwen3_vl_nothink", "glm4.1v", "default", "empty"],
             "collators": ["qwen3vl", "llm_pretrain"],
             "similar_case": "standin-qwen3-vl",
+            # as read from the real MindSpeed-MM's trainer (tools/repo_reader/trainer_facts.py)
+            "meta_init": {"storage": "to_empty_if_needed", "at": "mindspeed_mm/fsdp/train/trainer.py:209",
+                          "init_weights": "only without training.load", "buffers_kept": True,
+                          "defined_in": "mindspeed_mm/fsdp/utils/utils.py"},
         },
         "plan": {
             "route": "T",

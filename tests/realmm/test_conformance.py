@@ -202,3 +202,13 @@ def test_iteration_log_line_is_the_real_format(realmm_snapshot):
     real, stand = _log_pieces(real_file(realmm_snapshot, rel)), _log_pieces(STANDIN / rel)
     assert stand and set(stand) <= set(real), f"stand-in log pieces {stand} not in the real {real}"
     assert [p for p in real if p.startswith("iteration")] == [p for p in stand if p.startswith("iteration")]
+
+
+def test_the_real_trainer_keeps_buffers_through_its_storage_call(realmm_snapshot):
+    """What the model prompt tells a plugin about non-persistent buffers rests on this reading of the real trainer:
+    ``to_empty_if_needed`` (new storage for parameters only), ``init_weights`` only without ``training.load``."""
+    from msmigrate.tools.repo_reader.trainer_facts import meta_init_facts
+
+    facts = meta_init_facts(realmm_snapshot / "MindSpeed-MM")
+    assert facts["storage"] == "to_empty_if_needed" and facts["buffers_kept"] is True
+    assert facts["init_weights"] == "only without training.load"

@@ -217,14 +217,25 @@ def meta_load(cls, config, eager, batch):
             "unexpected": list(unexpected)[:10]}
 
 
+# what rebuilds a tensor left non-finite, by the call that gave the storage (model_parity.materialize): the target's
+# to_empty_if_needed gives new storage to parameters only and never calls a to_empty override; Module.to_empty gives
+# new storage to every tensor and runs the plugin's override. init_weights is skipped on a resumed load either way.
+REBUILD_ADVICE = {
+    "to_empty_if_needed": "The target's to_empty_if_needed kept its buffers as built, so this one never held a value: "
+                          "compute it in __init__ from the config on a real device (not from a meta parameter), since "
+                          "init_weights does not run on a resumed load and a to_empty override is never called",
+    "Module.to_empty": "Module.to_empty gave it fresh storage and nothing rebuilt it, and init_weights does not run on "
+                       "a resumed load: rebuild it in a to_empty override of the plugin class (parent first)",
+}
+
+
 def meta_load_error(meta):
     if meta.get("first_nonfinite"):
         more = meta["nonfinite_after_load"][1:5]
         return (f"meta init + load (the trainer's init_model_with_meta_device with training.load): "
                 f"`{meta['first_nonfinite']}` is not finite after to_empty + loading the checkpoint"
                 + (f" (also {', '.join(more)})" if more else "")
-                + f"; loss {meta['loss']}. Nothing rebuilt it after to_empty ({meta['materialize']}), and init_weights "
-                  f"does not run on a resumed load: the plugin must recompute it in the to_empty path itself")
+                + f"; loss {meta['loss']}. " + REBUILD_ADVICE.get(meta["materialize"], REBUILD_ADVICE["Module.to_empty"]))
     if not meta.get("finite"):
         return f"meta init + load: loss is not finite ({meta.get('loss')}) although every tensor is finite after the load"
     return None

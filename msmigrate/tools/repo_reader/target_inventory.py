@@ -17,6 +17,7 @@ import yaml
 from msmigrate.core.tool_result import ToolResult
 from msmigrate.tools.repo_reader.files import list_files
 from msmigrate.tools.repo_reader.outline import registrations_in
+from msmigrate.tools.repo_reader.trainer_facts import meta_init_facts
 
 FSDP_PREFIX = "mindspeed_mm/fsdp/"
 # Cheap text filter before parsing: only files that can contain a registration are parsed.
@@ -123,6 +124,7 @@ def target_inventory(root: Path) -> ToolResult:
         root=str(root), headline=headline, ids=ids,
         model_ids=regs["model"], dataset_types=regs["data"], templates=regs["template"],
         mm_plugins=regs["mm_plugin"], collators=regs["collator"], examples=examples, parse_errors=errors,
+        meta_init=meta_init_facts(root),
     )
 
 
