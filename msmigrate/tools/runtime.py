@@ -92,7 +92,9 @@ def run_probe(
     except warm_runtime.Cold as exc:
         mode, reason = "cold", str(exc)
         outcome = run_process(argv, cwd=cwd, env_extra=env_extra, timeout=timeout)
-    result_lines = [ln for ln in outcome.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
+    # The marker may follow text the probed code left on the line without a newline (transformers' unanswered
+    # "Do you wish to run the custom code? [y/N] " prompt does): the result is what follows the marker's last copy.
+    result_lines = [ln[ln.rindex(RESULT_MARKER):] for ln in outcome.stdout.splitlines() if RESULT_MARKER in ln]
     base = {"argv": outcome.argv, "returncode": outcome.returncode, "seconds": round(outcome.seconds, 2),
             "runtime_mode": mode, **({"runtime_reason": reason} if reason else {})}
     if outcome.timed_out:

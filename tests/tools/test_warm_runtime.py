@@ -283,3 +283,23 @@ def test_a_forked_agent_starts_its_own_server(light, tmp_path):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert parent_server.alive() and run_probe(PY, "echo", [], probes_dir=probes, timeout=60).ok
+
+
+PROMPT_THEN_RESULT = '''
+import json, sys
+# what transformers prints when remote code is loaded without trust_remote_code and stdin gives no answer
+sys.stdout.write("Do you wish to run the custom code? [y/N] ")
+print("MSMIGRATE_PROBE_RESULT " + json.dumps({"value": 7}), flush=True)
+'''
+
+
+@pytest.mark.parametrize("mode", ["warm", "cold"])
+def test_result_after_text_left_on_the_line_is_still_read(mode, light, monkeypatch, tmp_path):
+    """A probed plugin that leaves a prompt without a newline on stdout must not turn the probe's result into
+    "exited 0 without a result" (blind live run 8 lost a G1 attempt and three requests to that)."""
+    monkeypatch.setenv(SWITCH_ENV, "1" if mode == "warm" else "0")
+    probes = tmp_path / "probes"
+    _write(probes, "prompting.py", PROMPT_THEN_RESULT)
+    res = run_probe(PY, "prompting", [], probes_dir=probes, timeout=60)
+    assert res.ok, res.error
+    assert res.data["result"] == {"value": 7}
