@@ -21,7 +21,8 @@ NOT_PROVABLE_ON_CPU = (
     "tensor- and pipeline-parallel execution of the delivered sizes (TP all-reduce, PP send/recv, the 1F1B / "
     "interleaved schedule) — it needs megatron-core with an accelerator backend",
     "that the converted weights train: loss values of pretrain_vlm.py on the real checkpoint",
-    "the converter's split of the weights at the spec's TP/PP (G1 round-trips them on one rank, one stage)",
+    "that the converted shards load into the model at the spec's TP/PP (G1 round-trips the converter's split of a "
+    "tiny model at those sizes; loading them needs the model built on an accelerator)",
     "fused kernels, flash attention and throughput of the launch script's flags",
 )
 

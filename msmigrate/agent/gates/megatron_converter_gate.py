@@ -9,8 +9,9 @@ Plan keys (all optional): ``converter`` (class name in the target's checkpoint/ 
 whose file imports the source's ``model_type`` config module, tools/megatron/converters.py),
 ``converter_tiny_config`` (a config.json dict of a tiny model) or ``converter_hf_dir`` (a small HF folder, relative
 to the target) - default: the source's own config.json shrunk to 2 layers per stack and a 512 vocabulary -,
-``converter_tp`` (default 1: the layout itself; the plan sets the launch's TP size, so the per-rank shards the
-launch would load are the ones round-tripped), ``converter_llm_pp_layers`` / ``converter_vit_pp_layers``.
+``converter_tp`` / ``converter_pp`` (default 1: the layout itself; G1 sets the launch's TP and PP sizes, so the
+per-rank, per-stage shards the launch would load are the ones round-tripped), ``converter_llm_pp_layers`` /
+``converter_vit_pp_layers`` (explicit per-stage layer counts instead of ``converter_pp``).
 No converter named and none found: msmigrate's own layout round trip with the source's head counts, and the
 record says so (``converter_used: msmigrate``; a new architecture needs a converter the migration writes).
 """
@@ -29,11 +30,13 @@ from msmigrate.tools.megatron.weight_roundtrip import converter_roundtrip
 
 def megatron_converter_record(runtime_python: str, target: Path, converter: str, work_dir: Path, *,
                               source: Path | None = None, tiny_config: dict | None = None,
-                              hf_dir: Path | None = None, shrink_source: Path | None = None, tp: int = 1, llm_pp_layers: list | None = None,
+                              hf_dir: Path | None = None, shrink_source: Path | None = None, tp: int = 1,
+                              pp: int = 1, llm_pp_layers: list | None = None,
                               vit_pp_layers: list | None = None) -> dict[str, Any]:
     t0 = time.time()
     res = target_converter_roundtrip(runtime_python, target, converter, work_dir, hf_dir=hf_dir,
-                                     tiny_config=tiny_config, shrink_source=shrink_source, tp=tp, llm_pp_layers=llm_pp_layers,
+                                     tiny_config=tiny_config, shrink_source=shrink_source, tp=tp, pp=pp,
+                                     llm_pp_layers=llm_pp_layers,
                                      vit_pp_layers=vit_pp_layers)
     evidence = [evidence_item("target converter round trip", ["megatron_converter_roundtrip", converter],
                               0 if res.ok else 1, t0, time.time(), res.error or "\n".join(res.problems),
@@ -90,4 +93,5 @@ def gate_megatron_converter(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         ctx.runtime_python, ctx.target, converter, ctx.run_dir / "megatron_converter", source=ctx.source,
         tiny_config=tiny, hf_dir=ctx.target / hf_dir if hf_dir else None,
         shrink_source=ctx.source if not (hf_dir or tiny) else None, tp=plan.get("converter_tp", 1),
+        pp=plan.get("converter_pp", 1),
         llm_pp_layers=plan.get("converter_llm_pp_layers"), vit_pp_layers=plan.get("converter_vit_pp_layers"))

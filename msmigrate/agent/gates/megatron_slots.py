@@ -106,15 +106,13 @@ def new_encoder_converter_record(runtime_python: str, target: Path, source: Path
 def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx, meg = state["plan"], deps.ctx, _meg(state)
     if plan.get("converter"):
-        # the launch's TP (the plan's converter_tp: the shards the launch would load), one pipeline stage: the
-        # converter's lossless HF -> Megatron -> HF round trip. The split over PP stages is left to the accelerator
-        # machine (the stand-in's converter converts one stage); the summary says so
-        tp = int(plan.get("converter_tp") or 1)
-        one_stage = {**plan, "converter_tp": tp, "converter_llm_pp_layers": None, "converter_vit_pp_layers": None}
-        conv = gate_megatron_converter(deps, {**state, "plan": one_stage})
-        pp = meg["parallel"].get("pp", 1)
-        conv = {**conv, "summary": f"{conv.get('summary', '')} (tp={tp}, one stage"
-                                   + (f"; the split over pp {pp} not checked here)" if pp > 1 else ")")}
+        # the launch's TP x PP (the shards and stages the launch would load): the converter's lossless
+        # HF -> Megatron -> HF round trip, the text layers spread over the stages, the encoder on the first
+        tp, pp = int(plan.get("converter_tp") or 1), int(meg["parallel"].get("pp") or 1)
+        at_launch = {**plan, "converter_tp": tp, "converter_pp": pp, "converter_llm_pp_layers": None,
+                     "converter_vit_pp_layers": None}
+        conv = gate_megatron_converter(deps, {**state, "plan": at_launch})
+        conv = {**conv, "summary": f"{conv.get('summary', '')} (tp={tp}, pp={pp})"}
     else:
         t0 = time.time()
         own = converter_roundtrip(ctx.runtime_python, ctx.source)

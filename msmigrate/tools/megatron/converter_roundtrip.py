@@ -37,7 +37,7 @@ class ConverterRoundTrip:
 def target_converter_roundtrip(runtime_python: str, target: Path, converter: str, work_dir: Path, *,
                                hf_dir: Path | None = None, tiny_config: dict[str, Any] | Path | None = None,
                                shrink_source: Path | None = None,
-                               tp: int = 1, llm_pp_layers: list[list[int]] | None = None,
+                               tp: int = 1, pp: int = 1, llm_pp_layers: list[list[int]] | None = None,
                                vit_pp_layers: list[list[int]] | None = None,
                                extra_paths: list[Path] | None = None,
                                timeout: float = 600.0) -> ConverterRoundTrip:
@@ -46,7 +46,8 @@ def target_converter_roundtrip(runtime_python: str, target: Path, converter: str
     Exactly one of ``hf_dir`` (an existing small HF folder), ``tiny_config`` (a config.json dict or path; the
     probe builds a random model of its architecture with the runtime's transformers) or ``shrink_source`` (the
     source folder: its config.json with 2 layers per stack and a 512 vocabulary, widths kept). ``llm_pp_layers`` /
-    ``vit_pp_layers``: per-VPP lists of per-stage layer counts, default one stage holding every layer.
+    ``vit_pp_layers``: per-VPP lists of per-stage layer counts, default ``pp`` stages: the text layers spread
+    evenly, the vision encoder whole on the first stage (a shrunk source keeps at least ``pp`` layers).
     ``extra_paths``: more import roots for the probe (a MindSpeed checkout the target imports).
     """
     if sum(x is not None for x in (hf_dir, tiny_config, shrink_source)) != 1:
@@ -54,7 +55,7 @@ def target_converter_roundtrip(runtime_python: str, target: Path, converter: str
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     args = ["--target", str(Path(target).resolve()), "--converter", converter, "--work", str(work_dir.resolve()),
-            "--tp", str(tp)]
+            "--tp", str(tp), "--pp", str(pp)]
     if hf_dir is not None:
         args += ["--hf-dir", str(Path(hf_dir).resolve())]
     elif shrink_source is not None:

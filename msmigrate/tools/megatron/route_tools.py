@@ -100,9 +100,7 @@ def convert_weights(ctx: RunContext, tp: int = 1, pp: int = 1, output_dir: str =
     converter = plan.get("converter") or converter_candidates(ctx.target, model_type).best
     if converter:
         res = target_converter_roundtrip(ctx.runtime_python, ctx.target, converter, work, shrink_source=ctx.source,
-                                         tp=tp)
-        if pp > 1:
-            notes.append(f"one pipeline stage converted: the split over pp {pp} is not checked here")
+                                         tp=tp, pp=pp)
         if res.ok:
             return ToolResult.success(converter_used="target", converter=converter, facts=res.facts, ran=res.ran,
                                       stubbed=res.stubbed, notes=notes)
@@ -151,7 +149,7 @@ def check_megatron_config_tool(ctx: RunContext, model_json: str, script: str) ->
 def megatron_tools(ctx: RunContext) -> list:
     return [
         make_tool(CONVERT_TOOL, "Megatron route, model phase: the weight-converter step. Converts a tiny model "
-                                "built from the source's config HF -> Megatron layout (split over tp ranks) -> HF "
+                                "built from the source's config HF -> Megatron layout (split over tp ranks and pp stages) -> HF "
                                 "with the target's converter for the source's model_type (msmigrate's layout "
                                 "round trip when the target has none) and reports whether every tensor came back "
                                 "identical. G1 runs the same round trip.",

@@ -154,6 +154,12 @@ def layer_counts(hf_dir):
     return int(text["num_hidden_layers"]), int(vision.get("depth") or vision.get("num_hidden_layers") or 0), text
 
 
+def pp_stages(layers, pp):
+    """The text decoder's layers over ``pp`` stages, as even as they go (the earlier stages take the remainder);
+    the vision encoder stays whole on the first stage, as the framework's examples place it."""
+    return [layers // pp + (1 if i < layers % pp else 0) for i in range(pp)]
+
+
 def qkv_layout_problems(hf, mg, text_cfg):
     heads = int(text_cfg["num_attention_heads"])
     kv = int(text_cfg.get("num_key_value_heads") or heads)
@@ -188,7 +194,7 @@ def run(a):
     if a.shrink_source:
         shrunk = work / "shrunk_config.json"
         cfg = json.loads((Path(a.shrink_source) / "config.json").read_text(encoding="utf-8"))
-        shrunk.write_text(json.dumps(shrink_source_config(cfg)), encoding="utf-8")
+        shrunk.write_text(json.dumps(shrink_source_config(cfg, layers=max(2, a.pp))), encoding="utf-8")
         a.tiny_config = str(shrunk)
     if a.tiny_config:
         make_tiny(a.tiny_config, hf_dir, a.seed)
@@ -203,8 +209,8 @@ def run(a):
         return {"error": f"cannot import {module}: {type(exc).__name__}: {exc}", "module": module,
                 "missing_module": getattr(exc, "name", None)}
     llm, vit, text_cfg = layer_counts(hf_dir)
-    llm_pp = json.loads(a.llm_pp_layers) if a.llm_pp_layers else [[llm]]
-    vit_pp = json.loads(a.vit_pp_layers) if a.vit_pp_layers else [[vit]]
+    llm_pp = json.loads(a.llm_pp_layers) if a.llm_pp_layers else [pp_stages(llm, a.pp)]
+    vit_pp = json.loads(a.vit_pp_layers) if a.vit_pp_layers else [[vit] + [0] * (a.pp - 1)]
     mm_dir, back = work / "mm", work / "back"
     base = {"hf_config": {"hf_dir": str(hf_dir)}}
     nested = {"llm_pp_layers": llm_pp, "vit_pp_layers": vit_pp, "tp_size": a.tp}
@@ -262,6 +268,7 @@ def main():
     ap.add_argument("--tiny-config")
     ap.add_argument("--shrink-source", help="HF folder whose config.json, shrunk, gives the tiny model")
     ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--pp", type=int, default=1, help="pipeline stages when no explicit per-stage layer lists")
     ap.add_argument("--llm-pp-layers")
     ap.add_argument("--vit-pp-layers")
     ap.add_argument("--seed", type=int, default=0)

@@ -72,6 +72,29 @@ def test_converter_gate_catches_a_tp_split_that_is_not_the_inverse(standin_copy,
     assert ok["passed"], ok["summary"]  # at tp=1 nothing is split, so nothing is merged wrongly
 
 
+def test_converter_gate_round_trip_at_tp2_pp2(megatron_standin, tmp_path):
+    rec = megatron_converter_record(PY, megatron_standin, EXAMPLE["converter"], tmp_path / "w",
+                                    hf_dir=megatron_standin / EXAMPLE["hf_dir"], tp=2, pp=2)
+    assert rec["passed"] and rec["converter_used"] == "target", rec["summary"]
+    # 2 TP ranks x 2 stages; the text layers spread over the stages, the encoder whole on the first
+    assert "4 file(s), tp=2, pp layers [[1, 1]]" in rec["summary"]
+
+
+def test_converter_gate_catches_a_pp_merge_that_is_not_the_inverse(standin_copy, tmp_path):
+    merge = standin_copy / "checkpoint/vlm_model/mm_to_hf.py"
+    # stages put back in reverse order: every stage's file was right, the merged layer numbers are not
+    text = merge.read_text().replace("stage_ranges(counts)[0][pp_rank][0]",
+                                     "stage_ranges(counts)[0][len(stages) - 1 - pp_rank][0]")
+    assert text != merge.read_text()
+    merge.write_text(text)
+    rec = megatron_converter_record(PY, standin_copy, EXAMPLE["converter"], tmp_path / "w",
+                                    hf_dir=standin_copy / EXAMPLE["hf_dir"], tp=2, pp=2)
+    assert not rec["passed"] and "differs after HF -> Megatron -> HF" in rec["summary"], rec["summary"]
+    ok = megatron_converter_record(PY, standin_copy, EXAMPLE["converter"], tmp_path / "w1",
+                                   hf_dir=standin_copy / EXAMPLE["hf_dir"], tp=2)
+    assert ok["passed"], ok["summary"]  # one stage: nothing renumbered, so nothing merged wrongly
+
+
 def test_converter_gate_catches_a_wrong_qkv_order(standin_copy, tmp_path):
     ops = standin_copy / "checkpoint/vlm_model/operator.py"
     # a fusion that stacks [all q | all k | all v] and splits it back: lossless, but not Megatron's layout

@@ -118,8 +118,58 @@ def test_converter_refuses_splits_that_cut_a_kv_group_or_a_stage(standin_copy):
     assert res.returncode != 0 and "KV groups (2) do not divide by tp_size 4" in res.stderr
     code = ROUNDTRIP.replace('"[[2]]", "--cfg.parallel_config.vit_pp_layers"', '"[[1, 1]]", "--cfg.parallel_config.vit_pp_layers"')
     assert code != ROUNDTRIP
+    res = _py(standin_copy, code, EXAMPLE["hf_dir"])  # two text stages, one ViT stage
+    assert res.returncode != 0 and "need one count per stage" in res.stderr
+    code = ROUNDTRIP.replace('"[[2]]", "--cfg.parallel_config.vit_pp_layers", "[[2]]"',
+                             '"[[1, 2]]", "--cfg.parallel_config.vit_pp_layers", "[[2, 0]]"')
+    res = _py(standin_copy, code, EXAMPLE["hf_dir"])  # 3 text layers for a 2-layer decoder
+    assert res.returncode != 0 and "text pipeline layers [1, 2] sum to 3, the model has 2" in res.stderr
+    code = ROUNDTRIP.replace('"[[2]]", "--cfg.parallel_config.vit_pp_layers", "[[2]]"',
+                             '"[[1], [1]]", "--cfg.parallel_config.vit_pp_layers", "[[1], [1]]"')
     res = _py(standin_copy, code, EXAMPLE["hf_dir"])
-    assert res.returncode != 0 and "one pipeline stage only" in res.stderr
+    assert res.returncode != 0 and "one virtual pipeline stage only" in res.stderr
+
+
+PP2 = TP2.split("def par(nested):")[0] + """
+def par(nested):
+    text, vit = ("[[1, 1]]", "[[2, 0]]") if nested else ("[1, 1]", "[2, 0]")
+    return ["--cfg.parallel_config.llm_pp_layers", text, "--cfg.parallel_config.vit_pp_layers", vit,
+            "--cfg.parallel_config.tp_size", TP]
+
+
+main(["Qwen2_5_VLConverter", "hf_to_mm", "--cfg.mm_dir", "mm", "--cfg.hf_config.hf_dir", HF, *par(True)])
+main(["Qwen2_5_VLConverter", "mm_to_hf", "--cfg.mm_dir", "mm", "--cfg.hf_config.hf_dir", HF,
+      "--cfg.save_hf_dir", "back", *par(False)])
+a, b = load_file(HF + "/model.safetensors"), load_file("back/model.safetensors")
+print(sorted(set(a) ^ set(b)), [k for k in a if not torch.equal(a[k], b[k])])
+st = [[torch.load(f"mm/release/mp_rank_0{r}_00{s}/model_optim_rng.pt", weights_only=False)["model"]
+       for r in range(2)] for s in range(2)]
+names = [sorted(st[s][0]) for s in range(2)]
+T, V = "text_decoder.decoder.layers.", "image_encoder.encoder.blocks.layers."
+# stage 0: the whole ViT (both blocks, patch embedding, projector) and text layer 0 with the embedding
+print(sorted({n[len(T):].split(".")[0] for n in names[0] if n.startswith(T)}),
+      sorted({n[len(V):].split(".")[0] for n in names[0] if n.startswith(V)}),
+      any(n.startswith("image_encoder.projector.") for n in names[0]),
+      any(n.startswith("text_decoder.embedding.") for n in names[0]),
+      any(n.startswith("text_decoder.output_layer.") for n in names[0]))
+# stage 1: text layer 1 renumbered 0, the final norm and output layer; nothing of the ViT
+print(sorted({n[len(T):].split(".")[0] for n in names[1] if n.startswith(T)}),
+      any(n.startswith("image_encoder.") for n in names[1]),
+      any(n.startswith("text_decoder.decoder.final_layernorm.") for n in names[1]),
+      any(n.startswith("text_decoder.embedding.") for n in names[1]))
+# what stage 1 holds as its layer 0 is HF layer 1, split by TP like every stage
+o = a["model.layers.1.self_attn.o_proj.weight"]
+print(all(torch.equal(st[1][r][T + "0.self_attention.linear_proj.weight"], o[:, 32 * r:32 * r + 32]) for r in range(2)))
+"""
+
+
+def test_converter_splits_for_pipeline_stages_in_the_real_layout(standin_copy):
+    res = _py(standin_copy, PP2, EXAMPLE["hf_dir"], "2")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-4:] == ["[] []", "['0'] ['0', '1'] True True False",
+                                                   "['0'] False True False", "True"]
+    assert sorted(p.name for p in (standin_copy / "mm" / "release").iterdir()) == [
+        "mp_rank_00_000", "mp_rank_00_001", "mp_rank_01_000", "mp_rank_01_001"]
 
 
 def _free_port():

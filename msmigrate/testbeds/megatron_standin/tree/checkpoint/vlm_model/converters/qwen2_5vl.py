@@ -1,8 +1,10 @@
-"""Qwen2.5-VL: HF safetensors <-> Megatron-layout checkpoint (``<mm_dir>/release/mp_rank_{tp:02d}/model_optim_rng.pt``,
-one file per tensor-parallel rank). Tensor parallelism as the framework splits: column-parallel linears (the fused
-qkv, whole KV groups per rank; linear_fc1, gate and up blocks per rank) by output rows, row-parallel ones
-(linear_proj, linear_fc2) by input columns, the embedding and output layer by vocabulary rows. The stand-in keeps
-a single pipeline stage."""
+"""Qwen2.5-VL: HF safetensors <-> Megatron-layout checkpoint (``<mm_dir>/release/mp_rank_{tp:02d}[_{pp:03d}]/
+model_optim_rng.pt``, one file per tensor-parallel rank and pipeline stage). Tensor parallelism as the framework
+splits: column-parallel linears (the fused qkv, whole KV groups per rank; linear_fc1, gate and up blocks per rank) by
+output rows, row-parallel ones (linear_proj, linear_fc2) by input columns, the embedding and output layer by
+vocabulary rows. Pipeline stages by the per-stage layer counts (``llm_pp_layers`` / ``vit_pp_layers``, one
+virtual stage): each stage its layer range, the embeddings on the first stage of their stack, the final norm,
+output layer and projector on the last."""
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,8 +12,8 @@ from typing import TYPE_CHECKING
 from safetensors.torch import load_file, save_file
 
 from checkpoint.common.converter import Converter
-from checkpoint.vlm_model.hf_to_mm import save_by_tp, split_by_tp
-from checkpoint.vlm_model.mm_to_hf import load_from_mm, merge_by_tp
+from checkpoint.vlm_model.hf_to_mm import save_by_tp, split_by_pp, split_by_tp
+from checkpoint.vlm_model.mm_to_hf import load_from_mm, merge_by_pp, merge_by_tp
 from checkpoint.vlm_model.operator import ColSplit, GLUSplit, QKVMergeOp, RelocateOp, RenameOp, RowSplit, UpGateMergeOp
 
 if TYPE_CHECKING:  # the HF config this converter reads (the real one casts to it); not imported at run time
@@ -69,16 +71,26 @@ def create_qwen2_5_vl_ops(vit_embed_dim, vit_num_heads, llm_num_query_groups, ll
     return ops
 
 
-def _single_stage(cfg, nested):
-    """hf_to_mm takes per-VPP lists of per-stage layer counts ([[n]]), mm_to_hf per-stage counts ([n])."""
+def _parallel(cfg, nested, config):
+    """(tp, {"text": [layers per stage], "vit": [...]}): hf_to_mm takes per-VPP lists of per-stage counts
+    ([[n, m]]), mm_to_hf per-stage counts ([n, m]), as the real converter does; one virtual stage only."""
     par = cfg.parallel_config
-    stages = [par.llm_pp_layers[0], par.vit_pp_layers[0]] if nested else [par.llm_pp_layers, par.vit_pp_layers]
-    if any(len(s) != 1 for s in stages) or (nested and len(par.llm_pp_layers) != 1):
-        raise ValueError("the stand-in converter handles one pipeline stage only")
+    counts = {"text": list(par.llm_pp_layers), "vit": list(par.vit_pp_layers)}
+    if nested:
+        if any(len(c) != 1 for c in counts.values()):
+            raise ValueError("the stand-in converter handles one virtual pipeline stage only")
+        counts = {k: list(c[0]) for k, c in counts.items()}
+    layers = {"text": (config.get("text_config") or config)["num_hidden_layers"],
+              "vit": config["vision_config"]["depth"]}
+    for stack, c in counts.items():
+        if sum(c) != layers[stack]:
+            raise ValueError(f"{stack} pipeline layers {c} sum to {sum(c)}, the model has {layers[stack]}")
+    if len(counts["text"]) != len(counts["vit"]):
+        raise ValueError(f"llm_pp_layers {counts['text']} and vit_pp_layers {counts['vit']} need one count per stage")
     tp = int(getattr(par, "tp_size", 1) or 1)
     if tp < 1:
         raise ValueError(f"tp_size must be >= 1, got {tp}")
-    return tp
+    return tp, counts
 
 
 def _check_tp(config, tp):
@@ -106,24 +118,28 @@ class Qwen2_5_VLConverter(Converter):
     @staticmethod
     def hf_to_mm(cfg):
         """HF -> Megatron layout."""
-        tp = _single_stage(cfg, nested=True)
         hf_dir, mm_dir = Path(cfg.hf_config.hf_dir), Path(cfg.mm_dir)
         config = json.loads((hf_dir / "config.json").read_text())
+        tp, counts = _parallel(cfg, True, config)
         _check_tp(config, tp)
         state = {}
         for f in sorted(hf_dir.glob("*.safetensors")):
             state.update(load_file(str(f)))
         for op in Qwen2_5_VLConverter._create_ops(config):
             op.apply(state)
-        save_by_tp(split_by_tp(state, qwen2_5_vl_tp_patterns, tp), mm_dir)
+        stages = split_by_pp(state, counts)
+        for pp_rank, stage in enumerate(stages):
+            save_by_tp(split_by_tp(stage, qwen2_5_vl_tp_patterns, tp), mm_dir, pp_rank=pp_rank, pp_size=len(stages))
 
     @staticmethod
     def mm_to_hf(cfg):
         """Megatron layout -> HF (config and tokenizer files copied from hf_dir)."""
-        tp = _single_stage(cfg, nested=False)
         hf_dir, mm_dir, save = Path(cfg.hf_config.hf_dir), Path(cfg.mm_dir), Path(cfg.save_hf_dir)
-        state = merge_by_tp(load_from_mm(mm_dir, tp), qwen2_5_vl_tp_patterns)
-        for op in reversed(Qwen2_5_VLConverter._create_ops(json.loads((hf_dir / "config.json").read_text()))):
+        config = json.loads((hf_dir / "config.json").read_text())
+        tp, counts = _parallel(cfg, False, config)
+        stages = load_from_mm(mm_dir, tp, len(counts["text"]))
+        state = merge_by_pp([merge_by_tp(ranks, qwen2_5_vl_tp_patterns) for ranks in stages], counts)
+        for op in reversed(Qwen2_5_VLConverter._create_ops(config)):
             op.revert(state)
         save.mkdir(parents=True, exist_ok=True)
         for f in hf_dir.iterdir():
