@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from msmigrate.prompts.render import NODE_NAMES, estimate_tokens, render
+from msmigrate.prompts.render import (MEGATRON_NODE_NAMES, MEGATRON_SYSTEM, NODE_NAMES, estimate_tokens,
+                                      render)
 from msmigrate.prompts.sample_state import ALL_PROMPTS, sample_vars
 
 
@@ -34,6 +35,9 @@ def phase_schema_chars() -> dict[str, tuple[int, int]]:
     for phase in ("model", "data", "config"):
         offered = offered_tools(phase, tools)
         out[phase] = (len(offered), len(json.dumps(openai_schemas(offered))))
+    for phase in ("model", "data", "config"):  # a Megatron plan: that route's tools (phase_offer.py)
+        offered = offered_tools(phase, tools, "megatron")
+        out[f"megatron {phase}"] = (len(offered), len(json.dumps(openai_schemas(offered))))
     return out
 
 
@@ -43,17 +47,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sizes = {}
-    print(f"{'prompt':<14}{'chars':>8}{'~tokens':>10}")
+    print(f"{'prompt':<16}{'chars':>8}{'~tokens':>10}")
     for name in ALL_PROMPTS:
         text = render(name, **sample_vars(name, live_index=True))
         sizes[name] = estimate_tokens(text)
-        print(f"{name:<14}{len(text):>8}{sizes[name]:>10}")
+        print(f"{name:<16}{len(text):>8}{sizes[name]:>10}")
     schemas = phase_schema_chars()
-    print(f"\n{'tool schemas':<14}{'tools':>6}{'chars':>8}{'~tokens':>10}   (sent with every request of the phase)")
+    print(f"\n{'tool schemas':<16}{'tools':>6}{'chars':>8}{'~tokens':>10}   (sent with every request of the phase)")
     for phase, (n, chars) in schemas.items():
-        print(f"{phase:<14}{n:>6}{chars:>8}{estimate_tokens('x' * chars):>10}")
+        print(f"{phase:<16}{n:>6}{chars:>8}{estimate_tokens('x' * chars):>10}")
     largest = max(sizes, key=sizes.get)
-    combined = sizes["system"] + max(sizes[n] for n in NODE_NAMES)
+    combined = max(sizes["system"] + max(sizes[n] for n in NODE_NAMES),
+                   sizes[MEGATRON_SYSTEM] + max(sizes[n] for n in MEGATRON_NODE_NAMES))
     print(f"\nlargest: {largest} ~{sizes[largest]} tokens; system + largest node prompt ~{combined} tokens "
           f"(budget {args.budget}; estimate = chars / 3.5)")
     return 0 if sizes[largest] <= args.budget and combined <= args.budget else 1
