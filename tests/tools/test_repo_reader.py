@@ -212,6 +212,8 @@ def test_read_lines_keeps_head_and_tail(mm: Path):
     assert result.ok and result.data["total_lines"] == 2000
     assert result.data["lines_cut"] == 2000 - 30 - 10
     assert result.data["text"].startswith("1: line 1") and result.data["text"].endswith("2000: line 2000 needle")
+    # the cut says which range shows what it left out
+    assert "\n… [1960 lines cut: read start=31 end=1990 for them] …\n1991: " in result.data["text"]
     span = read_lines(mm, "docs/big.txt", 10, 12)
     assert span.data["text"] == "10: line 10 needle\n11: line 11\n12: line 12"
     assert not read_lines(mm, "docs/big.txt", 3000, 3001).ok

@@ -121,7 +121,10 @@ def read_lines(root: Path, path: str, start: int = 1, end: int | None = None, ma
     if len(numbered) > max_lines:
         head, tail = numbered[: max_lines * 3 // 4], numbered[-(max_lines // 4):]
         lines_cut = len(numbered) - len(head) - len(tail)
-        numbered = head + [f"… [{lines_cut} lines cut] …"] + tail
+        # the cut names the range that shows it (live run 8 spent a request re-reading a whole file for its middle)
+        first_cut = start + len(head)
+        numbered = head + [f"… [{lines_cut} lines cut: read start={first_cut} end={first_cut + lines_cut - 1} for "
+                           f"them] …"] + tail
     text = "\n".join(numbered)
     chars_cut = 0
     if len(text) > max_chars:
