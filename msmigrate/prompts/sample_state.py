@@ -74,8 +74,13 @@ def sample_node_vars(phase: str) -> dict[str, Any]:
                           "defined_in": "mindspeed_mm/fsdp/utils/utils.py"},
         },
         "plan": {
-            "route": "T",
+            "route": "transformers",
+            "build_path": "transformers",
+            "build_path_why": "build path transformers: transformers ships Qwen2VLForConditionalGeneration, so "
+                              "ModelHub loads it with from_pretrained; the plugin is a thin registered subclass",
             "branch": "A",
+            "data_branch_why": "template qwen2vl fits: image token '<|image_pad|>' is a source token and its turn "
+                               "end '<|im_end|>' occurs in the source chat template",
             "model_id": "qwen2_vl",
             "template": "qwen2vl",
             "collator": "qwen3vl",

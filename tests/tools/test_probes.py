@@ -351,3 +351,36 @@ def test_forward_smoke_plugin_dict_output_fails(target):
                                         "--model-id", "tiny_custom", "--model-name-or-path", "/nonexistent"])
     assert not res.ok and "without a .loss" in res.error
     assert out["output_type"] == "dict" and out["has_loss_attr"] is False and out["accepts_var_kwargs"] is True
+
+
+OVERWRITE_PLUGIN = '''
+import transformers
+from mindspeed_mm.fsdp.utils.register import model_register
+
+
+@model_register.register("needs_overwrite")
+class NeedsOverwrite(transformers.Qwen2VLForConditionalGeneration):
+    accepts_loss_kwargs = False
+
+    @classmethod
+    def overwrite_transformer_config(cls, transformer_config, model_args, feature_args):
+        transformer_config.msmigrate_overwritten = True
+        return transformer_config
+
+    def forward(self, *args, **kwargs):
+        if not getattr(self.config, "msmigrate_overwritten", False):
+            raise RuntimeError("built without overwrite_transformer_config")
+        return super().forward(*args, **kwargs)
+'''
+
+
+def test_forward_smoke_builds_through_overwrite_transformer_config_as_modelhub_does(target, tiny_qwen2vl, tmp_path):
+    """ModelHub calls a transformers-path plugin's overwrite_transformer_config before it builds; check_forward (and
+    G1's forward) must too, or a plugin that sets a token id there fails here and works in training (live run 8)."""
+    root = tmp_path / "tgt"
+    shutil.copytree(target, root)
+    _write(root, {"mindspeed_mm/fsdp/models/overwrite/__init__.py": OVERWRITE_PLUGIN})
+    res, out = _probe("forward_smoke", ["--target", str(root), "--plugin", "mindspeed_mm/fsdp/models/overwrite",
+                                        "--model-id", "needs_overwrite", "--model-name-or-path", str(tiny_qwen2vl)])
+    assert "built without overwrite_transformer_config" not in (res.error or "") + json.dumps(out)
+    assert out["finite"] and out["loss"] > 0  # the eager build (this test target's meta path is another matter)

@@ -61,3 +61,33 @@ def test_plan_facts_take_the_runtime_answer_over_the_declared_files(tmp_path):
     # a failed probe leaves the declared-files guess in place, and the fact records the failure
     facts, _, _ = custom_code_facts(tmp_path, src, failed)
     assert facts["processor_note"] is None and facts["runtime_processor"]["error"]
+
+
+def test_the_plan_recommends_a_dataset_plugin_when_the_runtime_gets_no_image_processor(sources):
+    """The plan reads what the runtime really loads and says which branch and why: for a bare tokenizer the target's
+    load_tokenizer hands the huggingface dataset no processor, so B as planned cannot make pixel_values (both live
+    players found this by reading the loader); with a real processor the plan stays on the huggingface dataset."""
+    from types import SimpleNamespace
+
+    from msmigrate.agent.nodes.plan import make_plan
+    from msmigrate.tools.repo_reader.hf_summary import hf_summary
+
+    source = sources["internvl_chat"]
+    src = hf_summary(source, None).data
+    deps = SimpleNamespace(ctx=SimpleNamespace(model_name="internvl_chat", source=source))
+    state = {"source_summary": src, "target_summary": {"templates": [], "similar_cases": [{"example": "e.yaml"}]}}
+    bare = probe_runtime_processor(sys.executable, source, trust_remote_code=True)
+    plan = make_plan(deps, state, runtime_processor=bare)
+    assert plan["data_branch"] == "C" and plan["dataset_type"] == "internvl_chat"
+    assert plan["data_plugin"] == "mindspeed_mm/fsdp/data/datasets/internvl_chat"
+    why = plan["data_branch_why"]
+    assert f"AutoProcessor → {bare.processor_class} (tokenizer)" in why and "processor=None" in why
+    assert "CLIPImageProcessor" in why  # the image processor the folder itself declares
+    assert why in plan["reasons"]
+    # one recommended build path with its reason, for remote code too (not "route: custom")
+    assert plan["build_path"] == "transformers" and plan["build_path_why"].startswith("build path transformers")
+    real = RuntimeProcessor(ok=True, loaded=True, processor_class="XProcessor", kind="processor",
+                            parts={"tokenizer": "T", "image_processor": "I"}, handles_images=True)
+    kept = make_plan(deps, state, runtime_processor=real)
+    assert kept["data_branch"] == "B" and kept["dataset_type"] == "huggingface"
+    assert "new template, mm_plugin" in kept["data_branch_why"]

@@ -35,6 +35,31 @@ def config_for_data(deps: Any, state: dict[str, Any]) -> Path:
     return path
 
 
+DELIVERED_KEYS = (("dataset_type", ("data", "dataset_param", "dataset_type")),
+                  ("template", ("data", "dataset_param", "basic_parameters", "template")),
+                  ("collator", ("data", "dataloader_param", "collate_param", "collator_id")))
+
+
+def delivered_via(config: Path, plan: dict[str, Any]) -> str:
+    """``dataset_type/template/collator`` as the YAML this gate checked names them — what was delivered, not what
+    the plan first said (live run 8 delivered dataset_type internvl_chat and G2 said "via huggingface"); a field the
+    YAML leaves out falls back to the plan's, and each one that differs from the plan says so."""
+    try:
+        cfg = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        cfg = {}
+    parts, differs = [], []
+    for key, path in DELIVERED_KEYS:
+        node: Any = cfg
+        for step in path:
+            node = node.get(step) if isinstance(node, dict) else None
+        value = node if isinstance(node, str) and node else plan.get(key)
+        parts.append(str(value))
+        if plan.get(key) and value != plan.get(key):
+            differs.append(f"{key} {value} where the plan said {plan[key]}")
+    return "/".join(parts) + (f" (delivered: {'; '.join(differs)})" if differs else "")
+
+
 def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx = state["plan"], deps.ctx
     evidence, problems, parity = [], [], None
@@ -80,7 +105,7 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         evidence.append(ev)
         problems += found
     failure = "\n".join(problems + [e["log_excerpt"] for e in evidence if e["log_excerpt"]])
-    ok = (f"{r.get('num_samples')} samples via {plan['dataset_type']}/{plan['template']}/{plan['collator']}; batch keys "
+    ok = (f"{r.get('num_samples')} samples via {delivered_via(config, plan)}; batch keys "
           f"{sorted((r.get('batch_keys') or {}).keys())}; forward loss {evidence[1]['metrics'].get('loss')}; "
           f"data parity {parity_summary(parity)}" if len(evidence) > 2 else "")
     if ok and model:

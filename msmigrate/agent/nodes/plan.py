@@ -200,12 +200,58 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         "similar_case": similar.get("example"),
         "reasons": reasons + [f"similar case {similar.get('example')}: {', '.join(similar.get('why', []))}"],
     }
+    plan["data_branch_why"] = why[0] if template else (
+        "no registered template fits (reasons above): new template, mm_plugin"
+        + (" and collator" if collator != GENERIC_COLLATOR else "") + " entries on the huggingface dataset")
     if custom:
         facts, path, why_path = custom_code_facts(deps.ctx.source, src, runtime_processor)
-        plan.update(custom_code=facts, build_path=path)
+        plan.update(custom_code=facts, build_path=path, build_path_why=why_path)
         plan["reasons"] = plan["reasons"] + [why_path] + (
             [runtime_processor.note()] if runtime_processor is not None else [])
+        plan.update(processor_branch(deps.ctx.source, name, runtime_processor, plan))
+    else:
+        plan.update(build_path="transformers", build_path_why=(
+            f"build path transformers: transformers ships {plan['hf_class']}, so ModelHub loads it with "
+            "from_pretrained; the plugin is a thin registered subclass"))
     return {**plan, **explicit_paths(getattr(deps, "spec", None))}
+
+
+def declared_image_processor(source: Any) -> str | None:
+    """The image processor class the folder's own preprocessor config names (what AutoImageProcessor loads)."""
+    try:
+        cfg = json.loads((Path(source) / "preprocessor_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return None
+    value = cfg.get("image_processor_type") or cfg.get("feature_extractor_type")
+    return str(value) if value else None
+
+
+def processor_branch(source: Any, name: str, runtime_processor: RuntimeProcessor | None,
+                     plan: dict[str, Any]) -> dict[str, Any]:
+    """The data branch when the processor the runtime really loads cannot turn images into pixels: the target's
+    ``load_tokenizer`` hands the huggingface dataset no processor then (it keeps AutoProcessor's answer only when
+    that is a processor with an image processor), so the planned B — template and mm_plugin entries on the
+    huggingface dataset — has nothing to make ``pixel_values`` with (both live players found this out by reading
+    the loader). The plan says so and recommends C: a dataset plugin of the model's own that pairs the tokenizer with
+    the image processor the folder declares, reusing the huggingface pipeline and the B entries for the chat format
+    and the media expansion. Empty when the runtime's processor handles images or the probe did not answer."""
+    rp = runtime_processor
+    if rp is None or not rp.ok or (rp.loaded and rp.kind == "processor" and rp.handles_images):
+        return {}
+    image = declared_image_processor(source)
+    loaded = f"AutoProcessor → {rp.processor_class} ({rp.kind})" if rp.loaded else \
+        f"AutoProcessor fails ({(rp.load_error or '')[:120]})"
+    why = (f"branch C (dataset plugin mindspeed_mm/fsdp/data/datasets/{name}, dataset_type {name}): the runtime's "
+           f"{loaded} has no image processor, so the target's load_tokenizer gives the huggingface dataset "
+           f"processor=None and its mm_plugin cannot make pixel_values; the dataset plugin builds the processor "
+           + (f"from the tokenizer and the folder's {image} (preprocessor_config.json, AutoImageProcessor)"
+              if image else "itself (the folder declares no image processor: say in its docstring what makes the "
+                            "pixels)")
+           + f", reuses the huggingface pipeline (attr, template {plan['template']}, label masking) and registers "
+             f"the template / mm_plugin{' / collator' if plan['collator'] != GENERIC_COLLATOR else ''} entries "
+             f"as in B")
+    return {"data_branch": "C", "dataset_type": name, "data_plugin": f"mindspeed_mm/fsdp/data/datasets/{name}",
+            "data_branch_why": why, "reasons": plan["reasons"] + [why]}
 
 
 TEMPLATE_ID = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,39}")

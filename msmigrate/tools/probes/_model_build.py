@@ -117,6 +117,11 @@ def resolve(args):
                 _attn_implementation=args.attn_implementation)
         except Exception:  # like ModelHub: any AutoConfig failure -> custom path
             return cls, model_args_for(args.model_id, args.model_name_or_path, args.attn_implementation), "custom"
+        if callable(getattr(cls, "overwrite_transformer_config", None)):
+            # as ModelHub does before it builds (model_parity does too); without it a plugin that sets a token id
+            # there builds differently here than in training (live run 8 patched its plugin around the difference)
+            config = cls.overwrite_transformer_config(config, model_args_for(
+                args.model_id, args.model_name_or_path, args.attn_implementation), None)
         return cls, config, "transformers"
     config = transformers.AutoConfig.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
     config._attn_implementation = args.attn_implementation
