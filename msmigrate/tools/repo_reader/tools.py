@@ -16,10 +16,9 @@ from msmigrate.tools.repo_reader.runtime_packages import RuntimePackages
 from msmigrate.tools.repo_reader.target_inventory import inventory_view, target_inventory
 
 Where = Literal["source", "target", "runtime"]
-_WHERE = Field("target", description="Which tree to read: 'source' (the model folder/repo being migrated, read-only), "
-                                     "'target' (the MindSpeed-MM checkout) or 'runtime' (the target runtime's "
-                                     "installed packages, read-only: e.g. subdir 'transformers/models/qwen2'; tree "
-                                     "and grep need a package subdir there).")
+_WHERE = Field("target", description="Tree to read: 'source' (the model being migrated; read-only), 'target' (the "
+                                     "MindSpeed-MM checkout) or 'runtime' (the target runtime's installed packages, "
+                                     "read-only; tree/grep need a package subdir such as 'transformers/models/qwen2').")
 
 
 class TreeArgs(BaseModel):
