@@ -182,3 +182,13 @@ def test_vision_feature_rows_of_the_return_shapes_seen():
     assert fs.feature_rows(SimpleNamespace(pooler_output=per_image), 8) == 8
     assert fs.feature_rows((per_image, [torch.zeros(8, 8)]), 8) == 8
     assert fs.feature_rows(torch.zeros(8, 5), 8) is None
+
+
+def test_media_token_of_a_span_with_one_context_token_takes_the_inner_id():
+    """``<img><IMG_CONTEXT></img>`` (ids 3, 7, 4): every run is 1 long; the markers at the span's ends are not the
+    media token (the first id used to win: G2 set id 3 for the caller-set rule in live run 7)."""
+    ids = [1, 3, 7, 4, 9, 9, 3, 7, 4, 2]
+    assert dp.media_token_of(ids, [(1, 4), (6, 9)]) == (7, None)
+    # a longest run still wins outright, and a span of one id is that id
+    assert dp.media_token_of([3, 7, 7, 7, 4], [(0, 5)]) == (7, None)
+    assert dp.media_token_of([5, 8, 5], [(1, 2)]) == (8, None)

@@ -369,15 +369,20 @@ def media_spans(ids, pieces, probe_len=8):
 
 def media_token_of(ids, spans):
     """The media token, read from the target's spans: the id of the longest run of one id in each span, the same
-    in every span. (id, problem)."""
+    in every span. (id, problem). On a tie (``<img><IMG_CONTEXT></img>``: every run is 1 long, one context token per
+    image) an id inside the span wins over the span's first and last ids, which are its start/end markers — the
+    first id used to win, so the marker ``<img>`` was taken for the media token (live run 7's G2)."""
     found = set()
     for s, e in spans:
-        best, run, length = None, 0, 0
+        runs: dict[int, int] = {}
+        run = 0
         for j in range(s, e):
             run = run + 1 if j > s and ids[j] == ids[j - 1] else 1
-            if run > length:
-                best, length = ids[j], run
-        found.add(best)
+            runs[ids[j]] = max(runs.get(ids[j], 0), run)
+        length = max(runs.values(), default=0)
+        tied = [i for i in dict.fromkeys(ids[s:e]) if runs[i] == length]
+        inner = [i for i in tied if i not in (ids[s], ids[e - 1])]
+        found.add((inner or tied or [None])[0])
     if len(found) != 1:
         return None, f"the target's media spans have no common media token (longest runs of {sorted(found)})"
     return found.pop(), None
