@@ -21,6 +21,8 @@ from msmigrate.tools.megatron.registry import read_registry
 from msmigrate.agent.megatron_components import (VISION_KEYS, ComponentMatch, example_components, match_components,
                                                  script_assets, weight_names)
 from msmigrate.agent.megatron_new_component import design_encoder
+from msmigrate.agent.megatron_new_projector import design_projector, projector_module_files
+from msmigrate.tools.megatron.parallel_check import text_config
 
 def example_script(target: Path, model_json: str) -> tuple[str | None, str | None]:
     """The launch script in the example's folder that runs pretrain_vlm.py under torchrun with this model JSON as
@@ -99,7 +101,8 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
     reasons += [m.why for m in matches.values()]
     new = [role for role, m in matches.items() if m.model_id is None]
     new_component = _new_encoder(ctx.target, matches, examples, cfg, shapes, src.get("model_type"), reasons)
-    if new_component:
+    new_projector = _new_projector(ctx.target, matches, cfg, src.get("model_type"), reasons, new_component)
+    if new_component or new_projector:
         new = [role for role, m in matches.items() if m.model_id is None]
     base = _base_match(matches)
     script, data_json = example_script(ctx.target, base.example) if base and base.example else (None, None)
@@ -129,7 +132,10 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
         # the vision encoder the model phase registers (class, layer spec, registry entry), when one is designed
         "new_component": new_component,
         # what registering it edits: its module, the registry and the layer-spec table (additions only)
-        "editable_extra": ([new_component["module_path"], *new_component["edits"]] if new_component else []),
+        # the vision projector the model phase registers (class + registry entry), when one is designed
+        "new_projector": new_projector,
+        "editable_extra": sorted({*([new_component["module_path"], *new_component["edits"]] if new_component
+                                    else []), *projector_module_files(new_projector)}),
         "similar_case": str(PurePosixPath(base.example).parent) if base and base.example else None,
         "example_model_json": base.example if base else None,
         "example_script": script,
@@ -187,6 +193,26 @@ def _new_encoder(target: Path, matches: dict[str, ComponentMatch], examples: dic
         proj.why = (f"vision_projector {paired}: the one the closest encoder {enc.closest} is paired with in "
                     f"{proj.example} (its fit to the source's projector is not checked)")
         reasons.append(proj.why)
+    return design.to_dict()
+
+
+def _new_projector(target: Path, matches: dict[str, ComponentMatch], cfg: dict[str, Any], model_type: str | None,
+                   reasons: list[str], new_encoder: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Design the new vision projector when the source's projector was read and no registered class builds it;
+    the match then names the new id. Its registry entry goes on top of the new encoder's edit of the same file."""
+    proj = matches.get("vision_projector")
+    if proj is None or proj.model_id or not proj.structure or not model_type:
+        return None
+    design = design_projector(target, proj.to_dict(), cfg, model_type, text_config(cfg).get("hidden_size"),
+                              (new_encoder or {}).get("edits"))
+    if design.error:
+        reasons.append(f"new vision_projector not designed: {design.error}")
+        return None
+    proj.model_id = design.model_id
+    proj.why += f"; new component {design.model_id} ({design.class_name} in {design.module_path})"
+    reasons.append(f"new vision_projector {design.model_id}: built from the source's projector {proj.structure['root']}"
+                   f" ({', '.join(f'{k} {v}' for k, v in design.json_fields.items() if k in ('merge', 'pool'))}); "
+                   "not built: " + ("; ".join(design.not_built) or "nothing named"))
     return design.to_dict()
 
 

@@ -37,9 +37,10 @@ def megatron_section(state: dict[str, Any]) -> list[str]:
                     f"heads, {facts.get('num_hidden_layers')} layers" if facts else ""))
     new = plan.get("new_component") or {}
     for role, m in (plan.get("components") or {}).items():
-        if role == "vision_encoder" and new.get("model_id") and m.get("model_id") == new["model_id"]:
-            lines.append(f"- {role}: **new** `{new['model_id']}` registered by this run ({new['class_name']} in "
-                         f"`{new['module_path']}`; entries in {', '.join(f'`{p}`' for p in new.get('edits') or {})})"
+        made = {"vision_encoder": new, "vision_projector": plan.get("new_projector") or {}}.get(role) or {}
+        if made.get("model_id") and m.get("model_id") == made["model_id"]:
+            lines.append(f"- {role}: **new** `{made['model_id']}` registered by this run ({made['class_name']} in "
+                         f"`{made['module_path']}`; entries in {', '.join(f'`{p}`' for p in made.get('edits') or {})})"
                          f" — {m.get('why', '')}")
             continue
         lines.append(f"- {role}: " + (f"reuse `{m['model_id']}`" if m.get("model_id") else "**new component "
@@ -75,5 +76,12 @@ def megatron_section(state: dict[str, Any]) -> list[str]:
     if new.get("model_id"):
         lines.append(f"- that the new `{new['model_id']}` computes what the source's tower computes: not built "
                      "from the weights — " + "; ".join(new.get("not_built") or []))
+    proj = plan.get("new_projector") or {}
+    if proj.get("model_id"):
+        lines.append(f"- that the new `{proj['model_id']}` computes what the source's projector computes: G1 "
+                     + (f"converted its weights ({g1['projector_converter_used']}; strict load, HF → MM → HF "
+                        "identical) and " if g1.get("projector_converter_used") else "")
+                     + "ran it behind the encoder on random weights only; not built from the weights — "
+                     + ("; ".join(proj.get("not_built") or []) or "nothing named"))
     lines += [f"- {text}" for text in NOT_PROVABLE_ON_CPU]
     return lines

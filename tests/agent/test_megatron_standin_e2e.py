@@ -116,3 +116,40 @@ def test_new_encoder_registered_for_a_clip_tower(tmp_path, tmp_path_factory):
                                         "new_component": "llava_vit", "components": "vision_encoder=llava_vit"})
     assert score.passed, [(c.name, c.detail) for c in score.checks if not c.passed]
     assert {"new_component_registered", "edits_in_scope"} <= {c.name for c in score.checks}
+
+
+def test_new_projector_registered_for_a_pooled_projector(tmp_path, tmp_path_factory):
+    """Gemma 3 on the stand-in: no registered projector builds its (norm, one bare matrix, average pool from 16
+    patches to 4 tokens), so the run writes gemma3_projector next to the new gemma3_vit, both registered in the
+    same registry file (lines added only); G1 converts the projector's weights (strict load, round trip) and runs
+    images -> gemma3_vit -> gemma3_projector to the text decoder's width; tp=2 ends needs_accelerator."""
+    from msmigrate.faces.eval.scorers import score_run_dir
+    from msmigrate.testbeds.fixtures import build_source
+    from msmigrate.testbeds.megatron_standin import write_megatron_standin
+
+    source = build_source("gemma3", tmp_path_factory.mktemp("src") / "gemma3")
+    target = write_megatron_standin(tmp_path / "MindSpeed-MM", with_assets=False)
+    run, out = drive(source, target, "tinygemma", tmp_path)
+    assert out["exit_status"] == "needs_accelerator", out.get("exit_detail")
+    plan = out["plan"]
+    proj = plan["components"]["vision_projector"]
+    assert proj["model_id"] == "gemma3_projector" and proj["closest"] == "lnmlp"
+    assert "pooling: source True, component False" in proj["missing"]
+    g1 = out["gates"]["G1"]
+    assert g1["passed"] and g1["projector_converter_used"] == "msmigrate_projector:gemma3_projector"
+    assert "2 of 2 HF projector tensors -> 2 Gemma3Projector tensors (strict load" in g1["summary"]
+    assert "images -> gemma3_vit [32, 32] -> new gemma3_projector [8, 64]" in g1["summary"]
+    assert "'image_encoder.vision_projector': 'gemma3_projector'" in out["gates"]["G3"]["summary"]
+    repo = git.Repo(target)
+    branch = run.ctx.work_branch
+    registry = repo.git.show(f"{branch}:mindspeed_mm/models/vision/vision_model.py")
+    assert '"gemma3_vit": Gemma3ViT' in registry and '"gemma3_projector": Gemma3Projector' in registry
+    model = json.loads(repo.git.show(f"{branch}:{plan['model_json_path']}"))
+    assert model["image_encoder"]["vision_projector"]["model_id"] == "gemma3_projector"
+    assert model["image_encoder"]["vision_projector"]["pool"] == 4
+    report = (run.run_dir / "verification_report.md").read_text()
+    assert "**new** `gemma3_projector` registered by this run" in report
+    score = score_run_dir(run.run_dir, {"backend": "megatron", "exit_status": "needs_accelerator",
+                                        "new_component": "gemma3_vit", "new_projector": "gemma3_projector",
+                                        "components": "vision_projector=gemma3_projector"})
+    assert score.passed, [(c.name, c.detail) for c in score.checks if not c.passed]

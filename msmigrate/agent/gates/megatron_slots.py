@@ -24,6 +24,7 @@ from typing import Any
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.gates.megatron_converter_gate import gate_megatron_converter
 from msmigrate.agent.gates.megatron_imports_gate import megatron_imports_record
+from msmigrate.agent.gates.megatron_new_projector_gate import new_projector_record
 from msmigrate.agent.gates.megatron_training_gate import UNPROVEN_ON_CPU, megatron_training_record
 from msmigrate.tools.megatron.component_forward import component_forward
 from msmigrate.tools.megatron.encoder_converter import encoder_conversion
@@ -142,12 +143,22 @@ def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                    "summary": f"{imports['summary']}; {new['summary']}",
                    "evidence": imports["evidence"] + new["evidence"],
                    "failure_text": "\n".join(t for t in (imports["failure_text"], new["failure_text"]) if t)}
+    proj = new_projector_record(ctx.runtime_python, ctx.target, ctx.source, ctx.run_dir / "projector_converter", plan)
+    if proj is not None:  # the new projector's converter and its forward behind the encoder count with G1's code
+        imports = {**imports, "passed": imports["passed"] and proj["passed"],
+                   "needs_accelerator": imports.get("needs_accelerator") or proj["needs_accelerator"],
+                   "summary": f"{imports['summary']}; {proj['summary']}",
+                   "evidence": imports["evidence"] + proj["evidence"],
+                   "failure_text": "\n".join(t for t in (imports["failure_text"], proj["failure_text"]) if t)}
+        conv = {**conv, "projector_converter_used": proj["projector_converter_used"],
+                "projector_unmapped_hf": proj["projector_unmapped_hf"]}
     own_code = not imports["passed"] and not imports.get("needs_accelerator")
     passed = bool(conv["passed"]) and not own_code
     parts = [conv["summary"], imports["summary"] + (" (checked again by the training slot)"
                                                     if imports.get("needs_accelerator") else "")]
     return {"gate": "G1", "backend": "megatron", "passed": passed, "converter_used": conv.get("converter_used"),
-            **{k: conv[k] for k in ("encoder_converter_used", "encoder_unmapped_hf") if k in conv},
+            **{k: conv[k] for k in ("encoder_converter_used", "encoder_unmapped_hf", "projector_converter_used",
+                                    "projector_unmapped_hf") if k in conv},
             "summary": "; ".join(parts), "evidence": list(conv.get("evidence") or []) + imports["evidence"],
             "failure_text": "\n".join(t for t in (conv.get("failure_text"), imports["failure_text"] if own_code
                                                   else "") if t)}

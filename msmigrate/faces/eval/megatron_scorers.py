@@ -104,6 +104,21 @@ def _additive(before: str, after: str) -> bool:
     return all(ln.strip().rstrip("}").rstrip(",").strip() in kept for ln in before.splitlines() if ln.strip())
 
 
+def _registered(design: dict[str, Any], want: str, show: Any, base: Any) -> list[str]:
+    """The design's module holds its class on the work branch and its registry files only gained lines."""
+    problems = []
+    module = show(design.get("module_path") or "") if design else None
+    if not module or f"class {design.get('class_name')}" not in module:
+        problems.append(f"no class {design.get('class_name')} in {design.get('module_path')} on the work branch")
+    for rel in design.get("edits") or {}:
+        after, before = show(rel), base(rel)
+        if after is None or want not in after:
+            problems.append(f"{rel} on the work branch does not register {want!r}")
+        elif before is not None and not _additive(before, after):
+            problems.append(f"{rel}: lines of the framework's table were removed, not only added")
+    return problems
+
+
 def check_new_component(expect: dict[str, str], plan: dict[str, Any], show: Any, base: Any) -> Check | None:
     """The new component the task expects: the plan designed it under that id, its module is on the work branch
     with its class, and the registry / layer-spec files only gained lines (``show`` / ``base``: a file's text on
@@ -113,18 +128,19 @@ def check_new_component(expect: dict[str, str], plan: dict[str, Any], show: Any,
         return None
     new = plan.get("new_component") or {}
     problems = [] if new.get("model_id") == want else [f"new component {new.get('model_id')!r}, want {want!r}"]
-    module = show(new.get("module_path") or "") if new else None
-    if not module or f"class {new.get('class_name')}" not in module:
-        problems.append(f"no class {new.get('class_name')} in {new.get('module_path')} on the work branch")
-    for rel in new.get("edits") or {}:
-        after, before = show(rel), base(rel)
-        if after is None or want not in after:
-            problems.append(f"{rel} on the work branch does not register {want!r}")
-        elif before is not None and not _additive(before, after):
-            problems.append(f"{rel}: lines of the framework's table were removed, not only added")
+    problems += _registered(new, want, show, base)
     extra = set(plan.get("editable_extra") or [])
-    if extra != {new.get("module_path"), *(new.get("edits") or {})}:
-        problems.append(f"extra editable paths {sorted(extra)} are not exactly the component's files")
+    proj = plan.get("new_projector") or {}
+    own = {new.get("module_path"), *(new.get("edits") or {})} | (
+        {proj.get("module_path"), *(proj.get("edits") or {})} if proj else set())
+    if extra != own:
+        problems.append(f"extra editable paths {sorted(extra)} are not exactly the new components' files")
+    want_proj = expect.get("new_projector")
+    if want_proj:
+        if proj.get("model_id") != want_proj:
+            problems.append(f"new projector {proj.get('model_id')!r}, want {want_proj!r}")
+        problems += _registered(proj, want_proj, show, base)
     return Check("new_component_registered", not problems, "; ".join(problems) or
                  f"{want}: {new.get('class_name')} in {new.get('module_path')}, registered in "
-                 f"{sorted(new.get('edits') or {})} (additions only)")
+                 f"{sorted(new.get('edits') or {})} (additions only)"
+                 + (f"; {want_proj}: {proj.get('class_name')} in {proj.get('module_path')}" if want_proj else ""))

@@ -16,7 +16,7 @@ EXPECT_KEYS = ("model_id", "dataset_type", "template", "data_branch")
 # optional facts: the training backend route, the Megatron components by role ("vision_encoder=id,text_decoder=id"),
 # the exit a correct run ends with (needs_accelerator for the Megatron route on a CPU machine), and the model_id of a
 # Megatron component the run must register itself
-ROUTE_EXPECT_KEYS = ("backend", "components", "exit_status", "new_component")
+ROUTE_EXPECT_KEYS = ("backend", "components", "exit_status", "new_component", "new_projector")
 # targets generated fresh per trial: the FSDP2 stand-in, and the Megatron-route stand-in (pretrain_vlm.py)
 GENERATED_TARGETS = ("standin", "megatron_standin")
 TASK_KEYS = ("id", "model_name", "fixture", "source", "target", "expect", "spec")

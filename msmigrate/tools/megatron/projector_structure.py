@@ -52,6 +52,12 @@ class ProjectorStructure:
     norm: str | None = None  # layernorm | rmsnorm (source side; reported)
     bias: bool | None = None
     widths: dict[str, int] = field(default_factory=dict)  # source: input / inner / output of the matrices
+    pool: int | None = None  # source: patches per token the pooling step averages (4: 2 x 2)
+    # source: the parts in forward order, when the shapes decide it (a new projector is written from this):
+    # {"kind": "norm", "module", "width", "bias", "before_merge"} / {"kind": "matrix", "tensor", "in", "out",
+    # "bare", "bias"}; None with ``chain_error`` when they do not form one chain
+    chain: list[dict[str, Any]] | None = None
+    chain_error: str | None = None
     root: str | None = None  # source: the projector's module; component: the class
     evidence: dict[str, str] = field(default_factory=dict)
     error: str | None = None
@@ -160,12 +166,57 @@ def source_projector(shapes: dict[str, list[int]], text_hidden: int | None, enco
         out.evidence["matrices"] = ", ".join(f"{n} [in {i}, out {o}]" for n, i, o in mats)
         out.evidence["width_change"] = (f"{name} takes {width_in}, the encoder gives {encoder_width}"
                                         + (f" (x{out.merge})" if out.merge and out.merge > 1 else ""))
+        out.chain, out.chain_error = _chain(mats, norms, modules, first[0], encoder_width, out.merge or 1)
     if tokens_per_image and patches_per_image:
         merged = patches_per_image // max(out.merge or 1, 1)
         out.pooling = tokens_per_image < merged
+        out.pool = merged // tokens_per_image if out.pooling and merged % tokens_per_image == 0 else None
         out.evidence["pooling"] = (f"{tokens_per_image} tokens per image from {patches_per_image} patches"
                                    + (f" (/{out.merge} merged)" if (out.merge or 1) > 1 else ""))
     return out
+
+
+def _natural(name: str) -> list[Any]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def _chain(mats: list[tuple[str, int, int]], norms: list[str], modules: dict[str, dict[str, list[int]]],
+           first: tuple[str, int, int], encoder_width: int, merge: int) -> tuple[list | None, str | None]:
+    """The parts in forward order: the matrices chained by width (each takes the previous one's output, from the
+    first), each norm placed by its width (the encoder's width: before the merge; the first matrix's input: after
+    it; a matrix's output: after that matrix)."""
+    def chains(done: list, left: list) -> list[list]:
+        if not left:
+            return [done]
+        return [c for m in left if m[1] == done[-1][2] for c in chains(done + [m], [x for x in left if x is not m])]
+    starts = [m for m in mats if m[1] % encoder_width == 0] or [first]
+    found = [c for m in sorted(starts, key=lambda m: _natural(m[0])) for c in chains([m], [x for x in mats if x is not m])]
+    if not found:
+        return None, ("the matrices do not form one chain by width (parallel matrices, e.g. gate and up, are not "
+                      "written)")
+    by_name = sorted(mats, key=lambda m: _natural(m[0]))
+    if len(found) > 1 and by_name not in found:
+        return None, f"the shapes allow {len(found)} orders of the matrices and their names decide none"
+    order = found[0] if len(found) == 1 else by_name
+    first = order[0]
+
+    def matrix(m: tuple[str, int, int]) -> dict[str, Any]:
+        mod, _, leaf = m[0].rpartition(".")
+        return {"kind": "matrix", "tensor": m[0], "in": m[1], "out": m[2], "bare": leaf != "weight",
+                "bias": f"{mod}.bias" if leaf == "weight" and "bias" in modules.get(mod, {}) else None}
+    chain = [matrix(m) for m in order]
+    for n in sorted(norms, key=_natural, reverse=True):
+        width = modules[n]["weight"][0]
+        part = {"kind": "norm", "module": n, "width": width, "bias": "bias" in modules[n],
+                "before_merge": merge > 1 and width == encoder_width}
+        if width in (first[1], encoder_width):
+            chain.insert(0, part)
+        else:
+            at = max((i for i, c in enumerate(chain) if c["kind"] == "matrix" and c["out"] == width), default=None)
+            if at is None:
+                return None, f"norm {n} over width {width} fits no place between the matrices"
+            chain.insert(at + 1, part)
+    return chain, None
 
 
 # ---------------------------------------------------------------- the component's code (AST)
@@ -334,6 +385,21 @@ def component_projector(target: Path, class_name: str, model_id: str, example: d
     if class_name not in classes:
         return ProjectorStructure(error=f"class {class_name} is not defined under the models tree")
     rel, node = classes[class_name]
+    return _read_class(node, _parse(Path(target) / rel), rel, model_id, example)
+
+
+def projector_from_code(code: str, class_name: str, model_id: str) -> ProjectorStructure:
+    """What ``class_name`` in ``code`` (a module not yet written) builds for ``model_id``."""
+    tree = ast.parse(code)
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+    if node is None:
+        return ProjectorStructure(error=f"class {class_name} is not in the code")
+    return _read_class(node, tree, "<new>", model_id, None)
+
+
+def _read_class(node: ast.ClassDef, tree: ast.Module | None, rel: str, model_id: str,
+                example: dict[str, Any] | None) -> ProjectorStructure:
+    class_name = node.name
     fns = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
     init = fns.get("__init__")
     if init is None:
@@ -344,7 +410,6 @@ def component_projector(target: Path, class_name: str, model_id: str, example: d
         if isinstance(d, ast.Constant):
             env[a.arg] = d.value
     cfg = {**(example or {}), "model_id": model_id}
-    tree = _parse(Path(target) / rel)
     imports = {a.asname or a.name: n.module or "" for n in (tree.body if tree else [])
                if isinstance(n, ast.ImportFrom) for a in n.names}
     walk = _Walk(cfg, imports)

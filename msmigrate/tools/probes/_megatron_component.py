@@ -39,3 +39,32 @@ def build_failure(exc):
     message = str(exc).splitlines()[0][:300] if str(exc) else ""
     return {"ok": False, "exception": type(exc).__name__, "message": message,
             "missing": getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None}
+
+
+def build_projector(registry, model_id, fields_json):
+    """(class, config, instance) for a projector ``model_id`` built without a layer spec (a class of plain torch
+    modules, as the framework builds GlmMLP); raises whatever the target's code raises."""
+    cls = lookup(registry)[model_id]
+    cfg = SimpleNamespace(**json.loads(fields_json))
+    return cls, cfg, cls(config=cfg, submodules=None)
+
+
+def load_strict(fresh, mm, class_name):
+    """(problems, the strict-load failure text or None): ``mm`` loaded strictly into a fresh instance and read back
+    equal to what was converted."""
+    import torch
+
+    try:
+        fresh.load_state_dict(mm, strict=True)
+    except RuntimeError as exc:  # load_state_dict's strict mismatch report
+        strict = " ".join(str(exc).split())[:600]
+        return [f"strict load into {class_name} failed: {strict}"], strict
+    loaded = fresh.state_dict()
+    return [f"{n}: loaded tensor differs from the converted one" for n in mm if not torch.equal(loaded[n], mm[n])], None
+
+
+def not_identical(back, hf):
+    """HF names whose tensor did not come back bit-identical (dtype and values)."""
+    import torch
+
+    return [h for h in back if not (back[h].dtype == hf[h].dtype and torch.equal(back[h], hf[h]))]

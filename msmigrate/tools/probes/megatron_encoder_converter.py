@@ -25,9 +25,10 @@ import re
 from pathlib import Path
 
 try:  # run as a script in the target runtime: the sibling module is on sys.path
-    from _megatron_component import build_component, build_failure, emit, enter_target
+    from _megatron_component import build_component, build_failure, emit, enter_target, load_strict, not_identical
 except ModuleNotFoundError:  # imported from msmigrate (the unit tests of its pure helpers)
-    from msmigrate.tools.probes._megatron_component import build_component, build_failure, emit, enter_target
+    from msmigrate.tools.probes._megatron_component import (build_component, build_failure, emit, enter_target,
+                                                            load_strict, not_identical)
 
 LAYER = re.compile(r"^(.*?)\.(\d+)\.(.+)$")
 # HF module-name endings per role (naming conventions of transformers' vision towers, not model names)
@@ -213,7 +214,6 @@ def main():
     a = ap.parse_args()
     enter_target(a.target)
     try:
-        import torch
         from safetensors.torch import load_file
 
         cls, cfg, enc = build_component(a.registry, a.specs, a.model_id, a.fields)
@@ -234,18 +234,10 @@ def main():
     unmapped = [h for h in tower if h not in used]
     unfilled = [n for n in sd if n not in mapping]
     mm = to_megatron(hf, mapping)
-    strict = None
-    try:
-        fresh = build_component(a.registry, a.specs, a.model_id, a.fields)[2]
-        fresh.load_state_dict(mm, strict=True)
-        loaded = fresh.state_dict()
-        problems += [f"{n}: loaded tensor differs from the converted one" for n in mm if not torch.equal(loaded[n],
-                                                                                                        mm[n])]
-    except RuntimeError as exc:  # load_state_dict's strict mismatch report
-        strict = " ".join(str(exc).split())[:600]
-        problems.append(f"strict load into {cls.__name__} failed: {strict}")
+    loaded, strict = load_strict(build_component(a.registry, a.specs, a.model_id, a.fields)[2], mm, cls.__name__)
+    problems += loaded
     back = to_hf(mm, mapping)
-    differ = [h for h in back if not (back[h].dtype == hf[h].dtype and torch.equal(back[h], hf[h]))]
+    differ = not_identical(back, hf)
     problems += [f"{h}: HF -> Megatron -> HF not identical" for h in differ]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -63,6 +63,12 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
         kept = {k: old[k] for k in ("params_dtype", "freeze", "pipeline_num_layers") if k in old}
         model.text["image_encoder"]["vision_encoder"] = {**new["json_fields"], **kept}
         model.changes.append(f"vision_encoder = the new {new['model_id']}'s fields {sorted(new['json_fields'])}")
+    proj = plan.get("new_projector")
+    if proj and isinstance(model.text.get("image_encoder"), dict):
+        old = model.text["image_encoder"].get("vision_projector") or {}
+        kept = {k: old[k] for k in ("params_dtype", "freeze") if k in old}
+        model.text["image_encoder"]["vision_projector"] = {**proj["json_fields"], **kept}
+        model.changes.append(f"vision_projector = the new {proj['model_id']}'s fields {sorted(proj['json_fields'])}")
     text = text_config(cfg)
     script = draft_launch_script((ctx.target / plan["example_script"]).read_text(encoding="utf-8"), plan, world,
                                  mbs, accum, None, text.get("vocab_size"))

@@ -29,14 +29,23 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
     reuse = ", ".join(f"{r} {m['model_id']}" for r, m in comps.items() if m.get("model_id"))
     step = step_of(view.messages)
     tools = {t.name for t in view.tools}
-    new = plan.get("new_component")
-    if new:
+    new, proj = plan.get("new_component"), plan.get("new_projector")
+    if new or proj:
         if step == 0:
-            return (f"Register the new vision_encoder {new['model_id']}: {new['class_name']} in {new['module_path']}, "
-                    f"an entry in the encoder registry and in the layer-spec table ("
-                    + "; ".join(f"{k}: {v}" for k, v in new["reuses"].items()) + ").",
-                    [write(new["module_path"], new["code"], f"new vision encoder {new['model_id']}")]
-                    + [write(path, text, f"register {new['model_id']}") for path, text in new["edits"].items()])
+            note, calls = [], []
+            if new:
+                note.append(f"Register the new vision_encoder {new['model_id']}: {new['class_name']} in "
+                            f"{new['module_path']}, an entry in the encoder registry and in the layer-spec table ("
+                            + "; ".join(f"{k}: {v}" for k, v in new["reuses"].items()) + ").")
+                calls += [write(new["module_path"], new["code"], f"new vision encoder {new['model_id']}")]
+                calls += [write(path, text, f"register {new['model_id']}") for path, text in new["edits"].items()
+                          if not proj or path not in proj["edits"]]  # the projector's text holds both entries
+            if proj:
+                note.append(f"Register the new vision_projector {proj['model_id']}: {proj['class_name']} in "
+                            f"{proj['module_path']} and an entry in the projector registry.")
+                calls += [write(proj["module_path"], proj["code"], f"new vision projector {proj['model_id']}")]
+                calls += [write(path, text, f"register {proj['model_id']}") for path, text in proj["edits"].items()]
+            return " ".join(note), calls
         step -= 1  # the converter step follows
     if step == 0 and CONVERTER_TOOL in tools:
         return (f"Reuse the registered components ({reuse}); convert the HF weights to the Megatron layout with "
