@@ -29,6 +29,7 @@ import inspect
 import json
 import os
 import re
+import shutil
 import sys
 import types
 from pathlib import Path
@@ -103,7 +104,6 @@ def ensure_index(hf_dir, work, notes):
     hf_dir = Path(hf_dir)
     if (hf_dir / "model.safetensors.index.json").is_file():
         return hf_dir
-    import shutil
 
     from safetensors import safe_open
 
@@ -212,6 +212,8 @@ def run(a):
     llm_pp = json.loads(a.llm_pp_layers) if a.llm_pp_layers else [pp_stages(llm, a.pp)]
     vit_pp = json.loads(a.vit_pp_layers) if a.vit_pp_layers else [[vit] + [0] * (a.pp - 1)]
     mm_dir, back = work / "mm", work / "back"
+    for old in (mm_dir, back):  # an earlier round trip in this folder (other sizes) must not count as this one's
+        shutil.rmtree(old, ignore_errors=True)
     base = {"hf_config": {"hf_dir": str(hf_dir)}}
     nested = {"llm_pp_layers": llm_pp, "vit_pp_layers": vit_pp, "tp_size": a.tp}
     flat = {"llm_pp_layers": [x for s in llm_pp for x in s], "vit_pp_layers": [x for s in vit_pp for x in s],

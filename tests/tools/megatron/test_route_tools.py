@@ -89,3 +89,21 @@ def test_megatron_config_on_the_standin_example_and_a_missing_file(tmp_path, meg
     # the example's sizes are not the source's: G3's own source comparison names the field
     assert example["ok"] is False and "text_decoder.num_layers is 2, the source config has num_hidden_layers = 4" in example["error"]
     assert example["data"]["facts"]["model_ids"]["text_decoder"]
+
+
+def test_convert_weights_runs_the_targets_converter_at_tp_and_pp(tmp_path, megatron_standin):
+    from msmigrate.testbeds.megatron_standin import EXAMPLE
+
+    ctx = RunContext("t", tmp_path / "run", megatron_standin / EXAMPLE["hf_dir"], megatron_standin, "tinyvl")
+    ctx.plan = {"converter": EXAMPLE["converter"], "parallel": {"tp": 2, "pp": 2}}
+    conv = {t.name: t for t in megatron_tools(ctx)}["convert_weights"]
+    res = call(conv, tp=2, pp=2)
+    assert res["ok"] and res["data"]["converter_used"] == "target", res
+    facts = res["data"]["facts"]
+    # 2 TP ranks x 2 stages: the text layers spread over the stages, the encoder whole on the first
+    assert facts["megatron_files"] == 4 and facts["llm_pp_layers"] == [[1, 1]] and facts["vit_pp_layers"] == [[2, 0]]
+    assert res["data"]["notes"] == []
+    # sizes other than the launch's are converted as asked, and the result says G1 will use the launch's
+    other = call(conv, tp=2, pp=1)
+    assert other["ok"] and other["data"]["facts"]["megatron_files"] == 2
+    assert any("the plan's launch has pp=2" in n for n in other["data"]["notes"])
