@@ -91,6 +91,21 @@ def test_llm_abstention_goes_back_to_the_gate_phase_with_its_reason(fast_prepare
     assert record["requests"] == 1 and record["tokens"] > 0
 
 
+def test_llm_abstention_that_rules_out_the_gate_phase_goes_to_the_first_phase_it_left_possible(fast_prepare,
+                                                                                                  tmp_path):
+    answer = json.dumps({"case_id": "unknown", "owner": "unknown", "fits": ["model", "config"],
+                         "reason": "the forward got a None: the model's forward signature or a launch flag; the "
+                                   "dataset is not involved, but the excerpt does not show which of the two."})
+    gates = FakeGates({"G2": [UNKNOWN, None]})
+    with ScriptedChatServer({}, classify_reply=answer) as server:
+        run = make_run(fast_prepare, tmp_path, llm_policy(server), gates)
+        drive(run)
+    record = run.trajectory.records("classify")[0]
+    assert (record["method"], record["owner"], record["route"]) == ("llm-abstain", None, "model")
+    assert "the first phase the LLM left possible" in record["diagnosis"] and "data, is not among them" in \
+        record["diagnosis"]
+
+
 def test_catalog_verdict_skips_the_llm(fast_prepare, tmp_path):
     gates = FakeGates({"G3": ["RuntimeError: Error(s) in loading state_dict for Qwen2VLForConditionalGeneration:\n"
                               "\tMissing key(s) in state_dict: \"visual.merger.mlp.0.weight\"\n"

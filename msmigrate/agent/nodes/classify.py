@@ -1,7 +1,8 @@
 """Failure → owner phase. The deterministic classifier (root cause → failure catalog) answers when it is sure;
 when it abstains ("unknown"), the policy's LLM is asked with the extracted root cause, the closest candidate cases
 and the owner semantics, and its answer and reason are recorded; without an LLM verdict the failure goes back to
-the phase whose gate failed, and the recorded diagnosis says so. Routes back to the owner phase, or ends the run
+the phase whose gate failed (or, when the LLM abstained naming the owners that stay possible and that phase is not
+among them, to the first of them), and the recorded diagnosis says so. Routes back to the owner phase, or ends the run
 when that phase's attempts are spent."""
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ def make_classify_node(deps: RunDeps):
             "root_cause": primary.get("text", ""),
         }
         opinion = None
+        route_to = None  # set when an LLM abstention rules out the failed gate's phase
         if asks_llm(verdict):
             view = PolicyView(phase="classify", state=state, messages=[], tools=[], ctx=deps.ctx)
             opinion = deps.policy.classify(text, view, evidence=llm_evidence(failed["gate"], verdict))
@@ -129,10 +131,16 @@ def make_classify_node(deps: RunDeps):
                 phase_of_gate = _gate_phase(failed["gate"])
                 fits = opinion.get("fits") or []
                 between = f" (possible owners: {', '.join(fits)})" if fits else ""
+                fit_phases = [OWNER_TO_PHASE[owner] for owner in fits if owner in OWNER_TO_PHASE]
+                if fit_phases and phase_of_gate not in fit_phases:
+                    # the failed gate's phase is one the LLM ruled out: an attempt there could not fix it
+                    route_to = fit_phases[0]
+                    back = (f"returning to {route_to}, the first phase the LLM left possible (the failed gate "
+                            f"{failed['gate']}'s phase, {phase_of_gate}, is not among them)")
+                else:
+                    back = f"returning to {phase_of_gate}, the phase whose gate ({failed['gate']}) failed"
                 failure.update(opinion, diagnosis=f"Unknown failure: the LLM found the evidence does not decide the "
-                                                  f"owner{between} ({opinion.get('diagnosis', '')[:600]}); returning "
-                                                  f"to {phase_of_gate}, the phase whose gate ({failed['gate']}) "
-                                                  f"failed.")
+                                                  f"owner{between} ({opinion.get('diagnosis', '')[:600]}); {back}.")
             else:
                 phase_of_gate = _gate_phase(failed["gate"])
                 failure.update(owner=None, method="gate-default",
@@ -146,7 +154,7 @@ def make_classify_node(deps: RunDeps):
         # requests and prompt size for benchmarks/bench_llm_run.py (not the failure shown to the next phase)
         usage = {k: int(failure.pop(k, 0) or 0) for k in ("tokens", "requests", "prompt_chars")}
         counters = bump(state.get("counters"), tokens=usage["tokens"])
-        phase = OWNER_TO_PHASE.get(failure["owner"] or "", _gate_phase(failed["gate"]))
+        phase = route_to or OWNER_TO_PHASE.get(failure["owner"] or "", _gate_phase(failed["gate"]))
         attempts = dict(state.get("attempts", {}))
         attempts[phase] = attempts.get(phase, 0) + 1
         deps.trajectory.append("classify", **{k: v for k, v in failure.items() if k != "excerpt"}, route=phase,
