@@ -39,3 +39,40 @@ def hostile_rules_run(tmp_path_factory):
     from attack_kit import run_rules_on_hostile_source
 
     return run_rules_on_hostile_source(tmp_path_factory.mktemp("hostile_rules_run"))
+
+
+# Parallel runs (pytest-xdist, `-n 2 --dist loadgroup`, what scripts/test.sh runs). Each worker is its own process
+# with its own basetemp (tmp_path_factory gives basetemp/popen-gwN), and every port a test binds comes from the OS,
+# so tests need no locking between workers. What must stay together is marked with an xdist_group below.
+XDIST_GROUPS = {
+    # one real Slurm (munged, slurmctld, two slurmd) for tests/slurm: its package fixture starts it once per worker
+    "slurm": lambda item: item.get_closest_marker("slurm") is not None,
+    # one ~50 s rules run asserted on by two files: on one worker it is launched once
+    "hostile_rules_run": lambda item: "hostile_rules_run" in getattr(item, "fixturenames", ()),
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for group, wanted in XDIST_GROUPS.items():
+            if wanted(item):
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(optionalhook=True)  # only a hook when pytest-xdist is installed
+def pytest_xdist_make_scheduler(config, log):
+    """With ``--dist loadgroup``: a work unit is an xdist_group, or else a whole test file (xdist's loadgroup
+    would hand out ungrouped tests one by one, so a module-scoped fixture — a torchrun run several tests assert
+    on — would run once per worker)."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class FileOrGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):
+                return nodeid.split("@")[-1]
+            return nodeid.split("::", 1)[0]
+
+    return FileOrGroupScheduling(config, log)

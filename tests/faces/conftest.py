@@ -17,5 +17,5 @@ sys.path.insert(0, str(HERE))
 def hook_env() -> dict[str, str]:
     """Environment for subprocesses of the real programs, with the scripted policy + fake gates hook."""
     return {**os.environ, "MSMIGRATE_RUN_HOOK": "fake_run:overrides", "PYTHONPATH": str(HERE),
-            "TERM": "dumb", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1", "FAKE_GATE_SLEEP": "0"}
+            "TERM": "dumb", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"}
 

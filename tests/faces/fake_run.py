@@ -70,16 +70,39 @@ def _wait_for_release(release: Path, gate: str, limit_s: float = 120.0) -> None:
         time.sleep(0.05)
 
 
+def held_marker(hold_dir: Path, run_id: str, gate: str) -> Path:
+    """Written by a slow gate of run ``run_id`` once it is in flight and waiting (FAKE_GATE_HOLD_DIR)."""
+    return hold_dir / f"{run_id}.{gate}.held"
+
+
+def release_file(hold_dir: Path, run_id: str | None = None) -> Path:
+    """Created by the test to let the held gates of ``run_id`` (or, without one, of every run) go on."""
+    return hold_dir / (f"{run_id}.release" if run_id else "all.release")
+
+
+def _hold_in_dir(hold_dir: Path, run_id: str, gate: str, limit_s: float = 240.0) -> None:
+    """FAKE_GATE_HOLD_DIR=DIR: per-run holds for tests with several runs in flight (batch kill/resume, concurrent
+    runs on one target). The gate says it is held (``held_marker``), then waits for its run's release file or the
+    common one. The test waits for the markers it needs instead of guessing how long a sleep keeps a window open."""
+    hold_dir.mkdir(parents=True, exist_ok=True)
+    held_marker(hold_dir, run_id, gate).write_text(str(os.getpid()))
+    deadline = time.monotonic() + limit_s
+    while not (release_file(hold_dir, run_id).exists() or release_file(hold_dir).exists()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fake {gate} of {run_id}: no release in {hold_dir} within {limit_s:.0f} s")
+        time.sleep(0.05)
+
+
 def _gate(name: str):
     def gate(deps, state) -> dict:
         started = time.time()
         slow = name in os.environ.get("FAKE_SLOW_GATES", "G4").split(",")
-        delay = float(os.environ.get("FAKE_GATE_SLEEP", "0") or 0)
-        if delay and slow:
-            time.sleep(delay)
         hold = os.environ.get("FAKE_GATE_HOLD")
         if hold and slow:
             _wait_for_release(Path(hold), name)
+        hold_dir = os.environ.get("FAKE_GATE_HOLD_DIR")
+        if hold_dir and slow:
+            _hold_in_dir(Path(hold_dir), state["run_id"], name)
         fail = name in os.environ.get("FAKE_FAIL_GATES", "").split(",")
         ev = evidence_item(f"fake {name}", ["true"], 1 if fail else 0, started, time.time(), f"{name} log",
                            {"losses": [2.0, 1.9, 1.8]} if name in ("G4", "G6") else {})

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_run import held_marker, release_file
 from run_dirs import write_spec
 
 from msmigrate.agent.launch_slots import launch_slots
@@ -52,20 +53,17 @@ def test_batch_three_items_killed_and_resumed(tmp_path, source_model, standin, h
         f"    spec: {{source: {source_model}, target: {standin}, model_name: qwen2_vl_c}}\n")
     batch_dir = tmp_path / "b"
     user_state = checkout_state(standin)
-    env = {**hook_env, "FAKE_GATE_SLEEP": "4", "FAKE_SLOW_GATES": "G4"}
+    # G4 of every item is held until its release file exists; the first item's is there from the start, so the
+    # kill lands when that item is done and another is held in G4 (past G0–G3): no sleep decides the window
+    holds = tmp_path / "holds"
+    holds.mkdir()
+    release_file(holds, "qwen2_vl-1").touch()
+    env = {**hook_env, "FAKE_GATE_HOLD_DIR": str(holds), "FAKE_SLOW_GATES": "G4"}
     proc = subprocess.Popen(batch_cmd(manifest, "--jobs", "2", "--batch-dir", str(batch_dir)), env=env,
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.time() + 240
-    while time.time() < deadline:  # kill once one item is done and another is mid-run (past a gate)
-        st = read_state(batch_dir)
-        if any(v["status"] == "done" for v in st.values()) and any(
-                v["status"] == "running" and gates_recorded(batch_dir / "runs" / f"{k}-1")
-                and not (batch_dir / "results" / f"{k}-1.json").is_file() for k, v in st.items()):
-            break
-        assert proc.poll() is None, proc.stdout.read().decode()
-        time.sleep(0.3)
-    else:
-        pytest.fail("batch never had a finished and a running item at once")
+    wait_until(lambda: read_state(batch_dir).get("qwen2_vl", {}).get("status") == "done" and any(
+        held_marker(holds, f"{k}-1", "G4").is_file() for k in ("second", "third")), proc,
+        "the first item never finished while another was held in G4")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     before = read_state(batch_dir)
@@ -162,34 +160,49 @@ def test_kill_9_of_the_batch_alone_does_not_start_a_second_copy(tmp_path, source
         f"  - id: one\n    spec: {{source: {source_model}, target: {standin}, model_name: qwen2_vl}}\n"
         f"  - id: two\n    spec: {{source: {source_model}, target: {standin}, model_name: qwen2_vl_b}}\n")
     batch_dir = tmp_path / "b"
-    env = {**hook_env, "FAKE_GATE_SLEEP": "8", "FAKE_SLOW_GATES": "G4"}
+    holds = tmp_path / "holds"  # both items' G4 stay in flight until the test releases them
+    env = {**hook_env, "FAKE_GATE_HOLD_DIR": str(holds), "FAKE_SLOW_GATES": "G4"}
     proc = subprocess.Popen(batch_cmd(manifest, "--jobs", "2", "--batch-dir", str(batch_dir)), env=env,
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    deadline = time.time() + 240
-    while time.time() < deadline:  # both items mid-run (past a gate)
-        st = read_state(batch_dir)
-        if len(st) == 2 and all(v["status"] == "running" and gates_recorded(batch_dir / "runs" / f"{k}-1")
-                                for k, v in st.items()):
-            break
-        assert proc.poll() is None
-        time.sleep(0.3)
-    else:
-        pytest.fail("the two items never ran at once")
+    wait_until(lambda: all(held_marker(holds, f"{k}-1", "G4").is_file() for k in ("one", "two")), proc,
+               "the two items were never held in G4 at once")
     os.kill(proc.pid, signal.SIGKILL)  # the batch only; its item processes live on
     proc.wait()
+    err_file = tmp_path / "rerun.err"
+    waiting = "still runs; waiting for it instead of starting a second copy"
     try:
-        out = subprocess.run(batch_cmd(manifest, "--jobs", "2", "--batch-dir", str(batch_dir)), env=hook_env,
-                             cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        with open(err_file, "w") as err:
+            rerun = subprocess.Popen(batch_cmd(manifest, "--jobs", "2", "--batch-dir", str(batch_dir)),
+                                     env=hook_env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=err,
+                                     text=True, stdin=subprocess.DEVNULL)
+            # the survivors are released only once the re-run has found both of them alive
+            wait_until(lambda: err_file.read_text().count(waiting) == 2, rerun,
+                       "the re-run did not report both surviving item processes")
+            release_file(holds).touch()
+            rerun.communicate(timeout=300)
     finally:
         os.killpg(proc.pid, signal.SIGKILL) if _group_alive(proc.pid) else None
-    assert out.returncode == 0, out.stderr
-    assert out.stderr.count("still runs; waiting for it instead of starting a second copy") == 2, out.stderr
+    stderr = err_file.read_text()
+    assert rerun.returncode == 0, stderr
+    assert stderr.count(waiting) == 2, stderr
     for k in ("one", "two"):
         assert drives(batch_dir / "runs" / f"{k}-1") == 1  # no second copy, no resume of a live run
         log = (batch_dir / "logs" / f"{k}-1.log").read_text()
         assert "gate G4 PASS" in log and "exit: success" in log, log
     assert json.loads((batch_dir / "summary.json").read_text())["succeeded"] == 2
+
+
+def wait_until(condition, proc: subprocess.Popen, what: str, timeout_s: float = 240.0) -> None:
+    """Poll ``condition`` until it holds; fail at once if ``proc`` exits first, and after a generous timeout."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            pytest.fail(f"{what}: the process exited ({proc.returncode}) first\n{out!s:.3000}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} within {timeout_s:.0f} s")
+        time.sleep(0.1)
 
 
 def _group_alive(pgid: int) -> bool:

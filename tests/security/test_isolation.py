@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ sys.path.insert(0, str(AGENT))
 sys.path.insert(0, str(FACES))
 
 from agent_fakes import FakeGates, ScriptedPolicy  # noqa: E402
-from fake_run import ScriptedPolicy as WritingPolicy  # noqa: E402
+from fake_run import ScriptedPolicy as WritingPolicy, held_marker, release_file  # noqa: E402
 
 PLUGIN = "mindspeed_mm/fsdp/models/qwen2_vl/__init__.py"
 
@@ -118,7 +119,10 @@ print(json.dumps({"exit_status": state.get("exit_status"), "detail": state.get("
 
 def test_concurrent_runs_on_one_target_share_nothing(tmp_path, source_model, standin):
     before = checkout_state(standin)
-    env = {**os.environ, "PYTHONPATH": str(FACES), "FAKE_GATE_SLEEP": "2", "FAKE_SLOW_GATES": "G1,G3",
+    # Both runs' G1 are held until each has reached it: the two are provably in flight at once, each with its own
+    # worktree and branch already made and written to, whatever the machine's load
+    holds = tmp_path / "holds"
+    env = {**os.environ, "PYTHONPATH": str(FACES), "FAKE_GATE_HOLD_DIR": str(holds), "FAKE_SLOW_GATES": "G1",
            "HF_HUB_OFFLINE": "1"}
     procs = {}
     for name in ("conc_a", "conc_b"):
@@ -127,6 +131,16 @@ def test_concurrent_runs_on_one_target_share_nothing(tmp_path, source_model, sta
         procs[name] = subprocess.Popen([sys.executable, "-c", DRIVER, str(spec), f"{name}-1", str(tmp_path / "runs")],
                                        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                        text=True)
+    deadline = time.monotonic() + 240
+    while not all(held_marker(holds, f"{name}-1", "G1").is_file() for name in procs):
+        exited = {name: p.returncode for name, p in procs.items() if p.poll() is not None}
+        assert not exited, f"a run ended before both were held in G1: {exited}"
+        assert time.monotonic() < deadline, "the two runs were never in G1 at once"
+        time.sleep(0.1)
+    worktrees = subprocess.run(["git", "-C", str(standin), "worktree", "list"], capture_output=True, text=True,
+                               check=True).stdout
+    assert len(worktrees.strip().splitlines()) == 3  # the user's checkout and one worktree per run, at once
+    release_file(holds).touch()
     for name, p in procs.items():
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-3000:]
