@@ -13,7 +13,11 @@ export MSMIGRATE_REAL_RUNTIME="${MSMIGRATE_REAL_RUNTIME:-$HOME/.cache/msmigrate/
 if [ $# -gt 0 ]; then
   exec python -m pytest -q "$@"
 fi
-python -m pytest -q -m "not realmm"
+# Two pytest-xdist workers, one test file (or file group, tests/conftest.py) per work unit: much of the suite waits
+# on torchrun launches and subprocesses, so a second worker fills that time. Units go out in collection order
+# (tests/agent's long end-to-end runs first, the many short files last, so the workers finish close together).
+# MSMIGRATE_TEST_WORKERS=0 runs serially.
+python -m pytest -q -m "not realmm" -n "${MSMIGRATE_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder
 if bash scripts/real_target.sh "$HOME/.cache/msmigrate/real-target" --runtime "$MSMIGRATE_REAL_RUNTIME"; then
   python -m pytest -q -m realmm
 else

@@ -41,38 +41,49 @@ def hostile_rules_run(tmp_path_factory):
     return run_rules_on_hostile_source(tmp_path_factory.mktemp("hostile_rules_run"))
 
 
-# Parallel runs (pytest-xdist, `-n 2 --dist loadgroup`, what scripts/test.sh runs). Each worker is its own process
+# Parallel runs (pytest-xdist: `-n 2 --dist loadfile`, what scripts/test.sh runs). Each worker is its own process
 # with its own basetemp (tmp_path_factory gives basetemp/popen-gwN), and every port a test binds comes from the OS,
-# so tests need no locking between workers. What must stay together is marked with an xdist_group below.
-XDIST_GROUPS = {
-    # one real Slurm (munged, slurmctld, two slurmd) for tests/slurm: its package fixture starts it once per worker
-    "slurm": lambda item: item.get_closest_marker("slurm") is not None,
-    # one ~50 s rules run asserted on by two files: on one worker it is launched once
-    "hostile_rules_run": lambda item: "hostile_rules_run" in getattr(item, "fixturenames", ()),
+# so tests need no locking between workers. A work unit is one test file (its module-scoped fixtures, often a
+# torchrun run several tests assert on, are built once), except that the files of a group below are one unit: they
+# share a session- or package-scoped fixture too costly to build once per worker. Groups are by file, not by
+# xdist_group mark: pytest-xdist 3.8 marks a group by editing a node id field that pytest 9 no longer reads, so the
+# marks silently group nothing there.
+XDIST_FILE_GROUPS = {
+    # one real Slurm (munged, slurmctld, two slurmd): tests/slurm's package fixture starts it once per worker
+    "slurm": ("tests/slurm/",),
+    # the ~50 s rules run of `hostile_rules_run`, launched once per worker that needs it
+    "hostile_rules_run": ("tests/agent/test_rules_e2e.py", "tests/security/test_secret_canary.py"),
 }
+FIXTURE_GROUPS = {"hostile_rules_run": "hostile_rules_run"}  # a test using the fixture must be in its group's files
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def xdist_scope(nodeid: str) -> str:
+    """The work unit of a test: its file group's name, or its file."""
+    path = nodeid.split("::", 1)[0]
+    for group, prefixes in XDIST_FILE_GROUPS.items():
+        if path.startswith(prefixes):
+            return group
+    return path
+
+
 def pytest_collection_modifyitems(config, items):
+    """A new user of a shared costly fixture outside its group's files would silently rebuild it on another
+    worker: refuse to run until it is listed."""
     for item in items:
-        for group, wanted in XDIST_GROUPS.items():
-            if wanted(item):
-                item.add_marker(pytest.mark.xdist_group(group))
+        for fixture, group in FIXTURE_GROUPS.items():
+            if fixture in getattr(item, "fixturenames", ()) and xdist_scope(item.nodeid) != group:
+                raise pytest.UsageError(f"{item.nodeid} uses {fixture}: add its file to XDIST_FILE_GROUPS[{group!r}] "
+                                        "in tests/conftest.py")
 
 
 @pytest.hookimpl(optionalhook=True)  # only a hook when pytest-xdist is installed
 def pytest_xdist_make_scheduler(config, log):
-    """With ``--dist loadgroup``: a work unit is an xdist_group, or else a whole test file (xdist's loadgroup
-    would hand out ungrouped tests one by one, so a module-scoped fixture — a torchrun run several tests assert
-    on — would run once per worker)."""
-    if config.getoption("dist") != "loadgroup":
+    if config.getoption("dist") != "loadfile":
         return None
-    from xdist.scheduler import LoadGroupScheduling
+    from xdist.scheduler import LoadFileScheduling
 
-    class FileOrGroupScheduling(LoadGroupScheduling):
+    class FileGroupScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid.rfind("@") > nodeid.rfind("]"):
-                return nodeid.split("@")[-1]
-            return nodeid.split("::", 1)[0]
+            return xdist_scope(nodeid)
 
-    return FileOrGroupScheduling(config, log)
+    return FileGroupScheduling(config, log)
