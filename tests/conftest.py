@@ -47,7 +47,7 @@ def hostile_rules_run(tmp_path_factory):
 # torchrun run several tests assert on, are built once), except that the files of a group below are one unit: they
 # share a session- or package-scoped fixture too costly to build once per worker. Groups are by file, not by
 # xdist_group mark: pytest-xdist 3.8 marks a group by editing a node id field that pytest 9 no longer reads, so the
-# marks silently group nothing there.
+# marks silently group nothing there (pytest-dev/pytest-xdist issue 1386, open).
 XDIST_FILE_GROUPS = {
     # one real Slurm (munged, slurmctld, two slurmd): tests/slurm's package fixture starts it once per worker
     "slurm": ("tests/slurm/",),
