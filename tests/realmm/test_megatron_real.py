@@ -70,6 +70,18 @@ def test_real_converter_tp2_pp2(realmm_snapshot, real_runtime, real_roundtrip, t
     assert res.facts["megatron_files"] == 4  # mp_rank_{00,01}_{000,001}
 
 
+def test_real_converter_pp2_checks_the_qkv_order_on_every_stage(realmm_snapshot, real_runtime, real_roundtrip,
+                                                               tmp_path):
+    """pp=2 without explicit lists: the text layers spread over the stages, the encoder on the first (as the real
+    examples place it); at tp=1 each stage's layers, put back at their global index, have the per-group qkv order."""
+    _, work = real_roundtrip
+    res = target_converter_roundtrip(real_runtime, realmm_snapshot / "MindSpeed-MM", "Qwen2_5_VLConverter", tmp_path,
+                                     hf_dir=work / "hf", pp=2, extra_paths=[realmm_snapshot / "MindSpeed"])
+    assert res.ok, (res.error, res.problems)
+    assert res.facts["megatron_files"] == 2 and res.facts["qkv_layers_checked"] == 2
+    assert res.facts["llm_pp_layers"] == [[1, 1]] and res.facts["vit_pp_layers"] == [[2, 0]]
+
+
 def test_standin_converter_writes_the_real_layout(real_roundtrip, real_runtime, tmp_path):
     """Same HF folder (written by the real runtime's transformers) through both converters: the same Megatron
     tensor names and shapes."""

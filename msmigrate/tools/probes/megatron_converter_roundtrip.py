@@ -18,8 +18,8 @@ for its side effects (patching Megatron), and that module imports torch_npu, abs
 fails on exactly that import, the probe registers an empty module under that name, retries once and reports it
 in ``stubbed``; the loading, merging and op reverts that run are still the target's code.
 
-Checks: same tensor names and bit-identical tensors after the round trip; on a single-file Megatron checkpoint
-(TP = PP = 1), the fused text ``linear_qkv`` rows in MindSpeed-MM's order (per KV group: its query heads, its key
+Checks: same tensor names and bit-identical tensors after the round trip; at TP = 1 (one file per pipeline stage),
+the fused text ``linear_qkv`` rows in MindSpeed-MM's order (per KV group: its query heads, its key
 head, its value head), compared row block by row block with the HF q/k/v (independent of the converter's code).
 """
 import argparse
@@ -160,6 +160,22 @@ def pp_stages(layers, pp):
     return [layers // pp + (1 if i < layers % pp else 0) for i in range(pp)]
 
 
+def one_rank_layers(stages, llm_stage_layers):
+    """TP = 1: the stages' text tensors as one dict with the layers at their global index (a stage numbers its
+    layers from 0; its offset is the layer count of the stages before it, the framework's convention), so the
+    fused qkv order is checked on every layer whatever the PP size. ``stages``: the checkpoints in stage order."""
+    import torch
+
+    out, offset = {}, 0
+    for stage, count in zip(stages, llm_stage_layers):
+        for key, value in (stage.get("model") or {}).items():
+            m = re.fullmatch(r"text_decoder\.decoder\.layers\.(\d+)\.(.*)", key)
+            if isinstance(value, torch.Tensor):
+                out[f"text_decoder.decoder.layers.{int(m.group(1)) + offset}.{m.group(2)}" if m else key] = value
+        offset += count
+    return out
+
+
 def qkv_layout_problems(hf, mg, text_cfg):
     heads = int(text_cfg["num_attention_heads"])
     kv = int(text_cfg.get("num_key_value_heads") or heads)
@@ -239,7 +255,8 @@ def run(a):
     stages = [torch.load(f, map_location="cpu", weights_only=False) for f in files]
     names = {k for st in stages for key, sd in st.items() if key.startswith("model") and isinstance(sd, dict)
              for k in sd}
-    mg = {k: v for k, v in stages[0]["model"].items() if isinstance(v, torch.Tensor)} if len(files) == 1 else {}
+    mg = one_rank_layers(stages, flat["llm_pp_layers"]) if a.tp == 1 and len(files) == len(flat["llm_pp_layers"]) \
+        else {}
     problems = []
     if not files:
         problems.append(f"hf_to_mm wrote no model_optim_rng.pt under {mm_dir}")

@@ -78,6 +78,10 @@ def test_converter_gate_round_trip_at_tp2_pp2(megatron_standin, tmp_path):
     assert rec["passed"] and rec["converter_used"] == "target", rec["summary"]
     # 2 TP ranks x 2 stages; the text layers spread over the stages, the encoder whole on the first
     assert "4 file(s), tp=2, pp layers [[1, 1]]" in rec["summary"]
+    # at tp=1 each stage is one file: the fused qkv order is checked on every layer, each at its global index
+    one = megatron_converter_record(PY, megatron_standin, EXAMPLE["converter"], tmp_path / "w1",
+                                    hf_dir=megatron_standin / EXAMPLE["hf_dir"], pp=2)
+    assert one["passed"] and "2 file(s), tp=1" in one["summary"] and "checked on 2 layer(s)" in one["summary"]
 
 
 def test_converter_gate_catches_a_pp_merge_that_is_not_the_inverse(standin_copy, tmp_path):
