@@ -86,6 +86,15 @@ def test_the_plan_recommends_a_dataset_plugin_when_the_runtime_gets_no_image_pro
     assert why in plan["reasons"]
     # one recommended build path with its reason, for remote code too (not "route: custom")
     assert plan["build_path"] == "transformers" and plan["build_path_why"].startswith("build path transformers")
+    # the prompt says each once: on the plan's branch / build path lines, not again among the reasons
+    from msmigrate.prompts.render import render
+    from msmigrate.prompts.sample_state import sample_vars
+
+    values = sample_vars("data", live_index=False)
+    values["plan"] = {**plan, "branch": plan["data_branch"]}
+    text = render("data", **values)
+    assert text.count(why) == 1 and text.count(plan["build_path_why"]) == 1
+    assert f"- data branch: C — {why}" in text
     real = RuntimeProcessor(ok=True, loaded=True, processor_class="XProcessor", kind="processor",
                             parts={"tokenizer": "T", "image_processor": "I"}, handles_images=True)
     kept = make_plan(deps, state, runtime_processor=real)
