@@ -85,8 +85,8 @@ def test_every_template_fences_its_untrusted_fields(name):
     if name == "format_error":
         values.update(error=hostile, raw_call=hostile)
     text = render(name, **values)
-    if name == "system":
-        return  # the system prompt carries no untrusted text (paths and our own tool descriptions)
+    if name in ("system", "megatron_system"):
+        return  # the system prompts carry no untrusted text (paths and our own tool descriptions)
     assert "INJECTED-" in text
     assert "INJECTED-" not in outside_fences(text), outside_fences(text)
 
