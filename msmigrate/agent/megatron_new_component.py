@@ -9,8 +9,9 @@ AST from that class's ``__init__`` and ``forward``), and its layer spec is the c
 written when a fact cannot be carried over (the block's call uses locals of the closest's forward, a patch
 embedding of a kind this writer does not build): the design says why and the model phase stops there.
 
-Not carried over (named in ``not_built``): norms outside the blocks (their order is not in the weights), rotary
-position embedding, a projector of the source's own shape (the closest encoder's paired projector is used).
+Norms outside the blocks are carried over when the weights show them and transformers' names place them (``pre`` /
+``post``; a post norm only when the model reads the last layer's features). Not carried over (named in
+``not_built``): outside norms whose place the names do not say, rotary position embedding.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class EncoderDesign:
     json_fields: dict[str, Any] = field(default_factory=dict)  # the model JSON section the class reads
     reuses: dict[str, str] = field(default_factory=dict)  # what comes from the closest component, with where
     not_built: list[str] = field(default_factory=list)
+    # norms outside the blocks the class builds: {"name" (the source's module name), "place": pre | post, "bias"}
+    outside_norms: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,10 +114,43 @@ def _camel(name: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in re.split(r"[_\W]+", name) if p)
 
 
+def outside_norms(shapes: dict[str, list[int]], patch_name: str, width: int, vision_cfg: dict[str, Any],
+                  cfg_top: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The tower's norms outside its blocks (a module of the tower width with only 1-D tensors, outside the
+    numbered layers and the embeddings), placed by transformers' naming: ``pre`` before the blocks, ``post`` /
+    ``final`` after them. A post norm is left out when the model reads an earlier layer's features
+    (``vision_feature_layer`` other than -1: LLaVA takes the layer before the last, without the post norm).
+    Returns ({"name", "place", "bias"} per norm carried, the names not placed)."""
+    tower = patch_name
+    while tower and not any(re.match(re.escape(tower) + r"\.[\w.]*?\d+\.", n) for n in shapes):
+        tower = tower.rpartition(".")[0]
+    if not tower:
+        return [], []
+    modules: dict[str, dict[str, list[int]]] = {}
+    for n, s in shapes.items():
+        if n.startswith(tower + ".") and not re.search(r"\.\d+\.", n[len(tower):] + "."):
+            mod, _, leaf = n.rpartition(".")
+            modules.setdefault(mod, {})[leaf] = s
+    feature_layer = cfg_top.get("vision_feature_layer", -1)
+    carried, skipped = [], []
+    for mod, leaves in sorted(modules.items()):
+        if leaves.get("weight") != [width] or set(leaves) - {"weight", "bias"} or any(len(v) != 1 for v in
+                                                                                      leaves.values()):
+            continue
+        leaf = mod.rpartition(".")[2]
+        words = set(re.split(r"[_\W]+", leaf.lower()))
+        place = "pre" if "pre" in words else "post" if words & {"post", "final"} else None
+        if place is None or (place == "post" and feature_layer not in (-1, None)):
+            skipped.append(mod + (f" (features from layer {feature_layer})" if place == "post" else ""))
+            continue
+        carried.append({"name": leaf, "place": place, "bias": "bias" in leaves})
+    return carried, skipped
+
+
 def design_encoder(target: Path, match: dict[str, Any], vision_cfg: dict[str, Any], shapes: dict[str, list[int]],
-                   model_type: str) -> EncoderDesign:
+                   model_type: str, cfg_top: dict[str, Any] | None = None) -> EncoderDesign:
     """The new encoder for a source whose tower no registered class builds (``match``: the plan's
-    vision_encoder entry, with ``structure`` and ``closest``)."""
+    vision_encoder entry, with ``structure`` and ``closest``; ``cfg_top``: the source's config.json)."""
     struct, closest = match.get("structure") or {}, match.get("closest")
     if not struct or not closest:
         return EncoderDesign(error="the match has no source structure / closest component to build from")
@@ -151,9 +187,11 @@ def design_encoder(target: Path, match: dict[str, Any], vision_cfg: dict[str, An
                        "normalization": "LayerNorm" if struct.get("norm") == "layernorm" else "RMSNorm"}
     out.reuses = {"block": f"{block['init']} ({block['file']}, as {closest} builds it)",
                   "layer_spec": f"{closest}'s entry in {SPEC_TABLE}"}
-    out.not_built = ["norms outside the transformer blocks (their order is not in the weights)",
-                     "rotary position embedding (not visible in the weights)",
-                     f"the block's tensor layout is {closest}'s (its forward call is copied, not re-derived)"]
+    norms, skipped = outside_norms(shapes, patch_name, width, vision_cfg, cfg_top or {})
+    out.outside_norms = norms
+    out.not_built = ([f"norms outside the blocks whose place the names do not say: {skipped}"] if skipped else []) + [
+        "rotary position embedding (not visible in the weights)",
+        f"the block's tensor layout is {closest}'s (its forward call is copied, not re-derived)"]
     out.code = _render_class(out, block, patch_bias)
     edits = _registry_edits(target, registries, comp, out, EncoderStructure(**{
         k: v for k, v in struct.items() if k in EncoderStructure.__dataclass_fields__}))
@@ -188,6 +226,10 @@ def _render_class(d: EncoderDesign, block: dict[str, Any], patch_bias: bool) -> 
         lines.append("        self.class_embedding = torch.nn.Parameter(torch.zeros(config.hidden_size))")
     if d.json_fields["num_positions"]:
         lines.append("        self.position_embedding = torch.nn.Embedding(config.num_positions, config.hidden_size)")
+    norms = d.outside_norms
+    for n in norms:  # named as the source names them: the converter pairs them by name tokens
+        kind = "LayerNorm" if n["bias"] else "RMSNorm"
+        lines.append(f"        self.{n['name']} = torch.nn.{kind}(config.hidden_size, eps=config.layernorm_epsilon)")
     lines += [f"        self.{block['attr']} = {block['init']}", "",
               f"    def forward(self, pixel_values, *args{extra}, **kwargs):",
               "        # [images, channels, H, W] -> [images, patches, width]",
@@ -196,8 +238,11 @@ def _render_class(d: EncoderDesign, block: dict[str, Any], patch_bias: bool) -> 
         lines.append("        x = torch.cat([self.class_embedding.expand(images, 1, -1).to(x.dtype), x], dim=1)")
     if d.json_fields["num_positions"]:
         lines.append("        x = x + self.position_embedding(torch.arange(x.shape[1], device=x.device))")
+    lines += [f"        x = self.{n['name']}(x)" for n in norms if n["place"] == "pre"]
     lines += ["        tokens = x.shape[1]", "        x = x.reshape(images * tokens, -1)",
-              f"        x = {block['forward']}",
+              f"        x = {block['forward']}"]
+    lines += [f"        x = self.{n['name']}(x)" for n in norms if n["place"] == "post"]
+    lines += [
               f"        # drop the class token{'' if cls_tok else ' (none here)'}: the projector takes patch features",
               f"        return x.reshape(images, tokens, -1)[:, {cls_tok}:].reshape(-1, x.shape[-1])", ""]
     return "\n".join(lines)

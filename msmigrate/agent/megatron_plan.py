@@ -174,7 +174,7 @@ def _new_encoder(target: Path, matches: dict[str, ComponentMatch], examples: dic
     vision = next((cfg[k] for k in VISION_KEYS if isinstance(cfg.get(k), dict)), None)
     if enc is None or enc.model_id or not enc.structure or not vision or not model_type:
         return None
-    design = design_encoder(target, enc.to_dict(), vision, shapes, model_type)
+    design = design_encoder(target, enc.to_dict(), vision, shapes, model_type, cfg)
     if design.error:
         reasons.append(f"new vision_encoder not designed: {design.error}")
         return None

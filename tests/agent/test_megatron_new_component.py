@@ -91,3 +91,20 @@ def test_registry_entry_insertion_keeps_the_table_layout():
     inline = "X = {'a': f,\n     'b': g}\n"
     assert _insert_entry(inline, "X", "'c': g") == "X = {'a': f,\n     'b': g,\n     'c': g,}\n"
     assert _insert_entry(multi, "Y", '"c": C') is None
+
+
+def test_outside_norms_are_placed_by_name_and_by_the_feature_layer():
+    """Norms outside the blocks are carried when the weights show them: ``pre`` before the blocks, ``post`` after
+    them unless the model reads an earlier layer (LLaVA's vision_feature_layer -2); a norm the names do not place
+    is named as not built."""
+    from msmigrate.agent.megatron_new_component import outside_norms
+
+    shapes = {"vt.emb.patch.weight": [8, 3, 2, 2], "vt.enc.layers.0.norm.weight": [8], "vt.pre_ln.weight": [8],
+              "vt.pre_ln.bias": [8], "vt.post_norm.weight": [8], "vt.mystery_norm.weight": [8],
+              "vt.head.weight": [4, 8]}
+    carried, skipped = outside_norms(shapes, "vt.emb.patch.weight", 8, {}, {})
+    assert carried == [{"name": "post_norm", "place": "post", "bias": False},
+                       {"name": "pre_ln", "place": "pre", "bias": True}]
+    assert skipped == ["vt.mystery_norm"]
+    carried, skipped = outside_norms(shapes, "vt.emb.patch.weight", 8, {}, {"vision_feature_layer": -2})
+    assert [n["name"] for n in carried] == ["pre_ln"] and "vt.post_norm (features from layer -2)" in skipped

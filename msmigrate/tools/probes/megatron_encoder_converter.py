@@ -163,7 +163,10 @@ def convert(hf, sd, fields):
     used = {h for m in mapping.values() for h in m["hf"]}
     in_layers = {n for s in hf_layers.values() for n in s.values()}
     for name in (n for n in sd if n not in mapping and not LAYER.match(n)):
-        cands = [h for h in tower if h not in used and h not in in_layers and list(hf[h].shape) == list(sd[name].shape)]
+        kind = name.rpartition(".")[2]
+        # same shape, and a weight only for a weight, a bias only for a bias (a norm's two tensors share a shape)
+        cands = [h for h in tower if h not in used and h not in in_layers and list(hf[h].shape) == list(sd[name].shape)
+                 and (kind not in ("weight", "bias") or h.rpartition(".")[2] == kind)]
         scored = sorted(((len(tokens(h[len(prefix):]) & tokens(name)), h) for h in cands), reverse=True)
         if len(scored) == 1 or (scored and scored[0][0] > scored[1][0] and scored[0][0] > 0):
             mapping[name] = {"op": "copy", "hf": [scored[0][1]]}

@@ -74,10 +74,11 @@ def test_tower_maps_loads_strictly_and_round_trips(written, tmp_path):
     assert res.facts["round_trip_identical"] == res.facts["mapped_hf"]
     tower = [k for k in hf if k.startswith("vt.")]
     assert res.facts["hf_tower_tensors"] == len(tower)  # the LM tensor is not the tower's
-    # every tower tensor is mapped or named: the stand-in block's norms are RMSNorm (no bias), no norms outside it
+    # every tower tensor is mapped or named: the stand-in block's norms are RMSNorm (no bias); the norms outside
+    # the blocks (pre_layrnorm before them, post_layernorm after: this config reads the last layer) are carried
     assert res.facts["mapped_hf"] + len(res.unmapped_hf) == len(tower)
-    assert set(res.unmapped_hf) == {k for k in tower if "norm" in k and k.endswith(".bias")} | {
-        "vt.vision_model.pre_layrnorm.weight", "vt.vision_model.post_layernorm.weight"}
+    assert set(res.unmapped_hf) == {k for k in tower if ".layers." in k and "norm" in k and k.endswith(".bias")}
+    assert [(n["name"], n["place"]) for n in d.outside_norms] == [("post_layernorm", "post"), ("pre_layrnorm", "pre")]
     mapping = json.loads((tmp_path / "out" / "encoder_mapping.json").read_text())["mapping"]
     L = "vt.vision_model.encoder.layers.1."
     assert mapping["blocks.layers.1.self_attention.linear_qkv.weight"]["hf"] == [
