@@ -193,3 +193,25 @@ def test_parity_check_reads_g2s_model_parity_when_g1s_was_not_comparable(tmp_pat
     bad = score("nc_then_g2_fail", {"status": "fail", "problems": ["meta init + load: max |Δlogit| inf"]})
     assert failed_checks(bad) == {"parity"}
     assert "meta init + load" in next(c.detail for c in bad.checks if c.name == "parity")
+
+
+def test_a_bare_tokenizer_source_accepts_a_dataset_plugin_as_well_as_b():
+    """internvl_chat's AutoProcessor is a bare tokenizer: the plan recommends C (a dataset plugin of its own) and blind
+    live players delivered C, so the fixture's expectation must not fail that delivery; A, or C under another name,
+    still fails."""
+    from msmigrate.faces.eval.scorers import check_facts
+
+    task = next(t for t in load_suite("default").tasks if t.fixture == "internvl_chat")
+    assert task.expect["data_branch"] == "B|C" and task.expect["dataset_type"] == "huggingface|internvl_chat"
+    facts = {k: task.expect[k] for k in ("data_branch", "dataset_type")}
+
+    def failing(branch, dataset_type):
+        config = {"data": {"dataset_param": {"dataset_type": dataset_type}}}
+        return {c.name for c in check_facts(facts, {"data_branch": branch}, config) if not c.passed}
+
+    assert failing("C", "internvl_chat") == set()
+    assert failing("B", "huggingface") == set()
+    assert failing("A", "huggingface") == {"expected_data_branch"}
+    assert failing("C", "other_name") == {"expected_dataset_type"}
+    llava = next(t for t in load_suite("default").tasks if t.fixture == "llava")
+    assert llava.expect["data_branch"] == "B"  # a source with a real processor: B only

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
+BARE_TOKENIZER = "tokenizer+image_processor"  # FixtureSpec.processor of a source with no HF processor class
 DEFAULT_DATASET_TYPE = "huggingface"  # the generic HF-style dataset every known model maps through
 EXPECT_KEYS = ("model_id", "dataset_type", "template", "data_branch")
 # optional facts: the training backend route, the Megatron components by role ("vision_encoder=id,text_decoder=id"),
@@ -42,12 +43,18 @@ class Suite:
     error: str | None = None
 
 
-def expectations_from_fixture(name: str) -> dict[str, str]:
+def expectations_from_fixture(name: str, model_name: str | None = None) -> dict[str, str]:
     from msmigrate.testbeds.fixtures import FIXTURES
 
     fx = FIXTURES[name]
     out = {"model_id": fx.model_id, "dataset_type": DEFAULT_DATASET_TYPE, "template": fx.template,
            "data_branch": fx.data_branch}
+    if fx.processor == BARE_TOKENIZER and fx.data_branch == "B":
+        # AutoProcessor gives this source a bare tokenizer, which the target's load_tokenizer drops: a dataset plugin
+        # of the model's own that pairs it with the image processor (branch C, dataset_type = the run's model name,
+        # what the plan recommends) is as right as B's entries plus a processor the huggingface dataset can load.
+        out["data_branch"] = "B|C"
+        out["dataset_type"] = f"{DEFAULT_DATASET_TYPE}|{model_name or name}"
     if fx.expected_exit != "success":  # an honest decline is the correct outcome (scorers.check_decline)
         out["exit_status"] = fx.expected_exit
     return out
@@ -68,7 +75,8 @@ def task_from_dict(raw: dict[str, Any], base: Path) -> EvalTask:
         raise ValueError(f"unknown fixture {fixture!r}; known: {', '.join(sorted(FIXTURES))}")
     if fixture is None and not raw.get("source"):
         raise ValueError("a task needs 'fixture' or 'source'")
-    expect = {**(expectations_from_fixture(fixture) if fixture else {}), **(raw.get("expect") or {})}
+    derived = expectations_from_fixture(fixture, raw.get("model_name")) if fixture else {}
+    expect = {**derived, **(raw.get("expect") or {})}
     missing = [k for k in EXPECT_KEYS if k not in expect]
     if missing:
         raise ValueError(f"task {raw.get('id') or fixture or raw.get('source')}: expect lacks {missing}")
