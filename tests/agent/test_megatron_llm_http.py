@@ -142,6 +142,8 @@ def test_llm_policy_migrates_qwen2_5_vl_at_tp2_to_needs_accelerator(scripted_run
     final, server, records = scripted_run["final"], scripted_run["server"], scripted_run["records"]
     assert final["exit_status"] == "needs_accelerator", final.get("exit_detail")
     assert set(server.statuses) == {200}  # every request well-formed: each tool call answered
+    # one request per scripted turn (3 + 4 + 3): finish_phase runs the gate without asking again, no classify
+    assert len(server.requests) == 10 and server.classify_requests == 0
     plan = final["plan"]
     assert plan["backend"] == "megatron" and plan["similar_case"] == EXAMPLE
     for slot in ("G0", "G1", "G2", "G3"):  # passed on their own evidence, not on the model's say-so
