@@ -62,3 +62,49 @@ def test_new_siglip_encoder_registered_in_the_real_snapshot(realmm_snapshot, rea
     rec = new_component_record(real_runtime, mm, d.to_dict())
     assert not rec["passed"] and rec["needs_accelerator"], rec["summary"]
     assert "the accelerator environment" in rec["summary"] and not rec["failure_text"]
+
+
+def test_new_pooled_projector_registered_in_the_real_snapshot(realmm_snapshot, real_runtime, tmp_path):
+    """Gemma 3's projector (norm, one bare matrix, average pool) is built by no registered real projector; the new
+    class is registered next to the new encoder in the same real registry file (both entries kept, lines only
+    added), reads back from the real tree as what the weights show, and a real example's model JSON selecting it
+    passes the static config check. Building it needs megatron (the real MultiModalModule): G1 names that."""
+    from msmigrate.agent.gates.megatron_new_projector_gate import new_projector_record
+    from msmigrate.agent.megatron_new_projector import design_projector
+    from msmigrate.testbeds.fixtures import build_source
+    from msmigrate.tools.megatron.projector_structure import projector_structures
+
+    src = build_source("gemma3", tmp_path / "gemma3")
+    cfg = json.loads((src / "config.json").read_text())
+    shapes = weight_shapes(src)
+    mm = tmp_path / "MindSpeed-MM"
+    shutil.copytree(realmm_snapshot / "MindSpeed-MM", mm)
+    m = match_components(cfg, mm, registered_ids(mm), weight_names(src), shapes)
+    proj = m["vision_projector"]
+    assert proj.model_id is None and "a new vision_projector component is needed" in proj.why
+    vision = next(cfg[k] for k in VISION_KEYS if isinstance(cfg.get(k), dict))
+    enc = design_encoder(mm, m["vision_encoder"].to_dict(), vision, shapes, cfg["model_type"], cfg)
+    d = design_projector(mm, proj.to_dict(), cfg, cfg["model_type"], cfg["text_config"]["hidden_size"], enc.edits)
+    assert d.error is None, d.error
+    before = (mm / "mindspeed_mm/models/vision/vision_model.py").read_text()
+    for rel, text in {enc.module_path: enc.code, **enc.edits, d.module_path: d.code, **d.edits}.items():
+        (mm / rel).write_text(text)
+    after = (mm / "mindspeed_mm/models/vision/vision_model.py").read_text()
+    assert set(before.splitlines()) - set(after.splitlines()) <= {"}"}
+    reg = read_registry(mm)
+    assert {r.name for r in reg.registries if d.model_id in r.ids} == {"VISION_PROJECTION_MAPPINGS"}
+    assert enc.model_id in reg.ids_for("vision_encoder")
+    assert projector_structures(mm)[d.model_id].facts() == {"matrices": 1, "norms": 1, "width_change": False,
+                                                            "pooling": True}
+    model = json.loads((mm / "examples/qwen2.5vl/model_7b.json").read_text())
+    model["image_encoder"]["vision_projector"] = d.json_fields
+    (mm / "examples/qwen2.5vl/model_7b.json").write_text(json.dumps(model))
+    res = check_megatron_config(mm, "examples/qwen2.5vl/model_7b.json",
+                                "examples/qwen2.5vl/finetune_qwen2_5_vl_7b.sh",
+                                definitions=definition_paths(mm, [realmm_snapshot / "MindSpeed"]))
+    assert res.error is None and res.ok, res.problems
+    assert res.facts["model_ids"]["image_encoder.vision_projector"] == d.model_id
+    rec = new_projector_record(real_runtime, mm, src, tmp_path / "conv",
+                               {"new_projector": d.to_dict(), "new_component": enc.to_dict()})
+    assert not rec["passed"] and rec["needs_accelerator"] and not rec["failure_text"], rec["summary"]
+    assert "the accelerator environment" in rec["summary"]
