@@ -29,7 +29,11 @@ OWNERS: tuple[str, ...] = tuple(OWNER_SEMANTICS)
 DECIDING_FACTS: tuple[str, ...] = (
     "Whose code raises or lacks the thing: an installed library's or the training framework's own module, trainer, "
     "optimizer or config class (a path under site-packages, a framework script of another release) is environment "
-    "- the versions disagree; the model's own classes, its config mapping or code the migration writes is model.",
+    "- the versions disagree; the model's own classes, its config mapping or code the migration writes is model. "
+    "The code path of the root cause tells whose file each frame is (installed package, remote code of the "
+    "checkpoint, code outside installed packages): an error raised in an installed package is decided by what "
+    "the calling code outside the packages passed it (a setting: config; a sample: data; an object of the "
+    "project's own model class lacking what the library needs: model).",
     "A model type or architecture the libraries do not know: environment when it is a published architecture a "
     "newer library release ships; model when it is a project's own architecture that must be registered; config "
     "when the checkpoint ships its code and only trust_remote_code is missing.",

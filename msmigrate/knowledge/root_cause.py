@@ -21,7 +21,7 @@ line and keeps only failure signals:
 Warnings (``UserWarning``, ``FutureWarning``, ``[W ...]``, ``WARNING`` lines) are collected separately and never
 make a log a failure. :func:`extract` returns a :class:`RootCause` whose ``primary`` is the decisive signal (the
 first failing rank's last non-wrapper exception, else the strongest other signal) and whose ``evidence`` is the
-text matching runs on.
+text matching runs on, and ``code_path`` says whose code the decisive traceback passes through (:func:`code_path`).
 """
 
 from __future__ import annotations
@@ -48,6 +48,12 @@ _WRAPPERS = ("ChildFailedError", "ProcessRaisedException", "ProcessExitedExcepti
              "KeyboardInterrupt", "CalledProcessError", "RayTaskError")
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):|^[─━╭]*\s*Traceback \(most recent call last\)")
 _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+')
+_FRAME_PARTS = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
+# Where a frame's file lives says whose code it is: an installed package (site-/dist-packages, an egg), the Python
+# standard library, a checkpoint's remote code (transformers' dynamic modules), or else the run's own code
+_LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\](?:[^/\\]+\.egg[/\\])?([A-Za-z_][\w]*)")
+_REMOTE_PATH = re.compile(r"transformers_modules|[/\\]huggingface[/\\]modules[/\\]")
+_STDLIB_PATH = re.compile(r"^<frozen |[/\\]lib[/\\]python3\.\d+[/\\](?!site-packages|dist-packages)[\w]+(?:\.py|[/\\])")
 _CHAIN = re.compile(r"^(During handling of the above exception|The above exception was the direct cause)")
 _ASCEND = re.compile(r"\b(E[A-Z][0-9A-Z]\d{3}|E\d{5})\b:?|error code is (5\d{5}|1\d{5})\b|\bERR\d{5}\b|"
                      r"\bAcl return error\b|with ERROR [15]\d{5}\b|"
@@ -110,6 +116,7 @@ class RootCause:
     evidence: str = ""  # the failure lines (+ the decisive traceback's last frames), for matching and prompts
     failed_rank: int | None = None
     cause: str = ""  # the evidence without wrapper lines: what the lexical stage is asked about
+    code_path: str = ""  # whose code the decisive traceback passes through (code_path()), for the LLM
 
     @property
     def failed(self) -> bool:
@@ -119,7 +126,47 @@ class RootCause:
     def to_dict(self) -> dict[str, object]:
         return {"primary": self.primary.to_dict() if self.primary else None, "failed_rank": self.failed_rank,
                 "signals": [s.to_dict() for s in self.signals[:20]], "warnings": self.warnings[:10],
-                "evidence": self.evidence}
+                "evidence": self.evidence, "code_path": self.code_path}
+
+
+OUTSIDE = "code outside installed packages"
+
+
+def frame_origin(path: str) -> str:
+    """Whose code a traceback frame's file is: 'library <name>' (an installed package), 'stdlib', 'remote code' (a
+    checkpoint's code loaded by transformers) or 'code outside installed packages' (a script, a source checkout)."""
+    if _REMOTE_PATH.search(path):
+        return "remote code"
+    found = _LIBRARY_PATH.search(path)
+    if found:
+        return f"library {found.group(1)}"
+    return "stdlib" if _STDLIB_PATH.search(path) else OUTSIDE
+
+
+def code_path(frames: list[str]) -> str:
+    """The decisive traceback's frames by whose code they are, for the owner decision: where the error is raised,
+    the innermost frame that is not an installed package (a script, a source checkout or a checkpoint's remote code:
+    the code that called into the library), and the packages passed through. '' without frames."""
+    parts = [m for m in (_FRAME_PARTS.search(f) for f in frames) if m]
+    if not parts:
+        return ""
+
+    def where(m: re.Match) -> str:
+        func = f" in {m.group(3)}" if m.group(3) else ""
+        return f"{m.group(1)} line {m.group(2)}{func}"
+
+    origins = [frame_origin(m.group(1)) for m in parts]
+    said = [f"raised in {origins[-1]} ({where(parts[-1])})"]
+    outside = [i for i, o in enumerate(origins) if o in (OUTSIDE, "remote code")]
+    if outside and outside[-1] != len(parts) - 1:
+        i = outside[-1]
+        said.append(f"innermost frame outside installed packages: {origins[i]} ({where(parts[i])})")
+    elif not outside:
+        said.append("the frames shown are all installed packages / stdlib (the traceback may be cut above them)")
+    libraries = list(dict.fromkeys(o.split(" ", 1)[1] for o in origins if o.startswith("library ")))
+    if libraries:
+        said.append("installed packages passed through: " + ", ".join(libraries))
+    return "; ".join(said)
 
 
 def with_gate_verdict(root: RootCause, verdict_lines: list[str]) -> RootCause:
@@ -192,6 +239,7 @@ def extract(log_text: str) -> RootCause:
     signals: list[Signal] = []
     warnings: list[str] = []
     frames: dict[int, list[str]] = {}  # line of an exception -> last frames of its traceback
+    all_frames: dict[int, list[str]] = {}  # line of an exception / a cut traceback -> all frames of its traceback
     in_traceback = False
     tb_frames: list[str] = []
     tb_start = -1
@@ -212,6 +260,7 @@ def extract(log_text: str) -> RootCause:
         if _TRACEBACK.search(text):
             if in_traceback and tb_frames:  # a new traceback while the previous one had no exception line
                 signals.append(_traceback_signal(tb_frames, tb_start, rank))
+                all_frames[tb_start] = list(tb_frames)
             in_traceback, tb_frames, tb_start = True, [], i
             continue
         if _CHILD_ROOT.search(text):
@@ -259,6 +308,7 @@ def extract(log_text: str) -> RootCause:
             chained_from = None
             if in_traceback:
                 frames[i] = tb_frames[-2:]
+                all_frames[i] = list(tb_frames)
             in_traceback, tb_frames = False, []
             continue
         if level == "warning" and not _ASCEND.search(stripped):
@@ -278,7 +328,11 @@ def extract(log_text: str) -> RootCause:
                 break
     if in_traceback and tb_frames:
         signals.append(_traceback_signal(tb_frames, tb_start, None))
-    return _summarise(signals, warnings, frames, child_rank, chains)
+        all_frames[tb_start] = list(tb_frames)
+    root = _summarise(signals, warnings, frames, child_rank, chains)
+    if root.primary is not None:
+        root.code_path = code_path(all_frames.get(root.primary.line, []))
+    return root
 
 
 def _traceback_signal(tb_frames: list[str], start: int, rank: int | None) -> Signal:

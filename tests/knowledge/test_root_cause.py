@@ -187,3 +187,46 @@ def test_a_traceback_flattened_onto_one_line_is_read_from_its_exception():
     root = extract('(module) File "/x/a.py", line 3, in f return g() File "/x/b.py", line 9, in g return h() '
                    'RuntimeError: kernel failed on device 0')
     assert root.primary.text == "RuntimeError: kernel failed on device 0"
+
+
+def test_code_path_says_whose_code_the_decisive_traceback_passes_through():
+    """The frames of the decisive traceback by file location: the error raised in an installed package, the
+    innermost frame outside the packages (the code that called it), and the packages passed through."""
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/u/proj/train.py", line 12, in <module>\n'
+        "    main()\n"
+        '  File "/opt/conda/lib/python3.10/site-packages/transformers/trainer.py", line 2240, in train\n'
+        "    return inner_training_loop(\n"
+        '  File "/home/u/proj/src/my_trainer.py", line 673, in training_step\n'
+        "    x = model.device\n"
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1940, in __getattr__\n'
+        "    raise AttributeError(\n"
+        "AttributeError: 'MyWrapper' object has no attribute 'device'\n")
+    path = extract(log).code_path
+    assert path.startswith("raised in library torch (/opt/conda/lib/python3.10/site-packages/torch/nn/modules/"
+                           "module.py line 1940 in __getattr__)")
+    assert "innermost frame outside installed packages: code outside installed packages " \
+           "(/home/u/proj/src/my_trainer.py line 673 in training_step)" in path
+    assert path.endswith("installed packages passed through: transformers, torch")
+
+
+def test_code_path_names_remote_code_and_says_when_only_packages_are_shown():
+    remote = ('  File "/root/.cache/huggingface/modules/transformers_modules/m/modeling_m.py", line 9, in forward\n'
+              "    h = self.proj(x)\n"
+              "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x8 and 16x2)\n")
+    assert extract(remote).code_path.startswith("raised in remote code (")
+    cut = ('  File "/usr/lib/python3/dist-packages/torch/autograd/__init__.py", line 90, in backward\n'
+           "    allow_unreachable=True)\n"
+           "RuntimeError: one of the variables needed for gradient computation has been modified\n")
+    assert "the frames shown are all installed packages / stdlib" in extract(cut).code_path
+    assert extract("RuntimeError: no traceback at all\n").code_path == ""
+
+
+def test_the_llm_evidence_carries_the_code_path():
+    from msmigrate.agent.nodes.classify import llm_evidence
+    from msmigrate.knowledge.classifier import classify
+    log = ('  File "/srv/app/model_code.py", line 3, in forward\n    y = f(x)\n'
+           "ZeroDivisionError: float division by zero in an unusual layer\n")
+    evidence = llm_evidence("G4", classify(log))
+    assert evidence["root_cause"]["code_path"].startswith("raised in code outside installed packages (/srv/app/")
