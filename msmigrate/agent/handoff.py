@@ -20,6 +20,7 @@ ID_KINDS = ("model", "data", "template", "mm_plugin", "collator")
 REGISTRY_KEYS = {"model": "model_ids", "data": "dataset_types", "template": "templates", "mm_plugin": "mm_plugins",
                  "collator": "collators"}  # id kind -> the inventory's list of its registrations
 WHERE_FILES = 6  # files named per kind (a real checkout registers models in dozens)
+CONTRACT_FACTS = ("meta_init", "loss_wiring", "collate_wiring")  # shown inside the contracts, not the target block
 
 
 def files_written(messages: list[AnyMessage]) -> list[str]:
@@ -70,8 +71,11 @@ def handoff_record(phase: str, gates: dict[str, Any], messages: list[AnyMessage]
 def compact_target(summary: dict[str, Any]) -> dict[str, Any]:
     """What the prompts show of the target: the registered ids and the ranked similar cases, not every record."""
     keep = {"ids": summary.get("ids", {}), "headline": summary.get("headline", "")}
-    if summary.get("meta_init"):  # how the trainer materialises a meta-built model: the model contract reads it
-        keep["meta_init"] = summary["meta_init"]
+    # how the target's code materialises a meta-built model, sets the loss and picks the batching: the model and
+    # data contracts read them (agent/nodes/plan.py and the phase templates), never as a registry listing
+    for key in CONTRACT_FACTS:
+        if summary.get(key):
+            keep[key] = summary[key]
     # where each kind's registrations live: the file to read (or add to) without a repo_tree/grep round trip
     where = {kind: sorted({str(r.get("file")) for r in summary.get(key) or [] if isinstance(r, dict) and r.get("file")})
              for kind, key in REGISTRY_KEYS.items()}

@@ -72,6 +72,11 @@ def sample_node_vars(phase: str) -> dict[str, Any]:
             "meta_init": {"storage": "to_empty_if_needed", "at": "mindspeed_mm/fsdp/train/trainer.py:209",
                           "init_weights": "only without training.load", "buffers_kept": True,
                           "defined_in": "mindspeed_mm/fsdp/utils/utils.py"},
+            # as read from the real MindSpeed-MM's train engine and dataloader (tools/repo_reader/wiring_facts.py)
+            "loss_wiring": {"set_at": "mindspeed_mm/fsdp/train/train_engine.py:123",
+                            "key": "features.loss_cfg.loss_type"},
+            "collate_wiring": {"dataset_collate_fn_wins": True, "in": "prepare_sampler_dataloader",
+                               "at": "mindspeed_mm/fsdp/data/dataloader/dataloader.py:144"},
         },
         "plan": {
             "route": "transformers",

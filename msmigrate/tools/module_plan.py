@@ -84,3 +84,31 @@ def recompute_from_tree(tree: dict[str, Any]) -> list[str]:
     always passes ``past_key_values=None``."""
     accepts = tree.get("accepts_past_key_values", {})
     return [f"{path}.{{*}}" for path, cls in block_lists(tree) if accepts.get(cls, False)]
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    return re.compile("^" + re.escape(pattern).replace(re.escape("{*}"), r"\d+") + "$")
+
+
+def root_unit_modules(tree: dict[str, Any], patterns: list[str], limit: int = 20) -> list[str]:
+    """The largest subtrees no pattern wraps: the framework shards the listed modules first and then the whole model,
+    so these (a projector, a tied LM head, norms, rotary tables) belong to the root's unit. Shown beside the
+    suggestion so a module missing from it reads as a choice with a reason, not an omission."""
+    names = [n for n in tree.get("names", []) if n]
+    regexes = [_pattern_regex(p) for p in patterns]
+    units = {n for n in names if any(r.match(n) for r in regexes)}
+
+    def covered(n: str) -> bool:
+        return any(n == u or n.startswith(u + ".") for u in units)
+
+    def unit_below(n: str) -> bool:
+        return any(u.startswith(n + ".") for u in units)
+
+    out = []
+    for n in names:
+        parent = n.rsplit(".", 1)[0] if "." in n else ""
+        if covered(n) or unit_below(n):
+            continue
+        if parent == "" or (not covered(parent) and unit_below(parent)):
+            out.append(n)
+    return out[:limit]

@@ -212,3 +212,16 @@ def test_the_real_trainer_keeps_buffers_through_its_storage_call(realmm_snapshot
     facts = meta_init_facts(realmm_snapshot / "MindSpeed-MM")
     assert facts["storage"] == "to_empty_if_needed" and facts["buffers_kept"] is True
     assert facts["init_weights"] == "only without training.load"
+
+
+def test_the_real_engine_sets_the_loss_and_the_real_dataloader_prefers_collate_fn(realmm_snapshot):
+    """The model contract's loss line and branch C's batching line rest on this reading of the real code: the train
+    engine assigns ``model.loss_function`` from ``features.loss_cfg.loss_type``, and the sampler dataloader uses a
+    dataset's own ``collate_fn`` instead of the collator."""
+    from msmigrate.tools.repo_reader.wiring_facts import collate_wiring_facts, loss_wiring_facts
+
+    root = realmm_snapshot / "MindSpeed-MM"
+    loss = loss_wiring_facts(root)
+    assert loss["key"] == "features.loss_cfg.loss_type" and loss["set_at"].startswith("mindspeed_mm/fsdp/train/")
+    collate = collate_wiring_facts(root)
+    assert collate["dataset_collate_fn_wins"] is True and collate["at"].startswith("mindspeed_mm/fsdp/data/")

@@ -208,7 +208,7 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         plan.update(custom_code=facts, build_path=path, build_path_why=why_path)
         plan["reasons"] = plan["reasons"] + [why_path] + (
             [runtime_processor.note()] if runtime_processor is not None else [])
-        plan.update(processor_branch(deps.ctx.source, name, runtime_processor, plan))
+        plan.update(processor_branch(deps.ctx.source, name, runtime_processor, plan, inv.get("collate_wiring")))
     else:
         plan.update(build_path="transformers", build_path_why=(
             f"build path transformers: transformers ships {plan['hf_class']}, so ModelHub loads it with "
@@ -227,14 +227,17 @@ def declared_image_processor(source: Any) -> str | None:
 
 
 def processor_branch(source: Any, name: str, runtime_processor: RuntimeProcessor | None,
-                     plan: dict[str, Any]) -> dict[str, Any]:
+                     plan: dict[str, Any], collate: dict[str, Any] | None = None) -> dict[str, Any]:
     """The data branch when the processor the runtime really loads cannot turn images into pixels: the target's
     ``load_tokenizer`` hands the huggingface dataset no processor then (it keeps AutoProcessor's answer only when
     that is a processor with an image processor), so the planned B — template and mm_plugin entries on the
     huggingface dataset — has nothing to make ``pixel_values`` with (both live players found this out by reading
     the loader). The plan says so and recommends C: a dataset plugin of the model's own that pairs the tokenizer with
     the image processor the folder declares, reusing the huggingface pipeline and the B entries for the chat format
-    and the media expansion. Empty when the runtime's processor handles images or the probe did not answer."""
+    and the media expansion. Which of the collator and a dataset ``collate_fn`` batches is the target's
+    dataloader's choice (``collate``, tools/repo_reader/wiring_facts.py): the plan asks for the collator and says a
+    ``collate_fn`` on the dataset would replace it, rather than asking for both. Empty when the runtime's processor
+    handles images or the probe did not answer."""
     rp = runtime_processor
     if rp is None or not rp.ok or (rp.loaded and rp.kind == "processor" and rp.handles_images):
         return {}
@@ -249,9 +252,21 @@ def processor_branch(source: Any, name: str, runtime_processor: RuntimeProcessor
                             "pixels)")
            + f", reuses the huggingface pipeline (attr, template {plan['template']}, label masking) and registers "
              f"the template / mm_plugin{' / collator' if plan['collator'] != GENERIC_COLLATOR else ''} entries "
-             f"as in B")
+             f"as in B; " + collate_rule(plan["collator"], collate))
     return {"data_branch": "C", "dataset_type": name, "data_plugin": f"mindspeed_mm/fsdp/data/datasets/{name}",
             "data_branch_why": why, "reasons": plan["reasons"] + [why]}
+
+
+def collate_rule(collator: str, collate: dict[str, Any] | None) -> str:
+    """What batches a branch-C dataset, as the target's dataloader decides (one answer, not collator and collate_fn)."""
+    if collate and collate.get("dataset_collate_fn_wins"):
+        return (f"collator {collator} (collate_param.collator_id) batches it: give the dataset no collate_fn, since "
+                f"the target's dataloader uses a dataset's own collate_fn instead of the collator "
+                f"({collate.get('in')}, {collate.get('at')})")
+    if collate and collate.get("dataset_collate_fn_wins") is False:
+        return (f"collator {collator} (collate_param.collator_id) batches it: the target's dataloader never reads a "
+                f"dataset's collate_fn")
+    return f"collator {collator} (collate_param.collator_id) batches it; give the dataset no collate_fn"
 
 
 TEMPLATE_ID = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,39}")
@@ -304,7 +319,9 @@ def custom_code_facts(source: Any, src: dict[str, Any],
     if remote_code_build_path(auto_map) == "transformers":
         path, why = "transformers", (f"build path transformers (trust_remote_code): auto_map names "
                                      f"{sorted(k for k in auto_map if k.startswith('AutoModel'))}, so ModelHub loads "
-                                     f"the vendored class with from_pretrained and HF weight init")
+                                     f"the vendored class with from_pretrained: parameters from the checkpoint, "
+                                     f"buffers as the model contract's meta-init rule says (never from init_weights, "
+                                     f"which the trainer skips on a resumed load)")
     else:
         path, why = "custom", ("build path custom (BaseModel): auto_map names no AutoModel class, so ModelHub cannot "
                                "load it through transformers")

@@ -18,6 +18,7 @@ from msmigrate.core.tool_result import ToolResult
 from msmigrate.tools.repo_reader.files import list_files
 from msmigrate.tools.repo_reader.outline import registrations_in
 from msmigrate.tools.repo_reader.trainer_facts import meta_init_facts
+from msmigrate.tools.repo_reader.wiring_facts import collate_wiring_facts, loss_wiring_facts
 
 FSDP_PREFIX = "mindspeed_mm/fsdp/"
 # Cheap text filter before parsing: only files that can contain a registration are parsed.
@@ -124,7 +125,7 @@ def target_inventory(root: Path) -> ToolResult:
         root=str(root), headline=headline, ids=ids,
         model_ids=regs["model"], dataset_types=regs["data"], templates=regs["template"],
         mm_plugins=regs["mm_plugin"], collators=regs["collator"], examples=examples, parse_errors=errors,
-        meta_init=meta_init_facts(root),
+        meta_init=meta_init_facts(root), loss_wiring=loss_wiring_facts(root), collate_wiring=collate_wiring_facts(root),
     )
 
 
