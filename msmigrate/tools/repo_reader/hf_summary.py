@@ -125,6 +125,41 @@ def _class_forward(tree: ast.Module, cls_name: str, seen: set[str] | None = None
     return None
 
 
+def _self_attrs(fn: ast.AST, ctx: type) -> dict[str, int]:
+    """``self.<attr>`` names used in ``fn`` with the given context (Load/Store), first line each."""
+    out: dict[str, int] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ctx) and isinstance(n.value, ast.Name) and \
+                n.value.id == "self":
+            out.setdefault(n.attr, n.lineno)
+    return out
+
+
+def caller_set_attributes(tree: ast.Module, cls_name: str) -> list[dict]:
+    """Attributes the caller must set before ``forward``: ``__init__`` assigns ``self.<attr> = None``, ``forward``
+    reads it and never assigns it (InternVL-style ``img_context_token_id``, which only its ``chat`` helper sets). A
+    plugin built by the framework is never given it, so the source's own code is the evidence, read by AST."""
+    node = next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls_name), None)
+    if node is None:
+        return []
+    methods = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    init, forward = methods.get("__init__"), methods.get("forward")
+    if init is None or forward is None:
+        return []
+    nones = {t.attr: a.lineno for a in ast.walk(init) if isinstance(a, ast.Assign)
+             and isinstance(a.value, ast.Constant) and a.value.value is None
+             for t in a.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+             and t.value.id == "self"}
+    reads, writes = _self_attrs(forward, ast.Load), _self_attrs(forward, ast.Store)
+    out = []
+    for attr in sorted(set(nones) & set(reads) - set(writes)):
+        setters = sorted(name for name, m in methods.items()
+                         if name not in ("__init__", "forward") and attr in _self_attrs(m, ast.Store))
+        out.append({"attribute": attr, "none_in_init_line": nones[attr], "read_in_forward_line": reads[attr],
+                    "set_only_by": setters})
+    return out
+
+
 def _auto_map_refs(auto_map: dict) -> list[tuple[str, str]]:
     """(module file, class) pairs named by auto_map; values may be lists (tokenizers) or ``repo--module.Class``."""
     out = []
@@ -151,8 +186,12 @@ def static_forward_signature(folder: Path, arch: str, auto_map: dict) -> dict | 
             continue
         found = _class_forward(tree, arch)
         if found:
-            return {"source": "static", "file": fname, "class": arch, "defined_in": found[0], "line": found[1],
-                    "signature": found[2]}
+            out = {"source": "static", "file": fname, "class": arch, "defined_in": found[0], "line": found[1],
+                   "signature": found[2]}
+            caller_set = caller_set_attributes(tree, found[0])
+            if caller_set:  # None after the build and read by forward: whoever calls forward must set it
+                out["caller_must_set"] = caller_set
+            return out
     return None
 
 
