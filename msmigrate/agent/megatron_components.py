@@ -54,7 +54,12 @@ VISION_KEYS = ("vision_config", "vision_tower_config", "visual")
 # what the language model's weight names show that its config has no field for (transformers' module names ->
 # the framework's field): per-head q/k norms, a bias on the q projection
 WEIGHT_FEATURES = {r"\.self_attn\.(q_norm|k_norm)\.weight$": "qk_layernorm",
-                   r"\.self_attn\.q_proj\.bias$": "add_qkv_bias"}
+                   r"\.self_attn\.q_proj\.bias$": "add_qkv_bias",
+                   # an output matrix saved apart from the embedding: untied (a tied one is not saved twice)
+                   r"(^|\.)lm_head\.weight$": "untie_embeddings_and_output_weights"}
+# config fields whose fact the weights show more reliably (tie_word_embeddings defaults to True in transformers
+# when a config.json omits it; "untie" is its negation, so a value-blind rename would invert it)
+FROM_WEIGHTS = {"tie_word_embeddings"}
 ENTRY = "pretrain_vlm.py"
 # the shell variables / flags MindSpeed-MM's example scripts pass the model and data JSON with
 _ASSIGN = re.compile(r"^\s*(MM_MODEL|MM_DATA)\s*=\s*[\"']?([^\"'\s]+)", re.M)
@@ -165,6 +170,10 @@ def source_fields(cfg: dict[str, Any], role: str, weights: list[str] | None = No
         return None
     out = set()
     for key, value in sub.items():
+        if key in FROM_WEIGHTS:  # the weights say it (weight_features); without them, the config's negation
+            if value is False and not weights:
+                out.add(HF_TO_MM[key])
+            continue
         if value is None or value is False or value == [] or value == {}:
             continue  # an absent feature (no window attention: fullatt_block_indexes []) is not a feature
         out.add(HF_TO_MM.get(key, key))

@@ -70,7 +70,8 @@ def test_registered_filter_drops_examples_of_unregistered_ids(tmp_path):
 
 
 def test_source_fields_translate_to_framework_names():
-    f = source_fields(src({}, {"num_key_value_heads": 2, "tie_word_embeddings": True,
+    # untied output (tie_word_embeddings False) is the framework's untie_embeddings_and_output_weights
+    f = source_fields(src({}, {"num_key_value_heads": 2, "tie_word_embeddings": False,
                                 "rope_scaling": {"mrope_section": [1, 2, 3]}}), "text_decoder")
     assert {"num_layers", "num_query_groups", "untie_embeddings_and_output_weights", "mrope_section"} <= f
     assert source_fields({"num_attention_heads": 2}, "vision_encoder") is None
@@ -96,3 +97,19 @@ def test_encoder_structure_decides_before_fields(tmp_path):
     qwen = {"visual.patch_embed.proj.weight": [32, 3, 2, 14, 14], "visual.blocks.0.norm1.weight": [32]}
     m = match_components(src({"window_size": 56, "fullatt_block_indexes": [0]}), mm, registered_ids(mm), shapes=qwen)
     assert m["vision_encoder"].model_id in ("qwen2vit", "qwen2_5_vit") and not m["vision_encoder"].missing
+
+
+def test_untied_output_comes_from_the_weights_not_a_renamed_config_flag():
+    """``tie_word_embeddings`` is the negation of the framework's ``untie_embeddings_and_output_weights``: a tied
+    model (no lm_head saved) has no untie feature, an untied one (lm_head saved) has it, whatever the config says
+    or omits; without weights the config's value is negated."""
+    from msmigrate.agent.megatron_components import source_fields
+
+    text = {"num_attention_heads": 4, "hidden_size": 64}
+    tied = {"text_config": {**text, "tie_word_embeddings": True}}
+    untied_names = ["model.layers.0.self_attn.q_proj.weight", "lm_head.weight"]
+    assert "untie_embeddings_and_output_weights" not in source_fields(tied, "text_decoder", untied_names[:1])
+    assert "untie_embeddings_and_output_weights" in source_fields(tied, "text_decoder", untied_names)
+    assert "untie_embeddings_and_output_weights" not in source_fields(tied, "text_decoder")
+    untied = {"text_config": {**text, "tie_word_embeddings": False}}
+    assert "untie_embeddings_and_output_weights" in source_fields(untied, "text_decoder")
