@@ -16,6 +16,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from msmigrate.agent.megatron_components import HF_TO_MM, ROLES, VISION_KEYS
+from msmigrate.tools.megatron.numerics import FIELDS as NUMERIC_FIELDS
+from msmigrate.tools.megatron.numerics import source_numerics
 from msmigrate.tools.megatron.parallel_check import text_config
 
 # top-level token ids the assembled model reads (the framework's name <- the HF names carrying it)
@@ -73,8 +75,20 @@ def _fill(section: dict[str, Any], values: dict[str, Any], role: str, changes: l
             unmapped.append(f"{role}.{key}")
 
 
+def set_numerics(section: dict[str, Any], sub_config: dict[str, Any], shapes: dict[str, list[int]], role: str,
+                 changes: list[str]) -> None:
+    """The section's numerics fields (activation, norm type, gated MLP, linear biases) from what the source's
+    config and weights show, for the fields the section has: an example of a neighbouring family carries its own
+    (G3 checks the same facts)."""
+    for key, fact in source_numerics(sub_config, shapes, role).items():
+        if key in NUMERIC_FIELDS and key in section and section[key] != fact.value:
+            changes.append(f"{role}.{key} = {fact.value!r} (source {fact.evidence}; example had {section[key]!r})")
+            section[key] = fact.value
+
+
 def draft_model_json(example: dict[str, Any], cfg: dict[str, Any], components: dict[str, dict[str, Any]],
-                     parallel: dict[str, int]) -> Draft:
+                     parallel: dict[str, int], shapes: dict[str, list[int]] | None = None) -> Draft:
+    """``shapes``: the source's tensor names -> shapes (safetensors headers), for the numerics fields."""
     doc = copy.deepcopy(example)
     changes: list[str] = []
     unmapped: list[str] = []
@@ -99,6 +113,7 @@ def draft_model_json(example: dict[str, Any], cfg: dict[str, Any], components: d
             node["model_id"] = match["model_id"]
         if role == "text_decoder":
             _fill(node, text, role, changes, unmapped, skip=set())
+            set_numerics(node, text_config(cfg), shapes or {}, role, changes)
             if "num_layers" in text:
                 node["pipeline_num_layers"] = stage_layers(text["num_layers"], pp, vpp)
                 changes.append(f"text_decoder.pipeline_num_layers = {node['pipeline_num_layers']} "
@@ -108,6 +123,7 @@ def draft_model_json(example: dict[str, Any], cfg: dict[str, Any], components: d
                     text["num_attention_heads"]
         elif role == "vision_encoder" and vision:
             _fill(node, vision, role, changes, unmapped, skip=set())
+            set_numerics(node, vision_sub or {}, shapes or {}, role, changes)
             if "llm_hidden_size" in node and "hidden_size" in text:
                 node["llm_hidden_size"] = text["hidden_size"]
             if "num_layers" in vision:

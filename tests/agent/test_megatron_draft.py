@@ -110,3 +110,27 @@ def test_config_check_reads_the_vit_width_the_same_way(tmp_path):
     _check_source(model, {"vision_config": {"depth": 2, "embed_dim": 32, "hidden_size": 64, "num_heads": 2}},
                   problems)
     assert problems == []
+
+
+def test_numerics_follow_the_source_not_the_example(source_model):
+    """A Qwen2-VL source (real tiny model: LayerNorm, quick_gelu, fc1/fc2) drafted from an example section holding a
+    Qwen2.5-VL tower's numerics: each field the section has is set from the source's config and weights; a field it
+    lacks is not invented."""
+    import json
+
+    from msmigrate.tools.megatron.encoder_structure import weight_shapes
+
+    example = json.loads(json.dumps(EXAMPLE))
+    example["image_encoder"]["vision_encoder"].update(normalization="RMSNorm", activation_func="silu",
+                                                      gated_linear_unit=True)
+    cfg = json.loads((source_model / "config.json").read_text())
+    d = draft_model_json(example, cfg, COMPONENTS, {"tp": 1, "pp": 1, "vpp": 1}, weight_shapes(source_model))
+    enc = d.text["image_encoder"]["vision_encoder"]
+    assert (enc["normalization"], enc["activation_func"], enc["gated_linear_unit"]) == ("LayerNorm", "quick_gelu",
+                                                                                        False)
+    assert "add_bias_linear" not in enc
+    assert any(c.startswith("vision_encoder.normalization = 'LayerNorm' (source ") for c in d.changes), d.changes
+    # without the weights only the config's activation can be followed
+    d = draft_model_json(example, cfg, COMPONENTS, {"tp": 1, "pp": 1, "vpp": 1})
+    enc = d.text["image_encoder"]["vision_encoder"]
+    assert enc["activation_func"] == "quick_gelu" and enc["normalization"] == "RMSNorm"

@@ -75,3 +75,14 @@ def test_largest_prompt_fits_budget():
     sizes = {name: estimate_tokens(render(name, **sample_vars(name))) for name in ALL_PROMPTS}
     assert max(sizes.values()) <= 12000
     assert sizes["system"] + max(sizes[n] for n in NODE_NAMES) <= 12000
+
+
+def test_megatron_config_contract_names_the_vit_width_and_source_numerics():
+    # a blind live run copied the Qwen2.5-VL example's numerics onto a Qwen2-VL source and read the merger's
+    # output as the ViT width: the contract must say which width and that numerics follow the source
+    text = " ".join(render("megatron_config", **sample_vars("megatron_config", live_index=False)).split())
+    assert "the vision config's `embed_dim` where it has one" in text
+    assert "merger's output" in text
+    assert "Numerics follow the source, not the example" in text
+    for field in ("activation_func", "normalization", "gated_linear_unit", "add_qkv_bias", "add_bias_linear"):
+        assert f"`{field}`" in text, field

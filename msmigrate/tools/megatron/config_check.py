@@ -11,7 +11,9 @@ What is checked, each from evidence the files give:
   entry per pipeline stage (PP, or VPP lists of PP) summing to ``num_layers``, the global batch a multiple of
   micro x DP (pipeline_num_layers only when PP > 1: VLMModel ignores it otherwise);
 - with the source: the text decoder's and vision encoder's layer count, width, heads, query groups and vocab
-  equal the HF config's (a model JSON copied from a neighbouring size of the family is the usual slip).
+  equal the HF config's (a model JSON copied from a neighbouring size of the family is the usual slip), and their
+  numerics fields the section has (activation, norm type, gated MLP, linear biases) equal what the source's
+  config and weights show (numerics.py; a JSON copied from a neighbouring family's example is that slip).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from typing import Any
 import yaml
 
 from msmigrate.tools.megatron.arg_definitions import check_script_flags
+from msmigrate.tools.megatron.encoder_structure import weight_shapes
 from msmigrate.tools.megatron.launch_script import LaunchScript, parse_launch_script
+from msmigrate.tools.megatron.numerics import numerics_problems, source_numerics
 from msmigrate.tools.megatron.parallel_check import text_config
 from msmigrate.tools.megatron.registry import read_registry
 
@@ -140,12 +144,14 @@ def _check_heads(name: str, sub: dict, tp: int, cp: int, problems: list[str]) ->
                         "(set kv_channels for a head size of its own)")
 
 
-def _check_source(model: dict, source_cfg: dict, problems: list[str]) -> None:
+def _check_source(model: dict, source_cfg: dict, problems: list[str],
+                  shapes: dict[str, list[int]] | None = None) -> None:
     hf = {"text_decoder": text_config(source_cfg), "vision_encoder": source_cfg.get("vision_config") or {}}
     for role, fields in SOURCE_FIELDS.items():
         sub = model.get("text_decoder") if role == "text_decoder" else _sub(model, ("image_encoder", role))
         if not sub or not hf[role]:
             continue
+        problems += numerics_problems(role, sub, source_numerics(hf[role], shapes or {}, role))
         for key, hf_keys in fields.items():
             want = next((hf[role][k] for k in hf_keys if k in hf[role]), None)
             have = sub.get(key)
@@ -231,6 +237,6 @@ def check_megatron_config(target: Path, model_json: Path, script: Path, *, sourc
             source_cfg = json.loads((Path(source) / "config.json").read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             return MegatronConfigCheck(error=f"cannot read {source}/config.json: {exc}")
-        _check_source(model, source_cfg, p)
+        _check_source(model, source_cfg, p, weight_shapes(Path(source)))
     out.ok = not p
     return out

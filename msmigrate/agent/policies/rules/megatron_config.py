@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from msmigrate.agent.megatron_draft import draft_launch_script, draft_model_json
+from msmigrate.agent.megatron_draft import draft_launch_script, draft_model_json, set_numerics
 from msmigrate.agent.policies.base import PhaseUnsupported, PolicyView, tool_call
 from msmigrate.agent.policies.rules.steps import step_of, write
+from msmigrate.tools.megatron.encoder_structure import weight_shapes
 from msmigrate.tools.megatron.parallel_check import ParallelSizes, check_parallel, text_config
 
 CHECK_TOOL = "check_megatron_config"
@@ -55,7 +56,8 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
         raise PhaseUnsupported("Megatron parallel sizes", check.error or "; ".join(check.problems),
                                "choose sizes that divide the model (parallelism in the spec)")
     example = json.loads((ctx.target / plan["example_model_json"]).read_text(encoding="utf-8"))
-    model = draft_model_json(example, cfg, plan.get("components") or {}, par)
+    shapes = weight_shapes(ctx.source)
+    model = draft_model_json(example, cfg, plan.get("components") or {}, par, shapes)
     new = plan.get("new_component")
     if new and isinstance(model.text.get("image_encoder"), dict):
         # the new encoder reads the fields its own class reads; the example section was the closest's
@@ -63,6 +65,8 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
         kept = {k: old[k] for k in ("params_dtype", "freeze", "pipeline_num_layers") if k in old}
         model.text["image_encoder"]["vision_encoder"] = {**new["json_fields"], **kept}
         model.changes.append(f"vision_encoder = the new {new['model_id']}'s fields {sorted(new['json_fields'])}")
+        set_numerics(model.text["image_encoder"]["vision_encoder"], cfg.get("vision_config") or {}, shapes,
+                     "vision_encoder", model.changes)
     proj = plan.get("new_projector")
     if proj and isinstance(model.text.get("image_encoder"), dict):
         old = model.text["image_encoder"].get("vision_projector") or {}
