@@ -105,8 +105,8 @@ def target_check_tools(ctx: RunContext) -> list:
                   ConfigPathArgs, lambda **kw: check_data(ctx, **kw)),
         make_tool("check_forward", "Run one forward with labels through the plugin class (shrunk config), on a "
                   "synthetic batch or the last collated batch; returns loss and whether .loss is finite. Also builds "
-                  "it as the trainer does with init_model_with_meta_device + training.load (meta, to_empty with "
-                  "NaN-filled storage, init_weights skipped, weights loaded) and names the first parameter or buffer "
-                  "left non-finite (meta_load).",
+                  "it both ways the trainer's init_model_with_meta_device does (meta, to_empty, NaN-filled storage): "
+                  "meta_fresh (no training.load: init_weights runs, as G4 trains) and meta_load (resumed: "
+                  "init_weights skipped, weights loaded); names each path's first non-finite tensor.",
                   ForwardArgs, lambda **kw: check_forward(ctx, **kw)),
     ]

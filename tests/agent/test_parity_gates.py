@@ -142,8 +142,9 @@ def test_buffer_not_rebuilt_after_to_empty_fails_g1_before_parity(migrated):
     _no_buffer_reinit(deps.ctx.target)
     record = gate_model(deps, state)
     assert not record["passed"], record["summary"]
-    assert record["summary"].startswith("forward smoke failed: meta init + load"), record["summary"]
+    assert record["summary"].startswith("forward smoke failed: resumed load"), record["summary"]
     assert "rotary_pos_emb.inv_freq` is not finite" in record["summary"], record["summary"]
+    assert "non-persistent buffer `" in record["summary"] and "fresh init" not in record["summary"]  # G4's path is fine
     assert "model" not in record["parity"]
     found = classify(record["failure_text"], gate_verdict=[record["summary"]])
     assert (found.case_id, found.owner) == ("meta-init-nonpersistent-buffers", "model"), found

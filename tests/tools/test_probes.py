@@ -119,6 +119,52 @@ def target(tmp_path_factory) -> Path:
                 def forward(self, x, past_key_values=None):
                     return self.proj(x)
 
+            class ClassEmbedding(torch.nn.Module):  # a vendored module with a bare nn.Parameter
+                def __init__(self, width):
+                    super().__init__()
+                    self.class_embedding = torch.nn.Parameter(torch.randn(width))
+
+            @model_register.register("tiny_vl_init_skips_marked")
+            class TinyVLInitSkipsMarked(Qwen2VLForConditionalGeneration):
+                # blind live run 10's init_weights override: after the inherited init_weights (which marks every
+                # module _is_hf_initialized) it skips marked modules, so the bare parameter is never written
+                accepts_loss_kwargs = False
+
+                def __init__(self, config):
+                    super().__init__(config)
+                    self.extra = ClassEmbedding(config.text_config.hidden_size)
+
+                def to_empty(self, *, device, recurse=True):  # rotary buffers back before a resumed load
+                    module = super().to_empty(device=device, recurse=recurse)
+                    self.init_weights()
+                    return module
+
+                def _init_extra(self, module):
+                    module.class_embedding.normal_(mean=0.0, std=0.02)
+
+                def init_weights(self):
+                    super().init_weights()
+                    with torch.no_grad():
+                        for module in self.modules():
+                            if getattr(module, "_is_hf_initialized", False):
+                                continue
+                            if isinstance(module, ClassEmbedding):
+                                self._init_extra(module)
+
+                def forward(self, input_ids=None, labels=None, **kwargs):
+                    out = super().forward(input_ids=input_ids, labels=labels, **kwargs)
+                    out.loss = out.loss + 0.0 * self.extra.class_embedding.sum()
+                    return out
+
+            @model_register.register("tiny_vl_init_covers_all")
+            class TinyVLInitCoversAll(TinyVLInitSkipsMarked):
+                def init_weights(self):
+                    super(TinyVLInitSkipsMarked, self).init_weights()
+                    with torch.no_grad():
+                        for module in self.modules():
+                            if isinstance(module, ClassEmbedding):
+                                self._init_extra(module)
+
             @model_register.register("tiny_custom")
             class TinyCustom(torch.nn.Module):
                 def __init__(self, args):
@@ -168,7 +214,9 @@ def target(tmp_path_factory) -> Path:
                 def _from_config(cls, model_args):
                     return cls(model_args)
 
-                def init_weights(self):
+                def init_weights(self):  # every parameter and the buffer: the fresh (no load) path passes
+                    self.embed.reset_parameters()
+                    self.head.reset_parameters()
                     with torch.no_grad():
                         self.rotary.inv_freq.copy_(Rotary.freqs())
 
@@ -334,7 +382,10 @@ def test_forward_smoke_meta_load_names_a_buffer_only_init_weights_restores(targe
     assert out["finite"]  # the eager build is fine: only the meta path shows the bug
     meta = out["meta_load"]
     assert meta["first_nonfinite"] == "rotary.inv_freq" and meta["finite"] is False
-    assert not res.ok and "`rotary.inv_freq` is not finite" in res.error and "to_empty" in res.error
+    assert meta["first_nonfinite_kind"] == "non-persistent buffer"
+    assert out["meta_fresh"]["first_nonfinite"] is None and out["meta_fresh"]["finite"]  # init_weights restores it
+    assert not res.ok and res.error.startswith("resumed load"), res.error
+    assert "non-persistent buffer `rotary.inv_freq` is not finite" in res.error and "to_empty" in res.error
 
 
 def test_forward_smoke_meta_load_passes_a_plugin_that_rebuilds_it_in_to_empty(target):
@@ -343,7 +394,35 @@ def test_forward_smoke_meta_load_passes_a_plugin_that_rebuilds_it_in_to_empty(ta
     assert res.ok, res.error
     meta = out["meta_load"]
     assert meta["first_nonfinite"] is None and meta["finite"] and meta["materialize"] == "Module.to_empty"
+    assert out["meta_fresh"]["finite"] and out["meta_fresh"]["init"] == "init_weights"
     assert abs(meta["loss"] - out["loss"]) < 1e-5  # same weights, same buffer: the same loss as the eager build
+
+
+def test_forward_smoke_fresh_path_names_a_bare_parameter_init_weights_skips(target, tiny_qwen2vl):
+    """The trainer's path without training.load (meta -> to_empty -> init_weights, what G4 trains): an init_weights
+    override that skips modules the inherited one marked _is_hf_initialized leaves a bare nn.Parameter as to_empty
+    gave it. The eager build and the resumed-load path are fine (the checkpoint holds it); the fresh path names it."""
+    res, out = _probe("forward_smoke", ["--target", str(target), "--plugin", "mindspeed_mm/fsdp/models/tinyvl",
+                                        "--model-id", "tiny_vl_init_skips_marked",
+                                        "--model-name-or-path", str(tiny_qwen2vl)])
+    assert out["finite"]  # eager
+    assert out["meta_load"]["first_nonfinite"] is None and out["meta_load"]["finite"], out["meta_load"]
+    fresh = out["meta_fresh"]
+    assert (fresh["first_nonfinite_kind"], fresh["first_nonfinite"]) == ("parameter", "extra.class_embedding"), fresh
+    assert fresh["finite"] is False and fresh["init"] == "init_weights"
+    assert not res.ok and res.error.startswith("fresh init (no load"), res.error
+    assert "parameter `extra.class_embedding` is not finite after to_empty + init_weights" in res.error
+    assert "resumed load" not in res.error
+
+
+def test_forward_smoke_fresh_and_load_paths_pass_a_plugin_whose_init_covers_every_parameter(target, tiny_qwen2vl):
+    res, out = _probe("forward_smoke", ["--target", str(target), "--plugin", "mindspeed_mm/fsdp/models/tinyvl",
+                                        "--model-id", "tiny_vl_init_covers_all",
+                                        "--model-name-or-path", str(tiny_qwen2vl)])
+    assert res.ok, res.error
+    for path in ("meta_fresh", "meta_load"):
+        assert out[path]["first_nonfinite"] is None and out[path]["finite"], (path, out[path])
+    assert abs(out["meta_load"]["loss"] - out["loss"]) < 1e-5  # the load path restores the eager weights
 
 
 def test_forward_smoke_plugin_dict_output_fails(target):

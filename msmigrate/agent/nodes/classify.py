@@ -7,6 +7,7 @@ when that phase's attempts are spent."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from msmigrate.agent.budgets import bump
@@ -25,6 +26,23 @@ MAX_CANDIDATES = 5
 # corpus (scripts/knowledge_accuracy.py, answers in knowledge/real_logs/llm_stage_answers_review.json), reviewing
 # changed one of the two tentative tuning answers, from right to wrong, and none of the held-out ones (README).
 REVIEW_TENTATIVE = False
+
+
+# How check_forward / G1's forward probe (tools/probes/forward_smoke.py, PATH_NAMES) names the meta-init path that
+# left a tensor non-finite, up to the tensor: "fresh init (no load: ...): parameter `x` is not finite after ...".
+META_PATH_RE = re.compile(r"(fresh init|resumed load) \([^`\n]*\): ((?:non-persistent )?(?:parameter|buffer) `[^`]+` "
+                          r"is not finite [^;.\n]*)")
+META_PATH_WORDS = {"fresh init": "the fresh path without training.load (meta -> to_empty -> init_weights; G4 trains "
+                                 "it): init_weights did not write it",
+                   "resumed load": "the resumed-load path (meta -> to_empty -> checkpoint load, init_weights skipped; "
+                                   "G5's load run trains it): the checkpoint does not restore it"}
+
+
+def meta_path_said(evidence: str) -> str:
+    """Which of the trainer's meta-init paths left which tensor non-finite, from the gate's own evidence, for the
+    front of the diagnosis: the canned case advice covers both paths and the fix differs. '' when none is named."""
+    said = [f"{m.group(2)}: on {META_PATH_WORDS[m.group(1)]}" for m in META_PATH_RE.finditer(evidence)]
+    return ("Seen by the forward probe: " + "; ".join(said) + ". ") if said else ""
 
 
 def last_failed_gate(state: dict[str, Any]) -> dict[str, Any]:
@@ -110,7 +128,8 @@ def make_classify_node(deps: RunDeps):
         primary = verdict.root_cause.get("primary") or {}
         failure: dict[str, Any] = {
             "gate": failed["gate"], "case_id": verdict.case_id, "owner": verdict.owner, "method": verdict.method,
-            "confidence": verdict.confidence, "diagnosis": verdict.diagnosis, "autofix": verdict.autofix,
+            "confidence": verdict.confidence, "autofix": verdict.autofix,
+            "diagnosis": meta_path_said(failed.get("summary", "")) + verdict.diagnosis,
             "excerpt": text[-3000:], "finding_codes": failed.get("finding_codes", []),
             "root_cause": primary.get("text", ""),
         }

@@ -15,7 +15,12 @@ it: ``model(**batch, use_cache=False)``.
 Result: ``loss``, ``finite``, ``has_loss_attr`` (the engine reads ``output.loss``), ``output_type``, ``output_keys``,
 ``forward_params`` + ``accepts_var_kwargs`` (what a collated batch may carry), ``batch_keys``, ``model_class``,
 ``loss_labels`` (which alignment of the batch's labels the loss assumes, recomputed from the logits both ways).
+For a plugin class also the trainer's two ``init_model_with_meta_device`` paths, built again on meta with NaN-filled
+storage: ``meta_fresh`` (no ``training.load``: init_weights as the trainer calls it, what G4 trains) and ``meta_load``
+(a resumed load: init_weights skipped, the eager build's checkpoint loaded, what G5's load run trains), each with the
+first parameter/buffer still non-finite and its loss; ``error`` names the path that failed.
 """
+import contextlib
 import json
 import math
 import sys
@@ -35,7 +40,7 @@ def extra_args(ap):
     ap.add_argument("--media-token-id", type=int,
                     help="count the media tokens in the batch and the vision features the forward consumes")
     ap.add_argument("--no-meta-load", action="store_true",
-                    help="plugin class only: skip the second build through meta init + to_empty + load")
+                    help="plugin class only: skip the meta-init builds (fresh init_weights path and resumed-load path)")
 
 
 def vocab_size(config):
@@ -174,36 +179,89 @@ def loss_labels(output, batch, value):
 
 
 def nonfinite_tensors(model):
-    """Names of the floating parameters and buffers holding a NaN or inf, parameters first, in module order."""
+    """(kind, name) of the floating parameters and buffers holding a NaN or inf, parameters first, in module order;
+    kind: parameter | buffer | non-persistent buffer (what decides whether a checkpoint can restore it)."""
     import torch
 
+    found = []
     with torch.no_grad():
-        return [name for name, t in [*model.named_parameters(), *model.named_buffers()]
-                if t.is_floating_point() and t.device.type != "meta" and not bool(torch.isfinite(t).all())]
+        for name, t in model.named_parameters():
+            if t.is_floating_point() and t.device.type != "meta" and not bool(torch.isfinite(t).all()):
+                found.append(("parameter", name))
+        for mod_name, module in model.named_modules():
+            nonpersistent = getattr(module, "_non_persistent_buffers_set", set())
+            for buf_name, t in module._buffers.items():
+                if t is None or not t.is_floating_point() or t.device.type == "meta" or bool(torch.isfinite(t).all()):
+                    continue
+                kind = "non-persistent buffer" if buf_name in nonpersistent else "buffer"
+                found.append((kind, f"{mod_name}.{buf_name}" if mod_name else buf_name))
+    return found
 
 
-def meta_load(cls, config, eager, batch):
-    """The trainer's ``init_model_with_meta_device`` + ``training.load`` path on the plugin class: built on meta,
-    storage from the target's own ``to_empty_if_needed`` (else ``Module.to_empty``, where a plugin override runs)
-    with uninitialised memory NaN-filled, ``init_weights`` skipped as a resumed load skips it, then the persistent
-    state dict of the eagerly built model loaded (what a checkpoint of it holds) and the target's retie. A tensor
-    nothing rebuilt after to_empty (a non-persistent rotary ``inv_freq``, vision ``position_ids``) stays NaN here as
-    it does in training; this names it before a training launch has to find it from a NaN loss."""
+@contextlib.contextmanager
+def nan_filled_storage():
+    """Torch fills every uninitialised allocation (``empty``/``empty_like``, hence to_empty) with NaN while on, as
+    the CPU launch shim does for the gates' training runs: a tensor nothing writes is wrong the same way each run."""
     import torch
-    from model_parity import build, materialize, persistent_keys, retie
 
     was_on, was_fill = torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = True
     try:
-        model = build(cls, config, meta=True)
-        how = materialize(model)
+        yield
     finally:
         torch.use_deterministic_algorithms(was_on, warn_only=True)
         torch.utils.deterministic.fill_uninitialized_memory = was_fill
-    nonpersistent = set(persistent_keys(eager))  # (that helper returns the non-persistent names)
-    state = {k: v for k, v in eager.state_dict().items() if k not in nonpersistent}
-    missing, unexpected = model.load_state_dict(state, strict=False)
+
+
+def init_like_trainer(model):
+    """Call the weight init the way the target's trainer does without ``training.load``. The real MindSpeed-MM calls
+    its ``init_model_weights``: every module's ``_is_initialized`` and ``_is_hf_initialized`` set False, then
+    ``model.init_weights()`` (its other step re-shards a padded embedding's DTensor, which an unsharded model has
+    not, and it reads the DTensor's mesh, so the flags are reset here and the function itself not called). A target
+    without that function (the stand-in) calls ``model.init_weights()`` after ModelHub's flag reset. Returns how."""
+    try:
+        from mindspeed_mm.fsdp.utils.utils import init_model_weights  # noqa: F401  (its presence decides the call)
+        how = "init_model_weights"
+    except ImportError:
+        how = "init_weights"
+    if how == "init_model_weights":
+        for module in model.modules():
+            module._is_initialized = False
+            if getattr(module, "_is_hf_initialized", False):
+                module._is_hf_initialized = False
+    model.init_weights()
+    return how
+
+
+def meta_path(cls, config, batch, eager=None):
+    """The trainer's ``init_model_with_meta_device`` on the plugin class: built on meta as ModelHub builds, storage
+    from the target's own ``to_empty_if_needed`` (else ``Module.to_empty``, where a plugin override runs) with
+    uninitialised memory NaN-filled, then one of the trainer's two continuations:
+    - ``eager`` given (resumed load): ``init_weights`` skipped, the persistent state dict of the eagerly built model
+      loaded (what a checkpoint of it holds). A tensor nothing rebuilt after to_empty (a non-persistent rotary
+      ``inv_freq``, vision ``position_ids``) stays NaN here as in G5's load run;
+    - no ``eager`` (fresh init, what G4 trains): ``init_weights`` called as the trainer calls it, nothing loaded. A
+      parameter the plugin's init leaves out (a vendored module's bare ``nn.Parameter``) stays NaN as in G4.
+    Then the target's retie, the non-finite tensors named, and a forward for the loss."""
+    import torch
+    from model_parity import build, materialize, persistent_keys, retie
+
+    missing = unexpected = ()
+    init = None
+    with nan_filled_storage():
+        model = build(cls, config, meta=True)
+        how = materialize(model)
+        if eager is None:
+            if not callable(getattr(model, "init_weights", None)):
+                return {"materialize": how, "init": None, "finite": False, "loss": None, "nonfinite": [],
+                        "first_nonfinite": None, "error": f"{type(model).__name__} has no init_weights, which the "
+                                                          "trainer calls after to_empty when training.load is unset"}
+            init = init_like_trainer(model)
+    if eager is not None:
+        nonpersistent = set(persistent_keys(eager))  # (that helper returns the non-persistent names)
+        state = {k: v for k, v in eager.state_dict().items() if k not in nonpersistent}
+        missing, unexpected = model.load_state_dict(state, strict=False)
     retied = retie(model)
     bad = nonfinite_tensors(model)
     model.train()
@@ -211,15 +269,32 @@ def meta_load(cls, config, eager, batch):
         output = model(**batch, use_cache=False)
     loss = getattr(output, "loss", None)
     value = float(loss.detach().float()) if loss is not None and hasattr(loss, "detach") else None
-    return {"materialize": how, "retie_embeddings": retied, "loss": value,
-            "finite": value is not None and math.isfinite(value), "nonfinite_after_load": bad[:20],
-            "first_nonfinite": bad[0] if bad else None, "missing": list(missing)[:10],
-            "unexpected": list(unexpected)[:10]}
+    result = {"materialize": how, "retie_embeddings": retied, "loss": value,
+              "finite": value is not None and math.isfinite(value), "nonfinite": [f"{k} `{n}`" for k, n in bad[:20]],
+              "first_nonfinite": bad[0][1] if bad else None, "first_nonfinite_kind": bad[0][0] if bad else None}
+    if eager is not None:
+        result.update(missing=list(missing)[:10], unexpected=list(unexpected)[:10])
+    else:
+        result["init"] = init
+    return result
 
 
-# what rebuilds a tensor left non-finite, by the call that gave the storage (model_parity.materialize): the target's
-# to_empty_if_needed gives new storage to parameters only and never calls a to_empty override; Module.to_empty gives
-# new storage to every tensor and runs the plugin's override. init_weights is skipped on a resumed load either way.
+def guarded_meta_path(cls, config, batch, eager=None):
+    """``meta_path`` timed; an exception there (an init_weights that raises) is that path's result, so the error
+    still says which path raised it."""
+    start = time.monotonic()
+    try:
+        result = meta_path(cls, config, batch, eager)
+    except Exception as exc:  # probe boundary: the failure is the result
+        result = {"error": f"{type(exc).__name__}: {exc}", "finite": False, "loss": None}
+    result["seconds"] = round(time.monotonic() - start, 2)
+    return result
+
+
+# what rebuilds a tensor left non-finite on a resumed load, by the call that gave the storage
+# (model_parity.materialize): the target's to_empty_if_needed gives new storage to parameters only and never calls
+# a to_empty override; Module.to_empty gives new storage to every tensor and runs the plugin's override.
+# init_weights is skipped on a resumed load either way.
 REBUILD_ADVICE = {
     "to_empty_if_needed": "The target's to_empty_if_needed kept its buffers as built, so this one never held a value: "
                           "compute it in __init__ from the config on a real device (not from a meta parameter), since "
@@ -227,17 +302,29 @@ REBUILD_ADVICE = {
     "Module.to_empty": "Module.to_empty gave it fresh storage and nothing rebuilt it, and init_weights does not run on "
                        "a resumed load: rebuild it in a to_empty override of the plugin class (parent first)",
 }
+FRESH_ADVICE = ("init_weights left it as to_empty gave it: initialise it in the plugin's init_weights / _init_weights "
+                "(every module type and bare nn.Parameter the inherited _init_weights does not know; the inherited "
+                "init_weights marks every module _is_hf_initialized, so an override must not skip modules by that "
+                "flag), or compute it in __init__ where the storage call keeps it")
+PATH_NAMES = {"fresh": ("fresh init (no load: the trainer's init_model_with_meta_device without training.load, "
+                        "meta -> to_empty -> init_weights, what G4 trains)", "after to_empty + init_weights"),
+              "load": ("resumed load (init_model_with_meta_device with training.load, meta -> to_empty -> checkpoint "
+                       "load, init_weights skipped, what G5's load run trains)", "after to_empty + loading the checkpoint")}
 
 
-def meta_load_error(meta):
+def meta_path_error(which, meta):
+    """The failure of one meta path, named by the path, or None."""
+    label, after = PATH_NAMES[which]
+    if meta.get("error"):
+        return f"{label}: {meta['error']}"
     if meta.get("first_nonfinite"):
-        more = meta["nonfinite_after_load"][1:5]
-        return (f"meta init + load (the trainer's init_model_with_meta_device with training.load): "
-                f"`{meta['first_nonfinite']}` is not finite after to_empty + loading the checkpoint"
-                + (f" (also {', '.join(more)})" if more else "")
-                + f"; loss {meta['loss']}. " + REBUILD_ADVICE.get(meta["materialize"], REBUILD_ADVICE["Module.to_empty"]))
+        more = meta["nonfinite"][1:5]
+        advice = FRESH_ADVICE if which == "fresh" else REBUILD_ADVICE.get(meta["materialize"],
+                                                                          REBUILD_ADVICE["Module.to_empty"])
+        return (f"{label}: {meta['first_nonfinite_kind']} `{meta['first_nonfinite']}` is not finite {after}"
+                + (f" (also {', '.join(more)})" if more else "") + f"; loss {meta['loss']}. {advice}")
     if not meta.get("finite"):
-        return f"meta init + load: loss is not finite ({meta.get('loss')}) although every tensor is finite after the load"
+        return f"{label}: loss is not finite ({meta.get('loss')}) although every tensor is finite {after}"
     return None
 
 
@@ -271,9 +358,10 @@ def main(argv):
         calls = count_vision_features(model) if args.media_token_id is not None else None
         model.train()
         output = model(**batch, use_cache=False)
-        meta = None
+        meta = fresh = None
         if args.model_id and not args.no_meta_load and getattr(output, "loss", None) is not None:
-            meta = meta_load(cls, config, model, batch)
+            fresh = guarded_meta_path(cls, config, batch)
+            meta = guarded_meta_path(cls, config, batch, eager=model)
     except Exception as exc:  # probe boundary: the failure is the result
         emit({"error": f"{type(exc).__name__}: {exc}"})
         return 1
@@ -297,13 +385,14 @@ def main(argv):
             "why_not": None if rows and rows[0] is not None else
             ("the forward called no get_image_features" if not calls else "feature width is not the text width")}
     if meta is not None:
-        result["meta_load"] = meta
+        result["meta_fresh"], result["meta_load"] = fresh, meta
     if loss is None:
         result["error"] = f"forward returned {type(output).__name__} without a .loss (the engine reads output.loss)"
     elif not result["finite"]:
         result["error"] = f"loss is not finite: {value}"
-    elif meta is not None and meta_load_error(meta):
-        result["error"] = meta_load_error(meta)
+    elif meta is not None and (meta_path_error("fresh", fresh) or meta_path_error("load", meta)):
+        # both paths' failures, fresh first (G4 trains it before G5 loads): one plugin fix may need to cover both
+        result["error"] = "; ".join(e for e in (meta_path_error("fresh", fresh), meta_path_error("load", meta)) if e)
     emit(result)
     return 0 if "error" not in result else 1
 
