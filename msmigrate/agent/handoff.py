@@ -23,6 +23,28 @@ WHERE_FILES = 6  # files named per kind (a real checkout registers models in doz
 CONTRACT_FACTS = ("meta_init", "loss_wiring", "collate_wiring")  # shown inside the contracts, not the target block
 
 
+SUMMARY_CHARS = 1200  # a phase's own summary in the next prompt
+GATE_SUMMARY_CHARS = 400  # each gate's summary there
+CUT_MARK = " [... {cut} more chars cut]"
+
+
+def cut_at_boundary(text: str, limit: int) -> str:
+    """``text`` whole when it fits, else cut at the last sentence or line end within ``limit`` (a word end when the
+    last such end leaves less than half of it) and marked with how much was cut: a hand-off cut mid-word ("... in the
+    tex", blind live run 10) reads as if the phase had said something else."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    ends = [head.rfind(sep) + len(sep.rstrip()) for sep in (". ", "; ", "\n")]
+    end = max(ends)
+    if end < limit // 2:
+        end = head.rfind(" ")
+    if end <= 0:
+        end = limit
+    kept = text[:end].rstrip()
+    return kept + CUT_MARK.format(cut=len(text) - len(kept))
+
+
 def files_written(messages: list[AnyMessage]) -> list[str]:
     """Paths of the phase's accepted edits, in order, each once (a refused write does not count)."""
     calls = {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
@@ -59,12 +81,13 @@ def handoff_record(phase: str, gates: dict[str, Any], messages: list[AnyMessage]
     finish = finish or {}
     return {
         "phase": phase,
-        "summary": str(finish.get("summary") or "")[:1200],
+        "summary": cut_at_boundary(str(finish.get("summary") or ""), SUMMARY_CHARS),
         "delivered": list(finish.get("delivered") or [])[:30],
         "decisions_changed": list(finish.get("decisions_changed") or [])[:10],
         "files_written": files_written(messages),
         "ids_registered": ids_added,
-        "gates_proved": {g: str(gates.get(g, {}).get("summary", ""))[:400] for g in PHASE_GATES[phase]},
+        "gates_proved": {g: cut_at_boundary(str(gates.get(g, {}).get("summary", "")), GATE_SUMMARY_CHARS)
+                         for g in PHASE_GATES[phase]},
     }
 
 
