@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msmigrate.core.tool_result import ToolResult
 from msmigrate.tools.runtime import run_probe
 
 
@@ -37,30 +38,44 @@ def component_args(target: Path, *, registry_file: str, registry: str, specs_fil
             "--specs", f"{module(specs_file)}:{specs}", "--model-id", model_id, "--fields", json.dumps(fields)]
 
 
-def component_forward(runtime_python: str, target: Path, *, registry_file: str, registry: str, specs_file: str,
-                      specs: str, model_id: str, fields: dict[str, Any], images: int = 2,
-                      timeout: float = 300.0) -> ComponentForward:
+def patch_grid(fields: dict[str, Any]) -> tuple[int, int] | None:
+    """(patches per image, grid side) from an encoder's model-JSON fields (class tokens dropped); None when the
+    patches do not make a square grid."""
     patches = int(fields.get("num_positions") or 0) - int(fields.get("class_token_len") or 0)
     side = round(patches ** 0.5)
-    if patches <= 0 or side * side != patches:
-        return ComponentForward(error=f"no square patch grid from num_positions {fields.get('num_positions')} "
-                                      f"and class_token_len {fields.get('class_token_len')}")
-    args = component_args(target, registry_file=registry_file, registry=registry, specs_file=specs_file, specs=specs,
-                          model_id=model_id, fields=fields)
-    args += ["--images", str(images), "--image-size", str(side * int(fields["patch_size"]))]
-    res = run_probe(runtime_python, "megatron_component_forward", args, cwd=target, timeout=timeout)
+    return (patches, side) if patches > 0 and side * side == patches else None
+
+
+def checked_forward(res: ToolResult, *, want: list[int], want_why: str, keys: tuple[str, ...]) -> ComponentForward:
+    """A forward probe's outcome: its failure as reported (with the module that was missing), else its facts and
+    the problems with its output (shape other than ``want``, non-finite values)."""
     payload = res.data.get("result") or {}
     if not payload:
         return ComponentForward(error=res.error or "probe failed")
     if not payload.get("ok"):
         return ComponentForward(error=f"{payload.get('exception')}: {payload.get('message')}",
                                 missing_module=payload.get("missing"))
-    want = [images * patches, int(fields["hidden_size"])]
-    out = ComponentForward(facts={k: payload.get(k) for k in ("class", "output_shape", "finite", "parameters")})
+    out = ComponentForward(facts={k: payload.get(k) for k in keys})
     if payload.get("output_shape") != want:
-        out.problems.append(f"output shape {payload.get('output_shape')}, want {want} ({images} images x {patches} "
-                            f"patches, width {fields['hidden_size']})")
+        out.problems.append(f"output shape {payload.get('output_shape')}, want {want} ({want_why})")
     if not payload.get("finite"):
         out.problems.append("the output is not finite")
     out.ok = not out.problems
     return out
+
+
+def component_forward(runtime_python: str, target: Path, *, registry_file: str, registry: str, specs_file: str,
+                      specs: str, model_id: str, fields: dict[str, Any], images: int = 2,
+                      timeout: float = 300.0) -> ComponentForward:
+    grid = patch_grid(fields)
+    if grid is None:
+        return ComponentForward(error=f"no square patch grid from num_positions {fields.get('num_positions')} "
+                                      f"and class_token_len {fields.get('class_token_len')}")
+    patches, side = grid
+    args = component_args(target, registry_file=registry_file, registry=registry, specs_file=specs_file, specs=specs,
+                          model_id=model_id, fields=fields)
+    args += ["--images", str(images), "--image-size", str(side * int(fields["patch_size"]))]
+    res = run_probe(runtime_python, "megatron_component_forward", args, cwd=target, timeout=timeout)
+    return checked_forward(res, want=[images * patches, int(fields["hidden_size"])],
+                           want_why=f"{images} images x {patches} patches, width {fields['hidden_size']}",
+                           keys=("class", "output_shape", "finite", "parameters"))
