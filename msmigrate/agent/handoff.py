@@ -70,6 +70,65 @@ def files_written(messages: list[AnyMessage]) -> list[str]:
     return out
 
 
+CHECK_PREFIX = "check_"  # the tools that run a gate's check now (check_forward, check_data, check_config, ...)
+CHECK_CHARS = 600  # one check's findings in the next prompt
+CHECKS_KEPT = 4  # checks carried per phase (the last turn's; a phase ends on one turn of checks + finish_phase)
+# what a check result carries for the record, not for the reader: the command line, file paths it saved, timings
+CHECK_NOISE = ("argv", "saved", "tree_file", "batch_file", "runtime_mode", "seconds", "returncode", "stderr_tail")
+# keys that say what a check found (its warnings and mismatches): they lead the digest, so a cut never drops them
+FINDING_WORDS = ("warn", "finding", "error", "mismatch", "nonfinite", "parity", "alignment", "missing", "problem")
+
+
+def _names_a_finding(key: str, value: Any) -> bool:
+    """``key`` or a key nested in ``value`` says what the check found."""
+    if any(w in key.lower() for w in FINDING_WORDS):
+        return True
+    return isinstance(value, dict) and any(_names_a_finding(str(k), v) for k, v in value.items())
+
+
+def _digest(value: Any) -> Any:
+    """The result without CHECK_NOISE (at every level), empty values dropped, finding keys first."""
+    if isinstance(value, dict):
+        items = [(k, _digest(v)) for k, v in value.items() if k not in CHECK_NOISE]
+        items = [(k, v) for k, v in items if v not in (None, [], {}, "")]
+        items.sort(key=lambda kv: not _names_a_finding(str(kv[0]), kv[1]))
+        return dict(items)
+    if isinstance(value, list):
+        return [_digest(v) for v in value]
+    return value
+
+
+def unseen_checks(messages: list[AnyMessage]) -> list[dict[str, Any]]:
+    """The check results of the phase's last turn: the gate ran right after them (``finish_phase`` closed the turn)
+    and passed, so the model never saw what they found — a warning, a parity note, a shifted-label loss (blind live
+    run 12's player could not see why a warning was raised). Each is kept, bounded, for the next prompt."""
+    newest = max((i for i, m in enumerate(messages) if isinstance(m, AIMessage)), default=-1)
+    if newest < 0:
+        return []
+    calls = {c["id"]: c for c in messages[newest].tool_calls}
+    out = []
+    for m in messages[newest + 1:]:
+        call = calls.get(getattr(m, "tool_call_id", None))
+        if not isinstance(m, ToolMessage) or call is None or not call["name"].startswith(CHECK_PREFIX):
+            continue
+        try:
+            result = json.loads(str(m.content))
+        except ValueError:
+            result = {"text": str(m.content)}
+        if not isinstance(result, dict):
+            result = {"text": str(result)}
+        data = result.get("data") if isinstance(result.get("data"), dict) else {}
+        inner = data.get("result") if isinstance(data.get("result"), dict) else {}
+        found = _digest({**{k: v for k, v in data.items() if k != "result"}, **inner,
+                         "error": result.get("error")})
+        text = json.dumps(found, ensure_ascii=False, default=str)
+        if len(text) > CHECK_CHARS:
+            text = text[:CHECK_CHARS] + CUT_MARK.format(cut=len(text) - CHECK_CHARS)
+        args = {k: v for k, v in (call.get("args") or {}).items() if k not in ("plugins", "trust_remote_code")}
+        out.append({"tool": call["name"], "args": args, "ok": bool(result.get("ok")), "found": text})
+    return out[-CHECKS_KEPT:]
+
+
 def new_ids(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[str]]:
     old, new = before.get("ids") or {}, after.get("ids") or {}
     return {k: sorted(set(new.get(k, [])) - set(old.get(k, []))) for k in ID_KINDS
@@ -88,6 +147,7 @@ def handoff_record(phase: str, gates: dict[str, Any], messages: list[AnyMessage]
         "ids_registered": ids_added,
         "gates_proved": {g: cut_at_boundary(str(gates.get(g, {}).get("summary", "")), GATE_SUMMARY_CHARS)
                          for g in PHASE_GATES[phase]},
+        "checks_unseen": unseen_checks(messages),
     }
 
 
