@@ -71,12 +71,20 @@ class MediaExpansion:
         if not self.ok:
             return f"media expansion unknown: {self.error}"
         first = self.per_image[0]
-        around = "".join(first.prefix) + f"[{self.media_token} x N]" + "".join(first.suffix)
+        # escaped: a suffix newline printed raw broke the plan's reason line in two
+        around = ("".join(first.prefix) + f"[{self.media_token} x N]" + "".join(first.suffix)).encode(
+            "unicode_escape").decode("ascii")
         breaks = f", rows broken by {first.break_tokens}" if any(p.break_tokens for p in self.per_image) else ""
         if self.after_media_once:
             breaks += f", then {self.after_media_once['text']!r} once after the {self.after_media_once['where']} image"
-        how = ("the same for every probed image" if self.kind == "fixed" else
-               "depends on the image: " + ", ".join(f"{p.size[0]}x{p.size[1]} -> {p.count}" for p in self.per_image))
+        if self.kind == "fixed":
+            how = "the same for every probed image"
+        elif len(set(self.counts)) == 1:
+            # same media-token count, different layout (row breaks, slice grid): the text is per image, N is not
+            how = (f"= {self.counts[0]} for every probed image, but the expansion's layout depends on the image "
+                   "(ids: " + ", ".join(f"{p.size[0]}x{p.size[1]} -> {p.length}" for p in self.per_image) + ")")
+        else:
+            how = "depends on the image: " + ", ".join(f"{p.size[0]}x{p.size[1]} -> {p.count}" for p in self.per_image)
         return (f"{self.processor_class}: {self.placeholder!r} -> {around}{breaks}; N {how} "
                 f"(media token from {self.media_token_source})")
 

@@ -167,6 +167,11 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
     contract = derive_contract(expansion, forward_params(src)) if expansion is not None and expansion.ok else None
     if expansion is not None:
         reasons.append(f"media expansion measured by the source processor: {expansion.describe()}")
+    if custom and contract is not None and not contract.mm_input_keys:
+        # remote code whose forward names none of the processor's outputs (MiniCPM-V's `forward(data, **kwargs)`):
+        # "dropped: no such parameter" would be wrong; its own code says how they reach it
+        reasons.append(unnamed_outputs_reason(src, expansion))
+        contract = None
     if template:
         collator, drops, why_collator = GENERIC_COLLATOR, [], "existing template's collator"
     elif contract is not None:
@@ -214,6 +219,20 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
             f"build path transformers: transformers ships {plan['hf_class']}, so ModelHub loads it with "
             "from_pretrained; the plugin is a thin registered subclass"))
     return {**plan, **explicit_paths(getattr(deps, "spec", None))}
+
+
+def remote_processor_expands(rp: RuntimeProcessor | None) -> bool:
+    """The runtime's AutoProcessor (trust_remote_code) is a processor that turns images into pixels."""
+    return bool(rp is not None and rp.ok and rp.loaded and rp.kind == "processor" and rp.handles_images)
+
+
+def unnamed_outputs_reason(src: dict[str, Any], expansion: MediaExpansion) -> str:
+    media = [k for k in dict.fromkeys(expansion.image_processor_keys + expansion.keys_with_image)
+             if k not in ("input_ids", "attention_mask", "labels")]
+    sig = (src.get("forward") or {}).get("signature") or sorted(forward_params(src) or [])
+    return (f"the remote forward `{sig}` names none of the source processor's media outputs {media}: read in its "
+            "code how they reach it (a dict argument, **kwargs); the plugin's forward takes the collated keys by name "
+            "and passes them on that way, and the mm_plugin/collator deliver every output that code reads")
 
 
 def declared_image_processor(source: Any) -> str | None:
@@ -381,6 +400,12 @@ def make_plan_node(deps: RunDeps):
             # custom code: what AutoProcessor really returns decides whether the huggingface dataset can carry media
             runtime_processor = probe_runtime_processor(ctx.runtime_python, ctx.source, trust_remote_code=True,
                                                         run_dir=ctx.run_dir)
+            if remote_processor_expands(runtime_processor) and arch[0] == "decoder":
+                # a remote-code processor that handles images is the source's own oracle for the expansion, as a
+                # native one is (MiniCPM-V-style slices: only calling it shows `<image><unk>…</image>` + slices)
+                data = ctx.data_path or ctx.source / "data" / "train.json"
+                expansion = derive_media_expansion(ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir,
+                                                   trust_remote_code=True)
         plan = make_plan(deps, state, expansion, arch, runtime_processor)
         plan = {"backend": backend.backend, **plan, "parallel_check": backend.parallel_check,
                 "reasons": backend.reasons + plan["reasons"]}
