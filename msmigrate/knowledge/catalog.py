@@ -17,6 +17,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from msmigrate.knowledge.library_facts import FACTS
 from msmigrate.knowledge.owners import OWNERS
 from msmigrate.knowledge.real_log_corpus import split_of
 
@@ -149,6 +150,8 @@ def _check_failure(meta: dict[str, Any], source: Path) -> None:
         raise CatalogError(f"{source}: unknown finding codes {sorted(unknown)}")
     if not meta["patterns"] and not meta["finding_codes"] and meta.get("example_kind") != "finding":
         raise CatalogError(f"{source}: a case needs patterns or finding codes")
+    if meta.get("fact") is not None and meta["fact"] not in FACTS:
+        raise CatalogError(f"{source}: fact must be one of {sorted(FACTS)}, got {meta['fact']!r}")
     if meta.get("autofix") is not None:
         validate_autofix(meta["autofix"], source)
     for example in meta.get("real_examples", []):

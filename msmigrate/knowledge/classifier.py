@@ -35,6 +35,7 @@ from typing import Any, Iterable, Literal
 from msmigrate.knowledge.catalog import (FINDING_CODE_CASES, Catalog, KnowledgeEntry, canonical_finding_code,
                                          load_catalog)
 from msmigrate.knowledge.lexical import OwnerVote, owner_vote
+from msmigrate.knowledge.library_facts import check_fact
 from msmigrate.knowledge.root_cause import RootCause, extract, strip_prefixes, with_gate_verdict
 
 Method = Literal["regex", "bm25", "none"]
@@ -204,6 +205,9 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
     if not root.failed:  # no error in the log: only cases detected from a condition (``condition: true``) and the
         # wrapper-level cases may match
         hits = [h for h in hits if h[0].meta.get("condition") or int(h[0].meta.get("priority", 50)) <= GENERIC_PRIORITY]
+    hits, checked, untold = _checked_facts(hits, searched)
+    if checked:  # what the installed libraries said, for the diagnosis and for the LLM when it is asked
+        root.facts = list(dict.fromkeys(checked.values()))
     generic: Classification | None = None
     ambiguous: Classification | None = None
     if hits:
@@ -214,8 +218,16 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
         confidence = (0.95 if clear_winner else 0.85) * (1.0 if root.failed else 0.75)
         result = _result(entry, confidence, "regex", pattern.pattern,
                          _excerpt_around(searched, found.start(), found.end()), candidates, root)
+        if entry.id in checked:
+            result.diagnosis = f"Checked in the installed libraries: {checked[entry.id]}. {result.diagnosis}"
         record = ambiguous_cases(calibration).get(entry.id)
-        if record is not None:  # a known message, but not one that says who must fix it
+        if entry.id in untold:  # the case holds only with a fact the installed libraries could not tell
+            ambiguous = Classification(
+                None, None, 0.0, "none",
+                f"The log matches {entry.id} ({entry.title}), which only a fact of the installed libraries "
+                f"({entry.meta['fact']}) decides, and it cannot be checked here: unknown.", matched=pattern.pattern,
+                excerpt=result.excerpt, candidates=candidates, root_cause=root.to_dict())
+        elif record is not None:  # a known message, but not one that says who must fix it
             candidates[0].update(tuning_agree=record["agree"], tuning_hits=record["hits"])
             ambiguous = Classification(
                 None, None, 0.0, "none",
@@ -261,6 +273,28 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
     return result
 
 
+def _checked_facts(hits: list[tuple[KnowledgeEntry, re.Pattern[str], re.Match[str]]], searched: str
+                   ) -> tuple[list[tuple[KnowledgeEntry, re.Pattern[str], re.Match[str]]], dict[str, str], set[str]]:
+    """Hits of cases tied to a library fact (frontmatter ``fact``, :mod:`msmigrate.knowledge.library_facts`):
+    dropped when the fact does not hold, kept with what was checked when it does, kept as undecidable (``untold``)
+    when the installed libraries cannot tell. Returns (hits, case id -> what was checked, untold case ids)."""
+    kept, checked, untold = [], {}, set()
+    for hit in hits:
+        fact = hit[0].meta.get("fact")
+        if fact is None:
+            kept.append(hit)
+            continue
+        holds, said = check_fact(fact, searched)
+        if said:
+            checked[hit[0].id] = said
+        if holds is False:
+            continue
+        if holds is None:
+            untold.add(hit[0].id)
+        kept.append(hit)
+    return kept, checked, untold
+
+
 def _with_line_matches(candidates: list[dict[str, Any]], text: str, root: RootCause,
                       catalog: Catalog) -> list[dict[str, Any]]:
     """An abstention's candidates: every case whose message pattern matches one of the extracted failure lines or
@@ -270,7 +304,7 @@ def _with_line_matches(candidates: list[dict[str, Any]], text: str, root: RootCa
     seen = {c.get("case_id") for c in candidates if c.get("stage") == "regex"}
     matched = []
     for searched in (root.evidence, quiet_lines(text)):
-        for entry, pattern, _ in match_regex(searched, catalog):
+        for entry, pattern, _ in _checked_facts(match_regex(searched, catalog), searched)[0]:
             if entry.id not in seen:
                 seen.add(entry.id)
                 matched.append({"case_id": entry.id, "priority": entry.meta.get("priority", 50), "stage": "regex"})

@@ -117,6 +117,7 @@ class RootCause:
     failed_rank: int | None = None
     cause: str = ""  # the evidence without wrapper lines: what the lexical stage is asked about
     code_path: str = ""  # whose code the decisive traceback passes through (code_path()), for the LLM
+    facts: list[str] = field(default_factory=list)  # what the installed libraries said (library_facts), for the LLM
 
     @property
     def failed(self) -> bool:
@@ -126,7 +127,7 @@ class RootCause:
     def to_dict(self) -> dict[str, object]:
         return {"primary": self.primary.to_dict() if self.primary else None, "failed_rank": self.failed_rank,
                 "signals": [s.to_dict() for s in self.signals[:20]], "warnings": self.warnings[:10],
-                "evidence": self.evidence, "code_path": self.code_path}
+                "evidence": self.evidence, "code_path": self.code_path, "facts": self.facts}
 
 
 OUTSIDE = "code outside installed packages"

@@ -95,7 +95,9 @@ def llm_evidence(gate: str, verdict: Classification) -> dict[str, Any]:
     root = {"kind": primary.get("kind", "none"), "text": primary.get("text", ""),
             "evidence": verdict.root_cause.get("evidence", ""),
             # whose code the traceback passes through: decides "whose code raises or lacks the thing"
-            "code_path": verdict.root_cause.get("code_path", "")} if primary else \
+            "code_path": verdict.root_cause.get("code_path", ""),
+            # what the installed libraries said of the message (knowledge/library_facts.py), e.g. a model type
+            "facts": verdict.root_cause.get("facts") or []} if primary else \
         {"kind": "none", "text": "none found: " + _why_no_root_cause(verdict.root_cause), "evidence": ""}
     if primary.get("wrapper"):  # only a launcher / re-raise summary: say that the rank's own error is missing
         root["text"] += (" (a wrapper: it says a process failed, not why; the failing rank's own error is not in "
