@@ -53,7 +53,7 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
               "nonpersistent_buffers": r.get("nonpersistent_buffers"), "tied": r.get("tied"),
               "why_not": r.get("why_not"), "unfed": r.get("unfed"), "mode": r.get("mode"),
               "first_divergence": r.get("first_divergence"), "caller_set": r.get("caller_set"),
-              "meta_still_nan": r.get("meta_still_nan"),
+              "meta_still_nan": r.get("meta_still_nan"), "source_called_as": r.get("source_called_as"),
               "problems": list(r.get("problems") or ([] if res.ok else [f"model parity probe: {res.error}"]))}
     label = "model parity (plugin vs source class)" + (" on the collated batch" if batch_file else "")
     ev = evidence_item(label, res.data.get("argv", []), res.data.get("returncode"),

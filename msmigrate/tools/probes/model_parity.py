@@ -225,6 +225,33 @@ def required_params(cls, batch):
             and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in batch]
 
 
+MAPPING_KEYWORDS = ("labels", "attention_mask", "use_cache")  # what a dict-taking forward's **kwargs pass on
+
+
+def mapping_param(cls, unfed):
+    """The name of the one required argument that takes the whole batch as a mapping (MiniCPM-V-style
+    ``forward(data, **kwargs)``: input_ids, pixel_values, … inside ``data``), or None. Only when it is the single
+    input the batch lacks and the forward can also take the labels (a ``labels`` parameter or ``**kwargs``)."""
+    if len(unfed) != 1:
+        return None
+    params, kwargs = forward_params(cls)
+    return unfed[0] if kwargs or "labels" in params else None
+
+
+def feed_as_mapping(model, name):
+    """Make ``model(**batch)`` call the model's own forward as ``forward(<name>=batch, labels=…, …)``: the batch as
+    that one mapping, the keys its catch-all passes on (``MAPPING_KEYWORDS``) as keywords too."""
+    inner = model.forward
+    params, kwargs = forward_params(type(model))
+
+    def fed(**batch):
+        keywords = {k: batch[k] for k in MAPPING_KEYWORDS if k in batch and (kwargs or k in params)}
+        return inner(**{name: {k: v for k, v in batch.items() if k != "use_cache"}}, **keywords)
+
+    model.forward = fed  # an instance attribute: nn.Module.__call__ runs it, hooks on submodules still fire
+    return f"forward({name}=<batch>, {', '.join(k + '=' for k in MAPPING_KEYWORDS if kwargs or k in params)}…)"
+
+
 def compare(ref_logits, ref_loss, logits, loss):
     import torch
 
@@ -380,7 +407,11 @@ def main(argv):
         if batch_source == "synthetic":
             batch = synthetic_batch(src_cfg, params, args.seq_len, args.seed)
         unfed = required_params(type(source), batch)
-        if unfed:
+        # the target pipeline's batch can feed a forward that takes the whole batch as one dict; the synthetic or
+        # processor batch of G1 cannot say what that dict must hold (media), so G1 stays "not comparable"
+        mapping = mapping_param(type(source), unfed) if args.batch_file else None
+        called_as = feed_as_mapping(source, mapping) if mapping else None
+        if unfed and not mapping:
             # A forward that requires media (InternVL-chat's positional pixel_values) cannot run on the text-only
             # synthetic batch, and the source processor gave no batch: not comparable, with why, not a G1 failure.
             emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
@@ -400,6 +431,7 @@ def main(argv):
             # nothing to compare, said with the error, not a verdict on the plugin
             emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
                   "batch_source": batch_source, "batch_keys": sorted(batch), "caller_set": media_ids_set,
+                  "source_called_as": called_as,
                   "media_token_id": args.media_token_id,
                   "why_not": (f"the source's own forward fails on the target pipeline's batch: "
                               f"{type(exc).__name__}: {exc}"
@@ -465,7 +497,7 @@ def main(argv):
         "batch_source": batch_source, "sample_batch_error": sample_error, "batch_keys": sorted(batch),
         "source_loss": ref_loss, "logits_shape": list(ref_logits.shape) if ref_logits is not None else None,
         "attn_implementation": attention, "mode": "train, dropout 0", "dropout_zeroed": dropout_zeroed,
-        "first_divergence": divergence, "caller_set": media_ids_set,
+        "first_divergence": divergence, "caller_set": media_ids_set, "source_called_as": called_as,
         "eager": {"loss": fig(e_loss), "max_abs_dlogit": fig(e_dlogit), "dloss": fig(e_dloss)},
         "meta": {"loss": fig(m_loss), "max_abs_dlogit": fig(m_dlogit), "dloss": fig(m_dloss)},
         "tolerance": {"max_abs_dlogit": args.logit_tol, "dloss": args.loss_tol},
