@@ -36,6 +36,7 @@ from typing import Any
 
 from msmigrate.tools.megatron.encoder_structure import (EncoderStructure, encoder_structures, source_structure,
                                                         structure_diff, weight_shapes)
+from msmigrate.tools.megatron.encoder_taps import component_taps, converter_taps, source_taps, taps_diff
 from msmigrate.tools.megatron.parallel_check import text_config
 from msmigrate.tools.megatron.projector_structure import (ProjectorStructure, projector_diff, projector_structures,
                                                           source_projector_of)
@@ -82,6 +83,9 @@ class ComponentMatch:
     structure: dict[str, Any] | None = None  # the source encoder's structure (weights), when it was read
     component_structure: dict[str, Any] | None = None  # what the chosen (or closest) component builds (its code)
     closest: str | None = None  # the registered id nearest the source when none fits
+    # vision encoder: the source's per-layer mergers (Qwen3-VL's deepstack) against what the encoder's layers
+    # build: {"source", "component", "missing", "converter"} (tools/megatron/encoder_taps.py)
+    taps: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -277,7 +281,32 @@ def match_components(cfg: dict[str, Any], target: Path, registered: dict[str, se
         source = source_projector_of(cfg, shapes) if shapes else None
         structures = projector_structures(target) if source is not None else {}
         out["vision_projector"] = match_projector(enc, examples, allowed, source, structures)
+        taps = source_taps(cfg, shapes) if shapes else None
+        if taps is not None:
+            match_taps(target, enc, out["vision_projector"], taps)
     return out
+
+
+def match_taps(target: Path, enc: ComponentMatch, proj: ComponentMatch, taps: Any) -> None:
+    """The source's per-layer mergers against what the matched (else closest) encoder's layers build. An encoder
+    that does not build them does not fit: dropping them would change what the decoder layers receive."""
+    enc_id = enc.model_id or enc.closest
+    comp = component_taps(target, enc_id, proj.model_id) if enc_id else None
+    missing = ([taps.error] if taps.error else []) + (taps_diff(taps, comp) if comp else
+                                                       ["no encoder to compare the per-layer mergers with"])
+    enc.taps = {"source": taps.to_dict(), "component": comp.to_dict() if comp else None, "missing": missing,
+                "converter": converter_taps(taps, comp) if comp and not missing else None}
+    feeds = f"{taps.count} per-layer merger(s) {taps.list} fed from tower layers {taps.index_field} {taps.indexes}"
+    if not missing:
+        enc.why += (f"; its layers build the source's {feeds}: {comp.layer_class}.{comp.attr} "
+                    f"({comp.projector_class} as {comp.projector_id}, {comp.init_args or 'no arguments'}; "
+                    f"{comp.where}), on the layers its {comp.index_field} names")
+        return
+    enc.missing = sorted(set(enc.missing) | set(missing))
+    enc.why += f"; the source has {feeds}, and {enc_id or 'no encoder'} does not build them ({'; '.join(missing)})"
+    if enc.model_id:
+        enc.closest, enc.model_id = enc.model_id, None
+        enc.why += ": a new vision_encoder component is needed"
 
 
 def match_projector(enc: ComponentMatch, examples: dict[str, dict[str, Any]], allowed: set[str] | None,

@@ -153,6 +153,9 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
         "converter": converters.best,
         # the round trip runs at the launch's TP size: the shards the launch loads are the ones checked
         "converter_tp": parallel_sizes(getattr(deps, "spec", None))["tp"],
+        # the source's per-layer mergers and the encoder attribute they land on, for G1's converter check
+        "encoder_taps": ((matches.get("vision_encoder") or ComponentMatch("vision_encoder")).taps or {}).get(
+            "converter"),
         "dataset_type": "huggingface",
         "parallel": parallel_sizes(getattr(deps, "spec", None)),
         "launch_ranks": getattr(getattr(getattr(deps, "spec", None), "launch", None), "nproc_per_node", None),
@@ -173,6 +176,14 @@ def _new_encoder(target: Path, matches: dict[str, ComponentMatch], examples: dic
     enc = matches.get("vision_encoder")
     vision = next((cfg[k] for k in VISION_KEYS if isinstance(cfg.get(k), dict)), None)
     if enc is None or enc.model_id or not enc.structure or not vision or not model_type:
+        return None
+    if enc.taps:  # the route stops here rather than drop what the mergers add into the decoder layers
+        src_taps = enc.taps["source"]
+        why = (f"new vision_encoder not designed: the source's {src_taps['count']} per-layer merger(s) "
+               f"{src_taps['list']} add the output of tower layers {src_taps['indexes']} into the first decoder "
+               "layers; msmigrate's new encoder builds no per-layer mergers and would silently drop them")
+        enc.why += f"; {why}"
+        reasons.append(why)
         return None
     design = design_encoder(target, enc.to_dict(), vision, shapes, model_type, cfg)
     if design.error:

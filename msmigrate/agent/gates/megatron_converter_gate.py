@@ -11,7 +11,8 @@ whose file imports the source's ``model_type`` config module, tools/megatron/con
 to the target) - default: the source's own config.json shrunk to 2 layers per stack and a 512 vocabulary -,
 ``converter_tp`` / ``converter_pp`` (default 1: the layout itself; G1 sets the launch's TP and PP sizes, so the
 per-rank, per-stage shards the launch would load are the ones round-tripped), ``converter_llm_pp_layers`` /
-``converter_vit_pp_layers`` (explicit per-stage layer counts instead of ``converter_pp``).
+``converter_vit_pp_layers`` (explicit per-stage layer counts instead of ``converter_pp``), ``encoder_taps`` (the
+source's per-layer mergers and the encoder attribute they land on: each must reach its tower layer's tap).
 No converter named and none found: msmigrate's own layout round trip with the source's head counts, and the
 record says so (``converter_used: msmigrate``; a new architecture needs a converter the migration writes).
 """
@@ -32,12 +33,12 @@ def megatron_converter_record(runtime_python: str, target: Path, converter: str,
                               source: Path | None = None, tiny_config: dict | None = None,
                               hf_dir: Path | None = None, shrink_source: Path | None = None, tp: int = 1,
                               pp: int = 1, llm_pp_layers: list | None = None,
-                              vit_pp_layers: list | None = None) -> dict[str, Any]:
+                              vit_pp_layers: list | None = None, taps: dict | None = None) -> dict[str, Any]:
     t0 = time.time()
     res = target_converter_roundtrip(runtime_python, target, converter, work_dir, hf_dir=hf_dir,
                                      tiny_config=tiny_config, shrink_source=shrink_source, tp=tp, pp=pp,
                                      llm_pp_layers=llm_pp_layers,
-                                     vit_pp_layers=vit_pp_layers)
+                                     vit_pp_layers=vit_pp_layers, taps=taps)
     evidence = [evidence_item("target converter round trip", ["megatron_converter_roundtrip", converter],
                               0 if res.ok else 1, t0, time.time(), res.error or "\n".join(res.problems),
                               {"ran": res.ran, "stubbed": res.stubbed, **res.facts})]
@@ -56,6 +57,8 @@ def megatron_converter_record(runtime_python: str, target: Path, converter: str,
         summary = (f"{converter}: {f.get('hf_tensors')} HF tensors -> Megatron ({f.get('megatron_files')} file(s), "
                    f"tp={f.get('tp')}, pp layers {f.get('llm_pp_layers')}) -> HF, all identical; linear_qkv order "
                    f"checked on {f.get('qkv_layers_checked')} layer(s)"
+                   + (f"; per-layer mergers on their tower layers' {taps['attr']} ({f.get('tap_matrices_checked')} "
+                      "matrices found by value)" if taps else "")
                    + (f"; stubbed: {'; '.join(res.stubbed)}" if res.stubbed else ""))
     elif passed:
         summary = (f"target converter not importable here ({res.error}); msmigrate's own layout round trip passed "
@@ -94,4 +97,5 @@ def gate_megatron_converter(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         tiny_config=tiny, hf_dir=ctx.target / hf_dir if hf_dir else None,
         shrink_source=ctx.source if not (hf_dir or tiny) else None, tp=plan.get("converter_tp", 1),
         pp=plan.get("converter_pp", 1),
-        llm_pp_layers=plan.get("converter_llm_pp_layers"), vit_pp_layers=plan.get("converter_vit_pp_layers"))
+        llm_pp_layers=plan.get("converter_llm_pp_layers"), vit_pp_layers=plan.get("converter_vit_pp_layers"),
+        taps=plan.get("encoder_taps"))

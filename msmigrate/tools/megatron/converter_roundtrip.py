@@ -39,7 +39,7 @@ def target_converter_roundtrip(runtime_python: str, target: Path, converter: str
                                shrink_source: Path | None = None,
                                tp: int = 1, pp: int = 1, llm_pp_layers: list[list[int]] | None = None,
                                vit_pp_layers: list[list[int]] | None = None,
-                               extra_paths: list[Path] | None = None,
+                               extra_paths: list[Path] | None = None, taps: dict[str, Any] | None = None,
                                timeout: float = 600.0) -> ConverterRoundTrip:
     """Round trip through ``converter`` (a class name in the target's checkpoint/ tree).
 
@@ -48,7 +48,9 @@ def target_converter_roundtrip(runtime_python: str, target: Path, converter: str
     source folder: its config.json with 2 layers per stack and a 512 vocabulary, widths kept). ``llm_pp_layers`` /
     ``vit_pp_layers``: per-VPP lists of per-stage layer counts, default ``pp`` stages: the text layers spread
     evenly, the vision encoder whole on the first stage (a shrunk source keeps at least ``pp`` layers).
-    ``extra_paths``: more import roots for the probe (a MindSpeed checkout the target imports).
+    ``extra_paths``: more import roots for the probe (a MindSpeed checkout the target imports). ``taps``: the
+    source's per-layer mergers and the attribute the encoder builds them on (tools/megatron/encoder_taps.py
+    ``converter_taps``): each merger must land on the tap of the tower layer its index names.
     """
     if sum(x is not None for x in (hf_dir, tiny_config, shrink_source)) != 1:
         return ConverterRoundTrip(error="give exactly one of hf_dir, tiny_config or shrink_source")
@@ -73,6 +75,8 @@ def target_converter_roundtrip(runtime_python: str, target: Path, converter: str
         args += ["--llm-pp-layers", json.dumps(llm_pp_layers)]
     if vit_pp_layers is not None:
         args += ["--vit-pp-layers", json.dumps(vit_pp_layers)]
+    if taps:
+        args += ["--taps", json.dumps(taps)]
     res = run_probe(runtime_python, "megatron_converter_roundtrip", args, cwd=target, env_extra=PROBE_ENV,
                     timeout=timeout)
     payload = res.data.get("result") or {}
@@ -81,7 +85,7 @@ def target_converter_roundtrip(runtime_python: str, target: Path, converter: str
         return ConverterRoundTrip(error=detail, facts={k: payload[k] for k in ("module", "missing_module", "traceback")
                                                        if k in payload} or {"stderr_tail": res.data.get("stderr_tail")})
     facts = {k: payload.get(k) for k in ("module", "hf_tensors", "megatron_files", "megatron_tensors",
-                                         "qkv_layers_checked", "llm_pp_layers", "vit_pp_layers", "tp", "hf_dir",
+                                         "qkv_layers_checked", "tap_matrices_checked", "llm_pp_layers", "vit_pp_layers", "tp", "hf_dir",
                                          "notes", "sample_megatron_names")}
     facts["runtime_mode"] = res.data.get("runtime_mode")
     return ConverterRoundTrip(ok=bool(payload.get("ok")), problems=list(payload.get("problems") or []),

@@ -53,6 +53,9 @@ class ProjectorStructure:
     bias: bool | None = None
     widths: dict[str, int] = field(default_factory=dict)  # source: input / inner / output of the matrices
     pool: int | None = None  # source: patches per token the pooling step averages (4: 2 x 2)
+    # the first norm is as wide as the first matrix's input: it normalises the merged rows (a post-shuffle norm,
+    # Qwen3-VL's deepstack mergers), not the encoder's; None: no norm, or no width change to tell them apart
+    norm_at_input: bool | None = None
     # source: the parts in forward order, when the shapes decide it (a new projector is written from this):
     # {"kind": "norm", "module", "width", "bias", "before_merge"} / {"kind": "matrix", "tensor", "in", "out",
     # "bare", "bias"}; None with ``chain_error`` when they do not form one chain
@@ -129,10 +132,24 @@ def source_projector(shapes: dict[str, list[int]], text_hidden: int | None, enco
         return (any(re.match(re.escape(r) + r"\.\d+\.", n) for n in under),
                 -sum(1 for n in under if len(shapes[n]) == 2), r)
     root = min(roots, key=rank)
-    mine = {n: s for n, s in shapes.items() if n.startswith(root + ".")}
-    out = ProjectorStructure(root=root, pooling=None)
+    out = projector_at(shapes, root, encoder_width, text_hidden)
     if len(roots) > 1:
         out.evidence["other_projectors"] = ", ".join(sorted(roots - {root}))
+    if tokens_per_image and patches_per_image:
+        merged = patches_per_image // max(out.merge or 1, 1)
+        out.pooling = tokens_per_image < merged
+        out.pool = merged // tokens_per_image if out.pooling and merged % tokens_per_image == 0 else None
+        out.evidence["pooling"] = (f"{tokens_per_image} tokens per image from {patches_per_image} patches"
+                                   + (f" (/{out.merge} merged)" if (out.merge or 1) > 1 else ""))
+    return out
+
+
+def projector_at(shapes: dict[str, list[int]], root: str, encoder_width: int, text_hidden: int | None
+                 ) -> ProjectorStructure:
+    """What the tensors under ``root`` build (matrices, norms, width change, their chain); pooling is not seen in
+    weights and stays None. Used for the projector and for each of the extra mergers (tools/megatron/deepstack.py)."""
+    mine = {n: s for n, s in shapes.items() if n.startswith(root + ".")}
+    out = ProjectorStructure(root=root, pooling=None)
     modules: dict[str, dict[str, list[int]]] = {}
     for n, s in mine.items():
         mod, _, leaf = n.rpartition(".")
@@ -166,13 +183,9 @@ def source_projector(shapes: dict[str, list[int]], text_hidden: int | None, enco
         out.evidence["matrices"] = ", ".join(f"{n} [in {i}, out {o}]" for n, i, o in mats)
         out.evidence["width_change"] = (f"{name} takes {width_in}, the encoder gives {encoder_width}"
                                         + (f" (x{out.merge})" if out.merge and out.merge > 1 else ""))
+        if norms and out.width_change:  # a norm over the merged rows (after the shuffle) or over the encoder's
+            out.norm_at_input = any(modules[m]["weight"][0] == width_in for m in norms)
         out.chain, out.chain_error = _chain(mats, norms, modules, first[0], encoder_width, out.merge or 1)
-    if tokens_per_image and patches_per_image:
-        merged = patches_per_image // max(out.merge or 1, 1)
-        out.pooling = tokens_per_image < merged
-        out.pool = merged // tokens_per_image if out.pooling and merged % tokens_per_image == 0 else None
-        out.evidence["pooling"] = (f"{tokens_per_image} tokens per image from {patches_per_image} patches"
-                                   + (f" (/{out.merge} merged)" if (out.merge or 1) > 1 else ""))
     return out
 
 
@@ -378,14 +391,15 @@ class _Walk:
 
 
 def component_projector(target: Path, class_name: str, model_id: str, example: dict[str, Any] | None = None,
-                        classes: dict | None = None) -> ProjectorStructure:
+                        classes: dict | None = None, args: dict[str, Any] | None = None) -> ProjectorStructure:
     """What the target's projector ``class_name`` builds for ``model_id`` (``example``: the id's section of an
-    example model JSON, the config values its branches are decided with)."""
+    example model JSON, the config values its branches are decided with; ``args``: constant keyword arguments a
+    caller passes to its ``__init__``, e.g. ``use_postshuffle_norm=True`` where an encoder layer builds one)."""
     classes = _class_index(target) if classes is None else classes
     if class_name not in classes:
         return ProjectorStructure(error=f"class {class_name} is not defined under the models tree")
     rel, node = classes[class_name]
-    return _read_class(node, _parse(Path(target) / rel), rel, model_id, example)
+    return _read_class(node, _parse(Path(target) / rel), rel, model_id, example, args)
 
 
 def projector_from_code(code: str, class_name: str, model_id: str) -> ProjectorStructure:
@@ -398,7 +412,7 @@ def projector_from_code(code: str, class_name: str, model_id: str) -> ProjectorS
 
 
 def _read_class(node: ast.ClassDef, tree: ast.Module | None, rel: str, model_id: str,
-                example: dict[str, Any] | None) -> ProjectorStructure:
+                example: dict[str, Any] | None, init_args: dict[str, Any] | None = None) -> ProjectorStructure:
     class_name = node.name
     fns = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
     init = fns.get("__init__")
@@ -409,6 +423,7 @@ def _read_class(node: ast.ClassDef, tree: ast.Module | None, rel: str, model_id:
     for a, d in zip(args.args[len(args.args) - len(args.defaults):], args.defaults):
         if isinstance(d, ast.Constant):
             env[a.arg] = d.value
+    env.update(init_args or {})
     cfg = {**(example or {}), "model_id": model_id}
     imports = {a.asname or a.name: n.module or "" for n in (tree.body if tree else [])
                if isinstance(n, ast.ImportFrom) for a in n.names}
@@ -428,6 +443,8 @@ def _read_class(node: ast.ClassDef, tree: ast.Module | None, rel: str, model_id:
                     "norms": ", ".join(f"{w} at {at}" for w, at in walk.norms)}
     if walk.matrices:
         first_in = walk.matrices[0][0]
+        if walk.norms:  # the norm as wide as the first matrix's input normalises the merged rows
+            out.norm_at_input = str(walk.norms[0][0]) == str(first_in)
         given = _input_width(fwd, walk) if fwd is not None else None
         if given is not None:
             out.width_change = str(given) != str(first_in)
@@ -476,10 +493,10 @@ def projector_structures(target: Path, examples: dict[str, dict[str, Any]] | Non
     return out
 
 
-def source_projector_of(cfg: dict[str, Any], shapes: dict[str, list[int]]) -> ProjectorStructure | None:
-    """The source projector from its config.json and weights: the text width and vocabulary from the text
+def source_widths(cfg: dict[str, Any], shapes: dict[str, list[int]]) -> dict[str, Any] | None:
+    """The widths the source's projectors are read against: the text width and vocabulary from the text
     sub-config, the encoder's output width from the tower's convolutions (the patch conv's channels, or those of a
-    conv after it, GLM-4V's downsampling conv), tokens per image and patches from the config where it states them."""
+    conv after it, GLM-4V's downsampling conv), and the patch conv's tensor. None: no vision convolution."""
     from msmigrate.tools.megatron.parallel_check import text_config
 
     text = text_config(cfg) or {}
@@ -488,12 +505,21 @@ def source_projector_of(cfg: dict[str, Any], shapes: dict[str, list[int]]) -> Pr
                    if len(s) in (4, 5) and any(w in n for w in vision_words) and n.endswith("weight"))
     if not convs:
         return None
-    patch = convs[0][1]
-    width = convs[-1][2][0]  # the last conv in the chain (most input channels) gives the tower's output width
+    # the last conv in the chain (most input channels) gives the tower's output width
+    return {"patch": convs[0][1], "encoder": convs[-1][2][0], "text": text.get("hidden_size"),
+            "vocab": text.get("vocab_size")}
+
+
+def source_projector_of(cfg: dict[str, Any], shapes: dict[str, list[int]]) -> ProjectorStructure | None:
+    """The source projector from its config.json and weights (widths: ``source_widths``), tokens per image and
+    patches from the config where it states them."""
+    w = source_widths(cfg, shapes)
+    if w is None:
+        return None
     vision = next((cfg[k] for k in ("vision_config", "vision_tower_config", "visual") if isinstance(cfg.get(k), dict)),
                   {})
     patches = None
     if isinstance(vision.get("image_size"), int) and isinstance(vision.get("patch_size"), int) and vision["patch_size"]:
         patches = (vision["image_size"] // vision["patch_size"]) ** 2
-    return source_projector(shapes, text.get("hidden_size"), width, patch, text.get("vocab_size"),
+    return source_projector(shapes, w["text"], w["encoder"], w["patch"], w["vocab"],
                             cfg.get("mm_tokens_per_image"), patches)

@@ -100,7 +100,7 @@ def convert_weights(ctx: RunContext, tp: int = 1, pp: int = 1, output_dir: str =
     converter = plan.get("converter") or converter_candidates(ctx.target, model_type).best
     if converter:
         res = target_converter_roundtrip(ctx.runtime_python, ctx.target, converter, work, shrink_source=ctx.source,
-                                         tp=tp, pp=pp)
+                                         tp=tp, pp=pp, taps=plan.get("encoder_taps"))
         if res.ok:
             return ToolResult.success(converter_used="target", converter=converter, facts=res.facts, ran=res.ran,
                                       stubbed=res.stubbed, notes=notes)

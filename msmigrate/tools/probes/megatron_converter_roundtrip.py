@@ -3,7 +3,7 @@ model; the tensors must come back identical.
 
     python megatron_converter_roundtrip.py --target ROOT --converter NAME --work DIR
         (--hf-dir DIR | --tiny-config CONFIG.json | --shrink-source HF_DIR) [--tp 1] [--llm-pp-layers JSON] [--vit-pp-layers JSON]
-        [--extra-path DIR ...]
+        [--extra-path DIR ...] [--taps JSON]
 
 Runs in the target runtime with the target root on sys.path; imports nothing from msmigrate. The converter class is
 found by name in the target's checkpoint/ sources and its module imported alone (the package __init__ pulls in
@@ -21,6 +21,10 @@ in ``stubbed``; the loading, merging and op reverts that run are still the targe
 Checks: same tensor names and bit-identical tensors after the round trip; at TP = 1 (one file per pipeline stage),
 the fused text ``linear_qkv`` rows in MindSpeed-MM's order (per KV group: its query heads, its key
 head, its value head), compared row block by row block with the HF q/k/v (independent of the converter's code).
+``--taps {"hf_list", "index_field", "attr"}`` (per-layer mergers, Qwen3-VL's deepstack ones): merger i's tensors
+must reach the Megatron checkpoint under ``layers.<k>.<attr>.`` where k is entry i of the tiny model's vision
+config ``index_field``, and no tower layer outside that list may hold the attribute; at TP = 1 each merger matrix
+is found by value (the random init makes them unique), at TP > 1 by name only.
 """
 import argparse
 import ast
@@ -199,6 +203,38 @@ def qkv_layout_problems(hf, mg, text_cfg):
     return problems[:5], checked
 
 
+def tap_problems(hf, stages, hf_dir, taps, tp):
+    """Each per-layer merger lands on the tap of the tower layer its index names (see the module docstring)."""
+    import torch
+
+    cfg = json.loads((Path(hf_dir) / "config.json").read_text(encoding="utf-8"))
+    indexes = (cfg.get("vision_config") or {}).get(taps["index_field"])
+    if not isinstance(indexes, list):
+        return [f"the tiny model's vision config has no list {taps['index_field']}"], 0
+    attr = re.escape(taps["attr"])
+    mm = {k: v for st in stages[:1] for key, sd in st.items() if key.startswith("model") and isinstance(sd, dict)
+          for k, v in sd.items() if isinstance(v, torch.Tensor)}
+    at = {int(m.group(1)) for k in mm if (m := re.search(rf"\.layers\.(\d+)\.{attr}\.", k))}
+    problems = []
+    if at != set(indexes):
+        problems.append(f"the Megatron checkpoint holds {taps['attr']} on tower layers {sorted(at)}; the source's "
+                        f"{taps['index_field']} is {indexes}")
+    checked = 0
+    for i, k in enumerate(indexes):
+        mine = {n: t for n, t in hf.items() if n.startswith(f"{taps['hf_list']}.{i}.")}
+        if not mine:
+            problems.append(f"the tiny model has no tensors under {taps['hf_list']}.{i}")
+        for n, t in mine.items() if tp == 1 else ():
+            if t.dim() != 2 or bool((t == t.flatten()[0]).all()):
+                continue  # a constant tensor (a norm's ones) cannot be told apart by value
+            homes = [m for m, v in mm.items() if v.shape == t.shape and torch.equal(v, t)]
+            checked += 1
+            if not any(re.search(rf"\.layers\.{k}\.{attr}\.", m) for m in homes):
+                problems.append(f"{n} (merger {i}, tower layer {k}) lands on {homes[:2] or 'no tensor'}, not on "
+                                f"layers.{k}.{taps['attr']}")
+    return problems, checked
+
+
 def run(a):
     import torch
 
@@ -272,9 +308,13 @@ def run(a):
                  if n in out and not (hf[n].shape == out[n].shape and torch.equal(hf[n], out[n]))][:10]
     layout, checked = qkv_layout_problems(hf, mg, text_cfg) if mg else ([], 0)
     problems += layout
+    taps_checked = None
+    if a.taps and files:
+        tap_issues, taps_checked = tap_problems(hf, stages, hf_dir, json.loads(a.taps), a.tp)
+        problems += tap_issues
     return {"ok": not problems, "problems": problems, "ran": ran, "stubbed": stubbed, "notes": notes, "module": module,
             "hf_tensors": len(hf), "megatron_files": len(files), "megatron_tensors": len(mg) or None,
-            "qkv_layers_checked": checked, "llm_pp_layers": llm_pp, "vit_pp_layers": vit_pp, "tp": a.tp,
+            "qkv_layers_checked": checked, "tap_matrices_checked": taps_checked, "llm_pp_layers": llm_pp, "vit_pp_layers": vit_pp, "tp": a.tp,
             "hf_dir": str(hf_dir), "sample_megatron_names": sorted(mg)[:6]}
 
 
@@ -291,6 +331,7 @@ def main():
     ap.add_argument("--llm-pp-layers")
     ap.add_argument("--vit-pp-layers")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--taps", help='per-layer mergers: {"hf_list", "index_field", "attr"}')
     ap.add_argument("--extra-path", action="append", default=[], help="more import roots (a MindSpeed checkout)")
     a = ap.parse_args()
     if not (a.hf_dir or a.tiny_config or a.shrink_source):
