@@ -98,7 +98,7 @@ def _check_toy(lines: list[str]) -> None:
 
 @pytest.mark.parametrize("meta_buffers", [True, False], ids=["torch.device(meta)", "Module.to_empty"])
 def test_uninitialised_buffer_is_nan_every_time_and_named(tmp_path, meta_buffers):
-    # Module.to_empty gives buffers new storage too (the stand-in trainer's path); without the fill it held
+    # Module.to_empty gives buffers new storage too (a trainer that calls it); without the fill it held
     # whatever the allocator returned (zeros on fresh pages: a finite loss, so the gate passed by luck)
     lines = _run_toy(sys.executable, tmp_path, meta_buffers)
     _check_toy(lines)

@@ -463,3 +463,23 @@ def test_forward_smoke_builds_through_overwrite_transformer_config_as_modelhub_d
                                         "--model-id", "needs_overwrite", "--model-name-or-path", str(tiny_qwen2vl)])
     assert "built without overwrite_transformer_config" not in (res.error or "") + json.dumps(out)
     assert out["finite"] and out["loss"] > 0  # the eager build (this test target's meta path is another matter)
+
+
+def test_fresh_path_still_names_the_skipped_bare_parameter_with_the_standins_storage_call(target, tiny_qwen2vl,
+                                                                                          tmp_path):
+    """The stand-in now gives storage as the real trainer does (to_empty_if_needed: parameters fresh, buffers kept,
+    then init_model_weights): blind live run 10's init that skips marked modules is still caught on that path."""
+    import shutil
+
+    standin = Path(__file__).resolve().parents[2] / "msmigrate" / "testbeds" / "standin" / "tree"
+    copy = tmp_path / "target"
+    shutil.copytree(target, copy)
+    for rel in ("mindspeed_mm/fsdp/utils/utils.py", "mindspeed_mm/fsdp/utils/device.py"):
+        shutil.copy(standin / rel, copy / rel)
+    res, out = _probe("forward_smoke", ["--target", str(copy), "--plugin", "mindspeed_mm/fsdp/models/tinyvl",
+                                        "--model-id", "tiny_vl_init_skips_marked",
+                                        "--model-name-or-path", str(tiny_qwen2vl)])
+    fresh = out["meta_fresh"]
+    assert fresh["materialize"] == "to_empty_if_needed" and fresh["init"] == "init_model_weights", fresh
+    assert (fresh["first_nonfinite_kind"], fresh["first_nonfinite"]) == ("parameter", "extra.class_embedding"), fresh
+    assert out["meta_load"]["finite"] and not res.ok and res.error.startswith("fresh init (no load"), res.error

@@ -3,8 +3,9 @@
 Why: the advice a model plugin needs for its non-persistent buffers (rotary ``inv_freq``, ``position_ids``) depends on
 what the trainer calls after building on meta, and the targets differ. The real MindSpeed-MM calls its own
 ``to_empty_if_needed(model, device)``: ``model._apply`` with fresh storage for parameters only, buffers moved with their
-values — a ``to_empty`` override on the plugin never runs, and what ``__init__`` computed survives. The stand-in calls
-``model.to_empty(device=...)``: every tensor gets fresh storage and the plugin's override runs. Both skip
+values — a ``to_empty`` override on the plugin never runs, and what ``__init__`` computed survives. The stand-in
+does the same (it used to call ``model.to_empty``, which gives every tensor fresh storage and runs the override; the
+real trainer never does). A target whose trainer calls ``Module.to_empty`` is still read as such. Both skip
 ``init_weights`` when ``training.load`` is set. The prompt said "recompute them in init_weights", which a resumed load
 never calls; it now says what this target does, found here (not assumed per target name).
 """

@@ -17,6 +17,7 @@ from mindspeed_mm.fsdp.train.train_engine import TrainEngine
 from mindspeed_mm.fsdp.utils.device import (get_device_type, get_dist_comm_backend, get_torch_device,
                                             set_accelerator_compatible)
 from mindspeed_mm.fsdp.utils.random import set_seed
+from mindspeed_mm.fsdp.utils.utils import init_model_weights, to_empty_if_needed
 from mindspeed_mm.fsdp.utils.register import import_plugin
 
 logger = logging.getLogger(__name__)
@@ -57,9 +58,10 @@ class Trainer:
         model = self.parallel_applier(model)
         model = self.features_applier.post_fully_shard_apply(model)
         if args.training.init_model_with_meta_device:
-            model.to_empty(device=get_device_type())
+            # parameters get fresh storage, buffers keep their values (a to_empty override never runs)
+            to_empty_if_needed(model, device=get_device_type())
             if args.training.load is None:
-                model.init_weights()
+                init_model_weights(model)
         return model
 
     def get_optimizer(self):
