@@ -78,14 +78,15 @@ def build_policy(spec: RunSpec, settings: Settings) -> Policy:
 
 
 def build_tools(ctx: RunContext) -> list:
-    from msmigrate.knowledge.retrieval import read_knowledge_tool, search_knowledge_tool
+    from msmigrate.agent.knowledge_view import target_knowledge_tool
+    from msmigrate.knowledge.retrieval import search_knowledge_tool
     from msmigrate.tools.file_writer import file_writer_tools
     from msmigrate.tools.megatron.route_tools import megatron_tools
     from msmigrate.tools.phase_tools import phase_tools
     from msmigrate.tools.repo_reader import repo_reader_tools
     from msmigrate.tools.target_check_tools import target_check_tools
 
-    return [*repo_reader_tools(ctx), *file_writer_tools(ctx), *target_check_tools(ctx), read_knowledge_tool(),
+    return [*repo_reader_tools(ctx), *file_writer_tools(ctx), *target_check_tools(ctx), target_knowledge_tool(ctx),
             search_knowledge_tool(), *phase_tools(ctx), *megatron_tools(ctx)]
 
 

@@ -19,6 +19,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from msmigrate.knowledge.owners import deciding_facts_text, owner_semantics_text
 from msmigrate.prompts.fence import fence
+from msmigrate.tools.repo_reader.wiring_facts import collate_advice
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
@@ -55,6 +56,7 @@ def _environment() -> Environment:
     # the owner definitions are written once (knowledge/owners.py); every prompt that names owners renders this text
     env.globals["owner_semantics"] = owner_semantics_text()
     env.globals["deciding_facts"] = deciding_facts_text()
+    env.globals["collate_advice"] = collate_advice  # what batches a branch-C dataset (the target's own wiring)
     env.filters["fence"] = fence  # untrusted text: {{ excerpt | fence("log excerpt") }} (see fence.py)
     return env
 

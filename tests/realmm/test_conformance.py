@@ -212,6 +212,10 @@ def test_the_real_trainer_keeps_buffers_through_its_storage_call(realmm_snapshot
     facts = meta_init_facts(realmm_snapshot / "MindSpeed-MM")
     assert facts["storage"] == "to_empty_if_needed" and facts["buffers_kept"] is True
     assert facts["init_weights"] == "only without training.load"
+    # the stand-in imitates it (it used to call Module.to_empty, emptying buffers too)
+    stand = meta_init_facts(STANDIN)
+    assert {k: stand[k] for k in ("storage", "buffers_kept", "init_weights", "defined_in")} == \
+        {k: facts[k] for k in ("storage", "buffers_kept", "init_weights", "defined_in")}
 
 
 def test_the_real_engine_sets_the_loss_and_the_real_dataloader_prefers_collate_fn(realmm_snapshot):
@@ -225,3 +229,18 @@ def test_the_real_engine_sets_the_loss_and_the_real_dataloader_prefers_collate_f
     assert loss["key"] == "features.loss_cfg.loss_type" and loss["set_at"].startswith("mindspeed_mm/fsdp/train/")
     collate = collate_wiring_facts(root)
     assert collate["dataset_collate_fn_wins"] is True and collate["at"].startswith("mindspeed_mm/fsdp/data/")
+
+
+def test_the_data_doc_renders_the_real_dataloaders_batching(realmm_snapshot):
+    """The plugin-route-data doc's branch-C line, filled from the real snapshot's dataloader: it prefers a dataset's
+    own ``collate_fn``, so the doc (like the data prompt) says to give the dataset none and names the real line."""
+    from msmigrate.agent.knowledge_view import fill_target_slots
+    from msmigrate.knowledge.retrieval import read_knowledge
+    from msmigrate.tools.repo_reader.wiring_facts import collate_wiring_facts
+
+    root = realmm_snapshot / "MindSpeed-MM"
+    body = fill_target_slots(read_knowledge("plugin-route-data").data["body"], root)
+    line = " ".join(body.split("**C — new dataset plugin:**")[1].split("\n\n")[0].split())
+    facts = collate_wiring_facts(root)
+    assert facts["dataset_collate_fn_wins"] is True and facts["at"].startswith("mindspeed_mm/fsdp/data/")
+    assert "give the dataset no `collate_fn`" in line and f"`{facts['at']}`" in line and "[[target:" not in line

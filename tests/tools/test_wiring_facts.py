@@ -80,7 +80,7 @@ def test_branch_c_asks_for_one_batching_path():
     never = phase_prompt("data", collate_wiring={"dataset_collate_fn_wins": False})
     assert "never reads a dataset's `collate_fn`" in never.split("Branch C:")[1].split(" - ")[0]
     # the plan says the same thing in its branch-C reason
-    assert "give the dataset no collate_fn" in collate_rule("mylm", collate_wiring_facts(STANDIN))
+    assert "give the dataset no `collate_fn`" in collate_rule("mylm", collate_wiring_facts(STANDIN))
     assert "register" not in collate_rule("mylm", {"dataset_collate_fn_wins": False})
 
 

@@ -30,6 +30,7 @@ from msmigrate.agent.megatron_plan import make_megatron_plan
 from msmigrate.agent.similar_case import remote_code_build_path
 from msmigrate.agent.state import EXIT_UNSUPPORTED
 from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion
+from msmigrate.tools.repo_reader.wiring_facts import collate_advice
 from msmigrate.tools.runtime_processor import RuntimeProcessor, probe_runtime_processor
 
 GENERIC_COLLATOR = "qwen3vl"  # the generic multimodal seq2seq collator in MindSpeed-MM (contract §8.2)
@@ -277,15 +278,9 @@ def processor_branch(source: Any, name: str, runtime_processor: RuntimeProcessor
 
 
 def collate_rule(collator: str, collate: dict[str, Any] | None) -> str:
-    """What batches a branch-C dataset, as the target's dataloader decides (one answer, not collator and collate_fn)."""
-    if collate and collate.get("dataset_collate_fn_wins"):
-        return (f"collator {collator} (collate_param.collator_id) batches it: give the dataset no collate_fn, since "
-                f"the target's dataloader uses a dataset's own collate_fn instead of the collator "
-                f"({collate.get('in')}, {collate.get('at')})")
-    if collate and collate.get("dataset_collate_fn_wins") is False:
-        return (f"collator {collator} (collate_param.collator_id) batches it: the target's dataloader never reads a "
-                f"dataset's collate_fn")
-    return f"collator {collator} (collate_param.collator_id) batches it; give the dataset no collate_fn"
+    """What batches a branch-C dataset, as the target's dataloader decides (one answer, not collator and collate_fn);
+    the same words as the data prompt's and the plugin-route-data doc's."""
+    return collate_advice(collate, collator)
 
 
 TEMPLATE_ID = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,39}")

@@ -85,3 +85,18 @@ def collate_wiring_facts(root: Path) -> dict[str, Any]:
             if hits:
                 return {"dataset_collate_fn_wins": True, "at": f"{rel}:{hits[0]}", "in": fn.name}
     return {"dataset_collate_fn_wins": False} if seen else {}
+
+
+def collate_advice(facts: dict[str, Any] | None, collator: str | None = None) -> str:
+    """What batches a branch-C dataset on this target, in one sentence from ``collate_wiring_facts``: the data prompt,
+    the plan and the ``plugin-route-data`` doc all say it with these words, so none of them can drift from the
+    target's own dataloader (the doc used to say the dataset returns a ``collate_fn`` that builds the batch, while
+    the prompt said to give it none). One answer, never "register a collator" and "return a collate_fn" both."""
+    who = f"the collator `{collator}` (`collate_param.collator_id`)" if collator else \
+        "the collator named in `collate_param.collator_id` (registered as in branch B)"
+    if facts and facts.get("dataset_collate_fn_wins"):
+        return (f"{who} batches its samples, so give the dataset no `collate_fn`: this target's dataloader uses a "
+                f"dataset's own `collate_fn` instead of the collator (`{facts.get('in')}`, `{facts.get('at')}`).")
+    if facts and facts.get("dataset_collate_fn_wins") is False:
+        return f"{who} batches its samples (this target's dataloader never reads a dataset's `collate_fn`)."
+    return f"{who} batches its samples; give the dataset no `collate_fn`."
