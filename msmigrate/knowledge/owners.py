@@ -36,11 +36,15 @@ DECIDING_FACTS: tuple[str, ...] = (
     "project's own model class lacking what the library needs: model).",
     "A model type or architecture the libraries do not know: environment when it is a published architecture a "
     "newer library release ships; model when it is a project's own architecture that must be registered; config "
-    "when the checkpoint ships its code and only trust_remote_code is missing.",
+    "when the checkpoint ships its code and only trust_remote_code is missing (transformers then asks for "
+    "trust_remote_code; 'does not recognize this architecture' means no code was found). The root cause's checked "
+    "facts say whether the installed transformers registers the type.",
     "Weights that do not fit the built model (size mismatch, missing / unexpected keys): model when the module "
     "definition or names differ from the checkpoint's; config when the log shows the run's own setting differs "
     "from the checkpoint's (parallel sizes, a hyperparameter argument, a checkpoint of another kind or stage given "
-    "as the path).",
+    "as the path: a dimension exactly 1/N of the other, a quantisation, size or variant argument, keys of another "
+    "head or training stage). When the log shows no such setting, the module definition or its loading code is "
+    "what must change: model.",
     "A file that does not exist or cannot be read: data when a dataset / media / tokenizer file itself is missing, "
     "empty or corrupt; config when the path in the message is visibly wrong (mangled, another root, an unexpanded "
     "variable); environment when model weights are truncated or a Git LFS pointer.",
@@ -57,7 +61,10 @@ DECIDING_FACTS: tuple[str, ...] = (
     "sample; model when the model's own forward computes the wrong shape.",
     "Parameters without gradients under DDP, gradient checkpointing that fails, an attention implementation the "
     "class lacks: model when the model's code must change; config when an option in the run turns on what the "
-    "class cannot do and may simply be turned off. When the excerpt shows neither, both fit.",
+    "class cannot do and may simply be turned off. A class of an installed library (transformers' own model "
+    "class, by its name or the code path) is not code the migration changes: config (turn the option off, pick "
+    "another implementation); the project's own class (code outside installed packages) that the run needs the "
+    "option for: model. When the excerpt shows neither, both fit.",
 )
 
 

@@ -256,3 +256,17 @@ def test_a_different_case_on_the_same_gate_is_no_recurrence(fast_prepare, tmp_pa
     run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates)
     drive(run)
     assert all("recurrence" not in r for r in run.trajectory.records("classify"))
+
+
+def test_an_excerpt_cut_inside_a_traceback_is_said_to_lack_its_error():
+    from msmigrate.agent.nodes.classify import llm_evidence
+    from msmigrate.knowledge.classifier import classify
+
+    cut = ("Traceback (most recent call last):\n"
+           "  File \"/work/train.py\", line 88, in <module>\n    main()\n"
+           "  File \"/work/train.py\", line 61, in main\n    batch = next(loader)\n")
+    shown = llm_evidence("G4", classify(cut))
+    assert shown["root_cause"]["kind"] == "traceback"
+    assert "before its exception line: the error itself is not shown" in shown["root_cause"]["text"]
+    complete = llm_evidence("G4", classify(cut + "RuntimeError: boom in the loader"))
+    assert "the error itself is not shown" not in complete["root_cause"]["text"]

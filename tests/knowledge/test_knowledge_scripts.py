@@ -131,3 +131,39 @@ def test_knowledge_accuracy_counts_an_llm_unknown_as_an_abstention(tmp_path, cap
     _load("knowledge_accuracy").main(["--corpus", str(corpus), "--llm-answers", str(answers)])  # replayed
     out = capsys.readouterr().out
     assert "abstention rate:        100.0% (1/1)" in out and "the LLM abstained (owner unknown) on 1" in out
+
+
+def test_knowledge_accuracy_asks_every_abstention_newest_held_out_round_first(tmp_path, capsys):
+    """No request cap by default (both halves fully asked); under a cap the newest held-out round goes first, then
+    the older held-out rounds, then the tuning half."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
+    from fake_openai_server import ScriptedChatServer
+
+    from msmigrate.knowledge.real_log_corpus import split_of
+
+    corpus = tmp_path / "corpus"
+    (corpus / "failures").mkdir(parents=True)
+    (corpus / "healthy").mkdir()
+    excerpts = {"old": ("https://github.com/example/q/issues/2", 1), "new": ("https://github.com/example/q/issues/3", 2),
+                "tun": ("https://github.com/example/q/issues/1", 2)}
+    assert [split_of(u) for u, _ in excerpts.values()] == ["heldout", "heldout", "tuning"]
+    for name, (url, round_) in excerpts.items():
+        (corpus / "failures" / f"{name}.yaml").write_text(
+            f"source: {url}\nowner: data\nbasis: message\nresolution: r\nround: {round_}\n"
+            f"log: \"TypeError: unsupported operand type(s) for //: 'NoneType' and 'marker_{name}'\"\n")
+    reply = json.dumps({"case_id": "unknown", "owner": "data", "reason": "r"})
+
+    def asked(*extra):
+        with ScriptedChatServer({}, classify_reply=reply) as server:
+            _load("knowledge_accuracy").main(["--corpus", str(corpus), "--llm-base-url", server.base_url, *extra])
+            prompts = [r["messages"][0]["content"] for r in server.requests]
+        capsys.readouterr()
+        return [next(n for n in excerpts if f"marker_{n}" in p) for p in prompts]
+
+    script = _load("knowledge_accuracy")
+    assert script.build_parser().parse_args([]).llm_max is None and script.LLMStage(None, "m").max_requests is None
+    assert asked() == ["new", "old", "tun"]
+    assert asked("--llm-max", "2") == ["new", "old"]

@@ -99,6 +99,9 @@ def llm_evidence(gate: str, verdict: Classification) -> dict[str, Any]:
             # what the installed libraries said of the message (knowledge/library_facts.py), e.g. a model type
             "facts": verdict.root_cause.get("facts") or []} if primary else \
         {"kind": "none", "text": "none found: " + _why_no_root_cause(verdict.root_cause), "evidence": ""}
+    if primary.get("kind") == "traceback":  # the output was cut inside a traceback: its error line is missing
+        root["text"] += (" (the excerpt ends inside this traceback before its exception line: the error itself is "
+                         "not shown; the full log or the failed gate's log tail would decide)")
     if primary.get("wrapper"):  # only a launcher / re-raise summary: say that the rank's own error is missing
         root["text"] += (" (a wrapper: it says a process failed, not why; the failing rank's own error is not in "
                          "the excerpt)")
