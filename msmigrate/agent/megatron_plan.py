@@ -9,6 +9,7 @@ encoder's) example JSON lives in, with the launch script of that folder that pas
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -22,6 +23,7 @@ from msmigrate.agent.megatron_components import (VISION_KEYS, ComponentMatch, ex
                                                  script_assets, weight_names)
 from msmigrate.agent.megatron_new_component import design_encoder
 from msmigrate.agent.megatron_new_projector import design_projector, projector_module_files
+from msmigrate.tools.megatron.numerics import numerics_diff, source_numerics
 from msmigrate.tools.megatron.parallel_check import text_config
 
 def example_script(target: Path, model_json: str) -> tuple[str | None, str | None]:
@@ -119,6 +121,11 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
         reasons.append(f"data JSON from {data_json} (the example script's --mm-data): its dataset_type, template and "
                        "collator are kept — the route's template registry is not read, so the template rests on the "
                        "matched example's family")
+    numerics = example_numerics(ctx.target, base.example if base else None, cfg, shapes, new_component)
+    if numerics.get("differs"):
+        reasons.append(f"numerics: the starting point differs from the source in " + "; ".join(
+            f"{d['role']}.{d['field']} ({d['have']!r}, source {d['source']!r}: {d['evidence']})"
+            for d in numerics["differs"]) + ": the config writer sets these from the source (G3 checks them)")
     example_dir = f"examples/{name}"
     plan = {
         "backend": backend.backend,
@@ -164,9 +171,35 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
                                          else None),
         "media_expansion": expansion.to_dict() if expansion is not None else None,
         "parallel_check": backend.parallel_check,
+        # the numerics fields the starting sections get wrong for this source, known before anything is written
+        "numerics": numerics,
         "reasons": reasons,
     }
     return plan
+
+
+def example_numerics(target: Path, example: str | None, cfg: dict[str, Any], shapes: dict[str, list[int]],
+                     new_encoder: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The numerics fields (activation, norm type, gated MLP, linear biases) of the sections the config writer
+    starts from (the example's, the new encoder's fields for a new one) against what the source's config and
+    weights show (tools/megatron/numerics.py, the facts G3 checks): ``{"compared": {role: [fields]}, "differs":
+    [{role, field, have, source, evidence}]}``."""
+    out: dict[str, Any] = {"compared": {}, "differs": []}
+    try:
+        doc = json.loads((Path(target) / example).read_text(encoding="utf-8")) if example else {}
+    except (OSError, ValueError) as exc:
+        return {**out, "error": f"example {example} not read: {exc}"}
+    vision_sub = next((cfg[k] for k in VISION_KEYS if isinstance(cfg.get(k), dict)), None) or {}
+    sections = {"text_decoder": (doc.get("text_decoder"), text_config(cfg) or {}),
+                "vision_encoder": ((new_encoder or {}).get("json_fields")
+                                   or (doc.get("image_encoder") or {}).get("vision_encoder"), vision_sub)}
+    for role, (section, sub) in sections.items():
+        if not isinstance(section, dict) or not sub:
+            continue
+        facts = source_numerics(sub, shapes, role)
+        out["compared"][role] = sorted(k for k in facts if k in section)
+        out["differs"] += [{"role": role, **d} for d in numerics_diff(section, facts)]
+    return out
 
 
 def _new_encoder(target: Path, matches: dict[str, ComponentMatch], examples: dict[str, Any], cfg: dict[str, Any],

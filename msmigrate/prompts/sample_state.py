@@ -168,6 +168,9 @@ def sample_megatron_plan() -> dict[str, Any]:
                                              "pixel_values"],
                            "consumed": ["attention_mask", "image_grid_thw", "input_ids", "labels", "pixel_values"],
                            "not_consumed": [], "takes_kwargs": True},
+        "numerics": {"compared": {"text_decoder": ["activation_func", "add_qkv_bias", "normalization"],
+                                  "vision_encoder": ["activation_func", "gated_linear_unit", "normalization"]},
+                     "differs": []},
         "reasons": ["the spec asks for tp 2: the Megatron route (pretrain_vlm.py)",
                     "text_decoder qwen2_5_lm: its example JSON configures the source's distinctive fields"],
     }

@@ -97,14 +97,14 @@ def source_numerics(sub_config: dict[str, Any], shapes: dict[str, list[int]], ro
     return out
 
 
+def numerics_diff(section: dict[str, Any], facts: dict[str, Numeric]) -> list[dict[str, Any]]:
+    """``{field, have, source, evidence}`` for each numerics field the section has whose value is not the source's
+    (fields it lacks: the component takes its default, which the example pairs show is that component's own)."""
+    return [{"field": key, "have": section[key], "source": facts[key].value, "evidence": facts[key].evidence}
+            for key in FIELDS if key in facts and key in section and section[key] != facts[key].value]
+
+
 def numerics_problems(name: str, section: dict[str, Any], facts: dict[str, Numeric]) -> list[str]:
-    """One problem per field the section has whose value differs from the source's (fields it lacks: the component
-    takes its default, which the example pairs show is that component's own)."""
-    out = []
-    for key in FIELDS:
-        fact = facts.get(key)
-        if fact is None or key not in section or section[key] == fact.value:
-            continue
-        out.append(f"{name}.{key} is {section[key]!r}, the source has {fact.value!r} ({fact.evidence}): the "
-                   "numerics must follow the source, not the example")
-    return out
+    """One problem per field the section has whose value differs from the source's."""
+    return [f"{name}.{d['field']} is {d['have']!r}, the source has {d['source']!r} ({d['evidence']}): the "
+            "numerics must follow the source, not the example" for d in numerics_diff(section, facts)]
