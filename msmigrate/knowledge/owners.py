@@ -47,7 +47,10 @@ DECIDING_FACTS: tuple[str, ...] = (
     "what must change: model.",
     "A file that does not exist or cannot be read: data when a dataset / media / tokenizer file itself is missing, "
     "empty or corrupt; config when the path in the message is visibly wrong (mangled, another root, an unexpanded "
-    "variable); environment when model weights are truncated or a Git LFS pointer.",
+    "variable); environment when model weights are truncated or a Git LFS pointer. A well-formed path to a "
+    "dataset or media file that is absent means the file itself is missing: data, unless the log shows the path "
+    "setting that points at the wrong place. A Hub repository or file that cannot be fetched (private, gated, no "
+    "token, no network): environment, unless the repository id in the message is visibly wrong (config).",
     "A collective, store or socket timeout on one rank: the first error another rank printed decides, when the "
     "excerpt shows one; when the timeout is the only error, environment (network, cluster, communication settings).",
     "An Ascend / CANN error code raised inside the runtime or an operator (EZ/EE/EH/EI codes, 5xxxxx / 1xxxxx error "
@@ -59,6 +62,9 @@ DECIDING_FACTS: tuple[str, ...] = (
     "Shapes and counts that disagree between the batch and the model (image tokens vs features, labels vs logits): "
     "data when the samples, template or collator produce them; config when the log shows a sequence limit cut the "
     "sample; model when the model's own forward computes the wrong shape.",
+    "A forward() that misses a required argument or rejects a keyword: the forward signature is the model's, and so "
+    "is the code calling one of its modules (model), unless the traceback shows the call is the data path's own "
+    "function (mm_plugin, processor, collator, dataset: data) or the batch reaching the model is empty (data).",
     "Parameters without gradients under DDP, gradient checkpointing that fails, an attention implementation the "
     "class lacks: model when the model's code must change; config when an option in the run turns on what the "
     "class cannot do and may simply be turned off. A class of an installed library (transformers' own model "

@@ -24,3 +24,14 @@ def test_an_unknown_model_type_points_at_the_checked_registry_fact():
     fact = _fact("A model type or architecture the libraries do not know")
     assert "checked facts say whether the installed transformers registers the type" in fact
     assert "'does not recognize this architecture' means no code was found" in fact
+
+
+def test_an_absent_file_at_a_well_formed_path_is_data_and_an_unfetchable_hub_repo_environment():
+    fact = _fact("A file that does not exist or cannot be read")
+    assert "A well-formed path to a dataset or media file that is absent means the file itself is missing: data" in fact
+    assert "A Hub repository or file that cannot be fetched" in fact and "environment, unless the repository id" in fact
+
+
+def test_a_forward_signature_mismatch_is_the_models_unless_the_data_path_calls_or_the_batch_is_empty():
+    fact = _fact("A forward() that misses a required argument or rejects a keyword")
+    assert "the forward signature is the model's" in fact and "the batch reaching the model is empty (data)" in fact
