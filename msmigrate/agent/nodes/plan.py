@@ -30,6 +30,7 @@ from msmigrate.agent.megatron_plan import make_megatron_plan
 from msmigrate.agent.similar_case import remote_code_build_path
 from msmigrate.agent.state import EXIT_UNSUPPORTED
 from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion
+from msmigrate.tools.repo_reader.processor_code import declared_processor_code, describe_unreached
 from msmigrate.tools.repo_reader.wiring_facts import collate_advice
 from msmigrate.tools.runtime_processor import RuntimeProcessor, probe_runtime_processor
 
@@ -268,8 +269,9 @@ def processor_branch(source: Any, name: str, runtime_processor: RuntimeProcessor
            f"{loaded} has no image processor, so the target's load_tokenizer gives the huggingface dataset "
            f"processor=None and its mm_plugin cannot make pixel_values; the dataset plugin builds the processor "
            + (f"from the tokenizer and the folder's {image} (preprocessor_config.json, AutoImageProcessor)"
-              if image else "itself (the folder declares no image processor: say in its docstring what makes the "
-                            "pixels)")
+              if image else (f"itself, as {unreached}" if (unreached := describe_unreached(
+                  declared_processor_code(source))) else "itself (the folder declares no image processor: say in "
+                                                         "its docstring what makes the pixels)"))
            + f", reuses the huggingface pipeline (attr, template {plan['template']}, label masking) and registers "
              f"the template / mm_plugin{' / collator' if plan['collator'] != GENERIC_COLLATOR else ''} entries "
              f"as in B; " + collate_rule(plan["collator"], collate))
@@ -320,6 +322,7 @@ def custom_code_facts(source: Any, src: dict[str, Any],
         "processor_config.json" if (Path(source) / "processor_config.json").is_file() else None)
     params = sorted(forward_params(src) or [])
     facts = {"auto_map": auto_map, "config_templates": templates, "declared_processor": declared,
+             "processor_code": declared_processor_code(source),
              "forward_parameters": params or None,
              "processor_note": None if declared else "no processor class declared: AutoProcessor will return the "
                                                      "bare tokenizer; media need a processor folder or a dataset plugin"}

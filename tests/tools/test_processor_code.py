@@ -1,0 +1,71 @@
+"""A processor class the folder names and defines but no auto_map reaches (DeepSeek-VL2-style; found on a held-out
+crop-tiling VLM): the plan's branch-C reason points at that code instead of saying the folder declares nothing."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from msmigrate.tools.repo_reader.processor_code import declared_processor_code, describe_unreached
+
+CODE = '''"""doc"""
+
+
+class TilerProcessor:
+    def __init__(self, tokenizer, sizes):
+        self.tokenizer = tokenizer
+
+    def crops(self, image):
+        return []
+
+    def __call__(self, prompt, images):
+        return {}
+'''
+
+
+def folder(tmp_path, auto_map=None):
+    (tmp_path / "processing_tiler.py").write_text(CODE)
+    cfg = {"processor_class": "TilerProcessor", "image_token": "<image>"}
+    if auto_map:
+        cfg["auto_map"] = auto_map
+    (tmp_path / "processor_config.json").write_text(json.dumps(cfg))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "tiler", "auto_map": {
+        "AutoModelForCausalLM": "modeling_tiler.TilerForCausalLM"}}))
+    return tmp_path
+
+
+def test_the_defining_file_and_reachability_are_read(tmp_path):
+    code = declared_processor_code(folder(tmp_path))
+    assert code == {"class": "TilerProcessor", "declared_in": "processor_config.json",
+                    "defined_in": "processing_tiler.py", "line": 4, "methods": ["__init__", "crops", "__call__"],
+                    "auto_map_reaches": False}
+    said = describe_unreached(code)
+    assert "TilerProcessor (processing_tiler.py:4, named by processor_config.json" in said
+    assert "AutoProcessor cannot load it" in said
+
+
+def test_reached_or_absent_code_says_nothing(tmp_path):
+    reached = declared_processor_code(folder(tmp_path, {"AutoProcessor": "processing_tiler.TilerProcessor"}))
+    assert reached["auto_map_reaches"] and describe_unreached(reached) is None
+    (tmp_path / "processing_tiler.py").unlink()
+    gone = declared_processor_code(tmp_path)
+    assert gone["defined_in"] is None and describe_unreached(gone) is None
+
+
+def test_no_declared_processor(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    assert declared_processor_code(tmp_path) is None
+
+
+def test_branch_c_reason_points_at_the_code(tmp_path):
+    from msmigrate.agent.nodes.plan import processor_branch
+    from msmigrate.tools.runtime_processor import RuntimeProcessor
+
+    bare = RuntimeProcessor(ok=True, loaded=True, processor_class="TokenizersBackend", kind="tokenizer",
+                            handles_images=False)
+    plan = {"template": "tiler", "collator": "qwen3vl", "reasons": []}
+    out = processor_branch(folder(tmp_path), "tiler", bare, plan)
+    assert out["data_branch"] == "C"
+    assert "builds the processor itself, as the folder's own TilerProcessor (processing_tiler.py:4" in \
+        out["data_branch_why"]
+    assert "declares no image processor" not in out["data_branch_why"]
