@@ -216,6 +216,10 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         plan["reasons"] = plan["reasons"] + [why_path] + (
             [runtime_processor.note()] if runtime_processor is not None else [])
         plan.update(processor_branch(deps.ctx.source, name, runtime_processor, plan, inv.get("collate_wiring")))
+        attention = attention_reason(src)
+        if attention:
+            plan.update(attention_flags_missing=(src.get("remote_attention") or {}).get("lacks"))
+            plan["reasons"] = plan["reasons"] + [attention]
     else:
         plan.update(build_path="transformers", build_path_why=(
             f"build path transformers: transformers ships {plan['hf_class']}, so ModelHub loads it with "
@@ -301,6 +305,31 @@ def new_template_id(source: Any, templates: list[dict[str, Any]], name: str) -> 
         if isinstance(value, str) and TEMPLATE_ID.fullmatch(value) and value not in taken:
             return value, f"new template named {value!r}: the checkpoint's config.json names its chat format ({key!r})"
     return name, None
+
+
+ATTN_FLAG_NAMES = {"sdpa": "_supports_sdpa", "flash_attention_2": "_supports_flash_attn"}
+
+
+def attention_reason(src: dict[str, Any]) -> str | None:
+    """The remote-code classes that would refuse the attention the run asks for, before any forward fails: the
+    source facts' ``remote_attention`` (tools/repo_reader/attention_facts.py) lists each PreTrainedModel the top
+    class builds and the flags it declares; transformers checks the requested implementation on each of them at
+    build time (blind live run 12: the vendored vision tower had no ``_supports_sdpa``). None when all declare it."""
+    facts = src.get("remote_attention") or {}
+    rows = {r.get("class"): r for r in facts.get("classes") or [] if isinstance(r, dict)}
+    parts = []
+    for impl, names in (facts.get("lacks") or {}).items():
+        where = [f"{n} ({rows.get(n, {}).get('at')}, "
+                 + (f"built by {rows[n]['built_by']})" if rows.get(n, {}).get("built_by")
+                    else "the top class: declare it on the plugin subclass)") for n in names]
+        parts.append(f"no {ATTN_FLAG_NAMES.get(impl, impl)} ({impl}) on " + "; ".join(where))
+    if not parts:
+        return None
+    return ("attention flags read from the remote code: transformers refuses a requested attention implementation "
+            "at build time on every PreTrainedModel that does not declare it, nested ones included (check_forward "
+            "and the CPU launches ask for sdpa; the framework's default is flash_attention_2): "
+            + " | ".join(parts) + ". Declare the flag on that class in the vendored code (the class's own "
+            "attention code still decides what runs; make sure it does not dispatch to an implementation it lacks)")
 
 
 def custom_code_facts(source: Any, src: dict[str, Any],

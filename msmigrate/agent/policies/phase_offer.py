@@ -90,6 +90,9 @@ PHASE_FACTS: dict[str, frozenset[str]] = {
     # the checkpoint files: what the model plugin loads and the config points at
     "weight_files": frozenset({"model", "config"}),
     "weight_files_count": frozenset({"model", "config"}),
+    # the remote code's PreTrainedModel classes and the attention each declares: what the plugin must declare (model)
+    # and what model.attn_implementation may ask for (config)
+    "remote_attention": frozenset({"model", "config"}),
 }
 
 

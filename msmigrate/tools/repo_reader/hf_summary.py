@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from msmigrate.core.tool_result import ToolResult
+from msmigrate.tools.repo_reader.attention_facts import remote_attention_facts
 from msmigrate.tools.runtime import run_probe
 
 SIZE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
@@ -228,7 +229,11 @@ def hf_summary(folder: Path, runtime_python: str | None = None, probe_timeout: f
             else:
                 forward = {"source": "probe", "error": probe.error,
                            "stderr_tail": probe.data.get("stderr_tail", "")[-800:]}
+    # remote code: which PreTrainedModel classes it builds and the attention each declares (transformers refuses a
+    # requested sdpa / flash attention on a nested one that does not declare it, at build time)
+    attention = remote_attention_facts(folder, arch) if facts["auto_map"] and custom_files else None
     return ToolResult.success(
+        **({"remote_attention": attention} if attention else {}),
         folder=str(folder), **facts, custom_code_files=custom_files,
         auto_map_files_missing=[f for f in referenced if f not in custom_files],
         needs_trust_remote_code=bool(facts["auto_map"]), tokens=tokens, chat_template=template,
