@@ -89,10 +89,11 @@ def test_the_plan_recommends_a_dataset_plugin_when_the_runtime_gets_no_image_pro
     # the build path agrees with the model contract: no weight init relied on (a resumed load skips init_weights)
     assert "HF weight init" not in plan["build_path_why"] and "never from init_weights" in plan["build_path_why"]
     # branch C asks for one batching path, the one the target's dataloader uses (no collate_wiring read here)
-    assert "give the dataset no collate_fn" in why and f"collator {plan['collator']}" in why
+    plain = why.replace("`", "")  # wiring_facts.collate_advice marks names as code
+    assert "give the dataset no collate_fn" in plain and f"collator {plan['collator']}" in plain
     wired = make_plan(deps, {**state, "target_summary": {**state["target_summary"], "collate_wiring": {
         "dataset_collate_fn_wins": True, "in": "build_loader", "at": "d.py:7"}}}, runtime_processor=bare)
-    assert "instead of the collator (build_loader, d.py:7)" in wired["data_branch_why"]
+    assert "instead of the collator (build_loader, d.py:7)" in wired["data_branch_why"].replace("`", "")
     # the prompt says each once: on the plan's branch / build path lines, not again among the reasons
     from msmigrate.prompts.render import render
     from msmigrate.prompts.sample_state import sample_vars
