@@ -166,9 +166,17 @@ def _from_codes(codes: list[str], catalog: Catalog, root: RootCause) -> Classifi
     return None
 
 
+_FRAME_LINE = re.compile(r'^\s*File "[^"]+", line \d+')
+
+
 def lexical(evidence: str, catalog: Catalog, exclude_source: str | None = None) -> OwnerVote | None:
-    """The BM25 owner vote for ``evidence`` (``exclude_source`` leaves one corpus source out, for calibration)."""
-    return owner_vote(evidence, catalog, exclude_source=exclude_source)
+    """The BM25 owner vote for ``evidence`` (``exclude_source`` leaves one corpus source out, for calibration).
+    Traceback frame lines are left out of the query when anything else is there: their paths (site-packages,
+    python3.x, torch/nn/modules) are words of every traceback and pulled the vote and the candidates shown to the LLM
+    towards environment cases (tuning half: the top candidate's owner matched the label in 50 of 104 abstentions
+    with the frames, 58 of 104 without)."""
+    message = "\n".join(line for line in evidence.splitlines() if not _FRAME_LINE.search(line))
+    return owner_vote(message if message.strip() else evidence, catalog, exclude_source=exclude_source)
 
 
 def ambiguous_cases(calibration: dict[str, Any]) -> dict[str, dict[str, int]]:

@@ -206,3 +206,15 @@ KeyError: 'newarch'"""
     result = classify(log)
     assert "transformers-unknown-model-type" in [result.case_id] + [c["case_id"] for c in result.candidates]
     assert classify("KeyError: 'newarch'").case_id != "transformers-unknown-model-type"  # a bare KeyError is not
+
+
+def test_the_lexical_query_leaves_traceback_frame_paths_out():
+    from msmigrate.knowledge.catalog import load_catalog
+    from msmigrate.knowledge.classifier import lexical
+
+    message = "TypeError: forward() missing 1 required positional argument: 'pixel_mask'"
+    frames = ('File "/home/u/.local/lib/python3.8/site-packages/torch/nn/modules/module.py", line 1110, in _call_impl\n'
+              'File "/opt/conda/lib/python3.10/site-packages/transformers/modeling_utils.py", line 88, in wrapper\n')
+    catalog = load_catalog()
+    assert lexical(frames + message, catalog).candidates == lexical(message, catalog).candidates
+    assert lexical(frames, catalog) is not None  # frames alone (a cut traceback) are still a query
