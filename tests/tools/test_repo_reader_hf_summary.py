@@ -127,3 +127,24 @@ def test_probe_failure_is_reported(tmp_path: Path):
     folder = _write(tmp_path / "m", {"config.json": {"architectures": ["NoSuchModelForCausalLM"]}})
     forward = hf_summary(folder, runtime_python=sys.executable).data["forward"]
     assert forward["source"] == "probe" and "NoSuchModelForCausalLM" in forward["error"]
+
+
+def test_sub_configs_the_common_names_miss_show_their_own_entries(tmp_path: Path):
+    """Held-out DeepSeek-VL2-style config: nested vision / projector / language dicts whose sizes are named
+    ``width``/``layers``/``heads`` and ``n_embed``/``input_dim``. The summary showed ``projector_config:
+    {'model_type': ...}`` alone, as if it held nothing; now a sub-config the common names barely describe lists its
+    own scalar entries (bookkeeping defaults left out), and a well-described one stays as it was."""
+    folder = _write(tmp_path / "tiler", {"config.json": {
+        "architectures": ["TilerForCausalLM"], "model_type": "tiler",
+        "vision_config": {"model_type": "vit", "width": 32, "layers": 1, "heads": 2, "patch_size": 7,
+                          "return_dict": True, "temperature": 1.0},
+        "projector_config": {"projector_type": "downsample_mlp", "n_embed": 64, "input_dim": 32, "depth": 2,
+                             "downsample_ratio": 2, "layers_list": [1, 2]},
+        "language_config": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 99,
+                            "rope_theta": 10000.0}}})
+    subs = hf_summary(folder).data["sub_configs"]
+    assert subs["vision_config"] == {"model_type": "vit", "patch_size": 7, "width": 32, "layers": 1, "heads": 2}
+    assert subs["projector_config"] == {"model_type": None, "depth": 2, "projector_type": "downsample_mlp",
+                                        "n_embed": 64, "input_dim": 32, "downsample_ratio": 2}
+    assert subs["language_config"] == {"model_type": None, "hidden_size": 64, "num_hidden_layers": 2,
+                                       "num_attention_heads": 4, "vocab_size": 99}

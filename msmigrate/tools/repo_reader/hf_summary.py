@@ -43,8 +43,33 @@ def _sizes(cfg: dict) -> dict:
     return out
 
 
+# PretrainedConfig's own bookkeeping and generation defaults, which older saved sub-configs repeat: never a size
+CONFIG_BOOKKEEPING = frozenset((
+    "return_dict", "output_hidden_states", "output_attentions", "torchscript", "use_bfloat16", "tf_legacy_loss",
+    "tie_encoder_decoder", "is_decoder", "is_encoder_decoder", "add_cross_attention", "chunk_size_feed_forward",
+    "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size", "num_return_sequences", "output_scores", "return_dict_in_generate",
+    "remove_invalid_values", "problem_type", "finetuning_task", "tokenizer_class", "prefix", "model_type",
+    "transformers_version", "_name_or_path", "architectures"))
+MIN_KNOWN_SIZES = 3
+MAX_OTHER_SIZES = 12
+
+
+def _sub_sizes(sub: dict) -> dict:
+    """A sub-config's sizes. Where the common names say little (a remote-code projector with ``n_embed`` /
+    ``input_dim``, a vision tower with ``width`` / ``layers`` / ``heads``), its other scalar entries too, so the
+    summary does not look as if the sub-config held nothing."""
+    out = _sizes(sub)
+    if len(out) < MIN_KNOWN_SIZES:
+        other = [(k, v) for k, v in sub.items() if k not in out and k not in CONFIG_BOOKKEEPING
+                 and isinstance(v, (int, float, str)) and not (isinstance(v, str) and len(v) > 80)]
+        out.update(other[:MAX_OTHER_SIZES])
+    return out
+
+
 def config_facts(cfg: dict) -> dict:
-    subs = {k: {"model_type": v.get("model_type"), **_sizes(v)} for k, v in cfg.items()
+    subs = {k: {"model_type": v.get("model_type"), **_sub_sizes(v)} for k, v in cfg.items()
             if k.endswith("_config") and isinstance(v, dict) and k != "quantization_config"}
     return {"architectures": cfg.get("architectures") or [], "model_type": cfg.get("model_type"),
             "auto_map": cfg.get("auto_map") or {}, "sizes": _sizes(cfg), "sub_configs": subs,
