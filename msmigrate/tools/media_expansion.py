@@ -8,6 +8,7 @@ migrated pipeline's tokens with ``per_image``. Nothing in here knows a model fam
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,14 @@ def _image(raw: dict[str, Any]) -> ImageExpansion:
                           num_multimodal_tokens=raw.get("num_multimodal_tokens"))
 
 
+def error_line(stderr: str) -> str | None:
+    """The last line of stderr that reports an exception (``ValueError: …``), not a library's deprecation warning
+    printed after it (a remote-code processor's ``[transformers] … is deprecated`` was shown as the probe's cause)."""
+    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
+    found = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception|Exit|Interrupt)\b.*", ln)]
+    return found[-1] if found else None
+
+
 def derive_media_expansion(runtime_python: str, source: Path, data: Path, *, run_dir: Path | None = None,
                            trust_remote_code: bool = False, samples: int = 2) -> MediaExpansion:
     """Run the probe; an expected failure (no processor, no image in the samples …) is ``ok=False`` + ``error``."""
@@ -114,10 +123,9 @@ def derive_media_expansion(runtime_python: str, source: Path, data: Path, *, run
     res = run_probe(runtime_python, "media_expansion", args, env_extra=PROBE_ENV, timeout=300)
     raw, saved = save_probe_output(run_dir, "media_expansion", res)
     if not res.ok:
-        tail = (res.data.get("stderr_tail") or "").strip().splitlines()[-1:] if res.data else []
-        return MediaExpansion(ok=False, error=res.error + (f" ({tail[0]})" if tail and tail[0] not in res.error
-                                                           else ""), saved=saved,
-                              loaded_via=raw.get("loaded_via", ""))
+        tail = error_line(res.data.get("stderr_tail") or "") if res.data else None
+        return MediaExpansion(ok=False, error=res.error + (f" ({tail})" if tail and tail not in res.error else ""),
+                              saved=saved, loaded_via=raw.get("loaded_via", ""))
     pre, post = (raw.get("pre_post") or [[0, 0]])[0]
     return MediaExpansion(
         ok=True, processor_class=raw["processor_class"], loaded_via=raw["loaded_via"], placeholder=raw["placeholder"],

@@ -126,3 +126,12 @@ def test_suffix_rule_reaches_the_collator_when_only_a_suffix_call_returns_the_ke
     assert contract.collator_derives == {"token_type_ids": "suffix"} and contract.mm_input_keys == ["pixel_values"]
     assert derive_contract(exp, {"input_ids", "pixel_values"}).dropped == [
         {"key": "token_type_ids", "reason": "the forward has no such parameter"}]
+
+
+def test_the_error_line_is_the_exception_not_a_later_warning():
+    from msmigrate.tools.media_expansion import error_line
+
+    tail = ("Traceback (most recent call last):\n  File \"x.py\", line 3\nValueError: no image placeholder\n"
+            "[transformers] `XProcessor` defines `image_processor_class = 'AutoImageProcessor'`, which is deprecated.")
+    assert error_line(tail) == "ValueError: no image placeholder"
+    assert error_line("[transformers] something is deprecated\n") is None

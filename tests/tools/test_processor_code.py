@@ -69,3 +69,26 @@ def test_branch_c_reason_points_at_the_code(tmp_path):
     assert "builds the processor itself, as the folder's own TilerProcessor (processing_tiler.py:4" in \
         out["data_branch_why"]
     assert "declares no image processor" not in out["data_branch_why"]
+
+
+def test_an_unmeasured_remote_processor_is_pointed_at(tmp_path):
+    """Held-out Molmo-style processor: no chat template, images expanded in its own ``process``; the media
+    expansion probe measures nothing, so the plan names the code that does it."""
+    from types import SimpleNamespace
+
+    from msmigrate.agent.nodes.plan import make_plan
+    from msmigrate.tools.media_expansion import MediaExpansion
+    from msmigrate.tools.repo_reader.processor_code import describe_unmeasured
+
+    src_dir = folder(tmp_path, {"AutoProcessor": "processing_tiler.TilerProcessor"})
+    said = describe_unmeasured(declared_processor_code(src_dir))
+    assert "TilerProcessor is remote code (processing_tiler.py:4; its own methods: crops)" in said
+    src = {"needs_trust_remote_code": True, "architectures": ["T"], "custom_code_files": ["processing_tiler.py"],
+           "forward": {"signature": "forward(self, input_ids, images=None, labels=None)"}, "auto_map": {}}
+    state = {"source_summary": src, "target_summary": {"templates": [], "similar_cases": [{"example": "e.yaml"}]}}
+    deps = SimpleNamespace(ctx=SimpleNamespace(model_name="tiler", source=src_dir))
+    failed = MediaExpansion(ok=False, error="no image placeholder: no chat template")
+    assert said in make_plan(deps, state, failed)["reasons"]
+    measured_elsewhere = make_plan(SimpleNamespace(ctx=SimpleNamespace(model_name="tiler", source=tmp_path / "x")),
+                                   state, failed)
+    assert not any("is remote code (" in r for r in measured_elsewhere["reasons"])

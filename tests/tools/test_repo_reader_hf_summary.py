@@ -148,3 +148,15 @@ def test_sub_configs_the_common_names_miss_show_their_own_entries(tmp_path: Path
                                         "n_embed": 64, "input_dim": 32, "downsample_ratio": 2}
     assert subs["language_config"] == {"model_type": None, "hidden_size": 64, "num_hidden_layers": 2,
                                        "num_attention_heads": 4, "vocab_size": 99}
+
+
+def test_a_flat_config_with_its_own_size_names_shows_them(tmp_path: Path):
+    """Held-out Molmo-style flat config: ``d_model`` / ``n_layers`` / ``embedding_size`` (the logits' width, larger
+    than ``vocab_size``). The sizes showed vocab_size and dtype only; token ids and dtype do not count as sizes."""
+    folder = _write(tmp_path / "flat", {"config.json": {
+        "architectures": ["FlatForCausalLM"], "model_type": "flat", "vocab_size": 468, "embedding_size": 512,
+        "d_model": 64, "n_layers": 2, "n_heads": 4, "dtype": "float32", "eos_token_id": 0, "use_cache": True,
+        "auto_map": {"AutoModelForCausalLM": "modeling_flat.FlatForCausalLM"}}})
+    sizes = hf_summary(folder).data["sizes"]
+    assert sizes["embedding_size"] == 512 and sizes["d_model"] == 64 and sizes["n_layers"] == 2
+    assert sizes["vocab_size"] == 468 and "auto_map" not in sizes and "architectures" not in sizes

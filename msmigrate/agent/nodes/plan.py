@@ -30,7 +30,8 @@ from msmigrate.agent.megatron_plan import make_megatron_plan
 from msmigrate.agent.similar_case import remote_code_build_path
 from msmigrate.agent.state import EXIT_UNSUPPORTED
 from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion
-from msmigrate.tools.repo_reader.processor_code import declared_processor_code, describe_unreached
+from msmigrate.tools.repo_reader.processor_code import (declared_processor_code, describe_unmeasured,
+                                                         describe_unreached)
 from msmigrate.tools.repo_reader.wiring_facts import collate_advice
 from msmigrate.tools.runtime_processor import RuntimeProcessor, probe_runtime_processor
 
@@ -169,6 +170,9 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
     contract = derive_contract(expansion, forward_params(src)) if expansion is not None and expansion.ok else None
     if expansion is not None:
         reasons.append(f"media expansion measured by the source processor: {expansion.describe()}")
+        if custom and not expansion.ok and (unmeasured := describe_unmeasured(
+                declared_processor_code(getattr(deps.ctx, "source", None) or ""))):
+            reasons.append(unmeasured)
     if custom and contract is not None and not contract.mm_input_keys:
         # remote code whose forward names none of the processor's outputs (MiniCPM-V's `forward(data, **kwargs)`):
         # "dropped: no such parameter" would be wrong; its own code says how they reach it

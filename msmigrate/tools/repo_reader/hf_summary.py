@@ -57,11 +57,13 @@ MAX_OTHER_SIZES = 12
 
 
 def _sub_sizes(sub: dict) -> dict:
-    """A sub-config's sizes. Where the common names say little (a remote-code projector with ``n_embed`` /
-    ``input_dim``, a vision tower with ``width`` / ``layers`` / ``heads``), its other scalar entries too, so the
-    summary does not look as if the sub-config held nothing."""
+    """A (sub-)config's sizes. Where the common names say little (a remote-code projector with ``n_embed`` /
+    ``input_dim``, a vision tower with ``width`` / ``layers`` / ``heads``, an OLMo-style flat config with
+    ``d_model`` / ``n_layers`` / ``embedding_size``), its other scalar entries too, so the summary does not look as
+    if the config held nothing."""
     out = _sizes(sub)
-    if len(out) < MIN_KNOWN_SIZES:
+    # token ids and dtype say nothing about the shapes; count the size names only
+    if sum(1 for k in out if k in SIZE_KEYS and k not in ("dtype", "torch_dtype")) < MIN_KNOWN_SIZES:
         other = [(k, v) for k, v in sub.items() if k not in out and k not in CONFIG_BOOKKEEPING
                  and isinstance(v, (int, float, str)) and not (isinstance(v, str) and len(v) > 80)]
         out.update(other[:MAX_OTHER_SIZES])
@@ -72,7 +74,7 @@ def config_facts(cfg: dict) -> dict:
     subs = {k: {"model_type": v.get("model_type"), **_sub_sizes(v)} for k, v in cfg.items()
             if k.endswith("_config") and isinstance(v, dict) and k != "quantization_config"}
     return {"architectures": cfg.get("architectures") or [], "model_type": cfg.get("model_type"),
-            "auto_map": cfg.get("auto_map") or {}, "sizes": _sizes(cfg), "sub_configs": subs,
+            "auto_map": cfg.get("auto_map") or {}, "sizes": _sub_sizes(cfg), "sub_configs": subs,
             "transformers_version": cfg.get("transformers_version")}
 
 

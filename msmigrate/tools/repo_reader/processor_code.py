@@ -63,3 +63,16 @@ def describe_unreached(code: dict[str, Any] | None) -> str | None:
     return (f"the folder's own {code['class']} ({code['defined_in']}:{code['line']}, named by {code['declared_in']}; "
             f"no auto_map entry reaches it, so AutoProcessor cannot load it) is the source's processor: read it for "
             f"how pixels are made and how the placeholder expands (methods {', '.join(code['methods'])})")
+
+
+def describe_unmeasured(code: dict[str, Any] | None) -> str | None:
+    """A plan sentence for a remote-code processor the media-expansion probe could not measure (it renders the chat
+    template and calls ``processor(text=…, images=…)``; Molmo-style processors expand images in a method of their
+    own, e.g. ``process``, and ship no chat template): where its code is, and the methods it defines."""
+    if not code or not code.get("defined_in"):
+        return None
+    own = [m for m in code.get("methods") or [] if not m.startswith("_")]
+    return (f"the source's {code['class']} is remote code ({code['defined_in']}:{code['line']}"
+            + (f"; its own methods: {', '.join(own)}" if own else "")
+            + "): what the probe's `processor(text=..., images=...)` could not show — the call that expands an "
+              "image into tokens, the prompt format — is in that code; read it")
