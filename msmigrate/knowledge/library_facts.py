@@ -1,14 +1,15 @@
 """Facts a failure message can be checked against in the installed libraries, not in any log: evidence that decides
 between two owners where the message alone does not.
 
-The one fact so far: whether a model type that transformers refused ("has model type `x` but Transformers does not
+Whether a model type that transformers refused ("has model type `x` but Transformers does not
 recognize this architecture", ``KeyError: 'x'`` raised by the auto-config mapping) is an architecture transformers
 publishes. The installed transformers' own registry (``CONFIG_MAPPING_NAMES``) answers it; this project requires a
 recent transformers, so a type it registers is one an older install merely predates (environment: a newer release
 ships it), and a type it does not register is no published architecture at all but a project's own (model: its
 classes must be registered or loaded as the checkpoint's code). When the checkpoint ships that code and only
 ``trust_remote_code`` is missing, transformers says so in another message (the trust-remote-code case), so that
-owner is not one of the two here.
+owner is not one of the two here. And whether a class said to lack gradient checkpointing is one of transformers'
+own (the run's option must go: config) or the project's model code (model).
 
 A case's frontmatter ``fact: <name>`` ties it to one of :data:`FACTS`; the classifier keeps a regex hit of such a
 case only when the fact holds, and then the fact, not the message alone, decides. Without transformers installed
@@ -68,6 +69,27 @@ def model_type_published(text: str) -> tuple[bool | None, str]:
     return published, said
 
 
+# A class named as lacking an ability transformers checks for ("X does not support gradient checkpointing")
+_NAMED_CLASS = re.compile(r"\b([A-Z]\w+) does not support gradient checkpointing")
+
+
+def class_in_transformers(text: str) -> tuple[bool | None, str]:
+    """(True / False / None, what was checked): whether the class a refusal names is one of transformers' own (a
+    class no migration artifact changes: the option that needs it is turned off in the run) rather than the
+    project's own model code."""
+    found = _NAMED_CLASS.search(text)
+    if found is None:
+        return None, ""
+    try:
+        import transformers
+    except ImportError:  # without transformers the fact is unknown
+        return None, ""
+    name = found.group(1)
+    ships = hasattr(transformers, name)
+    return ships, (f"`{name}` is {'a class of' if ships else 'not a class of'} the installed transformers "
+                   f"{transformers.__version__}")
+
+
 def _negated(fact: Callable[[str], tuple[bool | None, str]]) -> Callable[[str], tuple[bool | None, str]]:
     def check(text: str) -> tuple[bool | None, str]:
         holds, said = fact(text)
@@ -78,6 +100,8 @@ def _negated(fact: Callable[[str], tuple[bool | None, str]]) -> Callable[[str], 
 FACTS: dict[str, Callable[[str], tuple[bool | None, str]]] = {
     "model-type-published": model_type_published,
     "model-type-unpublished": _negated(model_type_published),
+    "class-in-transformers": class_in_transformers,
+    "class-not-in-transformers": _negated(class_in_transformers),
 }
 
 

@@ -65,3 +65,13 @@ def test_the_checked_fact_reaches_the_llm_prompt_when_the_message_stays_undecide
     variables["last_failure"] = {**variables["last_failure"], **evidence}
     prompt = render("classify", **variables)
     assert "- checked in the installed libraries (facts, not log lines): model type `qwen2_vl` is registered" in prompt
+
+
+@pytest.mark.parametrize("name, case, owner", [
+    ("AlbertForMaskedLM", "library-class-no-gradient-checkpointing", "config"),  # transformers' own class
+    ("AcmeVisionForCausalLM", "model-no-gradient-checkpointing", "model"),  # the project's own class
+])
+def test_a_class_lacking_gradient_checkpointing_is_checked_in_transformers(name, case, owner):
+    result = classify(f"ValueError: {name} does not support gradient checkpointing.", calibration=TRUSTED)
+    assert (result.case_id, result.owner, result.method) == (case, owner, "regex")
+    assert f"`{name}` is" in result.diagnosis
