@@ -205,12 +205,13 @@ def draft_launch_script(example: str, plan: dict[str, Any], world: int, micro_ba
             text, n = re.subn(rf"{flag}\s+\d+", f"{flag} {val}", text)
             if n:
                 changes.append(f"{flag} {val}")
-    if par.get("vpp", 1) > 1:
-        layers = plan.get("text_layers")
-        per = layers // (par["pp"] * par["vpp"]) if layers else None
-        if per and "--num-layers-per-virtual-pipeline-stage" not in text:
-            text = text.replace("--pipeline-model-parallel-size ${PP} \\",
-                                "--pipeline-model-parallel-size ${PP} \\\n"
-                                f"    --num-layers-per-virtual-pipeline-stage {per} \\", 1)
-            changes.append(f"--num-layers-per-virtual-pipeline-stage {per}")
+    if par.get("vpp", 1) > 1 and "--virtual-pipeline-model-parallel-size" not in text:
+        # MindSpeed-MM takes VPP as the number of virtual stages, equal to the length of pipeline_num_layers
+        # (its validate_args patch rejects --num-layers-per-virtual-pipeline-stage as deprecated: uneven stages)
+        new = text.replace("--pipeline-model-parallel-size ${PP} \\",
+                           "--pipeline-model-parallel-size ${PP} \\\n"
+                           f"    --virtual-pipeline-model-parallel-size {par['vpp']} \\", 1)
+        if new != text:
+            text = new
+            changes.append(f"--virtual-pipeline-model-parallel-size {par['vpp']}")
     return Draft(text, changes, [f"variable {k} not in the example script" for k in missing])

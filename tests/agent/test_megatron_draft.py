@@ -75,8 +75,10 @@ def test_launch_script_sets_sizes_paths_and_vpp():
     d = draft_launch_script(SCRIPT, PLAN, 4, 1, 2, None, 1000)
     assert not d.unmapped
     for line in ("TP=2", "PP=2", "GRAD_ACC_STEP=2", "NPUS_PER_NODE=4", 'MM_MODEL="./examples/m/model_m.json"',
-                 "--vocab-size 1000", "--num-layers-per-virtual-pipeline-stage 2"):
+                 "--vocab-size 1000", "--virtual-pipeline-model-parallel-size 2"):
         assert line in d.text
+    # MindSpeed-MM's validate_args patch rejects the per-stage layer count flag (uneven VPP stages instead)
+    assert "--num-layers-per-virtual-pipeline-stage" not in d.text
     assert script_assets(d.text) == {"model": "examples/m/model_m.json", "data": "examples/m/data_m.json"}
 
 

@@ -45,15 +45,16 @@ def test_g1_round_trips_the_converter_at_the_launchs_tp_and_pp(tmp_path, monkeyp
     seen = []
 
     def converter(deps_, state):
-        seen.append({k: state["plan"].get(k) for k in ("converter_tp", "converter_pp", "converter_llm_pp_layers")})
+        seen.append({k: state["plan"].get(k) for k in ("converter_tp", "converter_pp", "converter_vpp",
+                                                         "converter_llm_pp_layers")})
         return {"passed": True, "summary": "round trip identical", "evidence": [], "converter_used": "target"}
 
     monkeypatch.setattr(slots, "gate_megatron_converter", converter)
     monkeypatch.setattr(slots, "megatron_imports_record", lambda *a, **k: {
         "passed": True, "summary": "imports ok", "evidence": [], "failure_text": ""})
     plan = {**PLAN, "converter": "Conv", "converter_tp": 2, "converter_llm_pp_layers": [[3]],
-            "parallel": {"tp": 2, "pp": 2, "cp": 1}}
+            "parallel": {"tp": 2, "pp": 2, "cp": 1, "vpp": 2}}
     rec = slots.gate_megatron_model(deps(tmp_path), {"plan": plan})
     # the launch's sizes, with the stage split derived for the tiny model (an explicit one-stage list is dropped)
-    assert seen == [{"converter_tp": 2, "converter_pp": 2, "converter_llm_pp_layers": None}]
-    assert rec["passed"] and "(tp=2, pp=2)" in rec["summary"]
+    assert seen == [{"converter_tp": 2, "converter_pp": 2, "converter_vpp": 2, "converter_llm_pp_layers": None}]
+    assert rec["passed"] and "(tp=2, pp=2, vpp=2)" in rec["summary"]

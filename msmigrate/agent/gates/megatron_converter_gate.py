@@ -9,7 +9,7 @@ Plan keys (all optional): ``converter`` (class name in the target's checkpoint/ 
 whose file imports the source's ``model_type`` config module, tools/megatron/converters.py),
 ``converter_tiny_config`` (a config.json dict of a tiny model) or ``converter_hf_dir`` (a small HF folder, relative
 to the target) - default: the source's own config.json shrunk to 2 layers per stack and a 512 vocabulary -,
-``converter_tp`` / ``converter_pp`` (default 1: the layout itself; G1 sets the launch's TP and PP sizes, so the
+``converter_tp`` / ``converter_pp`` / ``converter_vpp`` (default 1: the layout itself; G1 sets the launch's TP and PP sizes, so the
 per-rank, per-stage shards the launch would load are the ones round-tripped), ``converter_llm_pp_layers`` /
 ``converter_vit_pp_layers`` (explicit per-stage layer counts instead of ``converter_pp``), ``encoder_taps`` (the
 source's per-layer mergers and the encoder attribute they land on: each must reach its tower layer's tap).
@@ -32,12 +32,12 @@ from msmigrate.tools.megatron.weight_roundtrip import converter_roundtrip
 def megatron_converter_record(runtime_python: str, target: Path, converter: str, work_dir: Path, *,
                               source: Path | None = None, tiny_config: dict | None = None,
                               hf_dir: Path | None = None, shrink_source: Path | None = None, tp: int = 1,
-                              pp: int = 1, llm_pp_layers: list | None = None,
+                              pp: int = 1, vpp: int = 1, llm_pp_layers: list | None = None,
                               vit_pp_layers: list | None = None, taps: dict | None = None) -> dict[str, Any]:
     t0 = time.time()
     res = target_converter_roundtrip(runtime_python, target, converter, work_dir, hf_dir=hf_dir,
                                      tiny_config=tiny_config, shrink_source=shrink_source, tp=tp, pp=pp,
-                                     llm_pp_layers=llm_pp_layers,
+                                     vpp=vpp, llm_pp_layers=llm_pp_layers,
                                      vit_pp_layers=vit_pp_layers, taps=taps)
     evidence = [evidence_item("target converter round trip", ["megatron_converter_roundtrip", converter],
                               0 if res.ok else 1, t0, time.time(), res.error or "\n".join(res.problems),
@@ -57,6 +57,8 @@ def megatron_converter_record(runtime_python: str, target: Path, converter: str,
         summary = (f"{converter}: {f.get('hf_tensors')} HF tensors -> Megatron ({f.get('megatron_files')} file(s), "
                    f"tp={f.get('tp')}, pp layers {f.get('llm_pp_layers')}) -> HF, all identical; linear_qkv order "
                    f"checked on {f.get('qkv_layers_checked')} layer(s)"
+                   + (f"; VPP layout: {f.get('vpp_stages_checked')} virtual stage(s) in {f.get('vpp_files')} "
+                      "file(s) put back equal the single-stage checkpoint" if f.get("vpp_stages_checked") else "")
                    + (f"; per-layer mergers on their tower layers' {taps['attr']} ({f.get('tap_matrices_checked')} "
                       "matrices found by value)" if taps else "")
                    + (f"; stubbed: {'; '.join(res.stubbed)}" if res.stubbed else ""))
@@ -96,6 +98,6 @@ def gate_megatron_converter(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         ctx.runtime_python, ctx.target, converter, ctx.run_dir / "megatron_converter", source=ctx.source,
         tiny_config=tiny, hf_dir=ctx.target / hf_dir if hf_dir else None,
         shrink_source=ctx.source if not (hf_dir or tiny) else None, tp=plan.get("converter_tp", 1),
-        pp=plan.get("converter_pp", 1),
+        pp=plan.get("converter_pp", 1), vpp=plan.get("converter_vpp", 1),
         llm_pp_layers=plan.get("converter_llm_pp_layers"), vit_pp_layers=plan.get("converter_vit_pp_layers"),
         taps=plan.get("encoder_taps"))

@@ -110,10 +110,11 @@ def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         # the launch's TP x PP (the shards and stages the launch would load): the converter's lossless
         # HF -> Megatron -> HF round trip, the text layers spread over the stages, the encoder on the first
         tp, pp = int(plan.get("converter_tp") or 1), int(meg["parallel"].get("pp") or 1)
-        at_launch = {**plan, "converter_tp": tp, "converter_pp": pp, "converter_llm_pp_layers": None,
-                     "converter_vit_pp_layers": None}
+        vpp = int(meg["parallel"].get("vpp") or 1)
+        at_launch = {**plan, "converter_tp": tp, "converter_pp": pp, "converter_vpp": vpp,
+                     "converter_llm_pp_layers": None, "converter_vit_pp_layers": None}
         conv = gate_megatron_converter(deps, {**state, "plan": at_launch})
-        conv = {**conv, "summary": f"{conv.get('summary', '')} (tp={tp}, pp={pp})"}
+        conv = {**conv, "summary": f"{conv.get('summary', '')} (tp={tp}, pp={pp}, vpp={vpp})"}
     else:
         t0 = time.time()
         own = converter_roundtrip(ctx.runtime_python, ctx.source)

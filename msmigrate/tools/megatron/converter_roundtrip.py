@@ -37,7 +37,7 @@ class ConverterRoundTrip:
 def target_converter_roundtrip(runtime_python: str, target: Path, converter: str, work_dir: Path, *,
                                hf_dir: Path | None = None, tiny_config: dict[str, Any] | Path | None = None,
                                shrink_source: Path | None = None,
-                               tp: int = 1, pp: int = 1, llm_pp_layers: list[list[int]] | None = None,
+                               tp: int = 1, pp: int = 1, vpp: int = 1, llm_pp_layers: list[list[int]] | None = None,
                                vit_pp_layers: list[list[int]] | None = None,
                                extra_paths: list[Path] | None = None, taps: dict[str, Any] | None = None,
                                timeout: float = 600.0) -> ConverterRoundTrip:
@@ -47,7 +47,9 @@ def target_converter_roundtrip(runtime_python: str, target: Path, converter: str
     probe builds a random model of its architecture with the runtime's transformers) or ``shrink_source`` (the
     source folder: its config.json with 2 layers per stack and a 512 vocabulary, widths kept). ``llm_pp_layers`` /
     ``vit_pp_layers``: per-VPP lists of per-stage layer counts, default ``pp`` stages: the text layers spread
-    evenly, the vision encoder whole on the first stage (a shrunk source keeps at least ``pp`` layers).
+    evenly, the vision encoder whole on the first stage (a shrunk source keeps at least ``pp`` layers); ``vpp``
+    virtual stages per rank: ``pp x vpp`` flat stages, and the probe checks the VPP layout against a single-stage
+    conversion (the framework's mm_to_hf reads no VPP checkpoint).
     ``extra_paths``: more import roots for the probe (a MindSpeed checkout the target imports). ``taps``: the
     source's per-layer mergers and the attribute the encoder builds them on (tools/megatron/encoder_taps.py
     ``converter_taps``): each merger must land on the tap of the tower layer its index names.
@@ -57,7 +59,7 @@ def target_converter_roundtrip(runtime_python: str, target: Path, converter: str
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     args = ["--target", str(Path(target).resolve()), "--converter", converter, "--work", str(work_dir.resolve()),
-            "--tp", str(tp), "--pp", str(pp)]
+            "--tp", str(tp), "--pp", str(pp), "--vpp", str(vpp)]
     if hf_dir is not None:
         args += ["--hf-dir", str(Path(hf_dir).resolve())]
     elif shrink_source is not None:
@@ -85,7 +87,8 @@ def target_converter_roundtrip(runtime_python: str, target: Path, converter: str
         return ConverterRoundTrip(error=detail, facts={k: payload[k] for k in ("module", "missing_module", "traceback")
                                                        if k in payload} or {"stderr_tail": res.data.get("stderr_tail")})
     facts = {k: payload.get(k) for k in ("module", "hf_tensors", "megatron_files", "megatron_tensors",
-                                         "qkv_layers_checked", "tap_matrices_checked", "llm_pp_layers", "vit_pp_layers", "tp", "hf_dir",
+                                         "qkv_layers_checked", "tap_matrices_checked", "vpp_stages_checked", "vpp_files",
+                                         "llm_pp_layers", "vit_pp_layers", "tp", "hf_dir",
                                          "notes", "sample_megatron_names")}
     facts["runtime_mode"] = res.data.get("runtime_mode")
     return ConverterRoundTrip(ok=bool(payload.get("ok")), problems=list(payload.get("problems") or []),

@@ -2,7 +2,8 @@
 model; the tensors must come back identical.
 
     python megatron_converter_roundtrip.py --target ROOT --converter NAME --work DIR
-        (--hf-dir DIR | --tiny-config CONFIG.json | --shrink-source HF_DIR) [--tp 1] [--llm-pp-layers JSON] [--vit-pp-layers JSON]
+        (--hf-dir DIR | --tiny-config CONFIG.json | --shrink-source HF_DIR) [--tp 1] [--pp 1] [--vpp 1]
+        [--llm-pp-layers JSON] [--vit-pp-layers JSON]
         [--extra-path DIR ...] [--taps JSON]
 
 Runs in the target runtime with the target root on sys.path; imports nothing from msmigrate. The converter class is
@@ -21,6 +22,12 @@ in ``stubbed``; the loading, merging and op reverts that run are still the targe
 Checks: same tensor names and bit-identical tensors after the round trip; at TP = 1 (one file per pipeline stage),
 the fused text ``linear_qkv`` rows in MindSpeed-MM's order (per KV group: its query heads, its key
 head, its value head), compared row block by row block with the HF q/k/v (independent of the converter's code).
+With virtual pipeline stages (more than one per-VPP list), the framework writes each pipeline rank's virtual
+stages into one file as ``model0``, ``model1``, ... (virtual stage v of rank p is flat stage v * pp + p, its layers
+numbered from 0), and its mm_to_hf reads ``model`` only. So the probe checks that layout itself: it converts the
+same model again at one stage, puts every virtual stage's tensors back at their global layer numbers (the offset is
+the layer count of the flat stages before it), and needs exactly the single-stage checkpoint, tensor for tensor; the
+HF round trip then runs on the single-stage one.
 ``--taps {"hf_list", "index_field", "attr"}`` (per-layer mergers, Qwen3-VL's deepstack ones): merger i's tensors
 must reach the Megatron checkpoint under ``layers.<k>.<attr>.`` where k is entry i of the tiny model's vision
 config ``index_field``, and no tower layer outside that list may hold the attribute; at TP = 1 each merger matrix
@@ -235,6 +242,50 @@ def tap_problems(hf, stages, hf_dir, taps, tp):
     return problems, checked
 
 
+TEXT_LAYERS, VIT_LAYERS = "text_decoder.decoder.layers.", "image_encoder.encoder.blocks.layers."
+
+
+def vpp_layout_problems(mm_dir, ref_dir, llm_pp, vit_pp, tp):
+    """The VPP checkpoint against the single-stage one (see the module docstring); returns (problems, stages)."""
+    import torch
+
+    vpp, pp = len(llm_pp), len(llm_pp[0])
+    flat = {TEXT_LAYERS: [n for s in llm_pp for n in s], VIT_LAYERS: [n for s in vit_pp for n in s]}
+    problems, checked = [], 0
+    for tp_rank in range(tp):
+        ref = torch.load(Path(ref_dir) / "release" / f"mp_rank_{tp_rank:02d}" / "model_optim_rng.pt",
+                         map_location="cpu", weights_only=False)["model"]
+        merged = {}
+        for pp_rank in range(pp):
+            name = f"mp_rank_{tp_rank:02d}" + (f"_{pp_rank:03d}" if pp > 1 else "")
+            ckpt = torch.load(Path(mm_dir) / "release" / name / "model_optim_rng.pt", map_location="cpu",
+                              weights_only=False)
+            for v in range(vpp):
+                stage, part = v * pp + pp_rank, ckpt.get(f"model{v}")
+                if not isinstance(part, dict):
+                    problems.append(f"{name} has no model{v} (virtual stage {v} of pipeline rank {pp_rank})")
+                    continue
+                checked += 1
+                for key, value in part.items():
+                    for prefix, counts in flat.items():
+                        if key.startswith(prefix):
+                            index, rest = key[len(prefix):].split(".", 1)
+                            if int(index) >= counts[stage]:
+                                problems.append(f"{name} model{v}: {key} is past the stage's {counts[stage]} layers")
+                            key = f"{prefix}{int(index) + sum(counts[:stage])}.{rest}"
+                            break
+                    if key in merged:
+                        problems.append(f"{key} is on more than one virtual stage")
+                    merged[key] = value
+        if set(merged) != set(ref):
+            problems.append(f"tp rank {tp_rank}: the virtual stages put back hold {len(merged)} tensors, the "
+                            f"single-stage checkpoint {len(ref)} (missing {sorted(set(ref) - set(merged))[:3]}, "
+                            f"extra {sorted(set(merged) - set(ref))[:3]})")
+        problems += [f"tp rank {tp_rank}: {k} differs from the single-stage checkpoint" for k in ref
+                     if k in merged and not (isinstance(ref[k], torch.Tensor) and torch.equal(ref[k], merged[k]))][:5]
+    return problems[:10], checked
+
+
 def run(a):
     import torch
 
@@ -246,7 +297,7 @@ def run(a):
     if a.shrink_source:
         shrunk = work / "shrunk_config.json"
         cfg = json.loads((Path(a.shrink_source) / "config.json").read_text(encoding="utf-8"))
-        shrunk.write_text(json.dumps(shrink_source_config(cfg, layers=max(2, a.pp))), encoding="utf-8")
+        shrunk.write_text(json.dumps(shrink_source_config(cfg, layers=max(2, a.pp * a.vpp))), encoding="utf-8")
         a.tiny_config = str(shrunk)
     if a.tiny_config:
         make_tiny(a.tiny_config, hf_dir, a.seed)
@@ -261,8 +312,11 @@ def run(a):
         return {"error": f"cannot import {module}: {type(exc).__name__}: {exc}", "module": module,
                 "missing_module": getattr(exc, "name", None)}
     llm, vit, text_cfg = layer_counts(hf_dir)
-    llm_pp = json.loads(a.llm_pp_layers) if a.llm_pp_layers else [pp_stages(llm, a.pp)]
-    vit_pp = json.loads(a.vit_pp_layers) if a.vit_pp_layers else [[vit] + [0] * (a.pp - 1)]
+    spread = pp_stages(llm, a.pp * a.vpp)  # flat stage v * pp + p
+    llm_pp = json.loads(a.llm_pp_layers) if a.llm_pp_layers else [spread[v * a.pp:(v + 1) * a.pp]
+                                                                   for v in range(a.vpp)]
+    vit_pp = json.loads(a.vit_pp_layers) if a.vit_pp_layers else [[vit if v == 0 and p == 0 else 0
+                                                                    for p in range(a.pp)] for v in range(a.vpp)]
     mm_dir, back = work / "mm", work / "back"
     for old in (mm_dir, back):  # an earlier round trip in this folder (other sizes) must not count as this one's
         shutil.rmtree(old, ignore_errors=True)
@@ -275,6 +329,21 @@ def run(a):
                                                for p in (nested, flat)])
     conv.hf_to_mm(cfg)
     ran.append(f"{a.converter}.hf_to_mm({cfg_type})")
+    vpp_problems, vpp_checked = [], None
+    if len(llm_pp) > 1:  # VPP: the layout against a single-stage conversion; mm_to_hf reads that one
+        ref_dir = work / "mm_one_stage"
+        shutil.rmtree(ref_dir, ignore_errors=True)
+        one = {"llm_pp_layers": [[sum(flat["llm_pp_layers"])]], "vit_pp_layers": [[sum(flat["vit_pp_layers"])]],
+               "tp_size": a.tp}
+        cfg, cfg_type = cfg_object(conv.hf_to_mm, [{**base, "mm_dir": str(ref_dir), "parallel_config": p}
+                                                   for p in (one, {k: v[0] if k != "tp_size" else v
+                                                                   for k, v in one.items()})])
+        conv.hf_to_mm(cfg)
+        ran.append(f"{a.converter}.hf_to_mm({cfg_type}) at one stage, the VPP layout's reference")
+        vpp_problems, vpp_checked = vpp_layout_problems(mm_dir, ref_dir, llm_pp, vit_pp, a.tp)
+        vpp_dir, mm_dir = mm_dir, ref_dir
+        flat = {"llm_pp_layers": one["llm_pp_layers"][0], "vit_pp_layers": one["vit_pp_layers"][0], "tp_size": a.tp}
+        nested = one
     back_cands = [{**base, "mm_dir": str(mm_dir), "save_hf_dir": str(back), "parallel_config": p} for p in (flat, nested)]
     cfg, cfg_type = cfg_object(conv.mm_to_hf, back_cands)
     try:
@@ -288,12 +357,13 @@ def run(a):
     ran.append(f"{a.converter}.mm_to_hf({cfg_type})")
     hf, out = load_safetensors(hf_dir), load_safetensors(back)
     files = sorted(mm_dir.rglob("model_optim_rng.pt"))
+    vpp_files = len(sorted(vpp_dir.rglob("model_optim_rng.pt"))) if vpp_checked is not None else None
     stages = [torch.load(f, map_location="cpu", weights_only=False) for f in files]
     names = {k for st in stages for key, sd in st.items() if key.startswith("model") and isinstance(sd, dict)
              for k in sd}
     mg = one_rank_layers(stages, flat["llm_pp_layers"]) if a.tp == 1 and len(files) == len(flat["llm_pp_layers"]) \
         else {}
-    problems = []
+    problems = list(vpp_problems)
     if not files:
         problems.append(f"hf_to_mm wrote no model_optim_rng.pt under {mm_dir}")
     # a round trip is trivially identical for weights the converter passes through untouched: name them
@@ -314,7 +384,8 @@ def run(a):
         problems += tap_issues
     return {"ok": not problems, "problems": problems, "ran": ran, "stubbed": stubbed, "notes": notes, "module": module,
             "hf_tensors": len(hf), "megatron_files": len(files), "megatron_tensors": len(mg) or None,
-            "qkv_layers_checked": checked, "tap_matrices_checked": taps_checked, "llm_pp_layers": llm_pp, "vit_pp_layers": vit_pp, "tp": a.tp,
+            "qkv_layers_checked": checked, "tap_matrices_checked": taps_checked,
+            "vpp_stages_checked": vpp_checked, "vpp_files": vpp_files, "llm_pp_layers": llm_pp, "vit_pp_layers": vit_pp, "tp": a.tp,
             "hf_dir": str(hf_dir), "sample_megatron_names": sorted(mg)[:6]}
 
 
@@ -328,6 +399,7 @@ def main():
     ap.add_argument("--shrink-source", help="HF folder whose config.json, shrunk, gives the tiny model")
     ap.add_argument("--tp", type=int, default=1)
     ap.add_argument("--pp", type=int, default=1, help="pipeline stages when no explicit per-stage layer lists")
+    ap.add_argument("--vpp", type=int, default=1, help="virtual stages per pipeline rank (no explicit lists)")
     ap.add_argument("--llm-pp-layers")
     ap.add_argument("--vit-pp-layers")
     ap.add_argument("--seed", type=int, default=0)

@@ -204,3 +204,21 @@ def test_converter_slot_picks_by_model_type_or_falls_back(megatron_standin, tmp_
     rec = gate_megatron_converter(deps, {"plan": {"model_type": "llava"}})
     assert rec["passed"] and rec["converter_used"] == "msmigrate"
     assert "no weight converter for model_type 'llava'" in rec["summary"] and "not a converter" in rec["summary"]
+
+
+def test_converter_gate_checks_the_vpp_layout_against_one_stage(standin_copy, tmp_path):
+    """pp=2 x vpp=2 (4 flat stages over the 2 text layers): each rank's file holds model0 / model1, put back at
+    their global layer numbers they equal the same converter's single-stage checkpoint, and the HF round trip runs
+    on that one (the framework's mm_to_hf reads no VPP checkpoint). Virtual stages saved in the wrong order are
+    caught, though every file loads and the single-stage round trip alone would pass."""
+    ok = megatron_converter_record(PY, standin_copy, EXAMPLE["converter"], tmp_path / "w",
+                                   hf_dir=standin_copy / EXAMPLE["hf_dir"], pp=2, vpp=2)
+    assert ok["passed"], ok["summary"]
+    assert "VPP layout: 4 virtual stage(s) in 2 file(s)" in ok["summary"]
+    conv = standin_copy / "checkpoint/vlm_model/converters/qwen2_5vl.py"
+    text = conv.read_text().replace("stages[v * pp + pp_rank]", "stages[pp_rank * vpp + v]")
+    assert text != conv.read_text()
+    conv.write_text(text)
+    bad = megatron_converter_record(PY, standin_copy, EXAMPLE["converter"], tmp_path / "w1",
+                                    hf_dir=standin_copy / EXAMPLE["hf_dir"], pp=2, vpp=2)
+    assert not bad["passed"] and "past the stage's" in bad["summary"] + bad["failure_text"], bad["summary"]

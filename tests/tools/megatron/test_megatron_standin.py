@@ -125,9 +125,9 @@ def test_converter_refuses_splits_that_cut_a_kv_group_or_a_stage(standin_copy):
     res = _py(standin_copy, code, EXAMPLE["hf_dir"])  # 3 text layers for a 2-layer decoder
     assert res.returncode != 0 and "text pipeline layers [1, 2] sum to 3, the model has 2" in res.stderr
     code = ROUNDTRIP.replace('"[[2]]", "--cfg.parallel_config.vit_pp_layers", "[[2]]"',
-                             '"[[1], [1]]", "--cfg.parallel_config.vit_pp_layers", "[[1], [1]]"')
-    res = _py(standin_copy, code, EXAMPLE["hf_dir"])
-    assert res.returncode != 0 and "one virtual pipeline stage only" in res.stderr
+                             '"[[1], [1]]", "--cfg.parallel_config.vit_pp_layers", "[[2]]"')
+    res = _py(standin_copy, code, EXAMPLE["hf_dir"])  # 2 virtual stages for the text, 1 for the ViT
+    assert res.returncode != 0 and "the same number of virtual stages" in res.stderr
 
 
 PP2 = TP2.split("def par(nested):")[0] + """
@@ -192,3 +192,32 @@ def test_example_script_trains_on_cpu(standin_copy):
     iters = [ln for ln in out.splitlines() if ln.lstrip().startswith("iteration")]
     assert len(iters) == 6 and "loaded checkpoint from ckpt/mm_path/tiny_qwen2_5_vl" in out
     assert (standin_copy / "save_dir/iter_0000006/mp_rank_00/model_optim_rng.pt").is_file()
+
+
+VPP = TP2.split("def par(nested):")[0] + """
+layers = ["--cfg.parallel_config.llm_pp_layers", "[[1, 0], [0, 1]]", "--cfg.parallel_config.vit_pp_layers",
+          "[[2, 0], [0, 0]]", "--cfg.parallel_config.tp_size", TP]
+main(["Qwen2_5_VLConverter", "hf_to_mm", "--cfg.mm_dir", "mm", "--cfg.hf_config.hf_dir", HF, *layers])
+T, V = "text_decoder.decoder.layers.", "image_encoder.encoder.blocks.layers."
+for s in range(2):
+    ck = torch.load(f"mm/release/mp_rank_00_00{s}/model_optim_rng.pt", weights_only=False)
+    for key in sorted(k for k in ck if k.startswith("model")):
+        names = ck[key]
+        print(s, key, sorted({n[len(T):].split(".")[0] for n in names if n.startswith(T)}),
+              len({n for n in names if n.startswith(V)}) > 0, any(n.startswith("text_decoder.embedding.") for n in names),
+              any(n.startswith("text_decoder.output_layer.") for n in names))
+a = load_file(HF + "/model.safetensors")
+ck = torch.load("mm/release/mp_rank_00_001/model_optim_rng.pt", weights_only=False)
+# rank 1's second virtual stage (flat stage 3) holds HF text layer 1, renumbered 0
+print(torch.equal(ck["model1"][T + "0.self_attention.linear_proj.weight"], a["model.layers.1.self_attn.o_proj.weight"]))
+"""
+
+
+def test_converter_writes_virtual_pipeline_stages_in_the_real_layout(standin_copy):
+    """pp=2 x vpp=2: virtual stage v of rank p is flat stage v * pp + p, saved in rank p's file as model<v> (the
+    real save_by_vpp); the embedding on the first flat stage with text layers, the output layer on the last."""
+    res = _py(standin_copy, VPP, EXAMPLE["hf_dir"], "1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-5:] == [
+        "0 model0 ['0'] True True False", "0 model1 [] False False False",
+        "1 model0 [] False False False", "1 model1 ['0'] False False True", "True"]

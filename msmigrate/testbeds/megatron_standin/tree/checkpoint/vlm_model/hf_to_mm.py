@@ -1,6 +1,9 @@
 """HF -> Megatron: cut the converted state dict per pipeline stage, then each stage per tensor-parallel rank, and
 write one checkpoint per (TP rank, PP stage): ``<mm_dir>/release/mp_rank_{tp:02d}/model_optim_rng.pt`` with one
-stage, ``mp_rank_{tp:02d}_{pp:03d}`` with more, as the framework names them.
+stage, ``mp_rank_{tp:02d}_{pp:03d}`` with more, as the framework names them. With virtual pipeline stages (VPP)
+the stages are flat (virtual stage v of pipeline rank p is stage v * pp + p) and each rank's file holds its
+virtual stages as ``model0``, ``model1``, ... (the real save_by_vpp); mm_to_hf reads ``model`` only, as the real
+one does, so a VPP checkpoint is not read back.
 
 Pipeline stages follow the model JSON's ``pipeline_num_layers`` (one count per stage for each stack): a stage holds
 its layer range, numbered from 0 on that stage; a stack's first weights (the text embedding, the ViT patch
@@ -75,9 +78,13 @@ def rank_dir(tp_rank, pp_rank, pp_size):
     return f"mp_rank_{tp_rank:02d}" + (f"_{pp_rank:03d}" if pp_size > 1 else "")
 
 
-def save_by_tp(state_dicts, mm_dir, iteration="release", pp_rank=0, pp_size=1):
-    for tp_rank, state in enumerate(state_dicts):
+def save_by_tp(chunks, mm_dir, iteration="release", pp_rank=0, pp_size=1):
+    """``chunks``: per virtual stage of this pipeline rank, its state dict per TP rank. One virtual stage is saved
+    as ``model``; more as ``model0``, ``model1``, ... (the real save_by_vpp)."""
+    for tp_rank in range(len(chunks[0])):
         out = mm_dir / iteration / rank_dir(tp_rank, pp_rank, pp_size)
         out.mkdir(parents=True, exist_ok=True)
-        torch.save({"model": state, "checkpoint_version": 3.0}, out / MEGATRON_CKPT_NAME)
+        models = ({"model": chunks[0][tp_rank]} if len(chunks) == 1 else
+                  {f"model{v}": chunk[tp_rank] for v, chunk in enumerate(chunks)})
+        torch.save({**models, "checkpoint_version": 3.0}, out / MEGATRON_CKPT_NAME)
     (mm_dir / LATEST_TXT).write_text(iteration)

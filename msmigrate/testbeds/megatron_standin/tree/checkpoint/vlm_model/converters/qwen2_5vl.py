@@ -72,14 +72,21 @@ def create_qwen2_5_vl_ops(vit_embed_dim, vit_num_heads, llm_num_query_groups, ll
 
 
 def _parallel(cfg, nested, config):
-    """(tp, {"text": [layers per stage], "vit": [...]}): hf_to_mm takes per-VPP lists of per-stage counts
-    ([[n, m]]), mm_to_hf per-stage counts ([n, m]), as the real converter does; one virtual stage only."""
+    """(tp, {"text": [layers per stage], "vit": [...]}, vpp): hf_to_mm takes per-VPP lists of per-stage counts
+    ([[n, m], [k, l]]: virtual stage v of pipeline rank p is flat stage v * pp + p), mm_to_hf per-stage counts
+    ([n, m]), as the real converter does."""
     par = cfg.parallel_config
     counts = {"text": list(par.llm_pp_layers), "vit": list(par.vit_pp_layers)}
+    vpp = 1
     if nested:
-        if any(len(c) != 1 for c in counts.values()):
-            raise ValueError("the stand-in converter handles one virtual pipeline stage only")
-        counts = {k: list(c[0]) for k, c in counts.items()}
+        vpp = len(counts["text"])
+        if len(counts["vit"]) != vpp:
+            raise ValueError(f"llm_pp_layers {counts['text']} and vit_pp_layers {counts['vit']} need the same "
+                             "number of virtual stages")
+        for stack, c in counts.items():
+            if len({len(stage) for stage in c}) != 1:
+                raise ValueError(f"{stack}: every virtual stage needs one count per pipeline stage, got {c}")
+        counts = {k: [n for stage in c for n in stage] for k, c in counts.items()}
     layers = {"text": (config.get("text_config") or config)["num_hidden_layers"],
               "vit": config["vision_config"]["depth"]}
     for stack, c in counts.items():
@@ -90,7 +97,7 @@ def _parallel(cfg, nested, config):
     tp = int(getattr(par, "tp_size", 1) or 1)
     if tp < 1:
         raise ValueError(f"tp_size must be >= 1, got {tp}")
-    return tp, counts
+    return tp, counts, vpp
 
 
 def _check_tp(config, tp):
@@ -120,23 +127,25 @@ class Qwen2_5_VLConverter(Converter):
         """HF -> Megatron layout."""
         hf_dir, mm_dir = Path(cfg.hf_config.hf_dir), Path(cfg.mm_dir)
         config = json.loads((hf_dir / "config.json").read_text())
-        tp, counts = _parallel(cfg, True, config)
+        tp, counts, vpp = _parallel(cfg, True, config)
         _check_tp(config, tp)
         state = {}
         for f in sorted(hf_dir.glob("*.safetensors")):
             state.update(load_file(str(f)))
         for op in Qwen2_5_VLConverter._create_ops(config):
             op.apply(state)
-        stages = split_by_pp(state, counts)
-        for pp_rank, stage in enumerate(stages):
-            save_by_tp(split_by_tp(stage, qwen2_5_vl_tp_patterns, tp), mm_dir, pp_rank=pp_rank, pp_size=len(stages))
+        stages = split_by_pp(state, counts)  # one per flat stage: virtual stage v of rank p is v * pp + p
+        pp = len(stages) // vpp
+        for pp_rank in range(pp):
+            save_by_tp([split_by_tp(stages[v * pp + pp_rank], qwen2_5_vl_tp_patterns, tp) for v in range(vpp)],
+                       mm_dir, pp_rank=pp_rank, pp_size=pp)
 
     @staticmethod
     def mm_to_hf(cfg):
         """Megatron layout -> HF (config and tokenizer files copied from hf_dir)."""
         hf_dir, mm_dir, save = Path(cfg.hf_config.hf_dir), Path(cfg.mm_dir), Path(cfg.save_hf_dir)
         config = json.loads((hf_dir / "config.json").read_text())
-        tp, counts = _parallel(cfg, False, config)
+        tp, counts, _ = _parallel(cfg, False, config)
         stages = load_from_mm(mm_dir, tp, len(counts["text"]))
         state = merge_by_pp([merge_by_tp(ranks, qwen2_5_vl_tp_patterns) for ranks in stages], counts)
         for op in reversed(Qwen2_5_VLConverter._create_ops(config)):
