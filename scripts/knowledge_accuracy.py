@@ -88,8 +88,9 @@ class LLMStage:
     by excerpt name with a hash of the prompt inputs (``answers``), so a later run can replay them."""
 
     def __init__(self, base_url: str | None, model: str, answers: dict | None = None, max_requests: int | None = None,
-                 timeout_s: float = 120.0):
+                 timeout_s: float = 120.0, save_to: Path | None = None):
         self.policy = None
+        self.save_to = save_to  # written after every new answer: a run stopped midway keeps what was asked
         if base_url:
             from msmigrate.agent.config import LLMSettings, Settings
             from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model
@@ -148,7 +149,15 @@ class LLMStage:
                               # what the deterministic stages had said: an abstention or a tentative owner
                               "asked_on": "tentative" if result.tentative else "abstention",
                               "deterministic_owner": result.owner}
+        if self.save_to is not None:
+            self.save()
         return self.answers[name]
+
+    def save(self) -> None:
+        text = json.dumps(self.answers, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+        partial = self.save_to.with_name(self.save_to.name + ".tmp")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(self.save_to)  # atomic: a reader never sees half a file
 
 
 def score_corpus(split: str, folder: Path | None, use_regex: bool, round_: int | None = None,
@@ -191,15 +200,15 @@ def report_llm_stage(args: argparse.Namespace) -> None:
     answers too (what the classify node does when REVIEW_TENTATIVE), and answering abstentions only."""
     answers = json.loads(args.llm_answers.read_text(encoding="utf-8")) if args.llm_answers and \
         args.llm_answers.exists() else {}
-    llm = LLMStage(args.llm_base_url, args.llm_model, answers, args.llm_max, args.llm_timeout)
+    llm = LLMStage(args.llm_base_url, args.llm_model, answers, args.llm_max, args.llm_timeout,
+                   save_to=args.llm_answers)
     scores = {}
     try:  # held-out first: the request cap must not cut the figure that counts; the reviewing policy asks a superset
         for split in ("heldout", "tuning"):
             scores[split] = score_corpus(split, args.corpus, not args.bm25_only, llm=llm, review_tentative=True)
     finally:
         if args.llm_answers and llm.asked:
-            args.llm_answers.write_text(json.dumps(llm.answers, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
-                                        encoding="utf-8")
+            llm.save()
     for split in ("tuning", "heldout"):
         report_corpus(f"{split}, with the LLM stage (reviewing tentative answers)", scores[split], args.verbose)
     print(f"\nLLM asked {llm.asked} times, answered {llm.answered}; recorded answers used {llm.replayed} "

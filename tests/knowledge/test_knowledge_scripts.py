@@ -167,3 +167,23 @@ def test_knowledge_accuracy_asks_every_abstention_newest_held_out_round_first(tm
     assert script.build_parser().parse_args([]).llm_max is None and script.LLMStage(None, "m").max_requests is None
     assert asked() == ["new", "old", "tun"]
     assert asked("--llm-max", "2") == ["new", "old"]
+
+
+def test_each_llm_answer_is_saved_as_it_comes(tmp_path):
+    """A measurement stopped midway (a deadline, a killed relay) keeps every answer given so far."""
+    import json
+
+    from msmigrate.knowledge.classifier import classify
+
+    class Stub:
+        def classify(self, log, view, evidence=None):
+            return {"owner": "data", "case_id": None, "method": "llm", "diagnosis": "r", "fits": ["data"]}
+
+    saved = tmp_path / "answers.json"
+    stage = _load("knowledge_accuracy").LLMStage(None, "m", save_to=saved)
+    stage.policy = Stub()
+    log = "TypeError: unsupported operand type(s) for //: 'NoneType' and 'int'"
+    stage("first", log, classify(log))
+    assert json.loads(saved.read_text())["first"]["owner"] == "data"  # on disk before the run ends
+    stage("second", log, classify(log))
+    assert set(json.loads(saved.read_text())) == {"first", "second"}
