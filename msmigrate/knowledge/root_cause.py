@@ -44,6 +44,10 @@ _RANK_IN_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:|^\[\d+,(\d+)\]<std|Ra
 _EXC = re.compile(r"(?<![A-Za-z0-9_.])((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*)?(?:Error|Exception|Interrupt|Failure|"
                   r"StopIteration|Exit))(?::\s?(.*)|\s*$|\s+(in line \d+\b.*))")
 _WARNING_CLASS = re.compile(r"\b\w*Warning\b:")
+# The layout of warnings.formatwarning, "<file>.py:<line>: <Category>: <message>": a traceback never writes its
+# exception like that (it writes `File "...", line N` frames, then the bare exception), so a line in this layout is a
+# printed warning whatever its category is called (a library's own Warning subclass may be named ...Error)
+_FORMATWARNING = re.compile(r"^\s*\S+\.py:\d+: [A-Z]\w*: \S")
 _WRAPPERS = ("ChildFailedError", "ProcessRaisedException", "ProcessExitedException", "SystemExit",
              "KeyboardInterrupt", "CalledProcessError", "RayTaskError")
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):|^[─━╭]*\s*Traceback \(most recent call last\)")
@@ -202,7 +206,7 @@ def strip_prefixes(line: str) -> tuple[str, int | None]:
 
 
 def _is_info_or_warning(line: str) -> str | None:
-    if _WARNING_CLASS.search(line) or _WARN.search(line[:120]):
+    if _WARNING_CLASS.search(line) or _WARN.search(line[:120]) or _FORMATWARNING.match(line):
         return "warning"
     if _INFO.search(line[:80]):
         return "info"
@@ -287,7 +291,8 @@ def extract(log_text: str) -> RootCause:
             continue
         level = _is_info_or_warning(text)
         exc = _EXC.search(stripped)
-        if exc and not _WARNING_CLASS.search(stripped) and level != "info":
+        printed_warning = _WARNING_CLASS.search(stripped) or _FORMATWARNING.match(stripped)
+        if exc and not printed_warning and level != "info":
             name = exc.group(1)
             # a header with no message of its own ("Error: [12:00:01] reader.cc:444:") is explained by what follows,
             # even across blank lines; otherwise only directly attached continuation lines belong to it

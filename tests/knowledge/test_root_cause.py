@@ -99,6 +99,19 @@ def test_no_healthy_log_of_the_real_corpus_shows_a_failure():
     assert [e.name for e in healthy if extract(e.log).failed] == []
 
 
+def test_a_warning_in_the_warnings_module_layout_is_a_warning_whatever_its_category_is_called():
+    """warnings.formatwarning writes "<file>.py:<line>: <Category>: <message>" and then the source line; a library's
+    own Warning subclass may be called ...Error. A raised exception never looks like that."""
+    log = ("/srv/app/jobs.py:40: RetiredError: 2025-01-09: the `idle_timeout` argument is now `scaledown`.\n"
+           "  @job.define(\n"
+           "step 10 loss 2.31\n")
+    root = extract(log)
+    assert not root.failed and root.warnings and "RetiredError" in root.warnings[0]
+    raised = log + 'Traceback (most recent call last):\n  File "/srv/app/train.py", line 9, in <module>\n' \
+                   "RuntimeError: expected a 4-D input\n"
+    assert extract(raised).primary.text == "RuntimeError: expected a 4-D input"
+
+
 def test_frames_without_their_traceback_header_still_make_a_cut_traceback():
     log = ('  File "/env/site-packages/transformer_engine/common/__init__.py", line 250, in _load_cudnn\n'
            '    libs = subprocess.check_output(\n'
