@@ -9,7 +9,7 @@
 
 Figures come from the run's trajectory: each decision record carries the requests it took (format-error re-asks
 included), the characters sent (messages + tool schemas), and the endpoint's token usage; an LLM verdict of the
-classify node is a row of its own. Scripted runs count
+classify node is a row of its own; ``schema_chars`` is the part of prompt_chars that is tool schemas. Scripted runs count
 tokens with the fake server's 4 chars/token; a real endpoint reports its own. The goal printed at the end is the
 issue's: one migration in <= 15 requests and <= 150k tokens.
 """
@@ -39,6 +39,8 @@ def summarize(trajectory: Path) -> dict[str, dict[str, int]]:
             row["prompt_chars"] += int(rec.get("prompt_chars", 0))
             row["max_prompt_chars"] = max(row["max_prompt_chars"], int(rec.get("prompt_chars", 0)))
             row["tokens"] += int(rec.get("tokens", 0))
+            if rec.get("tool_schema_chars"):  # the tool schemas, sent whole with each request (in prompt_chars)
+                row["schema_chars"] += int(rec["tool_schema_chars"]) * int(rec.get("requests", 1))
         elif rec.get("kind") == "classify" and rec.get("method") == "llm":
             # the LLM verdict on a failure the catalog could not name: a request of its own (older runs did not
             # record its size: counted as one request of unknown size)
@@ -53,7 +55,7 @@ def summarize(trajectory: Path) -> dict[str, dict[str, int]]:
 
 
 def print_table(rows: dict[str, dict[str, int]]) -> dict[str, int]:
-    cols = ("requests", "tool_calls", "prompt_chars", "max_prompt_chars", "tokens")
+    cols = ("requests", "tool_calls", "prompt_chars", "max_prompt_chars", "schema_chars", "tokens")
     print(f"{'phase':<10}" + "".join(f"{c:>18}" for c in cols))
     total = {c: 0 for c in cols}
     for phase, row in rows.items():

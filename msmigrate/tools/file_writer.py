@@ -421,7 +421,7 @@ def undo_last(ctx: RunContext) -> ToolResult:
 class WriteFileArgs(BaseModel):
     path: str = Field(..., description="File path relative to the target root, inside the run's editable paths "
                                        "(e.g. mindspeed_mm/fsdp/models/<name>/modeling_<name>.py).")
-    content: str = Field(..., description="The complete new file content.")
+    content: str = Field(..., description="The whole file.")
     reason: str = Field("", description="One line saying why; recorded in the commit message.")
 
 

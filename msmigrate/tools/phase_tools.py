@@ -43,8 +43,7 @@ def finish_phase(summary: str, delivered: list[str] | None = None,
 
 
 class VendorArgs(BaseModel):
-    plugin_dir: str = Field(..., description="Model plugin dir inside the target, e.g. "
-                                             "'mindspeed_mm/fsdp/models/<name>'; files go to '<plugin_dir>/upstream/'.")
+    plugin_dir: str = Field(..., description="Model plugin dir in the target, e.g. 'mindspeed_mm/fsdp/models/<name>'.")
     files: list[str] = Field(default_factory=list, description="Source-relative .py files to copy; empty = every "
                                                                "top-level .py file of the source.")
 
@@ -88,12 +87,11 @@ def vendor_remote_code(ctx: RunContext, plugin_dir: str, files: list[str] | None
 
 def phase_tools(ctx: RunContext) -> list:
     return [
-        make_tool(FINISH_TOOL, "End this phase when the work is complete: the phase gate runs and decides. Last in a "
-                               "turn after checks, it runs only if all of them succeed. Give a summary, what you "
-                               "delivered and any plan decision you changed.",
+        # when and how to call it is the phase rules' (prompts/templates/_macros.j2), in every phase prompt
+        make_tool(FINISH_TOOL, "End this phase: its gate runs now and decides (see the phase rules).",
                   FinishPhaseArgs, finish_phase),
         make_tool("vendor_remote_code", "Copy the source's remote-code .py files into '<plugin_dir>/upstream/' "
                                         "(relative imports made absolute, validated, committed); reports what was "
-                                        "copied. Use it instead of write_file for upstream code.",
+                                        "copied.",
                   VendorArgs, lambda plugin_dir, files=None: vendor_remote_code(ctx, plugin_dir, files)),
     ]

@@ -18,19 +18,19 @@ class InspectModelArgs(BaseModel):
                                              "through the given plugin dirs as the trainer would; 'source': the "
                                              "source model folder itself.")
     model_id: str = Field("", description="model_register id (where='plugin').")
-    plugins: list[str] = Field(default_factory=list, description="training.plugin entries to import (where='plugin').")
+    plugins: list[str] = Field(default_factory=list, description="training.plugin entries to import.")
     trust_remote_code: bool = Field(False, description="The source needs trust_remote_code (auto_map custom code).")
 
 
 class ConfigPathArgs(BaseModel):
     config_path: str = Field(description="Plugin-route YAML relative to the target root, e.g. examples/<name>/<name>_config.yaml")
     model_id: str = Field("", description="model_id whose module tree the patterns are audited against.")
-    plugins: list[str] = Field(default_factory=list, description="training.plugin entries (for the module tree).")
+    plugins: list[str] = Field(default_factory=list, description="training.plugin entries to import.")
     trust_remote_code: bool = Field(False, description="The source needs trust_remote_code (auto_map custom code).")
 
 
 class ForwardArgs(BaseModel):
-    model_id: str = Field(description="model_register id of the plugin class.")
+    model_id: str = Field(description="model_register id.")
     plugins: list[str] = Field(description="training.plugin entries to import.")
     use_collated_batch: bool = Field(False, description="Use the batch saved by the last check_data call instead "
                                                         "of a synthetic text batch.")
@@ -103,10 +103,10 @@ def target_check_tools(ctx: RunContext) -> list:
         make_tool("check_data", "Run gate G2's data pipeline now: dataset_type → attr mapping → template + mm_plugin "
                   "→ collator on real samples; returns batch keys and shapes, and saves the batch.",
                   ConfigPathArgs, lambda **kw: check_data(ctx, **kw)),
-        make_tool("check_forward", "Run one forward with labels through the plugin class (shrunk config), on a "
-                  "synthetic batch or the last collated batch; returns loss and whether .loss is finite. Also builds "
-                  "it both ways the trainer's init_model_with_meta_device does (meta, to_empty, NaN-filled storage): "
-                  "meta_fresh (no training.load: init_weights runs, as G4 trains) and meta_load (resumed: "
-                  "init_weights skipped, weights loaded); names each path's first non-finite tensor.",
+        make_tool("check_forward", "One forward with labels through the plugin class (shrunk config) on a "
+                  "synthetic or the last collated batch: the loss and whether it is finite. Also builds it both ways "
+                  "init_model_with_meta_device does (meta, the trainer's storage call, NaN-filled storage): "
+                  "meta_fresh (no training.load: init_weights runs, as G4 trains) and meta_load (init_weights "
+                  "skipped, weights loaded), naming each path's first non-finite tensor.",
                   ForwardArgs, lambda **kw: check_forward(ctx, **kw)),
     ]

@@ -18,7 +18,8 @@ def test_summary_counts_decisions_tools_and_llm_verdicts(tmp_path):
         {"kind": "decision", "phase": "model", "policy": "llm", "requests": 2, "prompt_chars": 900, "tokens": 300},
         {"kind": "tool", "phase": "model", "name": "read_file"},
         {"kind": "tool", "phase": "model", "name": "finish_phase"},
-        {"kind": "decision", "phase": "model", "policy": "llm", "requests": 1, "prompt_chars": 1200, "tokens": 400},
+        {"kind": "decision", "phase": "model", "policy": "llm", "requests": 1, "prompt_chars": 1200, "tokens": 400,
+         "tool_schema_chars": 350},
         {"kind": "classify", "method": "llm", "requests": 1, "prompt_chars": 500, "tokens": 150},
         {"kind": "classify", "method": "catalog"},  # a catalog verdict asks no LLM
         {"kind": "decision", "phase": "data", "policy": "rules", "tokens": 0},  # not the LLM's
@@ -27,6 +28,6 @@ def test_summary_counts_decisions_tools_and_llm_verdicts(tmp_path):
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
     rows = bench.summarize(path)
     assert rows["model"] == {"requests": 3, "prompt_chars": 2100, "max_prompt_chars": 1200, "tokens": 700,
-                             "tool_calls": 2}
+                             "tool_calls": 2, "schema_chars": 350}
     assert rows["classify"] == {"requests": 1, "prompt_chars": 500, "max_prompt_chars": 500, "tokens": 150}
     assert "data" not in rows

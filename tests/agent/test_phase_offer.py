@@ -9,7 +9,8 @@ from pathlib import Path
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from msmigrate.agent.policies.phase_offer import (MEGATRON_PHASE_TOOLS, PHASE_TOOLS, PLUGIN_ROUTE_TOOLS,
-                                                  offered_tools, openai_schemas, phase_source_facts)
+                                                  compact_field, offered_tools, openai_schemas,
+                                                  phase_source_facts)
 from msmigrate.agent.runner import build_tools
 from msmigrate.core.run_context import RunContext
 
@@ -69,7 +70,9 @@ def test_schemas_say_a_repeated_description_once_and_keep_every_field(tmp_path):
                 assert seen[text] == sp[field]["description"][3:]  # points at the tool.field that said it
             elif text:
                 seen.setdefault(text, f"{f['function']['name']}.{field}")
-            assert {k: v for k, v in spec.items() if k != "description"} == \
+            optional = field not in (f["function"]["parameters"].get("required") or [])
+            expected = compact_field(spec) if optional else spec
+            assert {k: v for k, v in expected.items() if k != "description"} == \
                 {k: v for k, v in sp[field].items() if k != "description"}
     assert any(d["description"].startswith("as repo_tree.where")
                for s in short for d in s["function"]["parameters"]["properties"].values() if "description" in d)
@@ -82,3 +85,16 @@ def test_source_facts_per_phase():
                                                       "data_sample"}
     assert set(phase_source_facts("model", facts)) == {"weight_files", "architectures"}
     assert phase_source_facts("classify", facts) == facts
+
+
+def test_optional_fields_lose_what_says_nothing_and_keep_what_does():
+    """An optional field's ``anyOf [X, null]`` with default null is X, an empty default is dropped (``required`` already
+    says the field is optional), a default that says something stays; the tool still accepts null (pydantic)."""
+    assert compact_field({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}], "default": None,
+                          "description": "d"}) == {"type": "integer", "minimum": 1, "description": "d"}
+    assert compact_field({"type": "string", "default": ""}) == {"type": "string"}
+    assert compact_field({"type": "boolean", "default": False}) == {"type": "boolean"}
+    assert compact_field({"type": "array", "default": []}) == {"type": "array"}
+    for kept in ({"type": "string", "default": "target"}, {"type": "integer", "default": 0},
+                 {"type": "integer", "default": 4}, {"anyOf": [{"type": "string"}, {"type": "integer"}], "default": None}):
+        assert compact_field(kept) == {k: v for k, v in kept.items() if k != "default" or v is not None}

@@ -28,6 +28,9 @@ PHASE_TOOLS: dict[str, frozenset[str]] = {
     "check_data": frozenset({"data", "config"}),
     # G3's strict validation of a YAML
     "check_config": frozenset({"data", "config"}),
+    # an outline of Python code: the model and data phases write it; the config phase writes a YAML and a launch
+    # script and reads the module tree from inspect_model
+    "python_outline": frozenset({"model", "data"}),
 }
 
 
@@ -58,9 +61,28 @@ def offered_tools(phase: str, tools: list[Any], backend: str | None = None) -> l
     return [t for t in tools if phase in PHASE_TOOLS.get(t.name, frozenset({phase}))]
 
 
+def compact_field(spec: dict[str, Any]) -> dict[str, Any]:
+    """One optional field's schema without what says nothing new: ``anyOf [X, null]`` with default null is X (the
+    field is optional; the tool still accepts null), and an empty default (``""``, ``false``, ``null``, ``[]``) is
+    dropped; a default that says something (``"target"``, ``4``) stays."""
+    spec = dict(spec)
+    options = spec.get("anyOf")
+    if isinstance(options, list) and spec.get("default", 0) is None:
+        kept = [o for o in options if o != {"type": "null"}]
+        if len(kept) == 1 and len(kept) < len(options):
+            spec.pop("anyOf")
+            spec = {**kept[0], **spec}
+    if "default" in spec:
+        value = spec["default"]
+        if value is None or value is False or (isinstance(value, (str, list)) and not value):  # (not 0)
+            spec.pop("default")
+    return spec
+
+
 def openai_schemas(tools: list[Any]) -> list[dict[str, Any]]:
-    """The tools' OpenAI function schemas; a field whose description an earlier tool of this list gave word for
-    word keeps its type and default and points there instead (``as <tool>.<field>``)."""
+    """The tools' OpenAI function schemas, sent whole with every request (a quarter of blind live run 12's prompt
+    characters): a field whose description an earlier tool of this list gave word for word keeps its type and
+    points there instead (``as <tool>.<field>``), and optional fields lose what says nothing (compact_field)."""
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     said: dict[str, str] = {}  # description -> "tool.field" that said it first
@@ -68,7 +90,12 @@ def openai_schemas(tools: list[Any]) -> list[dict[str, Any]]:
     for tool in tools:
         schema = copy.deepcopy(convert_to_openai_tool(tool))
         fn = schema["function"]
-        for field, spec in ((fn.get("parameters") or {}).get("properties") or {}).items():
+        params = fn.get("parameters") or {}
+        required = set(params.get("required") or [])
+        props = params.get("properties") or {}
+        for field in list(props):
+            spec = props[field] if field in required else compact_field(props[field])
+            props[field] = spec
             text = spec.get("description")
             if not text or len(text) < 40:  # a short description costs less than the pointer's lookup
                 continue

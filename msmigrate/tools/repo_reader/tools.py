@@ -23,28 +23,28 @@ _WHERE = Field("target", description="Tree to read: 'source' (the model being mi
 
 class TreeArgs(BaseModel):
     where: Where = _WHERE
-    subdir: str = Field("", description="Directory relative to the tree root; empty for the root.")
+    subdir: str = Field("", description="Relative to the tree root; empty = the root.")
     max_depth: int = Field(4, ge=1, le=12, description="Levels to expand; deeper files are only counted.")
 
 
 class ReadArgs(BaseModel):
     where: Where = _WHERE
-    path: str = Field(..., description="File path relative to the tree root.")
-    start: int = Field(1, ge=1, description="First line to show (1-based).")
-    end: int | None = Field(None, ge=1, description="Last line to show (inclusive); omit for end of file.")
+    path: str = Field(..., description="Relative to the tree root.")
+    start: int = Field(1, ge=1, description="1-based.")
+    end: int | None = Field(None, ge=1, description="Inclusive; omit for the end of the file.")
 
 
 class GrepArgs(BaseModel):
     where: Where = _WHERE
-    pattern: str = Field(..., description="Python regular expression searched line by line.")
-    subdir: str = Field("", description="Restrict to this directory (relative to the tree root).")
-    glob: str = Field("", description="Restrict to file names matching this glob, e.g. '*.py' or '*.yaml'.")
+    pattern: str = Field(..., description="Python regex, matched per line.")
+    subdir: str = Field("", description="Only under this directory (relative to the tree root).")
+    glob: str = Field("", description="Only file names matching this glob, e.g. '*.py'.")
     ignore_case: bool = Field(False, description="Case-insensitive matching.")
 
 
 class OutlineArgs(BaseModel):
     where: Where = _WHERE
-    path: str = Field(..., description="Python file relative to the tree root.")
+    path: str = Field(..., description="Relative to the tree root.")
     class_name: str = Field("", description="Only this class, with every method's signature and decorators "
                                             "(use for large files, whose default outline lists method names only).")
 
