@@ -22,10 +22,7 @@ def load_processor(folder, trust_remote_code):
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
     image_processor = AutoImageProcessor.from_pretrained(folder, trust_remote_code=trust_remote_code)
 
-    def __init__(self, image_processor=None, tokenizer=None, **kw):
-        base.__init__(self, image_processor, tokenizer, None, **kw)
-
-    composed = type(f"ImageOnly{cls_name}", (base,), {"__init__": __init__, "video_processor": None})
+    composed = image_only_class(base)
     extra = dict(kwargs)
     template = os.path.join(folder, "chat_template.jinja")
     if os.path.isfile(template):
@@ -33,6 +30,43 @@ def load_processor(folder, trust_remote_code):
             extra.setdefault("chat_template", fh.read())
     return (composed(image_processor, tokenizer, **extra), f"{cls_name} composed without a video processor ({first})",
             cls_name, kwargs)
+
+
+def image_only_class(base):
+    """``base`` (a processor class whose __init__ takes a video processor) without one: the family's own __init__
+    runs (its token attributes, its kwargs), and its sub-processors reach ProcessorMixin by name.
+
+    The family __init__ hands its sub-processors to ``super().__init__`` positionally, in ITS signature's order
+    (Video-LLaVA: image, video, tokenizer; LLaVA-NeXT-Video: video, image, tokenizer), while ProcessorMixin pairs
+    positional arguments with the attributes of the class being built, which has no video slot. A shim placed
+    just above ProcessorMixin in the MRO names the arguments by the family's order, drops the video
+    processor and passes the rest on in the composed class's order, so no family's argument order is assumed."""
+    from transformers import ProcessorMixin
+
+    mro = base.__mro__
+    family_slots = _sub_processor_slots(mro[mro.index(ProcessorMixin) - 1])  # the class that calls the mixin
+
+    class _DropVideo(ProcessorMixin):
+        def __init__(self, *args, **kwargs):
+            named = dict(zip(family_slots, args))
+            extra = list(args[len(family_slots):])
+            named.update({k: kwargs.pop(k) for k in list(kwargs) if k in family_slots})
+            named.pop("video_processor", None)
+            mine = _sub_processor_slots(type(self))
+            super().__init__(*[named.get(k) for k in mine], *extra, **kwargs)
+
+    def __init__(self, image_processor=None, tokenizer=None, **kw):
+        base.__init__(self, image_processor=image_processor, tokenizer=tokenizer, video_processor=None, **kw)
+
+    return type(f"ImageOnly{base.__name__}", (base, _DropVideo), {"__init__": __init__, "video_processor": None})
+
+
+def _sub_processor_slots(cls):
+    """The sub-processor parameter names of ``cls.__init__`` in order (transformers 5 ``get_attributes``; 4.x lists
+    them in the ``attributes`` class attribute)."""
+    if hasattr(cls, "get_attributes"):
+        return list(cls.get_attributes())
+    return list(getattr(cls, "attributes", ["image_processor", "tokenizer"]))
 
 
 def recorded_processor(folder):
