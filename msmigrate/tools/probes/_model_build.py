@@ -23,6 +23,47 @@ def emit(payload):
     print(RESULT_MARKER + json.dumps(payload, default=str), flush=True)
 
 
+LIBRARY_PARTS = ("site-packages", "dist-packages", "/lib/python")
+
+
+def raised_at(exc):
+    """Where an exception came from, for an error observation that otherwise has only its message: the frame that
+    raised it, and the innermost frame outside installed libraries (the plugin's or the remote code's line that
+    called into torch / transformers), each as ``file:line in function``; None without a traceback."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ is not None else []
+    if not frames:
+        return None
+
+    cwd = os.getcwd() + os.sep  # the probes run in the target root: its files are named as the read tools take them
+
+    def label(fr):
+        name = fr.filename[len(cwd):] if fr.filename.startswith(cwd) else fr.filename
+        return f"{name}:{fr.lineno} in {fr.name}"
+
+    own = [fr for fr in frames if not any(part in fr.filename for part in LIBRARY_PARTS)
+           and os.path.basename(fr.filename) != os.path.basename(sys.argv[0] or "")]
+    out = {"raised_in": label(frames[-1])}
+    if own and own[-1] is not frames[-1]:
+        out["called_from"] = label(own[-1])
+        if own[-1].line:
+            out["code"] = own[-1].line.strip()[:200]
+    return out
+
+
+def error_with_place(exc):
+    """``Type: message (raised in …; called from … `code`)``: the message plus where, in one line."""
+    where = raised_at(exc)
+    text = f"{type(exc).__name__}: {exc}"
+    if not where:
+        return text
+    place = f"raised in {where['raised_in']}"
+    if where.get("called_from"):
+        place += f"; called from {where['called_from']}" + (f": `{where['code']}`" if where.get("code") else "")
+    return f"{text} ({place})"
+
+
 def add_source_args(ap):
     ap.add_argument("--model", help="HF model folder (config.json [+ modeling files])")
     ap.add_argument("--trust-remote-code", action="store_true")

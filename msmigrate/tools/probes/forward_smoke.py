@@ -26,7 +26,7 @@ import math
 import sys
 import time
 
-from _model_build import emit, forward_params, instantiate, parse, resolve, shrink_config
+from _model_build import emit, error_with_place, forward_params, instantiate, parse, resolve, shrink_config
 from _processor import load_processor
 
 
@@ -363,7 +363,8 @@ def main(argv):
             fresh = guarded_meta_path(cls, config, batch)
             meta = guarded_meta_path(cls, config, batch, eager=model)
     except Exception as exc:  # probe boundary: the failure is the result
-        emit({"error": f"{type(exc).__name__}: {exc}"})
+        # where it was raised too: a bare "shape '[-1, 468]' is invalid" does not say which line asked for it
+        emit({"error": error_with_place(exc)})
         return 1
     loss = getattr(output, "loss", None)
     value = float(loss.detach().float()) if loss is not None and hasattr(loss, "detach") else None
