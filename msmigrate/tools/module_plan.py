@@ -86,6 +86,18 @@ def recompute_from_tree(tree: dict[str, Any]) -> list[str]:
     return [f"{path}.{{*}}" for path, cls in block_lists(tree) if accepts.get(cls, False)]
 
 
+def recompute_blocked(tree: dict[str, Any]) -> list[dict[str, str]]:
+    """Block lists recompute leaves out, each with why: their block forward takes neither ``past_key_values`` nor
+    ``**kwargs``, which the recompute wrapper passes (held-out remote code with its own decoder layer
+    ``forward(x, cos, sin, mask)``: the empty suggestion read as "nothing to recompute")."""
+    accepts = tree.get("accepts_past_key_values", {})
+    return [{"path": f"{path}.{{*}}", "block_class": cls,
+             "why": f"{cls}.forward takes neither past_key_values nor **kwargs (the recompute wrapper passes "
+                    "past_key_values=None): to recompute these, give that forward **kwargs (a subclass in the plugin, or the "
+                    "vendored remote code)"}
+            for path, cls in block_lists(tree) if cls in accepts and not accepts[cls]]
+
+
 def _pattern_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("^" + re.escape(pattern).replace(re.escape("{*}"), r"\d+") + "$")
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from msmigrate.tools.module_plan import apply_modules_from_tree, block_lists, recompute_from_tree, root_unit_modules
+from msmigrate.tools.module_plan import (apply_modules_from_tree, block_lists, recompute_blocked, recompute_from_tree,
+                                         root_unit_modules)
 from msmigrate.core.tool_result import ToolResult, make_tool
 from msmigrate.core.run_context import RunContext
 from msmigrate.tools.target_checks import config_check, data_check, forward_check, module_tree
@@ -55,6 +56,7 @@ def inspect_model(ctx: RunContext, where: str = "plugin", model_id: str = "", pl
         no_split_modules=tree.get("no_split_modules"),
         block_lists=[{"path": p, "block_class": c} for p, c in block_lists(tree)],
         suggested_apply_modules=suggested, suggested_recompute=recompute_from_tree(tree),
+        recompute_left_out=recompute_blocked(tree),
         # the trainer wraps the listed modules, then the whole model: the rest is the root unit's (tied weights must be)
         left_to_root_unit=root_unit_modules(tree, suggested), tied_embeddings=bool(tree.get("tied_embeddings")),
         top_level=[n for n in names if n and n.count(".") <= 1][:60],

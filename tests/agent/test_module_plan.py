@@ -69,6 +69,18 @@ def test_recompute_only_where_the_block_accepts_past_key_values():
     assert recompute_from_tree(llava_tree(accepts_past_key_values={})) == []
 
 
+def test_a_block_list_recompute_leaves_out_says_why():
+    """Held-out remote code with its own decoder layer (forward(x, cos, sin, mask)): inspect_model suggested no
+    recompute pattern and said nothing; now each left-out block list comes with the reason and the fix."""
+    from msmigrate.tools.module_plan import recompute_blocked
+
+    left = recompute_blocked(llava_tree())
+    assert [b["path"] for b in left] == [f"{V}.encoder.layers.{{*}}"]
+    assert left[0]["block_class"] == "CLIPEncoderLayer" and "**kwargs" in left[0]["why"]
+    both = llava_tree(accepts_past_key_values={"LlamaDecoderLayer": True, "CLIPEncoderLayer": True})
+    assert recompute_blocked(both) == [] and recompute_blocked(llava_tree(accepts_past_key_values={})) == []
+
+
 def test_without_no_split_modules_falls_back_to_modulelists_of_blocks():
     classes = {
         "": "PatchLM", "blocks": "ModuleList", "blocks.0": "ResBlock", "blocks.1": "ResBlock",
