@@ -93,8 +93,8 @@ def recompute_blocked(tree: dict[str, Any]) -> list[dict[str, str]]:
     accepts = tree.get("accepts_past_key_values", {})
     return [{"path": f"{path}.{{*}}", "block_class": cls,
              "why": f"{cls}.forward takes neither past_key_values nor **kwargs (the recompute wrapper passes "
-                    "past_key_values=None): to recompute these, give that forward **kwargs (a subclass in the plugin, or the "
-                    "vendored remote code)"}
+                    "past_key_values=None): to recompute these, give that forward **kwargs (a subclass in the "
+                    "plugin, or the vendored remote code)"}
             for path, cls in block_lists(tree) if cls in accepts and not accepts[cls]]
 
 
