@@ -1,8 +1,8 @@
 """Qwen3-VL (dense) on the plugin route: a thin subclass of the transformers class (Transformers path).
 
 Meta-device init relies on the inherited transformers `init_weights()`: ModelHub marks every module as not
-initialised, so after `to_empty` the trainer's `model.init_weights()` re-runs `_init_weights` on all modules,
-which also recomputes the non-persistent rotary `inv_freq` buffers.
+initialised, so after `to_empty_if_needed` (new storage for the parameters; the buffers keep their values) the
+trainer's `init_model_weights` re-runs `_init_weights` on all modules.
 """
 from transformers import Qwen3VLForConditionalGeneration as HFQwen3VLForConditionalGeneration
 
