@@ -30,6 +30,7 @@ from msmigrate.agent.megatron_plan import make_megatron_plan
 from msmigrate.agent.similar_case import remote_code_build_path
 from msmigrate.agent.state import EXIT_UNSUPPORTED
 from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion
+from msmigrate.tools.repo_reader.placeholder_facts import placeholder_collision, target_placeholders
 from msmigrate.tools.repo_reader.processor_code import (declared_processor_code, describe_unmeasured,
                                                          describe_unreached)
 from msmigrate.tools.repo_reader.wiring_facts import collate_advice
@@ -170,6 +171,9 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
     contract = derive_contract(expansion, forward_params(src)) if expansion is not None and expansion.ok else None
     if expansion is not None:
         reasons.append(f"media expansion measured by the source processor: {expansion.describe()}")
+        if expansion.ok and (collides := placeholder_collision(
+                [p.text for p in expansion.per_image], target_placeholders(getattr(deps.ctx, "target", None) or ""))):
+            reasons.append(collides)
         if custom and not expansion.ok and (unmeasured := describe_unmeasured(
                 declared_processor_code(getattr(deps.ctx, "source", None) or ""))):
             reasons.append(unmeasured)
