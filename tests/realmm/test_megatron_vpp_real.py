@@ -22,3 +22,21 @@ def test_real_converter_vpp_layout(realmm_snapshot, real_runtime, tmp_path):
     assert res.facts["llm_pp_layers"] == [[1, 1], [1, 1]] and res.facts["vit_pp_layers"] == [[2, 0], [0, 0]]
     assert res.facts["vpp_stages_checked"] == 4 and res.facts["vpp_files"] == 2
     assert res.facts["qkv_layers_checked"] == 4
+
+
+def test_the_deprecated_vpp_flag_is_refused_as_the_real_framework_does(realmm_snapshot, tmp_path):
+    """The real validate_args patch raises when --num-layers-per-virtual-pipeline-stage is set at all; G3 reads
+    that check from the code and refuses a script passing it (the draft writes the number of virtual stages)."""
+    from msmigrate.tools.megatron.config_check import check_megatron_config, definition_paths
+
+    mm = realmm_snapshot / "MindSpeed-MM"
+    script = mm / "examples/qwen2.5vl/finetune_qwen2_5_vl_7b.sh"
+    old = script.read_text()
+    assert "--pipeline-model-parallel-size ${PP} \\" in old
+    bad = tmp_path / "finetune_bad.sh"
+    bad.write_text(old.replace("--pipeline-model-parallel-size ${PP} \\",
+                               "--pipeline-model-parallel-size ${PP} \\\n    --num-layers-per-virtual-pipeline-stage 2 \\"))
+    defs = definition_paths(mm, [realmm_snapshot / "MindSpeed"])
+    res = check_megatron_config(mm, "examples/qwen2.5vl/model_7b.json", bad, definitions=defs)
+    assert any("--num-layers-per-virtual-pipeline-stage, which the framework refuses" in p
+               and "validate_args_patch.py" in p for p in res.problems), res.problems

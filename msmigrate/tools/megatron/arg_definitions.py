@@ -68,3 +68,42 @@ def check_script_flags(script: Path, definition_paths: list[Path]) -> FlagCheck:
     flags = script_flags(text)
     return FlagCheck(defined={f: defs[f] for f in flags if f in defs}, unverified=[f for f in flags if f not in defs],
                      files_read=n)
+
+
+def _set_attrs(test: ast.AST) -> list[str] | None:
+    """``args.X is not None`` (or an ``or`` of such tests): the attributes whose being set alone makes it true."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        parts = [_set_attrs(v) for v in test.values]
+        return None if any(p is None for p in parts) else [a for p in parts for a in p]
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot)
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None
+            and isinstance(test.left, ast.Attribute) and ast.unparse(test.left.value) == "args"):
+        return [test.left.attr]
+    return None
+
+
+def refused_flags(root: Path) -> dict[str, str]:
+    """Flags the framework's own argument checks refuse whatever their value: ``if args.X is not None: raise``
+    (MindSpeed-MM's validate_args patch refuses ``--num-layers-per-virtual-pipeline-stage`` this way, as
+    deprecated). flag -> "file:line: the raise's message"."""
+    out: dict[str, str] = {}
+    for f in sorted(Path(root).rglob("*.py")) if Path(root).is_dir() else []:
+        text = f.read_text(encoding="utf-8", errors="replace")
+        if "args." not in text or "raise" not in text:
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SyntaxWarning)
+                tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.If) and node.body and isinstance(node.body[0], ast.Raise)):
+                continue
+            attrs = _set_attrs(node.test)
+            exc = node.body[0].exc
+            msg = next((a.value for a in getattr(exc, "args", []) if isinstance(a, ast.Constant)
+                        and isinstance(a.value, str)), "")
+            for attr in attrs or []:
+                out.setdefault("--" + attr.replace("_", "-"), f"{f.relative_to(root.parent)}:{node.lineno}: {msg}")
+    return out

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from msmigrate.tools.megatron.arg_definitions import check_script_flags
+from msmigrate.tools.megatron.arg_definitions import check_script_flags, refused_flags, script_flags
 from msmigrate.tools.megatron.encoder_structure import weight_shapes
 from msmigrate.tools.megatron.launch_script import LaunchScript, parse_launch_script
 from msmigrate.tools.megatron.numerics import numerics_problems, source_numerics
@@ -199,6 +199,9 @@ def check_megatron_config(target: Path, model_json: Path, script: Path, *, sourc
         out.facts["flag_definition_files"] = flags.files_read
     else:
         w.append("no argument-definition files in the target: no flag was checked")
+    refused = refused_flags(target / "mindspeed_mm")
+    p += [f"{script} passes {flag}, which the framework refuses ({refused[flag]})"
+          for flag in script_flags(script_path.read_text(encoding="utf-8", errors="replace")) if flag in refused]
     reg = read_registry(target)
     if reg.error:
         p.append(f"registries not read: {reg.error}")

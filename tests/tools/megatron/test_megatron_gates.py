@@ -222,3 +222,23 @@ def test_converter_gate_checks_the_vpp_layout_against_one_stage(standin_copy, tm
     bad = megatron_converter_record(PY, standin_copy, EXAMPLE["converter"], tmp_path / "w1",
                                     hf_dir=standin_copy / EXAMPLE["hf_dir"], pp=2, vpp=2)
     assert not bad["passed"] and "past the stage's" in bad["summary"] + bad["failure_text"], bad["summary"]
+
+
+def test_config_gate_refuses_a_flag_the_frameworks_own_checks_refuse(standin_copy):
+    """``if args.X is not None: raise`` in the target's own code (the real validate_args patch does this for
+    --num-layers-per-virtual-pipeline-stage) makes --x a G3 error; a test on other values does not."""
+    patch = standin_copy / "mindspeed_mm/patchs/validate.py"
+    patch.parent.mkdir(exist_ok=True)
+    patch.write_text("def validate(args):\n"
+                     "    if args.old_stage_layers is not None:\n        raise AssertionError('use --new-stages')\n"
+                     "    if args.other is not None and args.pp == 1:\n        raise AssertionError('needs pp')\n")
+    script = standin_copy / EXAMPLE["script"]
+    text = script.read_text()
+    assert "--pipeline-model-parallel-size ${PP} \\" in text
+    script.write_text(text.replace("--pipeline-model-parallel-size ${PP} \\", "--pipeline-model-parallel-size ${PP} "
+                                   "\\\n    --old-stage-layers 2 \\\n    --other 1 \\"))
+    rec = megatron_config_record(standin_copy, EXAMPLE["model_json"], EXAMPLE["script"], None)
+    assert not rec["passed"]
+    assert "passes --old-stage-layers, which the framework refuses (mindspeed_mm/patchs/validate.py:2: use " \
+           "--new-stages)" in rec["failure_text"], rec["failure_text"]
+    assert "--other," not in rec["failure_text"]
