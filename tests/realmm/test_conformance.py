@@ -42,6 +42,7 @@ SIGNATURES = [
     ("mindspeed_mm/fsdp/distributed/parallel_state.py", "init_parallel_state"),
     ("mindspeed_mm/fsdp/distributed/parallel_state.py", "get_parallel_state"),
     ("mindspeed_mm/fsdp/models/modelhub.py", "ModelHub.build"),
+    ("mindspeed_mm/fsdp/checkpoint/utils.py", "retie_embeddings"),  # model_parity's meta path calls it
     ("mindspeed_mm/fsdp/data/__init__.py", "build_mm_dataset"),
     ("mindspeed_mm/fsdp/data/__init__.py", "build_mm_dataloader"),
     ("mindspeed/fsdp/utils/log.py", "print_rank"),

@@ -7,6 +7,7 @@ import torch
 
 from mindspeed.fsdp.utils.log import print_rank, set_log_level
 from mindspeed_mm.config.config_manager import ConfigManager
+from mindspeed_mm.fsdp.checkpoint.utils import retie_embeddings
 from mindspeed_mm.fsdp.data import build_mm_dataloader, build_mm_dataset
 from mindspeed_mm.fsdp.distributed.parallel_state import get_parallel_state, init_parallel_state
 from mindspeed_mm.fsdp.distributed.torch_parallelize import ParallelApplier
@@ -62,6 +63,7 @@ class Trainer:
             to_empty_if_needed(model, device=get_device_type())
             if args.training.load is None:
                 init_model_weights(model)
+        retie_embeddings(model)  # the materialisation split a tied pair; the real trainer re-ties here too
         return model
 
     def get_optimizer(self):
