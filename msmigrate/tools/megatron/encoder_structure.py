@@ -60,15 +60,20 @@ def structure_diff(source: EncoderStructure, component: EncoderStructure) -> lis
 
 # ---------------------------------------------------------------- the component's code (AST)
 
-def _class_index(target: Path) -> dict[str, tuple[str, ast.ClassDef]]:
-    """class name -> (file, node) for every top-level class under the models tree (first one wins)."""
-    out: dict[str, tuple[str, ast.ClassDef]] = {}
+def _top_level(target: Path, kind: type[ast.AST]) -> dict[str, tuple[str, Any]]:
+    """name -> (file, node) for every top-level definition of ``kind`` under the models tree (first one wins)."""
+    out: dict[str, tuple[str, Any]] = {}
     for p in sorted((Path(target) / MODELS_DIR).rglob("*.py")):
         tree = _parse(p)
         for node in tree.body if tree else []:
-            if isinstance(node, ast.ClassDef):
+            if isinstance(node, kind):
                 out.setdefault(node.name, (str(p.relative_to(target)), node))
     return out
+
+
+def _class_index(target: Path) -> dict[str, tuple[str, ast.ClassDef]]:
+    """class name -> (file, node) for every top-level class under the models tree (first one wins)."""
+    return _top_level(target, ast.ClassDef)
 
 
 def _calls_in_order(fn: ast.FunctionDef) -> list[ast.Call]:

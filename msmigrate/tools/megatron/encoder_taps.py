@@ -32,9 +32,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msmigrate.tools.megatron.encoder_structure import _class_index
+from msmigrate.tools.megatron.encoder_structure import _class_index, _top_level
 from msmigrate.tools.megatron.projector_structure import component_projector, projector_at, source_widths
-from msmigrate.tools.megatron.registry import MODELS_DIR, _parse, read_registry
+from msmigrate.tools.megatron.registry import read_registry
 
 TAP_COMPARED = ("matrices", "norms", "norm_at_input")
 _ENTRY = re.compile(r"^(.*?)\.(\d+)\.(.+)$")
@@ -114,13 +114,7 @@ def source_taps(cfg: dict[str, Any], shapes: dict[str, list[int]]) -> SourceTaps
 # ---------------------------------------------------------------- the component
 
 def _functions(target: Path) -> dict[str, tuple[str, ast.FunctionDef]]:
-    out: dict[str, tuple[str, ast.FunctionDef]] = {}
-    for p in sorted((Path(target) / MODELS_DIR).rglob("*.py")):
-        tree = _parse(p)
-        for node in tree.body if tree else []:
-            if isinstance(node, ast.FunctionDef):
-                out.setdefault(node.name, (str(p.relative_to(target)), node))
-    return out
+    return _top_level(target, ast.FunctionDef)
 
 
 def _spec_modules(fn: ast.FunctionDef) -> list[str]:
