@@ -225,6 +225,8 @@ def sample_classify_failure() -> dict[str, Any]:
              "message match"},
         ],
         "deterministic": {"answer": "unknown (no case it trusts)", "tentative": False},
+        "settings": [{"path": "examples/demo_vl/demo_vl.yaml",
+                      "text": "data:\n  dataset_param:\n    template: demo_vl\n    cutoff_len: 2048\n"}],
     }
 
 

@@ -70,6 +70,40 @@ def test_without_llm_unknown_goes_back_to_the_gate_phase_and_the_report_says_so(
     assert "Unknown failure" in report and "returning to data, the phase whose gate (G2) failed" in report
 
 
+def test_llm_is_shown_the_runs_own_settings_files(fast_prepare, tmp_path):
+    """Inside a run the fact that decides config is often on disk, not in the log: the YAML and launch script the
+    migration wrote go into the classify prompt (fenced, secrets masked); the dataset JSON beside them does not."""
+    answer = json.dumps({"case_id": "unknown", "owner": "config", "fits": ["config"],
+                         "reason": "cutoff_len: 8 in the run's YAML cuts every sample: raise it."})
+    gates = FakeGates({"G2": [UNKNOWN, None]})
+    with ScriptedChatServer({}, classify_reply=answer) as server:
+        run = make_run(fast_prepare, tmp_path, llm_policy(server), gates)
+        examples = run.ctx.target / "examples" / run.ctx.model_name
+        examples.mkdir(parents=True, exist_ok=True)
+        (examples / "train.yaml").write_text("data:\n  dataset_param:\n    cutoff_len: 8\n")
+        (examples / "train.sh").write_text("torchrun --nproc_per_node 2 train.py --api sk-abcdefghijklmnop\n")
+        (examples / "data.json").write_text('[{"messages": "a sample, not a setting"}]')
+        drive(run)
+        (request,) = [r for r in server.requests if not r.get("tools")]
+    prompt = request["messages"][0]["content"]
+    assert "## The run's own settings (files this migration wrote)" in prompt
+    section = prompt.split("## The run's own settings", 1)[1]
+    assert f"- examples/{run.ctx.model_name}/train.yaml:" in section and "cutoff_len: 8" in section
+    assert "torchrun --nproc_per_node 2" in section and "sk-abcdefghijklmnop" not in prompt
+    assert "a sample, not a setting" not in prompt
+    (record,) = run.trajectory.records("classify")
+    assert (record["owner"], record["route"]) == ("config", "config")
+
+
+def test_without_settings_files_the_prompt_has_no_settings_section(fast_prepare, tmp_path):
+    gates = FakeGates({"G2": [UNKNOWN, None]})
+    with ScriptedChatServer({}, classify_reply='{"owner": "data", "reason": "r"}') as server:
+        run = make_run(fast_prepare, tmp_path, llm_policy(server), gates)
+        drive(run)
+        (request,) = [r for r in server.requests if not r.get("tools")]
+    assert "## The run's own settings" not in request["messages"][0]["content"]
+
+
 def test_llm_abstention_goes_back_to_the_gate_phase_with_its_reason(fast_prepare, tmp_path):
     answer = json.dumps({"case_id": "unknown", "owner": "unknown", "fits": ["data", "model"],
                          "reason": "the excerpt ends at the TypeError; it does not show which sample or plugin "

@@ -13,6 +13,7 @@ from typing import Any
 from msmigrate.agent.budgets import bump
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.policies.base import PolicyView
+from msmigrate.agent.run_settings import run_settings
 from msmigrate.agent.state import EXIT_GATE_FAILED, gates_before
 from msmigrate.knowledge.catalog import load_catalog
 from msmigrate.knowledge.classifier import Classification, classify
@@ -81,9 +82,11 @@ def deterministic_view(verdict: Classification) -> dict[str, Any]:
     return {"answer": answer, "tentative": verdict.tentative}
 
 
-def llm_evidence(gate: str, verdict: Classification) -> dict[str, Any]:
+def llm_evidence(gate: str, verdict: Classification,
+                 settings: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """What the LLM is shown besides the excerpt: the root cause, the deterministic stages' answer with its
-    confidence, and the closest cases with their owners and how each was found."""
+    confidence, the closest cases with their owners and how each was found, and (inside a run) the run's own
+    settings files (agent/run_settings.py), which hold the fact that decides config more often than the log does."""
     primary = verdict.root_cause.get("primary") or {}
     catalog = load_catalog()
     candidates = []
@@ -105,8 +108,11 @@ def llm_evidence(gate: str, verdict: Classification) -> dict[str, Any]:
     if primary.get("wrapper"):  # only a launcher / re-raise summary: say that the rank's own error is missing
         root["text"] += (" (a wrapper: it says a process failed, not why; the failing rank's own error is not in "
                          "the excerpt)")
-    return {"gate": gate, "root_cause": root, "candidates": candidates[:MAX_CANDIDATES],
-            "deterministic": deterministic_view(verdict)}
+    evidence = {"gate": gate, "root_cause": root, "candidates": candidates[:MAX_CANDIDATES],
+                "deterministic": deterministic_view(verdict)}
+    if settings:  # only when there are files: a corpus excerpt's evidence (and its recorded answers' key) is unchanged
+        evidence["settings"] = settings
+    return evidence
 
 
 def _why_no_root_cause(root_cause: dict[str, Any]) -> str:
@@ -142,7 +148,8 @@ def make_classify_node(deps: RunDeps):
         route_to = None  # set when an LLM abstention rules out the failed gate's phase
         if asks_llm(verdict):
             view = PolicyView(phase="classify", state=state, messages=[], tools=[], ctx=deps.ctx)
-            opinion = deps.policy.classify(text, view, evidence=llm_evidence(failed["gate"], verdict))
+            settings = run_settings(deps.ctx.target, deps.ctx.model_name)
+            opinion = deps.policy.classify(text, view, evidence=llm_evidence(failed["gate"], verdict, settings))
         if verdict.tentative:  # reviewed: the LLM's owner overrides; its abstention (or no LLM) leaves it standing
             if opinion and opinion.get("owner"):
                 failure.update(opinion, overrode=f"{verdict.case_id or verdict.owner} ({verdict.method}, "
