@@ -37,7 +37,7 @@ from pathlib import Path
 
 from msmigrate.knowledge.classifier import classify
 from msmigrate.knowledge.labeled_set import load_labeled
-from msmigrate.knowledge.real_log_corpus import load_corpus
+from msmigrate.knowledge.real_log_corpus import CORPUS_DIR, load_corpus
 
 OWNERS = ["model", "data", "config", "environment", "none"]
 
@@ -161,11 +161,13 @@ class LLMStage:
 
 
 def score_corpus(split: str, folder: Path | None, use_regex: bool, round_: int | None = None,
-                 llm: LLMStage | None = None, review_tentative: bool = False) -> Score:
-    """Score one half (optionally one round). With ``llm``, the excerpts the classify node would ask about are
-    asked (or replayed): every abstention, and with ``review_tentative`` every tentative answer too."""
+                 llm: LLMStage | None = None, review_tentative: bool = False,
+                 names: set[str] | None = None) -> Score:
+    """Score one half (optionally one round, or only the excerpts in ``names``). With ``llm``, the excerpts the
+    classify node would ask about are asked (or replayed): every abstention, and with ``review_tentative`` every
+    tentative answer too."""
     score = Score()
-    entries = load_corpus(split, folder)
+    entries = [e for e in load_corpus(split, folder) if names is None or e.name in names]
     if llm is not None:  # the newest round first: a request cap must not cut the clean (newest) held-out figure
         entries = sorted(entries, key=lambda e: -e.round)
     for entry in entries:
@@ -229,6 +231,26 @@ def report_llm_stage(args: argparse.Namespace) -> None:
     for split in ("tuning", "heldout"):
         report_corpus(f"{split}, with the LLM stage (abstentions only: what the classify node asks)",
                       score_corpus(split, args.corpus, not args.bm25_only, llm=replay), args.verbose)
+    report_audits(args.corpus, not args.bm25_only, replay)
+
+
+def report_audits(folder: Path | None, use_regex: bool, llm: LLMStage | None) -> None:
+    """Figures by decidability: each ``decidability_audit_*.json`` beside the corpus is a judge's verdict, per
+    excerpt, on whether the excerpt alone decides its labelled owner (yes / partly / no). It tells how much of a miss
+    is the classifier's and how much is an excerpt that does not carry its owner (a label from the thread's fix)."""
+    for path in sorted((folder or CORPUS_DIR).glob("decidability_audit_*.json")):
+        audit = {k: v for k, v in json.loads(path.read_text(encoding="utf-8")).items() if not k.startswith("_")}
+        print(f"\nby decidability ({path.name}: {len(audit)} excerpts judged; owner accuracy, confidently wrong, "
+              f"abstained{', with the LLM stage on abstentions' if llm is not None else ''}):")
+        for verdict in ("yes", "partly", "no"):
+            names = {name for name, said in audit.items() if said.get("decides") == verdict}
+            got = Score()
+            for split in ("tuning", "heldout"):
+                part = score_corpus(split, folder, use_regex, llm=llm, names=names)
+                got.total, got.correct = got.total + part.total, got.correct + part.correct
+                got.wrong, got.abstained = got.wrong + part.wrong, got.abstained + part.abstained
+            print(f"  decides {verdict:>6}: {got.total:3d} failures  {_pct(got.correct, got.total):>16}  "
+                  f"{_pct(got.wrong, got.total):>14}  {_pct(got.abstained, got.total):>16}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -291,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"healthy flagged {part.healthy_flagged} of {part.healthy}")
         if args.llm_base_url or args.llm_answers:
             report_llm_stage(args)
+        else:
+            report_audits(args.corpus, use_regex, None)
     return 0 if owner_acc >= args.min_owner else 1
 
 

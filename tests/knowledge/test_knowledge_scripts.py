@@ -187,3 +187,26 @@ def test_each_llm_answer_is_saved_as_it_comes(tmp_path):
     assert json.loads(saved.read_text())["first"]["owner"] == "data"  # on disk before the run ends
     stage("second", log, classify(log))
     assert set(json.loads(saved.read_text())) == {"first", "second"}
+
+
+def test_knowledge_accuracy_reports_figures_by_decidability_audit(tmp_path, capsys):
+    """A decidability audit beside the corpus splits the figures by whether the excerpt alone decides its owner."""
+    import json
+
+    (tmp_path / "failures").mkdir()
+    (tmp_path / "healthy").mkdir()
+    (tmp_path / "failures" / "a.yaml").write_text(  # a catalog message: decided
+        "source: https://github.com/example/a/issues/1\nowner: environment\nbasis: message\nresolution: r\n"
+        "log: 'OSError: [Errno 28] No space left on device'\n")
+    (tmp_path / "failures" / "b.yaml").write_text(  # nothing the catalog knows: an abstention
+        "source: https://github.com/example/b/issues/2\nowner: data\nbasis: resolution\nresolution: r\n"
+        "log: \"TypeError: unsupported operand type(s) for //: 'NoneType' and 'int'\"\n")
+    (tmp_path / "decidability_audit_x.json").write_text(json.dumps({
+        "_about": "test", "a": {"decides": "yes", "fits": ["environment"], "why": "w"},
+        "b": {"decides": "no", "fits": ["data", "model"], "why": "w"}}))
+    _load("knowledge_accuracy").main(["--corpus", str(tmp_path)])
+    out = " ".join(capsys.readouterr().out.split())  # columns are padded: compare words
+    assert "by decidability (decidability_audit_x.json: 2 excerpts judged" in out
+    assert "decides yes: 1 failures 100.0% (1/1) 0.0% (0/1) 0.0% (0/1)" in out
+    assert "decides no: 1 failures 0.0% (0/1) 0.0% (0/1) 100.0% (1/1)" in out
+    assert "decides partly: 0 failures" in out
