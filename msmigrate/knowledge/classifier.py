@@ -205,7 +205,8 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
     calibration = load_calibration() if calibration is None else calibration
     text = (log_text or "")[-TAIL_CHARS:]
     codes = [c for c in finding_codes if c]
-    root = with_gate_verdict(extract(text), list(gate_verdict))
+    gate_lines = [line for line in gate_verdict if line and line.strip()]
+    root = with_gate_verdict(extract(text), gate_lines)
     # failure lines when the log has any; otherwise (the gate failed on a condition) the log minus INFO lines
     searched = root.evidence if root.failed else quiet_lines(text)
 
@@ -228,7 +229,11 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
                          _excerpt_around(searched, found.start(), found.end()), candidates, root)
         if entry.id in checked:
             result.diagnosis = f"Checked in the installed libraries: {checked[entry.id]}. {result.diagnosis}"
-        record = ambiguous_cases(calibration).get(entry.id)
+        # the tuning corpus measures how a message in other people's logs maps to owners; the failed gate's own
+        # verdict is msmigrate's check, which names what it checked (the collator's batch key, the tensor), so a
+        # case matched there is decided by it, not by that measurement
+        from_gate = any(pattern.search(line) for line in gate_lines)
+        record = None if from_gate else ambiguous_cases(calibration).get(entry.id)
         if entry.id in untold:  # the case holds only with a fact the installed libraries could not tell
             ambiguous = Classification(
                 None, None, 0.0, "none",

@@ -26,8 +26,10 @@ text matching runs on, and ``code_path`` says whose code the decisive traceback 
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 # Prefixes launchers and loggers put in front of a process's own output; stripped before reading the line.
 _PREFIXES = [
@@ -44,6 +46,14 @@ _RANK_IN_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:|^\[\d+,(\d+)\]<std|Ra
 _EXC = re.compile(r"(?<![A-Za-z0-9_.])((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*)?(?:Error|Exception|Interrupt|Failure|"
                   r"StopIteration|Exit))(?::\s?(.*)|\s*$|\s+(in line \d+\b.*))")
 _WARNING_CLASS = re.compile(r"\b\w*Warning\b:")
+# Python's own TypeError messages for a bad call have fixed shapes; a log that pasted one without its "TypeError:"
+# prefix (a title line, an issue's summary) still shows an error: "f() got an unexpected keyword argument 'x'",
+# "f() missing 1 required positional argument: 'x'", "f() takes 2 positional arguments but 3 were given"
+_BARE_CALL_ERROR = re.compile(r"^[A-Za-z_][\w.]*\(\) (?:got an unexpected keyword argument '|got multiple values "
+                              r"for (?:keyword )?argument '|missing \d+ required (?:positional|keyword-only) "
+                              r"arguments?: |takes (?:from \d+ to )?\d+ positional arguments? but \d+ (?:were|was) given)")
+# a Markdown fence or a docstring quote the reporter's paste left around a line: not part of the message
+_FENCE_EDGE = re.compile(r"^\s*(?:`{3}|\"{3}|'{3})\s*|\s*(?:`{3}|\"{3}|'{3})\s*$")
 # The layout of warnings.formatwarning, "<file>.py:<line>: <Category>: <message>": a traceback never writes its
 # exception like that (it writes `File "...", line N` frames, then the bare exception), so a line in this layout is a
 # printed warning whatever its category is called (a library's own Warning subclass may be named ...Error)
@@ -56,6 +66,9 @@ _FRAME_PARTS = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\S+))?')
 # Where a frame's file lives says whose code it is: an installed package (site-/dist-packages, an egg), the Python
 # standard library, a checkpoint's remote code (transformers' dynamic modules), or else the run's own code
 _LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\](?:[^/\\]+\.egg[/\\])?([A-Za-z_][\w]*)")
+# a path shortened by the reporter or the logger (".../torch/distributed/x.py"): whose it is can only be told from its
+# first folder, which is an installed package's import name when the frame is that package's code
+_ELIDED_PATH = re.compile(r"^(?:\.\.\.|…)[/\\]([A-Za-z_]\w*)[/\\]")
 _REMOTE_PATH = re.compile(r"transformers_modules|[/\\]huggingface[/\\]modules[/\\]")
 _STDLIB_PATH = re.compile(r"^<frozen |[/\\]lib[/\\]python3\.\d+[/\\](?!site-packages|dist-packages)[\w]+(?:\.py|[/\\])")
 _CHAIN = re.compile(r"^(During handling of the above exception|The above exception was the direct cause)")
@@ -145,7 +158,16 @@ def frame_origin(path: str) -> str:
     found = _LIBRARY_PATH.search(path)
     if found:
         return f"library {found.group(1)}"
+    elided = _ELIDED_PATH.search(path)
+    if elided and elided.group(1) in _installed_import_names():
+        return f"library {elided.group(1)}"
     return "stdlib" if _STDLIB_PATH.search(path) else OUTSIDE
+
+
+@lru_cache(maxsize=1)
+def _installed_import_names() -> frozenset[str]:
+    """Top-level import names of the installed distributions (torch, transformers, ...), for shortened paths."""
+    return frozenset(importlib.metadata.packages_distributions())
 
 
 def code_path(frames: list[str]) -> str:
@@ -286,12 +308,24 @@ def extract(log_text: str) -> RootCause:
         frame = _FRAME.search(text)
         if frame and not in_traceback:  # the excerpt starts mid-traceback: its header was cut off
             in_traceback, tb_frames, tb_start = True, [], i
+        after_frame = 0  # where an exception may start on this line: after a frame joined to it, if any
         if frame and in_traceback:
             tb_frames.append(stripped)
-            continue
+            parts = _FRAME_PARTS.search(stripped)
+            after_frame = parts.end() if parts else len(stripped)
+            if not _EXC.search(stripped, after_frame):  # a frame line, or a frame with its exception joined on
+                continue
         level = _is_info_or_warning(text)
-        exc = _EXC.search(stripped)
+        exc = _EXC.search(stripped, after_frame)
         printed_warning = _WARNING_CLASS.search(stripped) or _FORMATWARNING.match(stripped)
+        if not exc and level != "info" and _BARE_CALL_ERROR.match(_FENCE_EDGE.sub("", stripped)):
+            signals.append(Signal("exception", _FENCE_EDGE.sub("", stripped), i, rank))
+            chained_from = None
+            if in_traceback:
+                frames[i] = tb_frames[-2:]
+                all_frames[i] = list(tb_frames)
+            in_traceback, tb_frames = False, []
+            continue
         if exc and not printed_warning and level != "info":
             name = exc.group(1)
             # a header with no message of its own ("Error: [12:00:01] reader.cc:444:") is explained by what follows,
@@ -301,7 +335,7 @@ def extract(log_text: str) -> RootCause:
             body = (exc.group(2) or "").strip()
             headless = not body or body.endswith(":")
             extra = _continuation(lines, i, 6, 2, skip_blank=True) if headless else _continuation(lines, i)
-            message = " ".join([stripped] + extra)
+            message = _FENCE_EDGE.sub("", " ".join([stripped] + extra))
             wrapper = any(w in name for w in _WRAPPERS) or bool(_WRAPPER_MESSAGE.search(message))
             inner = _INNER_AFTER.split(message, maxsplit=1)
             if len(inner) == 2 and inner[1].strip():  # the re-raised import error: that is the cause

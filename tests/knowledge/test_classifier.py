@@ -159,6 +159,12 @@ def test_the_gates_own_verdict_is_evidence_even_over_an_info_only_log():
     result = classify(info_only, gate_verdict=[verdict])
     assert (result.case_id, result.owner, result.method) == ("batch-key-rejected-by-forward", "model", "regex")
     assert result.root_cause["primary"]["kind"] == "gate"
+    # the gate's own check decides its case even when public logs showed that message with several owners; the
+    # same message in the run's output alone is then not decisive
+    mixed = {"min_margin": None, "bins": [], "target": 0.9,
+             "regex_cases": {"batch-key-rejected-by-forward": {"hits": 4, "agree": 2}}}
+    assert classify(info_only, gate_verdict=[verdict], calibration=mixed).owner == "model"
+    assert classify("TypeError: " + verdict, calibration=mixed).method == "none"
 
 
 def test_a_message_the_tuning_corpus_shows_with_several_owners_is_not_decisive():

@@ -243,3 +243,52 @@ def test_the_llm_evidence_carries_the_code_path():
            "ZeroDivisionError: float division by zero in an unusual layer\n")
     evidence = llm_evidence("G4", classify(log))
     assert evidence["root_cause"]["code_path"].startswith("raised in code outside installed packages (/srv/app/")
+
+
+@pytest.mark.parametrize("line", [
+    "MyProcessor.__init__() got an unexpected keyword argument 'image_token'",
+    "forward() missing 1 required positional argument: 'mask'",
+    "Block.forward() takes 2 positional arguments but 3 were given",
+    "collate() takes from 1 to 2 positional arguments but 4 were given",
+    "```build() got multiple values for argument 'config'```",
+])
+def test_a_bare_call_type_error_is_an_exception(line):
+    """Python's fixed TypeError messages for a bad call are failures even when pasted without "TypeError:"."""
+    root = extract(line)
+    assert root.failed and root.primary.kind == "exception"
+    assert root.primary.text == line.strip("`")
+
+
+@pytest.mark.parametrize("line", [
+    "[INFO] forward() missing 1 required positional argument: 'mask' is handled by the wrapper",
+    "The docs say f() takes 2 positional arguments but 3 were given in old releases",
+])
+def test_call_error_words_in_an_info_line_or_prose_are_no_failure(line):
+    assert not extract(line).failed
+
+
+def test_a_frame_with_its_exception_joined_on_one_line_is_read_from_the_exception():
+    joined = extract('Traceback (most recent call last):\n'
+                     '  File "/x/a.py", line 3, in run RuntimeError: device lost while copying\n')
+    assert joined.primary.kind == "exception" and joined.primary.text == "RuntimeError: device lost while copying"
+    # a function whose name ends in Error is not an exception: the frame stays a frame
+    named = extract('Traceback (most recent call last):\n  File "/x/a.py", line 3, in raise_Error\n'
+                    '    raise ValueError("bad")\nValueError: bad\n')
+    assert named.primary.text == "ValueError: bad"
+
+
+def test_fence_quotes_around_a_pasted_line_are_not_part_of_the_message():
+    assert extract('```RuntimeError: boom on rank 0```').primary.text == "RuntimeError: boom on rank 0"
+    assert extract('ValueError: bad value for x"""').primary.text == "ValueError: bad value for x"
+    assert extract("KeyError: 'pixel_values'").primary.text == "KeyError: 'pixel_values'"  # a quote that belongs
+
+
+def test_a_shortened_path_of_an_installed_package_is_that_package():
+    log = ('Traceback (most recent call last):\n'
+           '  File ".../myproject/train.py", line 40, in step\n'
+           '  File ".../torch/distributed/tensor/_redistribute.py", line 5, in redistribute\n'
+           'RuntimeError: placement mismatch\n')
+    path = extract(log).code_path
+    assert path.startswith("raised in library torch (.../torch/distributed/tensor/_redistribute.py line 5")
+    assert "innermost frame outside installed packages: code outside installed packages (.../myproject/train.py" \
+        in path
