@@ -160,7 +160,7 @@ class LLMStage:
         partial.replace(self.save_to)  # atomic: a reader never sees half a file
 
 
-def score_corpus(split: str, folder: Path | None, use_regex: bool, round_: int | None = None,
+def score_corpus(split: str | None, folder: Path | None, use_regex: bool, round_: int | None = None,
                  llm: LLMStage | None = None, review_tentative: bool = False,
                  names: set[str] | None = None) -> Score:
     """Score one half (optionally one round, or only the excerpts in ``names``). With ``llm``, the excerpts the
@@ -244,11 +244,7 @@ def report_audits(folder: Path | None, use_regex: bool, llm: LLMStage | None) ->
               f"abstained{', with the LLM stage on abstentions' if llm is not None else ''}):")
         for verdict in ("yes", "partly", "no"):
             names = {name for name, said in audit.items() if said.get("decides") == verdict}
-            got = Score()
-            for split in ("tuning", "heldout"):
-                part = score_corpus(split, folder, use_regex, llm=llm, names=names)
-                got.total, got.correct = got.total + part.total, got.correct + part.correct
-                got.wrong, got.abstained = got.wrong + part.wrong, got.abstained + part.abstained
+            got = score_corpus(None, folder, use_regex, llm=llm, names=names)  # both halves: an audit may span them
             print(f"  decides {verdict:>6}: {got.total:3d} failures  {_pct(got.correct, got.total):>16}  "
                   f"{_pct(got.wrong, got.total):>14}  {_pct(got.abstained, got.total):>16}")
 

@@ -318,10 +318,12 @@ def extract(log_text: str) -> RootCause:
         level = _is_info_or_warning(text)
         exc = _EXC.search(stripped, after_frame)
         printed_warning = _WARNING_CLASS.search(stripped) or _FORMATWARNING.match(stripped)
-        bare = not exc and level != "info" and _BARE_CALL_ERROR.match(_FENCE_EDGE.sub("", stripped))
+        classed = bool(exc) and not printed_warning and level != "info"
+        unfenced = _FENCE_EDGE.sub("", stripped)
+        bare = not exc and level != "info" and _BARE_CALL_ERROR.match(unfenced)
         if bare:  # Python's bad-call message without its class: a TypeError, as it is
-            signals.append(Signal("exception", _FENCE_EDGE.sub("", stripped), i, rank))
-        if exc and not printed_warning and level != "info":
+            signals.append(Signal("exception", unfenced, i, rank))
+        if classed:
             name = exc.group(1)
             # a header with no message of its own ("Error: [12:00:01] reader.cc:444:") is explained by what follows,
             # even across blank lines; otherwise only directly attached continuation lines belong to it
@@ -338,7 +340,7 @@ def extract(log_text: str) -> RootCause:
                 signals.append(Signal("exception", inner[1].strip(), i, rank))
             else:
                 signals.append(Signal("exception", message, i, rank, wrapper=wrapper))
-        if bare or (exc and not printed_warning and level != "info"):  # an exception line ends its traceback
+        if bare or classed:  # an exception line ends its traceback
             if chained_from is not None:
                 chains[signals[-1].line] = chained_from
             chained_from = None
