@@ -66,6 +66,7 @@ class ChatSession:
         self.pending: dict[str, Any] | None = None
         self._stopping = False
         self._prompted = False
+        self._sigint = False  # set by the SIGINT handler; the loop turns it into a Ctrl-C
 
     # ------------------------------------------------------------------------------------------------ runs
     def _attach(self, run: Run) -> None:
@@ -211,20 +212,26 @@ class ChatSession:
             print(self.prompt_text(), end="", flush=True)
             self._prompted = True
         try:
-            return self.pump.lines.get(timeout=0.2)
+            item = None if self._sigint else self.pump.lines.get(timeout=0.2)
         except queue.Empty:
-            return None
+            item = None
         except KeyboardInterrupt:  # plain mode: the terminal's SIGINT lands in the main thread
             return CTRL_C
+        if item is None and self._sigint:
+            self._sigint = False
+            return CTRL_C
+        return item
 
     def loop(self) -> None:
         self.pump.start()
-        # plain mode: the terminal's SIGINT becomes a queue item like any other input, acted on by the loop itself,
-        # instead of a KeyboardInterrupt raised wherever the main thread happens to be (one CI run of the Ctrl-C test
-        # lost it that way; the cause was not pinned down)
+        # plain mode: the terminal's SIGINT becomes a Ctrl-C the loop itself acts on, instead of a KeyboardInterrupt
+        # raised wherever the main thread happens to be (one CI run of the Ctrl-C test lost it that way). The handler
+        # only sets a flag: it runs in the main thread between bytecodes, possibly while that thread holds the input
+        # queue's lock inside get(), and a put() there would wait on that lock for ever (the likely cause of a later CI run's
+        # hang: ^C echoed, then nothing for 90 s)
         previous = None
         if threading.current_thread() is threading.main_thread():
-            previous = signal.signal(signal.SIGINT, lambda signum, frame: self.pump.lines.put(CTRL_C))
+            previous = signal.signal(signal.SIGINT, lambda signum, frame: setattr(self, "_sigint", True))
         try:
             with self.pump.stdout_guard():
                 while True:
