@@ -227,8 +227,8 @@ class ChatSession:
         # plain mode: the terminal's SIGINT becomes a Ctrl-C the loop itself acts on, instead of a KeyboardInterrupt
         # raised wherever the main thread happens to be (one CI run of the Ctrl-C test lost it that way). The handler
         # only sets a flag: it runs in the main thread between bytecodes, possibly while that thread holds the input
-        # queue's lock inside get(), and a put() there would wait on that lock for ever (the likely cause of a later CI run's
-        # hang: ^C echoed, then nothing for 90 s)
+        # queue's lock inside get(), and a put() there would wait on that lock for ever (the likely cause of a later
+        # CI run's hang: ^C echoed, then nothing for 90 s)
         previous = None
         if threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGINT, lambda signum, frame: setattr(self, "_sigint", True))
