@@ -10,6 +10,9 @@ acceptance threshold is the smallest margin above which the votes' precision is 
 --min-support votes; the confidence reported for an accepted vote is the Laplace-smoothed precision of the votes at
 or above its margin.
 
+The share of those votes that named the labelled owner (``vote_correct`` of ``votes``) is recorded too: the classify
+prompt shows it with the lexical neighbours, so the LLM knows how little a neighbour's wording is worth.
+
 The same run records, per failure case, how its regex hits on the tuning half agree with the owner labels
 (``regex_cases``: hits, agree). A case whose message was owned by another phase in a share of its hits above
 1 - --target is treated by the classifier as not decisive (the match goes to the LLM as its first candidate).
@@ -85,6 +88,9 @@ def calibrate(votes: list[tuple[float, bool, str]], target: float, min_support: 
     bins.sort(key=lambda b: b["margin"])  # ascending: the last bin a margin clears gives its confidence
     return {"min_margin": threshold, "precision": chosen_precision, "target": target, "min_support": min_support,
             "population": population, "max_round": max_round, "votes": len(votes),
+            # how often the vote named the labelled owner at all: what the classify prompt tells the LLM a lexical
+            # neighbour is worth (agent/nodes/classify.py, candidate_basis)
+            "vote_correct": sum(ok for _, ok, _ in votes),
             "bins": [b for b in bins if threshold is not None and b["margin"] >= threshold],
             "regex_cases": regex_cases or {},
             "note": "written by scripts/calibrate_classifier.py from the tuning half only (leave-one-source-out)"}

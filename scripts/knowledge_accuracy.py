@@ -104,8 +104,10 @@ class LLMStage:
 
     @staticmethod
     def prompt_key(log: str, evidence: dict) -> str:
-        """What the prompt is built from (the excerpt's tail and the evidence), hashed: equal keys, equal prompt."""
-        payload = json.dumps({"log": log[-4000:], "evidence": evidence}, sort_keys=True, ensure_ascii=False)
+        """What the prompt is built from (the excerpt it shows and the evidence), hashed: equal keys, equal prompt."""
+        from msmigrate.agent.policies.llm import log_excerpt
+
+        payload = json.dumps({"log": log_excerpt(log), "evidence": evidence}, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
     def __call__(self, name: str, log: str, result):

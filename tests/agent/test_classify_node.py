@@ -304,3 +304,23 @@ def test_an_excerpt_cut_inside_a_traceback_is_said_to_lack_its_error():
     assert "before its exception line: the error itself is not shown" in shown["root_cause"]["text"]
     complete = llm_evidence("G4", classify(cut + "RuntimeError: boom in the loader"))
     assert "the error itself is not shown" not in complete["root_cause"]["text"]
+
+
+def test_lexical_neighbours_are_few_and_say_how_little_they_are_worth():
+    from msmigrate.agent.nodes.classify import MAX_LEXICAL_SHOWN, llm_evidence
+    from msmigrate.knowledge.classifier import Classification, load_calibration
+
+    calibration = load_calibration()
+    neighbours = [{"case_id": cid, "stage": "bm25", "score": 9.0 - i} for i, cid in enumerate(
+        ["recompute-past-key-values", "multinode-cache-collision", "meta-init-nonpersistent-buffers",
+         "torch-cpu-accelerator-shim"])]
+    matched = {"case_id": "batch-key-rejected-by-forward", "stage": "regex", "priority": 50}
+    verdict = Classification(None, None, 0.0, "none", "unknown", candidates=[matched, *neighbours],
+                             root_cause={"primary": {"kind": "exception", "text": "TypeError: x"}})
+    shown = llm_evidence("G2", verdict)["candidates"]
+    # every message match stays; of the wording neighbours only the closest ones, each with its measured worth
+    assert [c["case_id"] for c in shown] == ["batch-key-rejected-by-forward", "recompute-past-key-values",
+                                             "multinode-cache-collision"][:1 + MAX_LEXICAL_SHOWN]
+    worth = f"named the right owner in {calibration['vote_correct']} of {calibration['votes']} failures"
+    assert all(worth in c["basis"] for c in shown[1:]) and worth not in shown[0]["basis"]
+    assert calibration["vote_correct"] < calibration["votes"] / 2  # what makes them a weak hint (tuning half)

@@ -16,7 +16,7 @@ from fake_openai_server import ScriptedChatServer, sequence_error  # noqa: E402
 
 from msmigrate.agent.config import LLMSettings, Settings  # noqa: E402
 from msmigrate.agent.policies.base import PolicyError, PolicyView  # noqa: E402
-from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model  # noqa: E402
+from msmigrate.agent.policies.llm import LLMPolicy, build_chat_model, log_excerpt  # noqa: E402
 from msmigrate.agent.runner import build_tools  # noqa: E402
 from msmigrate.core.run_context import RunContext  # noqa: E402
 
@@ -100,3 +100,34 @@ def test_classify_fallback_asks_the_endpoint(view):
     prompt = server.requests[0]["messages"][0]["content"]
     assert "Template None does not exist." in prompt and "tools" not in server.requests[0]
 
+
+
+def test_classify_outside_a_run_leaves_out_the_run_sections(view):
+    evidence = {"gate": "unknown", "root_cause": {"kind": "exception", "text": "ValueError: bad", "evidence": "x"}}
+    with ScriptedChatServer({}, classify_reply='{"owner": "unknown", "fits": ["data", "config"]}') as server:
+        make_policy(server, []).classify("ValueError: bad", view, evidence=evidence)
+        in_run = PolicyView(phase="classify", ctx=view.ctx, messages=[], tools=[],
+                            state={**view.state, "gate_history": [{"gate": "G2", "passed": False}]})
+        make_policy(server, []).classify("ValueError: bad", in_run, evidence={**evidence, "gate": "G2"})
+    outside, inside = (r["messages"][0]["content"] for r in server.requests)
+    # no gate ran: no plan, gate list, attempt or failed gate stands in for a run that does not exist
+    assert "outside a migration run" in outside and "## The log" in outside
+    assert not any(s in outside for s in ("## Plan", "## Gate results", "attempt 1 of", "failed gate:",
+                                          "## Last failure"))
+    assert "## Plan" in inside and "## Gate results" in inside and "- failed gate: G2" in inside
+    assert "outside a migration run" not in inside and "## Last failure" in inside
+
+
+def test_a_long_log_is_shown_by_its_head_and_its_tail():
+    lines = [f"line {i:04d} " + "x" * 40 for i in range(400)]
+    text = "\n".join(["torchrun --nproc_per_node 8 train.py --seq_len 8192"] + lines + ["ValueError: the end"])
+    shown = log_excerpt(text)
+    head, marker, tail = shown.split("\n[... ", 1)[0], shown.split("\n[... ", 1)[1].split("\n", 1)[0], \
+        shown.split("\n[... ", 1)[1].split("\n", 1)[1]
+    assert head.startswith("torchrun --nproc_per_node 8") and tail.endswith("ValueError: the end")
+    assert len(shown) <= 4000 + 40
+    left_out = int(marker.split()[0])
+    # every line is either shown whole or counted as left out
+    assert len(head.splitlines()) + left_out + len(tail.splitlines()) == len(text.splitlines())
+    assert all(line in text.splitlines() for line in head.splitlines() + tail.splitlines())
+    assert log_excerpt("short\nlog") == "short\nlog"

@@ -16,12 +16,16 @@ from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.run_settings import run_settings
 from msmigrate.agent.state import EXIT_GATE_FAILED, gates_before
 from msmigrate.knowledge.catalog import load_catalog
-from msmigrate.knowledge.classifier import Classification, classify
+from msmigrate.knowledge.classifier import Classification, classify, load_calibration
 
 # Environment failures are fixed where the launch settings and script live.
 OWNER_TO_PHASE = {"model": "model", "data": "data", "config": "config", "environment": "config"}
 GATE_PHASE = {"G0": "config", "G1": "model", "G2": "data", "G3": "config"}
 MAX_CANDIDATES = 5
+# Lexical (BM25) neighbours shown besides the message matches: on the tuning half their vote named the labelled owner
+# in under half of the excerpts the patterns leave undecided (calibration.json, vote_correct of votes), barely above
+# always naming the commonest owner; a blind player called the long lists noise, so only the closest two are shown
+MAX_LEXICAL_SHOWN = 2
 # Whether the LLM may override a tentative deterministic answer (a regex hit among equal rivals or read from a
 # condition, a lexical vote) and not only answer abstentions. Off: measured with a blind player on the real-log
 # corpus (scripts/knowledge_accuracy.py, answers in knowledge/real_logs/llm_stage_answers_review.json), reviewing
@@ -53,8 +57,9 @@ def last_failed_gate(state: dict[str, Any]) -> dict[str, Any]:
     raise AssertionError("classify reached without a failed gate")
 
 
-def candidate_basis(cand: dict[str, Any]) -> str:
-    """How the deterministic stages found a candidate and how far to trust it, in words for the LLM."""
+def candidate_basis(cand: dict[str, Any], calibration: dict[str, Any] | None = None) -> str:
+    """How the deterministic stages found a candidate and how far to trust it, in words for the LLM; a lexical
+    neighbour's worth is the calibration's measured agreement of the lexical vote, when it has one."""
     if cand.get("stage") == "regex" and "tuning_hits" in cand:
         return (f"its message matched the log, but the same message was owned by this owner in only "
                 f"{cand['tuning_agree']} of {cand['tuning_hits']} real failures of the tuning corpus: not decisive")
@@ -63,7 +68,12 @@ def candidate_basis(cand: dict[str, Any]) -> str:
     if cand.get("stage") == "regex":
         return "its message matched the log"
     if cand.get("stage") == "bm25":
-        return f"worded like the log (BM25 score {cand.get('score', 0)}), no message match"
+        said = f"worded like the log (BM25 score {cand.get('score', 0)}), no message match"
+        votes, correct = (calibration or {}).get("votes"), (calibration or {}).get("vote_correct")
+        if votes and correct is not None:
+            said += (f"; a weak hint: on the tuning corpus, such wording named the right owner in {correct} of "
+                     f"{votes} failures no message decided")
+        return said
     return "closest by wording"
 
 
@@ -89,12 +99,18 @@ def llm_evidence(gate: str, verdict: Classification,
     settings files (agent/run_settings.py), which hold the fact that decides config more often than the log does."""
     primary = verdict.root_cause.get("primary") or {}
     catalog = load_catalog()
-    candidates = []
+    calibration = load_calibration()
+    candidates, lexical = [], 0
     for cand in verdict.candidates:
         entry = catalog.get(cand.get("case_id", ""))
-        if entry is not None and entry.id not in {c["case_id"] for c in candidates}:
-            candidates.append({"case_id": entry.id, "owner": entry.meta["owner"], "title": entry.title,
-                               "cause": entry.meta["cause"], "basis": candidate_basis(cand)})
+        if entry is None or entry.id in {c["case_id"] for c in candidates}:
+            continue
+        if cand.get("stage") == "bm25":
+            if lexical == MAX_LEXICAL_SHOWN:
+                continue
+            lexical += 1
+        candidates.append({"case_id": entry.id, "owner": entry.meta["owner"], "title": entry.title,
+                           "cause": entry.meta["cause"], "basis": candidate_basis(cand, calibration)})
     root = {"kind": primary.get("kind", "none"), "text": primary.get("text", ""),
             "evidence": verdict.root_cause.get("evidence", ""),
             # whose code the traceback passes through: decides "whose code raises or lacks the thing"

@@ -41,6 +41,10 @@ def is_bad_body(exc: BaseException) -> bool:
 CHARS_PER_TOKEN = 3.5  # documented estimate; the endpoint's usage metadata is the real count
 OLD_TOOL_OUTPUT_CHARS = 600  # what an output cut to fit the budget keeps (its head), first pass
 CUT_HARD_CHARS = 120  # second pass, when cutting every output to OLD_TOOL_OUTPUT_CHARS was not enough
+# The log shown to the classify prompt: its tail holds the error, its head the launch command and the printed
+# arguments / config, the setting a long log's tail alone lacks (the root-cause section carries the error lines)
+EXCERPT_CHARS = 4000
+EXCERPT_HEAD_CHARS = 1000
 
 
 def build_chat_model(llm: LLMSettings, settings: Settings) -> ChatOpenAI:
@@ -222,11 +226,14 @@ class LLMPolicy:
     def classify(self, failure_text: str, view: PolicyView,
                  evidence: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """LLM verdict when the failure catalog abstained: the prompt carries the extracted root cause, the closest
-        candidate cases and the owner semantics; the answer is one JSON object (case_id, owner, reason)."""
+        candidate cases and the owner semantics; the answer is one JSON object (case_id, owner, reason). A view
+        without any gate run (a log classified outside a run, as scripts/knowledge_accuracy.py does) gets the prompt
+        without the run's sections: no plan, gates, attempt or hand-off stand in for ones that do not exist."""
         values = prompt_vars(view)  # the failure being classified is not in the state yet: show its text
         # (fresh, not merged with an earlier failure's verdict: that case/owner would mislead the model)
         values["last_failure"] = {"case_id": None, "owner": None, "diagnosis": "not classified yet",
-                                  "excerpt": failure_text[-4000:], **(evidence or {})}
+                                  "excerpt": log_excerpt(failure_text), **(evidence or {}),
+                                  "outside_run": not view.state.get("gate_history")}
         prompt = mask_text(render("classify", **values))
         reply = self._invoke(self.chat_model, [HumanMessage(prompt)])
         answer = parse_classify_answer(str(reply.content), evidence)
@@ -234,6 +241,18 @@ class LLMPolicy:
             usage = getattr(reply, "usage_metadata", None) or {}
             answer.update(tokens=int(usage.get("total_tokens", 0)), requests=1, prompt_chars=len(prompt))
         return answer
+
+
+def log_excerpt(text: str, limit: int = EXCERPT_CHARS, head: int = EXCERPT_HEAD_CHARS) -> str:
+    """``text`` when it fits in ``limit`` characters; else its first ``head`` and last ``limit - head`` characters,
+    cut at line ends, with a line saying how many lines were left out between them."""
+    if len(text) <= limit:
+        return text
+    start = text[:head].rsplit("\n", 1)[0] if "\n" in text[:head] else text[:head]
+    tail = text[-(limit - head):]
+    tail = tail.split("\n", 1)[1] if "\n" in tail[:-1] else tail
+    left_out = text[len(start):len(text) - len(tail)].strip("\n").count("\n") + 1
+    return f"{start}\n[... {left_out} lines left out ...]\n{tail}"
 
 
 OWNER_WORDS = ("model", "data", "config", "environment")
