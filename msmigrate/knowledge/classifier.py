@@ -35,7 +35,7 @@ from typing import Any, Iterable, Literal
 from msmigrate.knowledge.catalog import (FINDING_CODE_CASES, Catalog, KnowledgeEntry, canonical_finding_code,
                                          load_catalog)
 from msmigrate.knowledge.lexical import OwnerVote, owner_vote
-from msmigrate.knowledge.library_facts import check_fact
+from msmigrate.knowledge.library_facts import check_fact, unplaced_key_hints
 from msmigrate.knowledge.root_cause import RootCause, extract, strip_prefixes, with_gate_verdict
 
 Method = Literal["regex", "bm25", "none"]
@@ -215,8 +215,9 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
         # wrapper-level cases may match
         hits = [h for h in hits if h[0].meta.get("condition") or int(h[0].meta.get("priority", 50)) <= GENERIC_PRIORITY]
     hits, checked, untold = _checked_facts(hits, searched)
-    if checked:  # what the installed libraries said, for the diagnosis and for the LLM when it is asked
-        root.facts = list(dict.fromkeys(checked.values()))
+    said = [*checked.values(), *unplaced_key_hints(root.evidence)] if root.failed else list(checked.values())
+    if said:  # what the installed libraries said, for the diagnosis and for the LLM when it is asked
+        root.facts = list(dict.fromkeys(said))
     generic: Classification | None = None
     ambiguous: Classification | None = None
     if hits:

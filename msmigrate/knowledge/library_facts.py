@@ -90,6 +90,23 @@ def class_in_transformers(text: str) -> tuple[bool | None, str]:
                    f"{transformers.__version__}")
 
 
+# A KeyError printed without the frame that raised it: its key alone names no mapping
+_BARE_KEY_ERROR = re.compile(r"\bKeyError: '([\w.-]+)'")
+
+
+def unplaced_key_hints(text: str) -> list[str]:
+    """What the installed transformers says of a KeyError whose raising frame is not shown but whose key is one of
+    its model types: the auto-config mapping of an older release raises exactly that. Not a case's fact (a model
+    zoo's own dict keyed by model names raises it too), so it decides nothing; it is said to the LLM as checked."""
+    known = published_model_types()
+    if known is None or named_model_type(text) is not None:  # unknown, or placed (a case's fact checks it)
+        return []
+    names = dict.fromkeys(m.group(1) for m in _BARE_KEY_ERROR.finditer(text) if m.group(1) in known)
+    return [f"the KeyError's key `{name}` is a model type the installed transformers {transformers_version()} "
+            f"registers: the auto-config mapping of a release that predates `{name}` raises this KeyError (the "
+            f"excerpt does not show which mapping raised it)" for name in names]
+
+
 def _negated(fact: Callable[[str], tuple[bool | None, str]]) -> Callable[[str], tuple[bool | None, str]]:
     def check(text: str) -> tuple[bool | None, str]:
         holds, said = fact(text)

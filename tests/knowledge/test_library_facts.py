@@ -67,6 +67,23 @@ def test_the_checked_fact_reaches_the_llm_prompt_when_the_message_stays_undecide
     assert "- checked in the installed libraries (facts, not log lines): model type `qwen2_vl` is registered" in prompt
 
 
+def test_a_keyerror_without_its_frame_tells_the_llm_what_its_key_is_but_decides_nothing():
+    from msmigrate.agent.nodes.classify import llm_evidence
+
+    # transformers' version block, then the bare KeyError (the frame that raised it was not pasted)
+    log = "- `transformers` version: 4.44.2\n- Python version: 3.10.12\nKeyError: 'qwen2_vl'\n"
+    result = classify(log)
+    assert result.method == "none" and result.owner is None  # a model zoo's own dict raises it too
+    (fact,) = result.root_cause["facts"]
+    assert "`qwen2_vl` is a model type the installed transformers" in fact
+    assert fact in llm_evidence("G1", result)["root_cause"]["facts"]
+    # a key no transformers release registers, a placed KeyError (the case's own fact) and a warning: no such hint
+    assert classify("KeyError: 'acme_private_vlm'").root_cause["facts"] == []
+    placed = classify(KEYERROR.format("qwen2_vl"), calibration=TRUSTED).root_cause["facts"]
+    assert not any("does not show which mapping" in f for f in placed)
+    assert classify("UserWarning: KeyError: 'llama' ignored").root_cause.get("facts", []) == []
+
+
 @pytest.mark.parametrize("name, case, owner", [
     ("AlbertForMaskedLM", "library-class-no-gradient-checkpointing", "config"),  # transformers' own class
     ("AcmeVisionForCausalLM", "model-no-gradient-checkpointing", "model"),  # the project's own class
