@@ -240,15 +240,24 @@ def report_audits(folder: Path | None, use_regex: bool, llm: LLMStage | None) ->
     """Figures by decidability: each ``decidability_audit_*.json`` beside the corpus is a judge's verdict, per
     excerpt, on whether the excerpt alone decides its labelled owner (yes / partly / no). It tells how much of a miss
     is the classifier's and how much is an excerpt that does not carry its owner (a label from the thread's fix)."""
+    together: dict[str, dict] = {}
     for path in sorted((folder or CORPUS_DIR).glob("decidability_audit_*.json")):
         audit = {k: v for k, v in json.loads(path.read_text(encoding="utf-8")).items() if not k.startswith("_")}
-        print(f"\nby decidability ({path.name}: {len(audit)} excerpts judged; owner accuracy, confidently wrong, "
-              f"abstained{', with the LLM stage on abstentions' if llm is not None else ''}):")
-        for verdict in ("yes", "partly", "no"):
-            names = {name for name, said in audit.items() if said.get("decides") == verdict}
-            got = score_corpus(None, folder, use_regex, llm=llm, names=names)  # both halves: an audit may span them
-            print(f"  decides {verdict:>6}: {got.total:3d} failures  {_pct(got.correct, got.total):>16}  "
-                  f"{_pct(got.wrong, got.total):>14}  {_pct(got.abstained, got.total):>16}")
+        together.update(audit)
+        _report_audit(f"{path.name}: {len(audit)} excerpts judged", None, audit, folder, use_regex, llm)
+    if together:  # every judged held-out excerpt at once: the figure the goal is about, where the excerpt decides
+        _report_audit("every audit's held-out excerpts", "heldout", together, folder, use_regex, llm)
+
+
+def _report_audit(title: str, split: str | None, audit: dict[str, dict], folder: Path | None, use_regex: bool,
+                  llm: LLMStage | None) -> None:
+    print(f"\nby decidability ({title}; owner accuracy, confidently wrong, abstained"
+          f"{', with the LLM stage on abstentions' if llm is not None else ''}):")
+    for verdict in ("yes", "partly", "no"):
+        names = {name for name, said in audit.items() if said.get("decides") == verdict}
+        got = score_corpus(split, folder, use_regex, llm=llm, names=names)  # split None: an audit may span both
+        print(f"  decides {verdict:>6}: {got.total:3d} failures  {_pct(got.correct, got.total):>16}  "
+              f"{_pct(got.wrong, got.total):>14}  {_pct(got.abstained, got.total):>16}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -210,3 +210,9 @@ def test_knowledge_accuracy_reports_figures_by_decidability_audit(tmp_path, caps
     assert "decides yes: 1 failures 100.0% (1/1) 0.0% (0/1) 0.0% (0/1)" in out
     assert "decides no: 1 failures 0.0% (0/1) 0.0% (0/1) 100.0% (1/1)" in out
     assert "decides partly: 0 failures" in out
+    from msmigrate.knowledge.real_log_corpus import split_of
+    held = {name for name, n in (("a", 1), ("b", 2))
+            if split_of(f"https://github.com/example/{name}/issues/{n}") == "heldout"}
+    together = out.split("by decidability (every audit's held-out excerpts;")[1]
+    assert f"decides yes: {int('a' in held)} failures" in together and \
+        f"decides no: {int('b' in held)} failures" in together
