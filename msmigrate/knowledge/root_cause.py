@@ -52,6 +52,16 @@ _WARNING_CLASS = re.compile(r"\b\w*Warning\b:")
 _BARE_CALL_ERROR = re.compile(r"^[A-Za-z_][\w.]*\(\) (?:got an unexpected keyword argument '|got multiple values "
                               r"for (?:keyword )?argument '|missing \d+ required (?:positional|keyword-only) "
                               r"arguments?: |takes (?:from \d+ to )?\d+ positional arguments? but \d+ (?:were|was) given)")
+# Python's AttributeError messages have fixed shapes too; pasted without their class and run onto another tool's
+# prefix ("LayerUtility: PhiPrompt'DynamicCache' object has no attribute 'x'") they still say what failed
+_BARE_ATTRIBUTE_ERROR = re.compile(r"(?:'[\w.]+' object|module '[\w.]+'|type object '[\w.]+') has no attribute "
+                                   r"'\w+'")
+# A shell command line (an environment assignment or a launcher in front, or a trailing backslash): the launch
+# command pasted after the error, never a continuation of the error's message
+_SHELL_COMMAND = re.compile(r"\s\\$|^(?:\$\s|[A-Z_][A-Z0-9_]*=\S*\s|(?:python\d?(?:\.\d+)?|torchrun|deepspeed|"
+                            r"accelerate|bash|srun|mpirun|msrun|llamafactory-cli|swift)\s)")
+# an exception message a reporter quoted in inline backticks inside a sentence: the quoted part is the message
+_INLINE_QUOTED = re.compile(r"^`([^`]+)`\s+\S")
 # a Markdown fence or a docstring quote the reporter's paste left around a line: not part of the message
 _FENCE_EDGE = re.compile(r"^\s*(?:`{3}|\"{3}|'{3})\s*|\s*(?:`{3}|\"{3}|'{3})\s*$")
 # The layout of warnings.formatwarning, "<file>.py:<line>: <Category>: <message>": a traceback never writes its
@@ -248,7 +258,8 @@ def _continuation(lines: list[str], start: int, limit: int = 3, free: int = 2, s
         # a header's message may open with a bracketed tag ("[BytesIO]Unable to ..."): only then is "[" kept
         if not stripped or _TRACEBACK.search(text) or _FRAME.search(text) or _CHAIN.search(text) or \
                 stripped[:1] in ("+|=#*>" if skip_blank else "+|=#*>[") or len(text) > 300 or \
-                _is_info_or_warning(text) or _ELASTIC_FAILED.search(text) or _LOG_LEVEL_START.match(stripped):
+                _is_info_or_warning(text) or _ELASTIC_FAILED.search(text) or _LOG_LEVEL_START.match(stripped) or \
+                _SHELL_COMMAND.search(stripped):
             break
         indented = text[:1] in " \t"
         if not indented and _EXC.search(stripped):
@@ -319,10 +330,17 @@ def extract(log_text: str) -> RootCause:
         exc = _EXC.search(stripped, after_frame)
         printed_warning = _WARNING_CLASS.search(stripped) or _FORMATWARNING.match(stripped)
         classed = bool(exc) and not printed_warning and level != "info"
+        quoted = _INLINE_QUOTED.match(stripped)
+        if quoted and _EXC.match(quoted.group(1)):  # "`ValueError: x` when doing y": the message, not the prose
+            stripped = quoted.group(1)
+            exc = _EXC.search(stripped)
         unfenced = _FENCE_EDGE.sub("", stripped)
         bare = not exc and level != "info" and _BARE_CALL_ERROR.match(unfenced)
+        attribute = not exc and level is None and not bare and _BARE_ATTRIBUTE_ERROR.search(unfenced)
         if bare:  # Python's bad-call message without its class: a TypeError, as it is
             signals.append(Signal("exception", unfenced, i, rank))
+        elif attribute:  # an AttributeError's message without its class, from where it starts
+            signals.append(Signal("exception", unfenced[attribute.start():], i, rank))
         if classed:
             name = exc.group(1)
             # a header with no message of its own ("Error: [12:00:01] reader.cc:444:") is explained by what follows,

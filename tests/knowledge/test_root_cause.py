@@ -292,3 +292,41 @@ def test_a_shortened_path_of_an_installed_package_is_that_package():
     assert path.startswith("raised in library torch (.../torch/distributed/tensor/_redistribute.py line 5")
     assert "innermost frame outside installed packages: code outside installed packages (.../myproject/train.py" \
         in path
+
+
+@pytest.mark.parametrize("line, message", [
+    ("Node VisionEncode: 'Gemma3Processor' object has no attribute 'boi_token'",
+     "'Gemma3Processor' object has no attribute 'boi_token'"),
+    ("module 'torch_npu' has no attribute 'npu_rotary_mul'", "module 'torch_npu' has no attribute 'npu_rotary_mul'"),
+    ("type object 'MyCollator' has no attribute 'pad_id'", "type object 'MyCollator' has no attribute 'pad_id'"),
+])
+def test_a_bare_attribute_error_is_an_exception_from_where_its_message_starts(line, message):
+    root = extract(line)
+    assert root.failed and root.primary.kind == "exception" and root.primary.text == message
+
+
+@pytest.mark.parametrize("line", [
+    "UserWarning: 'Config' object has no attribute 'rope_scaling'; using the default",
+    "[INFO] 'Trainer' object has no attribute 'accelerator' is expected before setup",
+    "[W compat.py:12] module 'torch' has no attribute 'npu'; running on CPU",
+])
+def test_attribute_error_words_in_a_warning_or_info_line_are_no_failure(line):
+    assert not extract(line).failed
+
+
+def test_a_launch_command_after_the_error_is_not_part_of_its_message():
+    for command in ("NCCL_DEBUG=INFO torchrun --nproc_per_node=8 finetune.py \\", "python3 train.py --seq_len 4096",
+                    "deepspeed --num_gpus 8 run.py --zero 3", "  --per_device_train_batch_size 4 \\"):
+        root = extract(f"RuntimeError: CUDA error: an illegal memory access was encountered\n{command}\n"
+                       "  --learning_rate 1e-5\n")
+        assert root.primary.text == "RuntimeError: CUDA error: an illegal memory access was encountered", command
+    # a sentence that continues the message still does
+    kept = extract("ValueError: the batch has 3 images\nbut the prompt names 2 image tokens\n")
+    assert kept.primary.text == "ValueError: the batch has 3 images but the prompt names 2 image tokens"
+
+
+def test_an_exception_quoted_in_backticks_inside_a_sentence_is_the_quoted_message():
+    root = extract("`RuntimeError: expected all tensors on npu:0` when resuming with FSDP2 and LoRA.")
+    assert root.primary.text == "RuntimeError: expected all tensors on npu:0"
+    # a quoted part that is no exception changes nothing: the line is read as before
+    assert extract("`foo` is used as ValueError: x in docs").primary.text == "`foo` is used as ValueError: x in docs"
