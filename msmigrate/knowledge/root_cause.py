@@ -331,12 +331,12 @@ def extract(log_text: str) -> RootCause:
         printed_warning = _WARNING_CLASS.search(stripped) or _FORMATWARNING.match(stripped)
         classed = bool(exc) and not printed_warning and level != "info"
         quoted = _INLINE_QUOTED.match(stripped)
-        if quoted and _EXC.match(quoted.group(1)):  # "`ValueError: x` when doing y": the message, not the prose
-            stripped = quoted.group(1)
-            exc = _EXC.search(stripped)
+        inner = quoted and _EXC.match(quoted.group(1))
+        if inner:  # "`ValueError: x` when doing y": the message, not the prose
+            stripped, exc = quoted.group(1), inner
         unfenced = _FENCE_EDGE.sub("", stripped)
         bare = not exc and level != "info" and _BARE_CALL_ERROR.match(unfenced)
-        attribute = not exc and level is None and not bare and _BARE_ATTRIBUTE_ERROR.search(unfenced)
+        attribute = not exc and level is None and _BARE_ATTRIBUTE_ERROR.search(unfenced)
         if bare:  # Python's bad-call message without its class: a TypeError, as it is
             signals.append(Signal("exception", unfenced, i, rank))
         elif attribute:  # an AttributeError's message without its class, from where it starts
