@@ -10,6 +10,8 @@ the raw log, so INFO/WARNING lines of a run cannot decide a class:
    A case whose message the tuning half shows owned by more than one phase (its regex hits there agree with the
    label less often than the calibration's precision target, ``calibration.json: regex_cases``) is *not decisive*:
    the match becomes the first candidate of an "unknown" verdict, so the LLM (or the failed gate's phase) decides.
+   A plain line (no level, no exception class) that states a specific case's message is a failure line too
+   (``known_message``, :func:`known_message_lines`), looked for only when the extractor found no other signal.
    Only when the log holds no failure signal at all (a gate that failed on a condition rather than an error: a
    zero loss, a dropped-sample warning, a timeout note) are the non-INFO lines searched, warnings included, and
    then only by cases marked ``condition: true``. Validator finding codes are resolved in the same stage
@@ -36,7 +38,7 @@ from msmigrate.knowledge.catalog import (FINDING_CODE_CASES, Catalog, KnowledgeE
                                          load_catalog)
 from msmigrate.knowledge.lexical import OwnerVote, owner_vote
 from msmigrate.knowledge.library_facts import check_fact, unplaced_key_hints
-from msmigrate.knowledge.root_cause import RootCause, extract, strip_prefixes, with_gate_verdict
+from msmigrate.knowledge.root_cause import RootCause, extract, line_level, strip_prefixes, with_gate_verdict, with_signals
 
 Method = Literal["regex", "bm25", "none"]
 
@@ -146,6 +148,24 @@ def quiet_lines(log_text: str) -> str:
     return "\n".join(kept)
 
 
+KNOWN_MESSAGE_LINES = 5
+
+
+def known_message_lines(log_text: str, catalog: Catalog) -> list[str]:
+    """Plain lines (no INFO/WARNING level, no exception class the extractor reads) that state a specific failure
+    case's message: a log pasted without its traceback or error class ("CUDA out of memory" in prose aside, e.g. a
+    loader's one-line complaint). Wrapper-level and condition cases are left out: their words occur in healthy runs."""
+    specific = [(e, ps) for e, ps in _compiled(catalog)
+                if int(e.meta.get("priority", 50)) > GENERIC_PRIORITY and not e.meta.get("condition")]
+    found = []
+    for line in quiet_lines(log_text).splitlines():
+        if line_level(line) is None and any(p.search(line) for _, ps in specific for p in ps):
+            found.append(line.strip()[:800])
+            if len(found) == KNOWN_MESSAGE_LINES:
+                break
+    return found
+
+
 def error_lines(log_text: str, limit: int = 60) -> str:
     """The failure lines of a log (its root-cause evidence), for excerpts."""
     return "\n".join(extract(log_text).evidence.splitlines()[-limit:])
@@ -207,6 +227,8 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
     codes = [c for c in finding_codes if c]
     gate_lines = [line for line in gate_verdict if line and line.strip()]
     root = with_gate_verdict(extract(text), gate_lines)
+    if not root.failed and use_regex:  # no rule of the extractor fired: a plain line may still state a known failure
+        root = with_signals(root, "known_message", known_message_lines(text, catalog))
     # failure lines when the log has any; otherwise (the gate failed on a condition) the log minus INFO lines
     searched = root.evidence if root.failed else quiet_lines(text)
 
@@ -317,11 +339,15 @@ def _with_line_matches(candidates: list[dict[str, Any]], text: str, root: RootCa
     did not pick)."""
     seen = {c.get("case_id") for c in candidates if c.get("stage") == "regex"}
     matched = []
-    for searched in (root.evidence, quiet_lines(text)):
+    for searched, outside in ((root.evidence, False), (quiet_lines(text), True)):
         for entry, pattern, _ in _checked_facts(match_regex(searched, catalog), searched)[0]:
             if entry.id not in seen:
                 seen.add(entry.id)
-                matched.append({"case_id": entry.id, "priority": entry.meta.get("priority", 50), "stage": "regex"})
+                match = {"case_id": entry.id, "priority": entry.meta.get("priority", 50), "stage": "regex"}
+                if outside:  # found only in a line the extractor did not take for a failure line (a warning, a
+                    # note): the LLM is told it decided nothing
+                    match["outside_failure_lines"] = True
+                matched.append(match)
     matched.sort(key=lambda c: int(c["priority"]) <= GENERIC_PRIORITY)  # wrapper-level cases after specific ones
     regex_first = [c for c in candidates if c.get("stage") == "regex"]
     rest = [c for c in candidates if c.get("stage") != "regex" and c.get("case_id") not in seen]

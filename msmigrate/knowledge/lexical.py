@@ -60,7 +60,8 @@ def _index(catalog: Catalog) -> tuple[BM25Okapi, list[LexicalDoc]]:
 
 
 def owner_vote(evidence: str, catalog: Catalog, exclude_source: str | None = None) -> OwnerVote | None:
-    tokens = tokenize(evidence)
+    # each distinct word counts once: a line a log repeats (per rank, per retry) must not outweigh the rest of it
+    tokens = list(dict.fromkeys(tokenize(evidence)))
     if not tokens:
         return None
     bm25, docs = _index(catalog)

@@ -102,9 +102,10 @@ def unplaced_key_hints(text: str) -> list[str]:
     if known is None or named_model_type(text) is not None:  # unknown, or placed (a case's fact checks it)
         return []
     names = dict.fromkeys(m.group(1) for m in _BARE_KEY_ERROR.finditer(text) if m.group(1) in known)
-    return [f"the KeyError's key `{name}` is a model type the installed transformers {transformers_version()} "
-            f"registers: the auto-config mapping of a release that predates `{name}` raises this KeyError (the "
-            f"excerpt does not show which mapping raised it)" for name in names]
+    return [f"the KeyError's key `{name}` is a model type that transformers registers (checked in msmigrate's own "
+            f"transformers {transformers_version()}, not the failing run's): the auto-config mapping of a release "
+            f"that predates `{name}` raises this KeyError (the excerpt does not show which mapping raised it)"
+            for name in names]
 
 
 def _negated(fact: Callable[[str], tuple[bool | None, str]]) -> Callable[[str], tuple[bool | None, str]]:

@@ -16,7 +16,9 @@ line and keeps only failure signals:
 - ``child_failed``: torchrun's root-cause section (rank, exit code) — a wrapper: it says a rank died, not why;
 - ``nonfinite``: a logged loss or grad norm that is NaN/Inf;
 - ``error_line``: a line logged at ERROR / CRITICAL / FATAL level, or a failed assertion;
-- ``gate``: the failed gate's own verdict lines, when the caller passes them (:func:`with_gate_verdict`).
+- ``gate``: the failed gate's own verdict lines, when the caller passes them (:func:`with_gate_verdict`);
+- ``known_message``: a plain line (no level, no class) that states a known failure message, added by the classifier
+  when the log shows no other failure signal (:func:`with_signals`).
 
 Warnings (``UserWarning``, ``FutureWarning``, ``[W ...]``, ``WARNING`` lines) are collected separately and never
 make a log a failure. :func:`extract` returns a :class:`RootCause` whose ``primary`` is the decisive signal (the
@@ -56,6 +58,15 @@ _BARE_CALL_ERROR = re.compile(r"^[A-Za-z_][\w.]*\(\) (?:got an unexpected keywor
 # prefix ("LayerUtility: PhiPrompt'DynamicCache' object has no attribute 'x'") they still say what failed
 _BARE_ATTRIBUTE_ERROR = re.compile(r"(?:'[\w.]+' object|module '[\w.]+'|type object '[\w.]+') has no attribute "
                                    r"'\w+'")
+# Runtime errors whose messages have fixed shapes (torch's shape checks, the dynamic loader's): a paste that lost the
+# "RuntimeError:" / "ImportError:" in front (a title line, a summary, a loader line of its own) still shows the error
+_BARE_RUNTIME_ERROR = re.compile(
+    r"The size of tensor a \(\d+\) must match the size of tensor b \(\d+\)|"
+    r"mat1 and mat2 shapes cannot be multiplied|shape '\[[-\d, ]+\]' is invalid for input of size \d+|"
+    r"view size is not compatible with input tensor's size and stride|"
+    r"operands could not be broadcast together with shapes|"
+    r"(?:^|\.so(?:\.[\d.]+)?:\s*)undefined symbol: \w+|"
+    r"\.so(?:\.[\d.]+)?: cannot open shared object file|version `[^']+' not found \(required by ")
 # A shell command line (an environment assignment or a launcher in front, or a trailing backslash): the launch
 # command pasted after the error, never a continuation of the error's message
 _SHELL_COMMAND = re.compile(r"\s\\$|^(?:\$\s|[A-Z_][A-Z0-9_]*=\S*\s|(?:python\d?(?:\.\d+)?|torchrun|deepspeed|"
@@ -111,6 +122,9 @@ _PLUMBING_FRAME = re.compile(r"torch/distributed/(?:elastic|run\.py|launch\.py|l
                              r"/bin/(?:torchrun|accelerate|deepspeed|llamafactory-cli|swift)\"|"
                              r"/importlib/__init__\.py\"|<frozen importlib|transformers/utils/import_utils\.py\"")
 _ERROR_LEVEL = re.compile(r"(?:^|[\[\s|])(ERROR|CRITICAL|FATAL|error)(?:[\]|:\s]|$)|Assertion `.*` failed|"
+                          # a CUDA kernel's assertion (its message may wrap before "failed"), a native crash
+                          r"block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion |Segmentation fault|"
+                          r"\(core dumped\)|"
                           r"!!! CRITICAL|^\s*\[E[\s\d][^\]]*\]|^E\d{4} \d\d:|^Import failed: |"
                           r"\bfailed\b.*\b\w*Error\b:|^\s*size mismatch for \S+: copying a param with shape|"
                           r"\[Errno \d+\] \S")
@@ -119,7 +133,7 @@ _ELASTIC_FAILED = re.compile(r"failed \(exitcode: -?\d+\) local_rank: \d+")
 _CHILD_ROOT = re.compile(r"Root Cause \(first observed failure\)")
 _CHILD_FIELD = re.compile(r"^\s*(rank|exitcode|error_file)\s*:\s*(.*)$")
 
-KIND_WEIGHT = {"gate": 9, "exception": 9, "ascend": 8, "collective": 7, "oom": 7, "nonfinite": 6, "killed": 6,
+KIND_WEIGHT = {"gate": 9, "exception": 9, "ascend": 8, "known_message": 8, "collective": 7, "oom": 7, "nonfinite": 6, "killed": 6,
                "traceback": 5, "error_line": 4, "child_failed": 1}
 
 
@@ -210,10 +224,16 @@ def with_gate_verdict(root: RootCause, verdict_lines: list[str]) -> RootCause:
     """Add the failed gate's own verdict (its problem lines: validator findings, missing batch keys, a constant
     loss) as the first failure signals. They come from the gate's code, not from the run's output, so they are
     evidence even when the log itself only has INFO lines."""
-    lines = [line.strip() for line in verdict_lines if line and line.strip()]
+    return with_signals(root, "gate", verdict_lines)
+
+
+def with_signals(root: RootCause, kind: str, lines: list[str]) -> RootCause:
+    """Add ``lines`` as the first failure signals of ``kind`` (the gate's verdict; a line that states a known
+    failure message the extractor had no rule for), and as the primary when the log had none but a wrapper."""
+    lines = [line.strip() for line in lines if line and line.strip()]
     if not lines:
         return root
-    gate = [Signal("gate", line, -1) for line in lines]
+    gate = [Signal(kind, line, -1) for line in lines]
     root.signals = gate + root.signals
     if root.primary is None or root.primary.wrapper:
         root.primary = gate[0]
@@ -237,7 +257,8 @@ def strip_prefixes(line: str) -> tuple[str, int | None]:
     return line.rstrip(), rank
 
 
-def _is_info_or_warning(line: str) -> str | None:
+def line_level(line: str) -> str | None:
+    """'warning' for a printed warning or a WARN-level line, 'info' for an INFO/DEBUG line, else None."""
     if _WARNING_CLASS.search(line) or _WARN.search(line[:120]) or _FORMATWARNING.match(line):
         return "warning"
     if _INFO.search(line[:80]):
@@ -258,7 +279,7 @@ def _continuation(lines: list[str], start: int, limit: int = 3, free: int = 2, s
         # a header's message may open with a bracketed tag ("[BytesIO]Unable to ..."): only then is "[" kept
         if not stripped or _TRACEBACK.search(text) or _FRAME.search(text) or _CHAIN.search(text) or \
                 stripped[:1] in ("+|=#*>" if skip_blank else "+|=#*>[") or len(text) > 300 or \
-                _is_info_or_warning(text) or _ELASTIC_FAILED.search(text) or _LOG_LEVEL_START.match(stripped) or \
+                line_level(text) or _ELASTIC_FAILED.search(text) or _LOG_LEVEL_START.match(stripped) or \
                 _SHELL_COMMAND.search(stripped):
             break
         indented = text[:1] in " \t"
@@ -326,7 +347,7 @@ def extract(log_text: str) -> RootCause:
             after_frame = parts.end() if parts else len(stripped)
             if not _EXC.search(stripped, after_frame):  # a frame line, or a frame with its exception joined on
                 continue
-        level = _is_info_or_warning(text)
+        level = line_level(text)
         exc = _EXC.search(stripped, after_frame)
         printed_warning = _WARNING_CLASS.search(stripped) or _FORMATWARNING.match(stripped)
         classed = bool(exc) and not printed_warning and level != "info"
@@ -337,10 +358,13 @@ def extract(log_text: str) -> RootCause:
         unfenced = _FENCE_EDGE.sub("", stripped)
         bare = not exc and level != "info" and _BARE_CALL_ERROR.match(unfenced)
         attribute = not exc and level is None and _BARE_ATTRIBUTE_ERROR.search(unfenced)
+        runtime = not exc and not bare and not attribute and level is None and _BARE_RUNTIME_ERROR.search(unfenced)
         if bare:  # Python's bad-call message without its class: a TypeError, as it is
             signals.append(Signal("exception", unfenced, i, rank))
         elif attribute:  # an AttributeError's message without its class, from where it starts
             signals.append(Signal("exception", unfenced[attribute.start():], i, rank))
+        elif runtime:  # a shape check's or the loader's message without its class: the whole line says it
+            signals.append(Signal("exception", unfenced, i, rank))
         if classed:
             name = exc.group(1)
             # a header with no message of its own ("Error: [12:00:01] reader.cc:444:") is explained by what follows,
@@ -388,6 +412,25 @@ def extract(log_text: str) -> RootCause:
     root = _summarise(signals, warnings, frames, child_rank, chains)
     if root.primary is not None:
         root.code_path = code_path(all_frames.get(root.primary.line, []))
+    return _with_device_assertion(root)
+
+
+_DEVICE_ASSERT = re.compile(r"device-side assert(?:ion)? triggered")
+_KERNEL_ASSERTION = re.compile(r"Assertion .+ failed|\bthread: \[[\d,]+\] Assertion ")
+
+
+def _with_device_assertion(root: RootCause) -> RootCause:
+    """A CUDA "device-side assert triggered" error says only that some kernel asserted; the kernel's own assertion
+    line printed before it (an index out of range in an embedding or a loss) says which. Named in the primary."""
+    primary = root.primary
+    if primary is None or primary.kind != "exception" or not _DEVICE_ASSERT.search(primary.text):
+        return root
+    assertion = next((s for s in root.signals if s.line < primary.line and s.kind == "error_line"
+                      and _KERNEL_ASSERTION.search(s.text)), None)
+    if assertion is not None:
+        text = f"{primary.text} (the kernel assertion printed before it: {assertion.text[:300]})"
+        root.primary = Signal(primary.kind, text, primary.line, primary.rank, primary.wrapper)
+        root.signals = [root.primary if s is primary else s for s in root.signals]
     return root
 
 

@@ -324,3 +324,11 @@ def test_lexical_neighbours_are_few_and_say_how_little_they_are_worth():
     worth = f"named the right owner in {calibration['vote_correct']} of {calibration['votes']} failures"
     assert all(worth in c["basis"] for c in shown[1:]) and worth not in shown[0]["basis"]
     assert calibration["vote_correct"] < calibration["votes"] / 2  # what makes them a weak hint (tuning half)
+
+
+def test_a_match_outside_the_failure_lines_is_said_to_decide_nothing():
+    from msmigrate.agent.nodes.classify import candidate_basis
+
+    outside = {"case_id": "model-no-split-modules", "stage": "regex", "priority": 60, "outside_failure_lines": True}
+    assert "not one of the log's failure lines" in candidate_basis(outside)
+    assert candidate_basis({**outside, "outside_failure_lines": False}) == "its message matched the log"

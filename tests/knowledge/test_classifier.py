@@ -2,7 +2,7 @@
 
 import pytest
 
-from msmigrate.knowledge.classifier import classify, error_lines
+from msmigrate.knowledge.classifier import classify, error_lines, load_calibration
 from msmigrate.knowledge.labeled_set import load_labeled
 
 WRAPPER = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
@@ -78,9 +78,13 @@ def test_lexical_vote_names_the_case_of_a_paraphrase(log, case_id):
     assert (result.method, result.case_id) == ("bm25", case_id)
     assert result.confidence == 0.5  # the confidence is the calibrated precision, not a score
     # the shipped calibration (tuning half of the real-log corpus) accepts a vote only above its margin
-    shipped = classify(log)
+    shipped, calibration = classify(log), load_calibration()
     assert shipped.method in ("bm25", "none")
-    assert shipped.method == "none" or (shipped.case_id == case_id and shipped.confidence >= 0.8)
+    if shipped.method == "none":
+        assert calibration["min_margin"] is None or shipped.vote["margin"] < calibration["min_margin"]
+    else:  # accepted: the right case, with the precision the calibration measured at or below that margin
+        measured = [b["precision"] for b in calibration["bins"] if shipped.vote["margin"] >= b["margin"]]
+        assert shipped.case_id == case_id and shipped.confidence == round(measured[-1], 3)
 
 
 def test_lexical_stage_needs_a_calibration():
@@ -224,3 +228,23 @@ def test_the_lexical_query_leaves_traceback_frame_paths_out():
     catalog = load_catalog()
     assert lexical(frames + message, catalog).candidates == lexical(message, catalog).candidates
     assert lexical(frames, catalog) is not None  # frames alone (a cut traceback) are still a query
+
+
+def test_a_plain_line_stating_a_known_message_is_a_failure_line():
+    # no class, no level, no traceback: the extractor has no rule for it, but the catalog knows the message
+    log = "loading the checkpoint\nGPTNeoXForCausalLM does not support `device_map='auto'` yet.\n"
+    result = classify(log)
+    assert (result.method, result.case_id) == ("regex", "model-no-split-modules")
+    assert result.root_cause["primary"]["kind"] == "known_message"
+    # the same words in a warning decide nothing (and never make a healthy log a failure)
+    warned = classify("WARNING: GPTNeoXForCausalLM does not support `device_map='auto'` yet, using cpu\n")
+    assert warned.owner is None
+
+
+def test_a_message_matched_only_outside_the_failure_lines_is_marked_so():
+    log = ("UserWarning: GPTNeoXForCausalLM does not support `device_map='auto'` yet\n"
+           "RuntimeError: something nobody has written down happened in step 3\n")
+    result = classify(log)
+    assert result.method == "none"
+    marked = [c for c in result.candidates if c.get("case_id") == "model-no-split-modules"]
+    assert marked and marked[0]["outside_failure_lines"] is True

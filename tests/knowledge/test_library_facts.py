@@ -75,7 +75,7 @@ def test_a_keyerror_without_its_frame_tells_the_llm_what_its_key_is_but_decides_
     result = classify(log)
     assert result.method == "none" and result.owner is None  # a model zoo's own dict raises it too
     (fact,) = result.root_cause["facts"]
-    assert "`qwen2_vl` is a model type the installed transformers" in fact
+    assert "`qwen2_vl` is a model type that transformers registers (checked in msmigrate's own transformers" in fact
     assert fact in llm_evidence("G1", result)["root_cause"]["facts"]
     # a key no transformers release registers, a placed KeyError (the case's own fact) and a warning: no such hint
     assert classify("KeyError: 'acme_private_vlm'").root_cause["facts"] == []

@@ -330,3 +330,49 @@ def test_an_exception_quoted_in_backticks_inside_a_sentence_is_the_quoted_messag
     assert root.primary.text == "RuntimeError: expected all tensors on npu:0"
     # a quoted part that is no exception changes nothing: the line is read as before
     assert extract("`foo` is used as ValueError: x in docs").primary.text == "`foo` is used as ValueError: x in docs"
+
+
+@pytest.mark.parametrize("line", [
+    "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 3",
+    "mat1 and mat2 shapes cannot be multiplied (1x2 and 6x64)",
+    "shape '[2, -1, 7168]' is invalid for input of size 7168",
+    "undefined symbol: _ZN3c104cuda9SetDeviceEi",
+    "/opt/lib/libfoo.so.1: cannot open shared object file: No such file or directory",
+    "/lib64/libstdc++.so.6: version `GLIBCXX_3.4.30' not found (required by /opt/x/_C.so)",
+])
+def test_a_fixed_shape_runtime_message_without_its_class_is_an_exception(line):
+    root = extract(f"step 10 ok\n{line}\n")
+    assert root.failed and root.primary.kind == "exception" and root.primary.text == line
+
+
+@pytest.mark.parametrize("line", [
+    "UserWarning: mat1 and mat2 shapes cannot be multiplied; falling back to the slow path",
+    "[INFO] checked: undefined symbol: none missing",
+    "WARNING libfoo.so.1: cannot open shared object file, the optional plugin is skipped",
+])
+def test_fixed_shape_runtime_words_in_a_warning_or_info_line_are_no_failure(line):
+    assert not extract(line).failed
+
+
+def test_a_device_side_assert_names_the_kernel_assertion_printed_before_it():
+    log = ("../aten/src/ATen/native/cuda/Indexing.cu:1292: indexSelectLargeIndex: block: [126,0,0], thread: "
+           "[32,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
+           "Traceback (most recent call last):\n  File \"/x/train.py\", line 3, in <module>\n"
+           "RuntimeError: CUDA error: device-side assert triggered\n")
+    root = extract(log)
+    assert root.primary.text.startswith("RuntimeError: CUDA error: device-side assert triggered (the kernel "
+                                        "assertion printed before it: ")
+    assert "srcIndex < srcSelectDimSize" in root.primary.text
+    # without an assertion line the message stays as it is
+    alone = extract("RuntimeError: CUDA error: device-side assert triggered\n")
+    assert alone.primary.text == "RuntimeError: CUDA error: device-side assert triggered"
+
+
+@pytest.mark.parametrize("line", [
+    "Indexing.cu:1292: indexSelectLargeIndex: block: [126,0,0], thread: [32,0,0] Assertion `srcIndex < srcSelectDim",
+    "Segmentation fault",
+    "Aborted (core dumped)",
+])
+def test_a_kernel_assertion_cut_before_failed_and_a_native_crash_are_failure_lines(line):
+    root = extract(line)
+    assert root.failed and root.primary.kind in ("error_line", "ascend")

@@ -65,6 +65,9 @@ def candidate_basis(cand: dict[str, Any], calibration: dict[str, Any] | None = N
                 f"{cand['tuning_agree']} of {cand['tuning_hits']} real failures of the tuning corpus: not decisive")
     if cand.get("stage") == "regex" and int(cand.get("priority", 50)) <= 20:
         return "its message matched the log, but it is a wrapper-level case (says a process failed, not why)"
+    if cand.get("stage") == "regex" and cand.get("outside_failure_lines"):
+        return ("its message matched a line that is not one of the log's failure lines (a warning or a note the "
+                "run went on after), so it decided nothing")
     if cand.get("stage") == "regex":
         return "its message matched the log"
     if cand.get("stage") == "bm25":
