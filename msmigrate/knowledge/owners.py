@@ -62,6 +62,16 @@ DECIDING_FACTS: tuple[str, ...] = (
     "Shapes and counts that disagree between the batch and the model (image tokens vs features, labels vs logits): "
     "data when the samples, template or collator produce them; config when the log shows a sequence limit cut the "
     "sample; model when the model's own forward computes the wrong shape.",
+    "A loss or gradient norm that turns NaN / Inf part-way through a run: config when a setting makes the arithmetic "
+    "overflow (fp16 without loss scaling, the learning rate, a loss scale); data when a sample is bad (all labels "
+    "masked, an empty or corrupt sample); environment when a kernel of one library release produces it. The "
+    "excerpt seldom shows which; without it, those owners stay possible.",
+    "A name the run's YAML or arguments set (a template, dataset, model type, option value) that the installed "
+    "framework rejects: config when it is not a name the framework offers (a typo, the wrong choice); environment "
+    "when it is a name a newer release of the framework offers; data when the template or dataset definition it "
+    "names is what must change.",
+    "A bus error (SIGBUS, signal 7) in a collective library's threads or a DataLoader worker: the shared memory "
+    "the container gives (/dev/shm) is exhausted: environment.",
     "A forward() that misses a required argument or rejects a keyword: the forward signature is the model's, and so "
     "is the code calling one of its modules (model), unless the traceback shows the call is the data path's own "
     "function (mm_plugin, processor, collator, dataset: data) or the batch reaching the model is empty (data).",

@@ -134,7 +134,8 @@ _CHILD_ROOT = re.compile(r"Root Cause \(first observed failure\)")
 _CHILD_FIELD = re.compile(r"^\s*(rank|exitcode|error_file)\s*:\s*(.*)$")
 
 KIND_WEIGHT = {"gate": 9, "exception": 9, "ascend": 8, "known_message": 8, "collective": 7, "oom": 7, "nonfinite": 6, "killed": 6,
-               "traceback": 5, "error_line": 4, "child_failed": 1}
+               # a cut traceback (its exception line missing) says only where; an error line says what
+               "error_line": 4, "traceback": 3, "child_failed": 1}
 
 
 @dataclass(frozen=True)
@@ -411,7 +412,11 @@ def extract(log_text: str) -> RootCause:
         all_frames[tb_start] = list(tb_frames)
     root = _summarise(signals, warnings, frames, child_rank, chains)
     if root.primary is not None:
-        root.code_path = code_path(all_frames.get(root.primary.line, []))
+        shown = all_frames.get(root.primary.line)
+        if shown is None and root.primary.kind != "exception":  # an error line decided: the cut traceback beside it
+            cut = [s for s in signals if s.kind == "traceback" and not s.wrapper and s.line in all_frames]
+            shown = all_frames[cut[-1].line] if cut else None
+        root.code_path = code_path(shown or [])
     return _with_device_assertion(root)
 
 

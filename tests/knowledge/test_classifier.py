@@ -248,3 +248,11 @@ def test_a_message_matched_only_outside_the_failure_lines_is_marked_so():
     assert result.method == "none"
     marked = [c for c in result.candidates if c.get("case_id") == "model-no-split-modules"]
     assert marked and marked[0]["outside_failure_lines"] is True
+
+
+def test_a_bus_error_in_a_collective_library_is_the_containers_shared_memory():
+    log = ("[host:2498 :0:2599] Caught signal 7 (Bus error: nonexistent physical address)\n"
+           " 2 0x000000000006929c ncclGroupEnd()  ???:0\n"
+           "Fatal Python error: Bus error\n")
+    result = classify(log)
+    assert (result.method, result.case_id, result.owner) == ("regex", "shared-memory-bus-error", "environment")

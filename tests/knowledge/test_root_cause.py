@@ -376,3 +376,16 @@ def test_a_device_side_assert_names_the_kernel_assertion_printed_before_it():
 def test_a_kernel_assertion_cut_before_failed_and_a_native_crash_are_failure_lines(line):
     root = extract(line)
     assert root.failed and root.primary.kind in ("error_line", "ascend")
+
+
+def test_an_error_line_beats_a_traceback_cut_before_its_exception_and_keeps_its_code_path():
+    log = ("[10:21:05] video_reader.cc:83: ERROR opening: /data/v/clip_001.mp4, Invalid data found when processing input\n"
+           "Traceback (most recent call last):\n"
+           '  File "/home/u/proj/train.py", line 315, in __getitem__\n'
+           "    video =\n")
+    root = extract(log)
+    assert root.primary.kind == "error_line" and "ERROR opening" in root.primary.text
+    assert root.code_path.startswith("raised in code outside installed packages (/home/u/proj/train.py line 315")
+    # a cut traceback alone is still the root cause
+    alone = extract(log.split("\n", 1)[1])
+    assert alone.primary.kind == "traceback"
