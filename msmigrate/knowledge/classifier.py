@@ -38,7 +38,8 @@ from msmigrate.knowledge.catalog import (FINDING_CODE_CASES, Catalog, KnowledgeE
                                          load_catalog)
 from msmigrate.knowledge.lexical import OwnerVote, owner_vote
 from msmigrate.knowledge.library_facts import check_fact, unplaced_key_hints
-from msmigrate.knowledge.root_cause import RootCause, extract, line_level, strip_prefixes, with_gate_verdict, with_signals
+from msmigrate.knowledge.root_cause import (RootCause, extract, line_level, strip_prefixes, with_gate_verdict,
+                                            with_signals)
 
 Method = Literal["regex", "bm25", "none"]
 
@@ -153,8 +154,8 @@ KNOWN_MESSAGE_LINES = 5
 
 def known_message_lines(log_text: str, catalog: Catalog) -> list[str]:
     """Plain lines (no INFO/WARNING level, no exception class the extractor reads) that state a specific failure
-    case's message: a log pasted without its traceback or error class ("CUDA out of memory" in prose aside, e.g. a
-    loader's one-line complaint). Wrapper-level and condition cases are left out: their words occur in healthy runs."""
+    case's message: a library's one-line complaint printed without a class or a level ("X does not support
+    `device_map='auto'`"). Wrapper-level and condition cases are left out: their words occur in healthy runs."""
     specific = [(e, ps) for e, ps in _compiled(catalog)
                 if int(e.meta.get("priority", 50)) > GENERIC_PRIORITY and not e.meta.get("condition")]
     found = []

@@ -15,7 +15,8 @@ line and keeps only failure signals:
 - ``oom``: device or host out-of-memory messages; ``killed``: SIGKILL / exit code -9 (the OOM killer's signature);
 - ``child_failed``: torchrun's root-cause section (rank, exit code) — a wrapper: it says a rank died, not why;
 - ``nonfinite``: a logged loss or grad norm that is NaN/Inf;
-- ``error_line``: a line logged at ERROR / CRITICAL / FATAL level, or a failed assertion;
+- ``error_line``: a line logged at ERROR / CRITICAL / FATAL level, a failed assertion (a CUDA kernel's too), a
+  segmentation fault or core dump;
 - ``gate``: the failed gate's own verdict lines, when the caller passes them (:func:`with_gate_verdict`);
 - ``known_message``: a plain line (no level, no class) that states a known failure message, added by the classifier
   when the log shows no other failure signal (:func:`with_signals`).
@@ -133,7 +134,8 @@ _ELASTIC_FAILED = re.compile(r"failed \(exitcode: -?\d+\) local_rank: \d+")
 _CHILD_ROOT = re.compile(r"Root Cause \(first observed failure\)")
 _CHILD_FIELD = re.compile(r"^\s*(rank|exitcode|error_file)\s*:\s*(.*)$")
 
-KIND_WEIGHT = {"gate": 9, "exception": 9, "ascend": 8, "known_message": 8, "collective": 7, "oom": 7, "nonfinite": 6, "killed": 6,
+KIND_WEIGHT = {"gate": 9, "exception": 9, "ascend": 8, "known_message": 8, "collective": 7, "oom": 7, "nonfinite": 6,
+               "killed": 6,
                # a cut traceback (its exception line missing) says only where; an error line says what
                "error_line": 4, "traceback": 3, "child_failed": 1}
 
@@ -234,10 +236,10 @@ def with_signals(root: RootCause, kind: str, lines: list[str]) -> RootCause:
     lines = [line.strip() for line in lines if line and line.strip()]
     if not lines:
         return root
-    gate = [Signal(kind, line, -1) for line in lines]
-    root.signals = gate + root.signals
+    added = [Signal(kind, line, -1) for line in lines]
+    root.signals = added + root.signals
     if root.primary is None or root.primary.wrapper:
-        root.primary = gate[0]
+        root.primary = added[0]
     root.cause = "\n".join(dict.fromkeys(lines + root.cause.splitlines()))[-4000:]
     root.evidence = "\n".join(dict.fromkeys(lines + root.evidence.splitlines()))[-4000:]
     return root

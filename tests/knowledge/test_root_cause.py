@@ -379,7 +379,8 @@ def test_a_kernel_assertion_cut_before_failed_and_a_native_crash_are_failure_lin
 
 
 def test_an_error_line_beats_a_traceback_cut_before_its_exception_and_keeps_its_code_path():
-    log = ("[10:21:05] video_reader.cc:83: ERROR opening: /data/v/clip_001.mp4, Invalid data found when processing input\n"
+    log = ("[10:21:05] video_reader.cc:83: ERROR opening: /data/v/clip_001.mp4, Invalid data found when processing "
+           "input\n"
            "Traceback (most recent call last):\n"
            '  File "/home/u/proj/train.py", line 315, in __getitem__\n'
            "    video =\n")
