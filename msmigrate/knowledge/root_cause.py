@@ -122,10 +122,10 @@ _PLUMBING_FRAME = re.compile(r"torch/distributed/(?:elastic|run\.py|launch\.py|l
                              r"accelerate/commands/|deepspeed/launcher/|torch/multiprocessing/spawn\.py|"
                              r"/bin/(?:torchrun|accelerate|deepspeed|llamafactory-cli|swift)\"|"
                              r"/importlib/__init__\.py\"|<frozen importlib|transformers/utils/import_utils\.py\"")
-_ERROR_LEVEL = re.compile(r"(?:^|[\[\s|])(ERROR|CRITICAL|FATAL|error)(?:[\]|:\s]|$)|Assertion `.*` failed|"
-                          # a CUDA kernel's assertion (its message may wrap before "failed"), a native crash
-                          r"block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion |Segmentation fault|"
-                          r"\(core dumped\)|"
+# a failed assertion, a CUDA kernel's included (its message may wrap before "failed")
+_ASSERTION = r"Assertion `.*` failed|block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion "
+_ERROR_LEVEL = re.compile(r"(?:^|[\[\s|])(ERROR|CRITICAL|FATAL|error)(?:[\]|:\s]|$)|" + _ASSERTION +
+                          r"|Segmentation fault|\(core dumped\)|"  # a native crash
                           r"!!! CRITICAL|^\s*\[E[\s\d][^\]]*\]|^E\d{4} \d\d:|^Import failed: |"
                           r"\bfailed\b.*\b\w*Error\b:|^\s*size mismatch for \S+: copying a param with shape|"
                           r"\[Errno \d+\] \S")
@@ -361,7 +361,7 @@ def extract(log_text: str) -> RootCause:
         unfenced = _FENCE_EDGE.sub("", stripped)
         bare = not exc and level != "info" and _BARE_CALL_ERROR.match(unfenced)
         attribute = not exc and level is None and _BARE_ATTRIBUTE_ERROR.search(unfenced)
-        runtime = not exc and not bare and not attribute and level is None and _BARE_RUNTIME_ERROR.search(unfenced)
+        runtime = not exc and level is None and _BARE_RUNTIME_ERROR.search(unfenced)
         if bare:  # Python's bad-call message without its class: a TypeError, as it is
             signals.append(Signal("exception", unfenced, i, rank))
         elif attribute:  # an AttributeError's message without its class, from where it starts
@@ -423,7 +423,7 @@ def extract(log_text: str) -> RootCause:
 
 
 _DEVICE_ASSERT = re.compile(r"device-side assert(?:ion)? triggered")
-_KERNEL_ASSERTION = re.compile(r"Assertion .+ failed|\bthread: \[[\d,]+\] Assertion ")
+_KERNEL_ASSERTION = re.compile(_ASSERTION)
 
 
 def _with_device_assertion(root: RootCause) -> RootCause:
