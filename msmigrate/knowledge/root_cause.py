@@ -72,6 +72,12 @@ _BARE_RUNTIME_ERROR = re.compile(
 # command pasted after the error, never a continuation of the error's message
 _SHELL_COMMAND = re.compile(r"\s\\$|^(?:\$\s|[A-Z_][A-Z0-9_]*=\S*\s|(?:python\d?(?:\.\d+)?|torchrun|deepspeed|"
                             r"accelerate|bash|srun|mpirun|msrun|llamafactory-cli|swift)\s)")
+# A launch command (a launcher or a Python entry, after an optional prompt and environment assignments): the
+# settings the run was started with, which decide a config owner more often than the error does
+_LAUNCH_COMMAND = re.compile(r"^(?:\(\S+\)\s+)?(?:\S*[$#]\s+)?(?:(?:export\s+)?[A-Z_][A-Z0-9_]*=\S*\s+)*"
+                             r"(?:\S*python\d?(?:\.\d+)?\s+(?:-[A-Za-z]\s+)*(?:-m\s+[\w.]+|\S+\.py)|torchrun|deepspeed|accelerate\s+launch|srun|"
+                             r"mpirun|msrun|llamafactory-cli|swift\s+(?:sft|rlhf|pt|infer)|bash\s+\S+\.sh|sh\s+\S+\.sh)"
+                             r"(?:\s|$)")
 # an exception message a reporter quoted in inline backticks inside a sentence: the quoted part is the message
 _INLINE_QUOTED = re.compile(r"^`([^`]+)`\s+\S")
 # a Markdown fence or a docstring quote the reporter's paste left around a line: not part of the message
@@ -92,7 +98,16 @@ _LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\](?:[^/\\]+\.egg[/\\
 # first folder, which is an installed package's import name when the frame is that package's code
 _ELIDED_PATH = re.compile(r"^(?:\.\.\.|…)[/\\]([A-Za-z_]\w*)[/\\]")
 _REMOTE_PATH = re.compile(r"transformers_modules|[/\\]huggingface[/\\]modules[/\\]")
-_STDLIB_PATH = re.compile(r"^<frozen |[/\\]lib[/\\]python3\.\d+[/\\](?!site-packages|dist-packages)[\w]+(?:\.py|[/\\])")
+_STDLIB_PATH = re.compile(r"^<frozen |[/\\]lib(?:64)?[/\\]python3\.\d+[/\\](?!site-packages|dist-packages)[\w]+(?:\.py|[/\\])|"
+                          r"[/\\]Lib[/\\](?!site-packages)\w+(?:\.py|[/\\])")  # a Windows install's Lib folder
+# A package pip is building or installing from source (its temporary build folder, or a virtual environment's
+# src/ folder of VCS checkouts): a package's code, not the run's, though no site-packages is in the path
+_PIP_BUILD_PATH = re.compile(r"[/\\]pip-(?:install|build-env|build|wheel)-\w+[/\\]([A-Za-z_][\w-]*?)"
+                             r"(?:[_-][0-9a-f]{16,})?[/\\]|[/\\](?:\.virtualenvs|envs)[/\\][^/\\]+[/\\]src[/\\]([A-Za-z_]\w*)[/\\]|"
+                             r"[/\\]pip-req-build-\w+[/\\]")  # the checkout pip builds: its folder has no name
+# An environment's bin/ (or Scripts\) file without a .py suffix is an installed console script (torchrun,
+# deepspeed, accelerate, llamafactory-cli): the launcher stub of a package, not the run's own code
+_CONSOLE_SCRIPT = re.compile(r"[/\\](?:bin|Scripts)[/\\][\w.-]+$(?<!\.py)")
 _CHAIN = re.compile(r"^(During handling of the above exception|The above exception was the direct cause)")
 _ASCEND = re.compile(r"\b(E[A-Z][0-9A-Z]\d{3}|E\d{5})\b:?|error code is (5\d{5}|1\d{5})\b|\bERR\d{5}\b|"
                      r"\bAcl return error\b|with ERROR [15]\d{5}\b|"
@@ -162,6 +177,7 @@ class RootCause:
     cause: str = ""  # the evidence without wrapper lines: what the lexical stage is asked about
     code_path: str = ""  # whose code the decisive traceback passes through (code_path()), for the LLM
     facts: list[str] = field(default_factory=list)  # what the installed libraries said (library_facts), for the LLM
+    command: str = ""  # the launch command the log shows last before the decisive signal (launch_command()), for the LLM
 
     @property
     def failed(self) -> bool:
@@ -171,20 +187,27 @@ class RootCause:
     def to_dict(self) -> dict[str, object]:
         return {"primary": self.primary.to_dict() if self.primary else None, "failed_rank": self.failed_rank,
                 "signals": [s.to_dict() for s in self.signals[:20]], "warnings": self.warnings[:10],
-                "evidence": self.evidence, "code_path": self.code_path, "facts": self.facts}
+                "evidence": self.evidence, "code_path": self.code_path, "facts": self.facts, "command": self.command}
 
 
 OUTSIDE = "code outside installed packages"
+CONSOLE_SCRIPT = "an installed console script"
 
 
 def frame_origin(path: str) -> str:
-    """Whose code a traceback frame's file is: 'library <name>' (an installed package), 'stdlib', 'remote code' (a
-    checkpoint's code loaded by transformers) or 'code outside installed packages' (a script, a source checkout)."""
+    """Whose code a traceback frame's file is: 'library <name>' (an installed package, or one pip builds), 'stdlib',
+    'remote code' (a checkpoint's code loaded by transformers), 'an installed console script' (torchrun's launcher
+    stub) or 'code outside installed packages' (a script, a source checkout)."""
     if _REMOTE_PATH.search(path):
         return "remote code"
     found = _LIBRARY_PATH.search(path)
     if found:
         return f"library {found.group(1)}"
+    built = _PIP_BUILD_PATH.search(path)
+    if built:
+        return f"library {built.group(1) or built.group(2) or '(unnamed)'} (installed from source by pip)"
+    if _CONSOLE_SCRIPT.search(path):
+        return CONSOLE_SCRIPT
     elided = _ELIDED_PATH.search(path)
     if elided and elided.group(1) in _installed_import_names():
         return f"library {elided.group(1)}"
@@ -419,7 +442,24 @@ def extract(log_text: str) -> RootCause:
             cut = [s for s in signals if s.kind == "traceback" and not s.wrapper and s.line in all_frames]
             shown = all_frames[cut[-1].line] if cut else None
         root.code_path = code_path(shown or [])
+        root.command = launch_command(lines, root.primary.line if root.primary.line >= 0 else len(lines))
     return _with_device_assertion(root)
+
+
+def launch_command(lines: list[str], before: int, max_lines: int = 8, max_chars: int = 600) -> str:
+    """The last launch command the log shows before line ``before`` (with its backslash-continued lines), or ''."""
+    for i in range(min(before, len(lines)) - 1, -1, -1):
+        text, _ = strip_prefixes(lines[i])
+        if not _LAUNCH_COMMAND.match(_FENCE_EDGE.sub("", text.strip())):
+            continue
+        command = [text.strip()]
+        for raw in lines[i + 1: i + max_lines]:
+            if not command[-1].endswith("\\"):
+                break
+            command.append(strip_prefixes(raw)[0].strip())
+        joined = " ".join(command)
+        return joined if len(joined) <= max_chars else joined[:max_chars] + " ..."
+    return ""
 
 
 _DEVICE_ASSERT = re.compile(r"device-side assert(?:ion)? triggered")
@@ -463,8 +503,11 @@ def _summarise(signals: list[Signal], warnings: list[str], frames: dict[int, lis
     mine = [s for s in real if s.rank in (failed_rank, None)] or real
     exceptions = [s for s in mine if s.kind == "exception"]
     if exceptions:
-        # the last exception, or the first link of its chain: the innermost error, which the later links handled
-        last = exceptions[-1]
+        # the last exception, or the first link of its chain: the innermost error, which the later links handled;
+        # a collective / store / socket error is what the other ranks see when one rank died of its own error,
+        # so an earlier exception that is not one decides (the last such)
+        own = [s for s in exceptions if not _COLLECTIVE.search(s.text)]
+        last = own[-1] if own and _COLLECTIVE.search(exceptions[-1].text) else exceptions[-1]
         first_line = (chains or {}).get(last.line)
         root.primary = next((s for s in exceptions if s.line == first_line), last)
     else:

@@ -213,7 +213,9 @@ def sample_classify_failure() -> dict[str, Any]:
                        "were given", "evidence": "File \"mindspeed_mm/fsdp/data/datasets/huggingface.py\", line 212, "
                        "in __getitem__\nTypeError: get_mm_inputs() takes 5 positional arguments but 9 were given",
                        "code_path": "raised in code outside installed packages (mindspeed_mm/fsdp/data/datasets/"
-                       "huggingface.py line 212 in __getitem__)"},
+                       "huggingface.py line 212 in __getitem__)",
+                       "command": "torchrun --nproc_per_node 2 mindspeed_mm/fsdp/train/trainer.py "
+                                  "examples/internvl3_5/internvl3_5_config.yaml"},
         "candidates": [
             {"case_id": "batch-key-rejected-by-forward", "owner": "model",
              "title": "collated batch key not accepted by forward", "cause": "The collator emits a key the forward "

@@ -245,6 +245,71 @@ def test_the_llm_evidence_carries_the_code_path():
     assert evidence["root_cause"]["code_path"].startswith("raised in code outside installed packages (/srv/app/")
 
 
+@pytest.mark.parametrize("path, origin", [
+    (r"C:\Users\u\AppData\Local\Temp\pip-install-b2x6ss0o\deepspeed_2753f7a76eb54d1cac6a73f0b995\setup.py",
+     "library deepspeed (installed from source by pip)"),
+    ("/tmp/pip-install-k9/flash-attn_0123456789abcdef0123456789abcdef/setup.py",
+     "library flash-attn (installed from source by pip)"),
+    ("/tmp/pip-req-build-abc123/setup.py", "library (unnamed) (installed from source by pip)"),
+    ("/home/u/.virtualenvs/train/src/mypkg/core.py", "library mypkg (installed from source by pip)"),
+    ("/usr/local/Miniconda3/envs/py310/bin/torchrun", "an installed console script"),
+    ("/opt/conda/bin/deepspeed", "an installed console script"),
+    ("/usr/lib64/python3.11/ctypes/__init__.py", "stdlib"),
+    (r"C:\Python310\Lib\subprocess.py", "stdlib"),
+    ("/home/u/proj/bin/train.py", "code outside installed packages"),  # a script the user keeps in bin/
+    ("/home/u/proj/pipelines/build.py", "code outside installed packages"),
+])
+def test_frame_origin_knows_pip_builds_console_scripts_and_other_stdlib_layouts(path, origin):
+    """A package pip builds from source, a launcher stub in an environment's bin/ and a stdlib under lib64/ or a
+    Windows Lib/ are not the run's own code, though no site-packages is in their paths."""
+    from msmigrate.knowledge.root_cause import frame_origin
+    assert frame_origin(path) == origin
+
+
+def test_a_collective_error_after_a_process_died_of_its_own_error_does_not_decide():
+    """Interleaved output of several processes without rank prefixes: the collective error the surviving
+    processes print is the consequence; the earlier error of the process that died decides."""
+    log = ("Traceback (most recent call last):\n"
+           '  File "/w/train.py", line 40, in <module>\n'
+           "    cfg = TrainConfig(**raw)\n"
+           "pydantic_core._pydantic_core.ValidationError: 1 validation error for TrainConfig\n"
+           "lr\n"
+           "  Input should be a valid number [type=float_parsing, input_value='1e-4x', input_type=str]\n"
+           "Traceback (most recent call last):\n"
+           '  File "/w/train.py", line 52, in <module>\n'
+           "    dist.barrier()\n"
+           "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or "
+           "there was a network error\n")
+    assert extract(log).primary.text.startswith("pydantic_core._pydantic_core.ValidationError: 1 validation error")
+    alone = log.split("Traceback", 2)[2]  # the collective error with no other error: it decides
+    assert "DistBackendError" in extract("Traceback" + alone).primary.text
+
+
+def test_the_launch_command_before_the_decisive_signal_is_kept_with_its_continuation_lines():
+    log = ("(base) root@node:/w# NPROC=8 torchrun --nproc_per_node 8 \\\n"
+           "    train.py --bf16 \\\n"
+           "    --deepspeed ds_z3.json\n"
+           "loading model\n"
+           "Traceback (most recent call last):\n"
+           '  File "/w/train.py", line 3, in <module>\n'
+           "ValueError: bad thing\n"
+           "python train.py --retry\n")  # after the error: not the command that failed
+    assert extract(log).command == ("(base) root@node:/w# NPROC=8 torchrun --nproc_per_node 8 \\ train.py --bf16 "
+                                    "\\ --deepspeed ds_z3.json")
+    assert extract("$ python -m llamafactory.cli train x.yaml\nRuntimeError: x\n").command == \
+        "$ python -m llamafactory.cli train x.yaml"
+    for prose in ("the python package is odd\n", "python version: 3.10\n", "Python 3.10.12\n"):
+        assert extract(prose + "RuntimeError: x\n").command == ""
+
+
+def test_the_llm_evidence_carries_the_launch_command():
+    from msmigrate.agent.nodes.classify import llm_evidence
+    from msmigrate.knowledge.classifier import classify
+    log = "accelerate launch --num_processes 2 sft.py --bf16\nZeroDivisionError: float division by zero here\n"
+    assert llm_evidence("G4", classify(log))["root_cause"]["command"] == \
+        "accelerate launch --num_processes 2 sft.py --bf16"
+
+
 @pytest.mark.parametrize("line", [
     "MyProcessor.__init__() got an unexpected keyword argument 'image_token'",
     "forward() missing 1 required positional argument: 'mask'",

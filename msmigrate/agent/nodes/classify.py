@@ -119,7 +119,9 @@ def llm_evidence(gate: str, verdict: Classification,
             # whose code the traceback passes through: decides "whose code raises or lacks the thing"
             "code_path": verdict.root_cause.get("code_path", ""),
             # what the installed libraries said of the message (knowledge/library_facts.py), e.g. a model type
-            "facts": verdict.root_cause.get("facts") or []} if primary else \
+            "facts": verdict.root_cause.get("facts") or [],
+            # the launch command the log shows (its arguments are settings), when the excerpt has one
+            "command": verdict.root_cause.get("command", "")} if primary else \
         {"kind": "none", "text": "none found: " + _why_no_root_cause(verdict.root_cause), "evidence": ""}
     if primary.get("kind") == "traceback":  # the output was cut inside a traceback: its error line is missing
         root["text"] += (" (the excerpt ends inside this traceback before its exception line: the error itself is "
