@@ -66,10 +66,11 @@ DECIDING_FACTS: tuple[str, ...] = (
     "overflow (fp16 without loss scaling, the learning rate, a loss scale); data when a sample is bad (all labels "
     "masked, an empty or corrupt sample); environment when a kernel of one library release produces it. The "
     "excerpt seldom shows which; without it, those owners stay possible.",
-    "A name the run's YAML or arguments set (a template, dataset, model type, option value) that the installed "
-    "framework rejects: config when it is not a name the framework offers (a typo, the wrong choice); environment "
-    "when it is a name a newer release of the framework offers; data when the template or dataset definition it "
-    "names is what must change.",
+    "A name the run's YAML or arguments set (a key or argument, a template, dataset, model type, option value) that "
+    "the installed framework rejects (not permitted, unrecognized, not a valid choice): config when it is not a name "
+    "the framework offers (a typo, another tool's option, the wrong choice); environment when it is a name a newer "
+    "(or older) release of the framework offers; data when the template or dataset definition it names is what "
+    "must change.",
     "A bus error (SIGBUS, signal 7) in a collective library's threads or a DataLoader worker: the shared memory "
     "the container gives (/dev/shm) is exhausted: environment.",
     "A forward() that misses a required argument or rejects a keyword: the forward signature is the model's, and so "

@@ -24,7 +24,9 @@ line and keeps only failure signals:
 Warnings (``UserWarning``, ``FutureWarning``, ``[W ...]``, ``WARNING`` lines) are collected separately and never
 make a log a failure. :func:`extract` returns a :class:`RootCause` whose ``primary`` is the decisive signal (the
 first failing rank's last non-wrapper exception, else the strongest other signal) and whose ``evidence`` is the
-text matching runs on, and ``code_path`` says whose code the decisive traceback passes through (:func:`code_path`).
+text matching runs on, and ``code_path`` says whose code the decisive traceback passes through (:func:`code_path`);
+``command`` is the launch command the log shows before that signal (:func:`launch_command`) and ``cut_later`` the last
+frame of a later traceback cut before its exception line (another process's, whose error the excerpt lacks).
 """
 
 from __future__ import annotations
@@ -178,6 +180,7 @@ class RootCause:
     code_path: str = ""  # whose code the decisive traceback passes through (code_path()), for the LLM
     facts: list[str] = field(default_factory=list)  # what the installed libraries said (library_facts), for the LLM
     command: str = ""  # the launch command the log shows last before the decisive signal (launch_command()), for the LLM
+    cut_later: str = ""  # the last frame of a traceback after the decisive signal whose exception line was cut off
 
     @property
     def failed(self) -> bool:
@@ -186,8 +189,9 @@ class RootCause:
 
     def to_dict(self) -> dict[str, object]:
         return {"primary": self.primary.to_dict() if self.primary else None, "failed_rank": self.failed_rank,
-                "signals": [s.to_dict() for s in self.signals[:20]], "warnings": self.warnings[:10],
-                "evidence": self.evidence, "code_path": self.code_path, "facts": self.facts, "command": self.command}
+                "signals": [s.to_dict() for s in self.signals[:20]], "warnings": self.warnings[-10:],
+                "evidence": self.evidence, "code_path": self.code_path, "facts": self.facts, "command": self.command,
+                "cut_later": self.cut_later}
 
 
 OUTSIDE = "code outside installed packages"
@@ -443,6 +447,9 @@ def extract(log_text: str) -> RootCause:
             shown = all_frames[cut[-1].line] if cut else None
         root.code_path = code_path(shown or [])
         root.command = launch_command(lines, root.primary.line if root.primary.line >= 0 else len(lines))
+        later = [s for s in signals if s.kind == "traceback" and not s.wrapper and s.line > root.primary.line]
+        if root.primary.kind != "traceback" and later:  # another process's traceback, cut before its exception
+            root.cut_later = later[-1].text
     return _with_device_assertion(root)
 
 

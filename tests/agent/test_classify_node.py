@@ -259,8 +259,27 @@ def test_every_llm_request_has_a_root_cause_section_even_when_none_was_found():
     quiet = llm_evidence("G4", classify("INFO step 1 done\nUserWarning: something is deprecated"))
     assert quiet["root_cause"]["kind"] == "none" and quiet["root_cause"]["text"].startswith("none found: ")
     assert "warning" in quiet["root_cause"]["text"]
+    assert quiet["root_cause"]["warnings"] == ["UserWarning: something is deprecated"]
     wrapper = llm_evidence("G4", classify("torch.distributed.elastic.multiprocessing.errors.ChildFailedError"))
     assert "wrapper" in wrapper["root_cause"]["text"] and "not in the excerpt" in wrapper["root_cause"]["text"]
+
+
+def test_a_log_of_warnings_only_shows_the_last_ones_to_the_llm():
+    """A failed run whose log has no failure signal: its last warnings (nearest to where it stopped) are what the
+    LLM can read besides the excerpt; the prompt lists them and says they never decide alone."""
+    from msmigrate.agent.nodes.classify import MAX_WARNINGS_SHOWN, llm_evidence
+    from msmigrate.knowledge.classifier import classify
+    from msmigrate.prompts.render import render
+    from msmigrate.prompts.sample_state import sample_vars
+
+    log = "\n".join(f"UserWarning: setting number {i} is ignored" for i in range(12)) + "\nstep 3/100 loss 2.1"
+    shown = llm_evidence("G4", classify(log))["root_cause"]
+    assert shown["warnings"] == [f"UserWarning: setting number {i} is ignored" for i in range(12)][-MAX_WARNINGS_SHOWN:]
+    values = sample_vars("classify")
+    values["last_failure"] = {**values["last_failure"], "excerpt": log, "root_cause": shown}
+    prompt = render("classify", **values)
+    assert f"the warnings it printed (the last {MAX_WARNINGS_SHOWN}; a warning alone never decides" in prompt
+    assert "  - UserWarning: setting number 11 is ignored" in prompt
 
 
 def _meta_nan(name: str) -> str:
@@ -304,6 +323,12 @@ def test_an_excerpt_cut_inside_a_traceback_is_said_to_lack_its_error():
     assert "before its exception line: the error itself is not shown" in shown["root_cause"]["text"]
     complete = llm_evidence("G4", classify(cut + "RuntimeError: boom in the loader"))
     assert "the error itself is not shown" not in complete["root_cause"]["text"]
+    assert "a later traceback" not in complete["root_cause"]["text"]
+    # an error, then another process's traceback cut before its exception line: that one may be the cause
+    later = llm_evidence("G4", classify("RuntimeError: boom in the loader\n" + cut))
+    assert later["root_cause"]["kind"] == "exception"
+    assert ("a later traceback in the excerpt ends before its exception line, last frame: File \"/work/train.py\", "
+            "line 61, in main") in later["root_cause"]["text"]
 
 
 def test_lexical_neighbours_are_few_and_say_how_little_they_are_worth():

@@ -26,6 +26,8 @@ MAX_CANDIDATES = 5
 # in under half of the excerpts the patterns leave undecided (calibration.json, vote_correct of votes), barely above
 # always naming the commonest owner; a blind player called the long lists noise, so only the closest two are shown
 MAX_LEXICAL_SHOWN = 2
+# The warnings shown when the log has no failure signal (the last ones: nearest to where the run stopped)
+MAX_WARNINGS_SHOWN = 5
 # Whether the LLM may override a tentative deterministic answer (a regex hit among equal rivals or read from a
 # condition, a lexical vote) and not only answer abstentions. Off: measured with a blind player on the real-log
 # corpus (scripts/knowledge_accuracy.py, answers in knowledge/real_logs/llm_stage_answers_review.json), reviewing
@@ -122,10 +124,17 @@ def llm_evidence(gate: str, verdict: Classification,
             "facts": verdict.root_cause.get("facts") or [],
             # the launch command the log shows (its arguments are settings), when the excerpt has one
             "command": verdict.root_cause.get("command", "")} if primary else \
-        {"kind": "none", "text": "none found: " + _why_no_root_cause(verdict.root_cause), "evidence": ""}
+        {"kind": "none", "text": "none found: " + _why_no_root_cause(verdict.root_cause), "evidence": "",
+         # a failed run whose log holds only warnings: they are all there is to read (never decisive alone)
+         "warnings": list(dict.fromkeys(verdict.root_cause.get("warnings") or []))[-MAX_WARNINGS_SHOWN:]}
     if primary.get("kind") == "traceback":  # the output was cut inside a traceback: its error line is missing
         root["text"] += (" (the excerpt ends inside this traceback before its exception line: the error itself is "
                          "not shown; the full log or the failed gate's log tail would decide)")
+    if verdict.root_cause.get("cut_later") and primary.get("kind") != "traceback":
+        # a later traceback (another process, or this one re-raised) lost its exception line: say so
+        root["text"] += (" (a later traceback in the excerpt ends before its exception line, last frame: "
+                         f"{verdict.root_cause['cut_later'][:200]}; what it raised is not shown: another process's own "
+                         "failure, or this one re-raised)")
     if primary.get("wrapper"):  # only a launcher / re-raise summary: say that the rank's own error is missing
         root["text"] += (" (a wrapper: it says a process failed, not why; the failing rank's own error is not in "
                          "the excerpt)")
