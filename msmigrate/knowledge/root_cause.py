@@ -61,19 +61,26 @@ _BARE_CALL_ERROR = re.compile(r"^[A-Za-z_][\w.]*\(\) (?:got an unexpected keywor
 # prefix ("LayerUtility: PhiPrompt'DynamicCache' object has no attribute 'x'") they still say what failed
 _BARE_ATTRIBUTE_ERROR = re.compile(r"(?:'[\w.]+' object|module '[\w.]+'|type object '[\w.]+') has no attribute "
                                    r"'\w+'")
-# Runtime errors whose messages have fixed shapes (torch's shape checks, the dynamic loader's): a paste that lost the
-# "RuntimeError:" / "ImportError:" in front (a title line, a summary, a loader line of its own) still shows the error
+# Runtime errors whose messages have fixed shapes (torch's shape checks, the dynamic loader's, the import system's):
+# a paste that lost the "RuntimeError:" / "ImportError:" in front (a title line, a summary, a loader line of its own)
+# still shows the error
 _BARE_RUNTIME_ERROR = re.compile(
     r"The size of tensor a \(\d+\) must match the size of tensor b \(\d+\)|"
     r"mat1 and mat2 shapes cannot be multiplied|shape '\[[-\d, ]+\]' is invalid for input of size \d+|"
     r"view size is not compatible with input tensor's size and stride|"
     r"operands could not be broadcast together with shapes|"
     r"(?:^|\.so(?:\.[\d.]+)?:\s*)undefined symbol: \w+|"
-    r"\.so(?:\.[\d.]+)?: cannot open shared object file|version `[^']+' not found \(required by ")
+    r"\.so(?:\.[\d.]+)?: cannot open shared object file|version `[^']+' not found \(required by |"
+    r"^cannot import name '[\w.]+' from '[\w.]+'|^No module named '[\w.]+'")
 # A shell command line (an environment assignment or a launcher in front, or a trailing backslash): the launch
 # command pasted after the error, never a continuation of the error's message
 _SHELL_COMMAND = re.compile(r"\s\\$|^(?:\$\s|[A-Z_][A-Z0-9_]*=\S*\s|(?:python\d?(?:\.\d+)?|torchrun|deepspeed|"
                             r"accelerate|bash|srun|mpirun|msrun|llamafactory-cli|swift)\s)")
+# The source line under a traceback's last frame that raises an exception with a plain literal message (no
+# formatting): when the exception line itself was cut off, this says what was raised
+_RAISE_LITERAL = re.compile(r"^raise\s+((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt))\("
+                            r"(['\"])([^'\"{}%\\]+)\2\)(?:\s+from\s+\w+)?$")
+_CARETS = re.compile(r"^[\^~]+$")  # the markers Python 3.11+ prints under the failing expression
 # A launch command (a launcher or a Python entry, after an optional prompt and environment assignments): the
 # settings the run was started with, which decide a config owner more often than the error does
 _LAUNCH_COMMAND = re.compile(r"^(?:\(\S+\)\s+)?(?:\S*[$#]\s+)?(?:(?:export\s+)?[A-Z_][A-Z0-9_]*=\S*\s+)*"
@@ -122,6 +129,11 @@ _COLLECTIVE = re.compile(r"(?i)\b(nccl|hccl|gloo)\b.*(error|fail|timed? ?out|ref
                          r"ncclSystemError|ncclInternalError|DistBackendError|Watchdog caught collective|"
                          r"pair\.cc:\d+\]\s*(?:Connection|connect|Read error)|socket.*(?:timed out|times out)|"
                          r"Getting socket times out|store->get\(.*\) got error")
+# NCCL and HCCL log their own failures at WARN level: a WARN line naming a system or device error is a failure line
+# (their routine WARN notices, a missing optional plugin or transport, stay warnings)
+_COLLECTIVE_WARN_ERROR = re.compile(r"\b(?:NCCL|HCCL) WARN\b.*(?:No space left on device|Cannot allocate memory|"
+                                    r"Connection (?:refused|reset|closed)|Broken pipe|unhandled (?:system|cuda) error|"
+                                    r"Cuda failure|NCCL error|remote process exited)")
 _OOM = re.compile(r"(?i)out of memory|OutOfMemoryError|\bOOM\b|Cannot allocate memory|HBM memory exhausted")
 _KILLED = re.compile(r"exitcode\s*:\s*-9\b|\(exitcode: -9\)|\bSIGKILL\b|signal 9\b|^\s*Killed\s*$|"
                      r"exited with code 137\b")
@@ -336,6 +348,21 @@ def extract(log_text: str) -> RootCause:
     in_child_root = False
     chains: dict[int, int] = {}  # line of a chained exception -> line of the first exception of its chain
     chained_from: int | None = None
+    tb_source: tuple[int, str] | None = None  # the last line under the traceback's last frame (its source line)
+    continued: tuple[int, set[str]] | None = None  # the last exception's line and the lines its message took in
+
+    def close_cut(tb_frames: list[str], start: int, source: tuple[int, str] | None, rank: int | None) -> None:
+        """A traceback that ended without its exception line: a cut traceback signal, unless the last line under
+        its last frame is a statement raising an exception with a literal message, which says what was raised."""
+        raised = _RAISE_LITERAL.match(source[1]) if source else None
+        if raised:
+            line = source[0]
+            signals.append(Signal("exception", f"{raised.group(1)}: {raised.group(3)}", line, rank))
+            frames[line], all_frames[line] = tb_frames[-2:], list(tb_frames)
+        else:
+            signals.append(_traceback_signal(tb_frames, start, rank))
+            all_frames[start] = list(tb_frames)
+
     for i, raw in enumerate(lines):
         text, rank = strip_prefixes(raw)
         stripped = text.strip()
@@ -348,9 +375,8 @@ def extract(log_text: str) -> RootCause:
             continue
         if _TRACEBACK.search(text):
             if in_traceback and tb_frames:  # a new traceback while the previous one had no exception line
-                signals.append(_traceback_signal(tb_frames, tb_start, rank))
-                all_frames[tb_start] = list(tb_frames)
-            in_traceback, tb_frames, tb_start = True, [], i
+                close_cut(tb_frames, tb_start, tb_source, rank)
+            in_traceback, tb_frames, tb_start, tb_source = True, [], i, None
             continue
         if _CHILD_ROOT.search(text):
             in_child_root = True
@@ -369,14 +395,17 @@ def extract(log_text: str) -> RootCause:
             continue
         frame = _FRAME.search(text)
         if frame and not in_traceback:  # the excerpt starts mid-traceback: its header was cut off
-            in_traceback, tb_frames, tb_start = True, [], i
+            in_traceback, tb_frames, tb_start, tb_source = True, [], i, None
         after_frame = 0  # where an exception may start on this line: after a frame joined to it, if any
         if frame and in_traceback:
             tb_frames.append(stripped)
+            tb_source = None
             parts = _FRAME_PARTS.search(stripped)
             after_frame = parts.end() if parts else len(stripped)
             if not _EXC.search(stripped, after_frame):  # a frame line, or a frame with its exception joined on
                 continue
+        if in_traceback and tb_frames and not frame and not _CARETS.match(stripped):
+            tb_source = (i, stripped)
         level = line_level(text)
         exc = _EXC.search(stripped, after_frame)
         printed_warning = _WARNING_CLASS.search(stripped) or _FORMATWARNING.match(stripped)
@@ -386,9 +415,11 @@ def extract(log_text: str) -> RootCause:
         if inner:  # "`ValueError: x` when doing y": the message, not the prose
             stripped, exc = quoted.group(1), inner
         unfenced = _FENCE_EDGE.sub("", stripped)
-        bare = not exc and level != "info" and _BARE_CALL_ERROR.match(unfenced)
-        attribute = not exc and level is None and _BARE_ATTRIBUTE_ERROR.search(unfenced)
-        runtime = not exc and level is None and _BARE_RUNTIME_ERROR.search(unfenced)
+        # a line an exception's message already took in (its continuation) is not an error of its own
+        own_line = not exc and not (continued and i - continued[0] <= 7 and stripped in continued[1])
+        bare = own_line and level != "info" and _BARE_CALL_ERROR.match(unfenced)
+        attribute = own_line and level is None and _BARE_ATTRIBUTE_ERROR.search(unfenced)
+        runtime = own_line and level is None and _BARE_RUNTIME_ERROR.search(unfenced)
         if bare:  # Python's bad-call message without its class: a TypeError, as it is
             signals.append(Signal("exception", unfenced, i, rank))
         elif attribute:  # an AttributeError's message without its class, from where it starts
@@ -404,6 +435,7 @@ def extract(log_text: str) -> RootCause:
             body = (exc.group(2) or "").strip()
             headless = not body or body.endswith(":")
             extra = _continuation(lines, i, 6, 2, skip_blank=True) if headless else _continuation(lines, i)
+            continued = (i, set(extra))
             message = _FENCE_EDGE.sub("", " ".join([stripped] + extra))
             wrapper = any(w in name for w in _WRAPPERS) or bool(_WRAPPER_MESSAGE.search(message))
             inner = _INNER_AFTER.split(message, maxsplit=1)
@@ -421,7 +453,7 @@ def extract(log_text: str) -> RootCause:
                 all_frames[i] = list(tb_frames)
             in_traceback, tb_frames = False, []
             continue
-        if level == "warning" and not _ASCEND.search(stripped):
+        if level == "warning" and not _ASCEND.search(stripped) and not _COLLECTIVE_WARN_ERROR.search(stripped):
             warnings.append(stripped[:300])
             continue
         if level == "info":
@@ -437,8 +469,7 @@ def extract(log_text: str) -> RootCause:
                 signals.append(Signal(kind, " ".join([stripped] + extra)[:800], i, rank))
                 break
     if in_traceback and tb_frames:
-        signals.append(_traceback_signal(tb_frames, tb_start, None))
-        all_frames[tb_start] = list(tb_frames)
+        close_cut(tb_frames, tb_start, tb_source, None)
     root = _summarise(signals, warnings, frames, child_rank, chains)
     if root.primary is not None:
         shown = all_frames.get(root.primary.line)

@@ -285,6 +285,40 @@ def test_a_collective_error_after_a_process_died_of_its_own_error_does_not_decid
     assert "DistBackendError" in extract("Traceback" + alone).primary.text
 
 
+def test_a_cut_traceback_ending_in_a_raise_statement_with_a_literal_message_says_what_was_raised():
+    cut = ('  File "/env/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 631, in __next__\n'
+           "    data = self._next_data()\n"
+           "raise ValueError('Please check if the max_length is appropriate.')\n")
+    root = extract(cut)
+    assert (root.primary.kind, root.primary.text) == ("exception", "ValueError: Please check if the max_length is "
+                                                                   "appropriate.")
+    assert root.code_path.startswith("raised in library torch (")  # the frames stay the exception's
+    carets = 'Traceback (most recent call last):\n  File "/w/a.py", line 3, in f\n    raise KeyError("no x")\n    ^^^^\n'
+    assert extract(carets).primary.text == "KeyError: no x"
+    # a formatted message is not the message that was raised: the traceback stays cut
+    formatted = 'Traceback (most recent call last):\n  File "/w/a.py", line 3, in f\n    raise ValueError(f"bad {x}")\n'
+    assert extract(formatted).primary.kind == "traceback"
+    # with its exception line, that line decides, not the raise statement
+    complete = formatted + "ValueError: bad 3\n"
+    assert extract(complete).primary.text == "ValueError: bad 3"
+
+
+@pytest.mark.parametrize("line", ["cannot import name 'EncoderDecoderCache' from 'transformers'",
+                                  "No module named 'flash_attn'"])
+def test_the_import_systems_messages_without_their_class_are_exceptions(line):
+    root = extract('  File "/w/train.py", line 2, in <module>\n    import x\n' + line + "\n")
+    assert (root.primary.kind, root.primary.text) == ("exception", line)
+    assert not extract("WARNING 03-20 02:24:17 ops.py:19] Failed to import with ModuleNotFoundError(\"No module "
+                       "named 'vllm._C'\")\n").failed
+
+
+def test_an_nccl_warn_line_naming_a_system_error_is_a_failure_and_routine_warn_notices_are_not():
+    root = extract("include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device\n")
+    assert root.failed and root.primary.kind == "collective"
+    quiet = extract("node1:12:34 [0] NCCL WARN Failed to open libibverbs.so[.1]\nstep 1 loss 2.0\n")
+    assert not quiet.failed and quiet.warnings
+
+
 def test_the_launch_command_before_the_decisive_signal_is_kept_with_its_continuation_lines():
     log = ("(base) root@node:/w# NPROC=8 torchrun --nproc_per_node 8 \\\n"
            "    train.py --bf16 \\\n"
