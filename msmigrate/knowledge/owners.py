@@ -33,7 +33,9 @@ DECIDING_FACTS: tuple[str, ...] = (
     "The code path of the root cause tells whose file each frame is (installed package, remote code of the "
     "checkpoint, code outside installed packages): an error raised in an installed package is decided by what "
     "the calling code outside the packages passed it (a setting: config; a sample: data; an object of the "
-    "project's own model class lacking what the library needs: model).",
+    "project's own model class lacking what the library needs: model). A checkpoint's remote code "
+    "(transformers_modules) is the model's own code: model when it must change; environment when it was written "
+    "for another release of the library it calls and the fix is that release.",
     "A model type or architecture the libraries do not know: environment when it is a published architecture a "
     "newer library release ships; model when it is a project's own architecture that must be registered; config "
     "when the checkpoint ships its code and only trust_remote_code is missing (transformers then asks for "
@@ -80,7 +82,7 @@ DECIDING_FACTS: tuple[str, ...] = (
     "class lacks: model when the model's code must change; config when an option in the run turns on what the "
     "class cannot do and may simply be turned off. A class of an installed library (transformers' own model "
     "class, by its name or the code path) is not code the migration changes: config (turn the option off, pick "
-    "another implementation); the project's own class (code outside installed packages) that the run needs the "
+    "another implementation), even when a newer release adds what it lacks; the project's own class (code outside installed packages) that the run needs the "
     "option for: model. When the excerpt shows neither, both fit.",
 )
 
