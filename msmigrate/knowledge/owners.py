@@ -28,14 +28,17 @@ OWNERS: tuple[str, ...] = tuple(OWNER_SEMANTICS)
 # log), and where the excerpt does not show the deciding fact, two owners stay possible and the answer is "unknown".
 DECIDING_FACTS: tuple[str, ...] = (
     "Whose code raises or lacks the thing: an installed library's or the training framework's own module, trainer, "
-    "optimizer or config class (a path under site-packages, a framework script of another release) is environment "
+    "optimizer or config class (a path under site-packages, a framework's script or trainer of another release, "
+    "installed or run from its source checkout) is environment "
     "- the versions disagree; the model's own classes, its config mapping or code the migration writes is model. "
     "The code path of the root cause tells whose file each frame is (installed package, remote code of the "
     "checkpoint, code outside installed packages): an error raised in an installed package is decided by what "
     "the calling code outside the packages passed it (a setting: config; a sample: data; an object of the "
-    "project's own model class lacking what the library needs: model). A checkpoint's remote code "
-    "(transformers_modules) is the model's own code: model when it must change; environment when it was written "
-    "for another release of the library it calls and the fix is that release.",
+    "project's own model class lacking what the library needs: model). Code written for another release of a "
+    "library it calls (a checkpoint's remote code in transformers_modules, a research project pinned to an older "
+    "timm, detectron2 or transformers) fails on an API the installed release renamed or removed: environment when "
+    "the fix is installing that release; model when the model's own code must change (a checkpoint's remote code "
+    "with a bug of its own, the plugin the migration writes).",
     "A model type or architecture the libraries do not know: environment when it is a published architecture a "
     "newer library release ships; model when it is a project's own architecture that must be registered; config "
     "when the checkpoint ships its code and only trust_remote_code is missing (transformers then asks for "
@@ -45,8 +48,12 @@ DECIDING_FACTS: tuple[str, ...] = (
     "definition or names differ from the checkpoint's; config when the log shows the run's own setting differs "
     "from the checkpoint's (parallel sizes, a hyperparameter argument, a checkpoint of another kind or stage given "
     "as the path: a dimension exactly 1/N of the other, a quantisation, size or variant argument, keys of another "
-    "head or training stage). When the log shows no such setting, the module definition or its loading code is "
-    "what must change: model.",
+    "head or training stage). A dimension that is a count the data or a size argument sets (a vocabulary or "
+    "dictionary size, a number of classes, frames or positions) points at that dictionary, dataset or argument: "
+    "data or config, not the module. When the log shows no such count or setting, the module definition or its "
+    "loading code is what must change: model.",
+    "A dataset's own definition file (class names and counts, annotation files, splits of a YOLO / mmdet / COCO "
+    "dataset) is data; the training YAML's or argument's path pointing at it is config.",
     "A file that does not exist or cannot be read: data when a dataset / media / tokenizer file itself is missing, "
     "empty or corrupt; config when the path in the message is visibly wrong (mangled, another root, an unexpanded "
     "variable); environment when model weights are truncated or a Git LFS pointer. A well-formed path to a "

@@ -10,9 +10,24 @@ def _fact(opening: str) -> str:
 
 def test_weights_that_do_not_fit_default_to_the_model_when_no_setting_is_shown():
     fact = _fact("Weights that do not fit the built model")
-    assert "When the log shows no such setting, the module definition or its loading code is what must change: " \
-           "model." in fact
+    assert "When the log shows no such count or setting, the module definition or its loading code is what must " \
+           "change: model." in fact
     assert "a dimension exactly 1/N of the other" in fact  # what a parallel-size setting looks like in the shapes
+    # a vocabulary / class / frame count in the mismatch is set by the data or an argument, not by the module
+    assert "a vocabulary or dictionary size, a number of classes, frames or positions" in fact
+    assert "data or config, not the module" in fact
+
+
+def test_code_written_for_another_library_release_is_environment_when_that_release_is_the_fix():
+    fact = _fact("Whose code raises or lacks the thing")
+    assert "Code written for another release of a library it calls" in fact
+    assert "environment when the fix is installing that release" in fact
+    assert "installed or run from its source checkout) is environment" in fact  # a framework's script, not the run's
+
+
+def test_a_datasets_own_definition_file_is_data_and_the_path_to_it_config():
+    fact = _fact("A dataset's own definition file")
+    assert "is data; the training YAML's or argument's path pointing at it is config" in fact
 
 
 def test_an_installed_librarys_class_lacking_an_option_is_config_not_model():
