@@ -48,7 +48,8 @@ DECIDING_FACTS: tuple[str, ...] = (
     "definition or names differ from the checkpoint's; config when the log shows the run's own setting differs "
     "from the checkpoint's (parallel sizes, a hyperparameter argument, a checkpoint of another kind or stage given "
     "as the path: a dimension exactly 1/N of the other, a quantisation, size or variant argument, keys of another "
-    "head or training stage). A dimension that is a count the data or a size argument sets (a vocabulary or "
+    "head or training stage, key names or shapes of another architecture's weights, such as another vision "
+    "tower's). A dimension that is a count the data or a size argument sets (a vocabulary or "
     "dictionary size, a number of classes, frames or positions) points at that dictionary, dataset or argument: "
     "data or config, not the module. When the log shows no such count or setting, the module definition or its "
     "loading code is what must change: model.",
