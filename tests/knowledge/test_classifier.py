@@ -232,12 +232,14 @@ def test_the_lexical_query_leaves_traceback_frame_paths_out():
 
 def test_a_plain_line_stating_a_known_message_is_a_failure_line():
     # no class, no level, no traceback: the extractor has no rule for it, but the catalog knows the message
-    log = "loading the checkpoint\nGPTNeoXForCausalLM does not support `device_map='auto'` yet.\n"
+    log = ("loading the checkpoint\nYou can't train a model that has been loaded with `device_map='auto'` in any "
+           "distributed mode. Please rerun your script specifying `--num_processes=1`.\n")
     result = classify(log)
-    assert (result.method, result.case_id) == ("regex", "model-no-split-modules")
+    assert (result.method, result.case_id) == ("regex", "device-map-auto-distributed")
     assert result.root_cause["primary"]["kind"] == "known_message"
     # the same words in a warning decide nothing (and never make a healthy log a failure)
-    warned = classify("WARNING: GPTNeoXForCausalLM does not support `device_map='auto'` yet, using cpu\n")
+    warned = classify("WARNING: You can't train a model that has been loaded with `device_map='auto'` in any "
+                      "distributed mode, using one process\n")
     assert warned.owner is None
 
 

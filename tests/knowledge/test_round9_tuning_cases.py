@@ -24,16 +24,25 @@ CASES = [
     ("dataset-schema-cast-failed", "data",
      "TypeError: Couldn't cast array of type\nstruct<id: int64, tags: list<item: string>>\nto\n{'id': Value('int64')}"),
     ("media-file-unreadable", "data", "OSError: image file is truncated (12 bytes not processed)"),
-    ("model-no-split-modules", "model",
-     "ValueError: MyVLForCausalLM does not support `device_map='auto'`. To implement support, the model class needs "
-     "to implement the `_no_split_modules` attribute."),
 ]
+NO_SPLIT = ("ValueError: MyVLForCausalLM does not support `device_map='auto'`. To implement support, the model class "
+            "needs to implement the `_no_split_modules` attribute.")
 
 
 @pytest.mark.parametrize("case_id,owner,message", CASES, ids=[c[0] for c in CASES])
 def test_the_exact_message_decides_the_case_and_owner(case_id, owner, message):
     result = classify(TB + message)
     assert (result.case_id, result.owner, result.method) == (case_id, owner, "regex")
+
+
+def test_a_case_the_tuning_corpus_shows_owned_by_two_phases_is_a_candidate_not_an_answer():
+    """`model-no-split-modules` (round 9): round 19's tuning half holds the message fixed by a launch setting
+    (merging on the CPU), so its regex reliability is 2 of 3 and the match goes to the LLM as the first candidate."""
+    from msmigrate.knowledge.classifier import load_calibration
+    assert load_calibration()["regex_cases"]["model-no-split-modules"] == {"hits": 3, "agree": 2}
+    result = classify(TB + NO_SPLIT)
+    assert result.method == "none" and result.candidates[0]["case_id"] == "model-no-split-modules"
+    assert result.candidates[0]["tuning_agree"] == 2 and result.candidates[0]["tuning_hits"] == 3
 
 
 NEAR_MISSES = [
