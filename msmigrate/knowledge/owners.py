@@ -65,7 +65,12 @@ DECIDING_FACTS: tuple[str, ...] = (
     "excerpt shows one; when the timeout is the only error, environment (network, cluster, communication settings).",
     "An Ascend / CANN error code raised inside the runtime or an operator (EZ/EE/EH/EI codes, 5xxxxx / 1xxxxx error "
     "codes, an aicore exception) with no error of the run's own code: environment; the log must name an input the "
-    "data or model produced (an out-of-range index, a dtype) for another owner.",
+    "data or model produced (an out-of-range index, a dtype) for another owner. The same holds for any accelerator "
+    "runtime's own fault (HIP / ROCm, XLA / TPU, Habana, oneCCL, MPS, CUDA driver errors).",
+    "A device that lacks a dtype or feature the run asks for (bf16 on an older GPU, float64 on MPS, a fused kernel "
+    "for another architecture): config when a setting of the run asks for it and can ask for another; model when "
+    "the model's own code hard-codes it; environment when the installed build lacks the device's support (a torch "
+    "or kernel built without its architecture).",
     "Out of memory on the device: config (batch, sequence length, sharding, offload, recompute) unless one tensor "
     "is absurdly large (corrupt sizes: model or data). A process killed by the host (SIGKILL, exit code -9, a "
     "killed DataLoader worker): environment (host memory) unless the log shows the setting that exhausts it.",

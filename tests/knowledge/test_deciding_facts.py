@@ -50,3 +50,10 @@ def test_an_absent_file_at_a_well_formed_path_is_data_and_an_unfetchable_hub_rep
 def test_a_forward_signature_mismatch_is_the_models_unless_the_data_path_calls_or_the_batch_is_empty():
     fact = _fact("A forward() that misses a required argument or rejects a keyword")
     assert "the forward signature is the model's" in fact and "the batch reaching the model is empty (data)" in fact
+
+
+def test_a_device_lacking_what_the_run_asks_for_is_decided_by_who_asks_and_runtime_faults_by_any_accelerator():
+    fact = _fact("A device that lacks a dtype or feature the run asks for")
+    assert "config when a setting of the run asks for it" in fact and "model when the model's own code hard-codes" in fact
+    assert "environment when the installed build lacks the device's support" in fact
+    assert "HIP / ROCm, XLA / TPU, Habana, oneCCL, MPS" in _fact("An Ascend / CANN error code")
