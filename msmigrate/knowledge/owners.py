@@ -95,8 +95,8 @@ DECIDING_FACTS: tuple[str, ...] = (
     "class lacks: model when the model's code must change; config when an option in the run turns on what the "
     "class cannot do and may simply be turned off. A class of an installed library (transformers' own model "
     "class, by its name or the code path) is not code the migration changes: config (turn the option off, pick "
-    "another implementation), even when a newer release adds what it lacks; the project's own class (code outside installed packages) that the run needs the "
-    "option for: model. When the excerpt shows neither, both fit.",
+    "another implementation), even when a newer release adds what it lacks; the project's own class (code outside "
+    "installed packages) that the run needs the option for: model. When the excerpt shows neither, both fit.",
 )
 
 

@@ -80,12 +80,14 @@ _SHELL_COMMAND = re.compile(r"\s\\$|^(?:\$\s|[A-Z_][A-Z0-9_]*=\S*\s|(?:python\d?
 # formatting): when the exception line itself was cut off, this says what was raised
 _RAISE_LITERAL = re.compile(r"^raise\s+((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt))\("
                             r"(['\"])([^'\"{}%\\]+)\2\)(?:\s+from\s+\w+)?$")
+_HEADLESS_LIMIT = 6  # lines read after a message-less exception header for its message
 _CARETS = re.compile(r"^[\^~]+$")  # the markers Python 3.11+ prints under the failing expression
 # A launch command (a launcher or a Python entry, after an optional prompt and environment assignments): the
 # settings the run was started with, which decide a config owner more often than the error does
 _LAUNCH_COMMAND = re.compile(r"^(?:\(\S+\)\s+)?(?:\S*[$#]\s+)?(?:(?:export\s+)?[A-Z_][A-Z0-9_]*=\S*\s+)*"
-                             r"(?:\S*python\d?(?:\.\d+)?\s+(?:-[A-Za-z]\s+)*(?:-m\s+[\w.]+|\S+\.py)|torchrun|deepspeed|accelerate\s+launch|srun|"
-                             r"mpirun|msrun|llamafactory-cli|swift\s+(?:sft|rlhf|pt|infer)|bash\s+\S+\.sh|sh\s+\S+\.sh)"
+                             r"(?:\S*python\d?(?:\.\d+)?\s+(?:-[A-Za-z]\s+)*(?:-m\s+[\w.]+|\S+\.py)|torchrun|deepspeed|"
+                             r"accelerate\s+launch|srun|mpirun|msrun|llamafactory-cli|swift\s+(?:sft|rlhf|pt|infer)|"
+                             r"bash\s+\S+\.sh|sh\s+\S+\.sh)"
                              r"(?:\s|$)")
 # an exception message a reporter quoted in inline backticks inside a sentence: the quoted part is the message
 _INLINE_QUOTED = re.compile(r"^`([^`]+)`\s+\S")
@@ -107,12 +109,14 @@ _LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\](?:[^/\\]+\.egg[/\\
 # first folder, which is an installed package's import name when the frame is that package's code
 _ELIDED_PATH = re.compile(r"^(?:\.\.\.|…)[/\\]([A-Za-z_]\w*)[/\\]")
 _REMOTE_PATH = re.compile(r"transformers_modules|[/\\]huggingface[/\\]modules[/\\]")
-_STDLIB_PATH = re.compile(r"^<frozen |[/\\]lib(?:64)?[/\\]python3\.\d+[/\\](?!site-packages|dist-packages)[\w]+(?:\.py|[/\\])|"
+_STDLIB_PATH = re.compile(r"^<frozen |[/\\]lib(?:64)?[/\\]python3\.\d+[/\\](?!site-packages|dist-packages)[\w]+"
+                          r"(?:\.py|[/\\])|"
                           r"[/\\]Lib[/\\](?!site-packages)\w+(?:\.py|[/\\])")  # a Windows install's Lib folder
 # A package pip is building or installing from source (its temporary build folder, or a virtual environment's
 # src/ folder of VCS checkouts): a package's code, not the run's, though no site-packages is in the path
 _PIP_BUILD_PATH = re.compile(r"[/\\]pip-(?:install|build-env|build|wheel)-\w+[/\\]([A-Za-z_][\w-]*?)"
-                             r"(?:[_-][0-9a-f]{16,})?[/\\]|[/\\](?:\.virtualenvs|envs)[/\\][^/\\]+[/\\]src[/\\]([A-Za-z_]\w*)[/\\]|"
+                             r"(?:[_-][0-9a-f]{16,})?[/\\]|"
+                             r"[/\\](?:\.virtualenvs|envs)[/\\][^/\\]+[/\\]src[/\\]([A-Za-z_]\w*)[/\\]|"
                              r"[/\\]pip-req-build-\w+[/\\]")  # the checkout pip builds: its folder has no name
 # An environment's bin/ (or Scripts\) file without a .py suffix is an installed console script (torchrun,
 # deepspeed, accelerate, llamafactory-cli): the launcher stub of a package, not the run's own code
@@ -191,7 +195,7 @@ class RootCause:
     cause: str = ""  # the evidence without wrapper lines: what the lexical stage is asked about
     code_path: str = ""  # whose code the decisive traceback passes through (code_path()), for the LLM
     facts: list[str] = field(default_factory=list)  # what the installed libraries said (library_facts), for the LLM
-    command: str = ""  # the launch command the log shows last before the decisive signal (launch_command()), for the LLM
+    command: str = ""  # the last launch command the log shows before the decisive signal, for the LLM
     cut_later: str = ""  # the last frame of a traceback after the decisive signal whose exception line was cut off
 
     @property
@@ -416,7 +420,7 @@ def extract(log_text: str) -> RootCause:
             stripped, exc = quoted.group(1), inner
         unfenced = _FENCE_EDGE.sub("", stripped)
         # a line an exception's message already took in (its continuation) is not an error of its own
-        own_line = not exc and not (continued and i - continued[0] <= 7 and stripped in continued[1])
+        own_line = not exc and not (continued and i - continued[0] <= _HEADLESS_LIMIT + 1 and stripped in continued[1])
         bare = own_line and level != "info" and _BARE_CALL_ERROR.match(unfenced)
         attribute = own_line and level is None and _BARE_ATTRIBUTE_ERROR.search(unfenced)
         runtime = own_line and level is None and _BARE_RUNTIME_ERROR.search(unfenced)
@@ -434,7 +438,8 @@ def extract(log_text: str) -> RootCause:
                 stripped = stripped[exc.start():]
             body = (exc.group(2) or "").strip()
             headless = not body or body.endswith(":")
-            extra = _continuation(lines, i, 6, 2, skip_blank=True) if headless else _continuation(lines, i)
+            extra = _continuation(lines, i, _HEADLESS_LIMIT, 2, skip_blank=True) if headless else \
+                _continuation(lines, i)
             continued = (i, set(extra))
             message = _FENCE_EDGE.sub("", " ".join([stripped] + extra))
             wrapper = any(w in name for w in _WRAPPERS) or bool(_WRAPPER_MESSAGE.search(message))
