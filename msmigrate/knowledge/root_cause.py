@@ -159,6 +159,7 @@ _PLUMBING_FRAME = re.compile(r"torch/distributed/(?:elastic|run\.py|launch\.py|l
 _ASSERTION = r"Assertion `.*` failed|block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion "
 _ERROR_LEVEL = re.compile(r"(?:^|[\[\s|])(ERROR|CRITICAL|FATAL|error)(?:[\]|:\s]|$)|" + _ASSERTION +
                           r"|Segmentation fault|\(core dumped\)|"  # a native crash
+                          r"^\s*CMake Error\b|"  # a native extension's build: what its pip / setup.py wrapper hides
                           r"!!! CRITICAL|^\s*\[E[\s\d][^\]]*\]|^E\d{4} \d\d:|^Import failed: |"
                           r"\bfailed\b.*\b\w*Error\b:|^\s*size mismatch for \S+: copying a param with shape|"
                           r"\[Errno \d+\] \S")
@@ -354,6 +355,7 @@ def extract(log_text: str) -> RootCause:
     chained_from: int | None = None
     tb_source: tuple[int, str] | None = None  # the last line under the traceback's last frame (its source line)
     continued: tuple[int, set[str]] | None = None  # the last exception's line and the lines its message took in
+    oom_warnings: list[Signal] = []  # warnings reporting an out-of-memory error a library caught and went on from
 
     def close_cut(tb_frames: list[str], start: int, source: tuple[int, str] | None, rank: int | None) -> None:
         """A traceback that ended without its exception line: a cut traceback signal, unless the last line under
@@ -460,6 +462,8 @@ def extract(log_text: str) -> RootCause:
             continue
         if level == "warning" and not _ASCEND.search(stripped) and not _COLLECTIVE_WARN_ERROR.search(stripped):
             warnings.append(stripped[:300])
+            if _OOM.search(stripped):
+                oom_warnings.append(Signal("oom", stripped[:800], i, rank))
             continue
         if level == "info":
             continue
@@ -475,6 +479,10 @@ def extract(log_text: str) -> RootCause:
                 break
     if in_traceback and tb_frames:
         close_cut(tb_frames, tb_start, tb_source, None)
+    if oom_warnings and all(s.wrapper for s in signals):
+        # nothing else says what failed: memory ran out where a library only warned (a state_dict clone, an
+        # autotuner), and the run died of it later, past the excerpt's end
+        signals = sorted(signals + oom_warnings, key=lambda s: s.line)
     root = _summarise(signals, warnings, frames, child_rank, chains)
     if root.primary is not None:
         shown = all_frames.get(root.primary.line)

@@ -489,3 +489,28 @@ def test_an_error_line_beats_a_traceback_cut_before_its_exception_and_keeps_its_
     # a cut traceback alone is still the root cause
     alone = extract(log.split("\n", 1)[1])
     assert alone.primary.kind == "traceback"
+
+
+def test_a_cmake_error_is_the_root_cause_its_setup_wrapper_hides():
+    log = ("  CMake Error at cmake/FindThing.cmake:19 (find_library):\n"
+           "    Could not find thing_LIBRARY using the following names: thing, libthing.so.\n"
+           "  -- Configuring incomplete, errors occurred!\n"
+           "Traceback (most recent call last):\n"
+           '  File "/src/pkg/setup.py", line 336, in _build\n'
+           "    subprocess.run(command, cwd=build_dir, check=True)\n"
+           "subprocess.CalledProcessError: Command '['cmake', '-S', 'src']' returned non-zero exit status 1.\n")
+    root = extract(log)
+    assert root.primary.kind == "error_line" and "Could not find thing_LIBRARY" in root.primary.text
+    # a build log's status lines that merely name CMake are no failure
+    assert not extract("-- The CMake Error handling module was found\n-- Build files written\n").failed
+
+
+def test_a_warning_reporting_out_of_memory_decides_only_when_nothing_else_failed():
+    warned = ("/site-packages/torch/distributed/fsdp/api.py:2224: UserWarning: Failed to clone() tensor with name "
+              "lm_head.weight. Error: CUDA out of memory. Tried to allocate 502.00 MiB (GPU 1; 39.59 GiB total)\n")
+    root = extract(warned)
+    assert root.failed and root.primary.kind == "oom" and "Tried to allocate" in root.primary.text
+    later = extract(warned + "ValueError: labels and logits differ in length\n")
+    assert later.primary.kind == "exception" and later.primary.text.startswith("ValueError")
+    # an ordinary warning is still no failure
+    assert not extract("UserWarning: TypedStorage is deprecated. It will be removed in the future\n").failed
