@@ -247,6 +247,23 @@ def report_audits(folder: Path | None, use_regex: bool, llm: LLMStage | None) ->
         _report_audit(f"{path.name}: {len(audit)} excerpts judged", None, audit, folder, use_regex, llm)
     if together:  # every judged held-out excerpt at once: the figure the goal is about, where the excerpt decides
         _report_audit("every audit's held-out excerpts", "heldout", together, folder, use_regex, llm)
+        heldout = {name for name in together if name in _heldout_names(folder)}
+        print(excerpt_ceiling({name: together[name] for name in heldout}))
+
+
+def _heldout_names(folder: Path | None) -> set[str]:
+    return {e.name for e in load_corpus("heldout", folder) if not e.healthy}
+
+
+def excerpt_ceiling(audit: dict[str, dict]) -> str:
+    """What the judged excerpts allow a classifier that reads only the excerpt: it can be right with no risk of a
+    confident wrong answer only where the excerpt decides its owner, and right at all only where it also leans to it
+    (an excerpt judged ``no`` points elsewhere or leaves the thread's choice open)."""
+    verdicts = [said.get("decides") for said in audit.values()]
+    yes, partly, total = verdicts.count("yes"), verdicts.count("partly"), len(verdicts)
+    return (f"  what these {total} excerpts allow a classifier reading only the excerpt: decided by the excerpt "
+            f"{_pct(yes, total)}; decided or leaning to the label {_pct(yes + partly, total)} (the most it could get "
+            f"right, each leaning one with another owner still plausible)")
 
 
 def _report_audit(title: str, split: str | None, audit: dict[str, dict], folder: Path | None, use_regex: bool,

@@ -216,3 +216,15 @@ def test_knowledge_accuracy_reports_figures_by_decidability_audit(tmp_path, caps
     together = out.split("by decidability (every audit's held-out excerpts;")[1]
     assert f"decides yes: {int('a' in held)} failures" in together and \
         f"decides no: {int('b' in held)} failures" in together
+    # what the judged held-out excerpts allow at most: the share deciding their owner, and deciding or leaning to it
+    yes = int("a" in held)
+    assert f"what these {len(held)} excerpts allow a classifier reading only the excerpt" in together
+    if held:
+        assert f"decided by the excerpt {100 * yes / len(held):.1f}% ({yes}/{len(held)})" in together
+
+
+def test_the_excerpt_ceiling_counts_yes_and_partly_verdicts():
+    ceiling = _load("knowledge_accuracy").excerpt_ceiling(
+        {"a": {"decides": "yes"}, "b": {"decides": "partly"}, "c": {"decides": "no"}, "d": {"decides": "no"}})
+    assert "these 4 excerpts" in ceiling and "decided by the excerpt 25.0% (1/4)" in ceiling
+    assert "decided or leaning to the label 50.0% (2/4)" in ceiling
