@@ -33,13 +33,21 @@ import hashlib
 import json
 import sys
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 
 from msmigrate.knowledge.classifier import classify
 from msmigrate.knowledge.labeled_set import load_labeled
-from msmigrate.knowledge.real_log_corpus import CORPUS_DIR, load_corpus
+from msmigrate.knowledge.real_log_corpus import CORPUS_DIR, RealLog
+from msmigrate.knowledge.real_log_corpus import load_corpus as _load_corpus
 
 OWNERS = ["model", "data", "config", "environment", "none"]
+
+
+@lru_cache(maxsize=None)
+def load_corpus(split: str | None, folder: Path | None) -> tuple[RealLog, ...]:
+    """The corpus, parsed once per run: every table below reads it again (a thousand YAML files)."""
+    return tuple(_load_corpus(split, folder))
 
 
 class Score:
