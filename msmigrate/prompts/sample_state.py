@@ -229,6 +229,10 @@ def sample_classify_failure() -> dict[str, Any]:
         "deterministic": {"answer": "unknown (no case it trusts)", "tentative": False},
         "settings": [{"path": "examples/demo_vl/demo_vl.yaml",
                       "text": "data:\n  dataset_param:\n    template: demo_vl\n    cutoff_len: 2048\n"}],
+        "runtime": ["installed: python 3.10.14, torch 2.7.1, transformers 4.57.0, accelerate 1.10.0",
+                    "torch_npu: 2.7.1 (imports)",
+                    "device: npu x8; npu-smi lists 8 NPU(s): 910B3 (health OK), HBM 65536 MB each, 3200 MB already "
+                    "in use on the busiest"],
     }
 
 

@@ -357,3 +357,24 @@ def test_a_match_outside_the_failure_lines_is_said_to_decide_nothing():
     outside = {"case_id": "model-no-split-modules", "stage": "regex", "priority": 60, "outside_failure_lines": True}
     assert "not one of the log's failure lines" in candidate_basis(outside)
     assert candidate_basis({**outside, "outside_failure_lines": False}) == "its message matched the log"
+
+
+def test_llm_is_shown_the_target_runtime_the_run_probed(fast_prepare, tmp_path, monkeypatch):
+    """Inside a run the versions and devices that decide environment were probed at its start: the classify prompt
+    shows them (a torch_npu that does not import, the installed releases), not only the log."""
+    import msmigrate.agent.nodes.prepare as prepare
+    from msmigrate.core.tool_result import ToolResult
+
+    probed = {"python": "3.10.14", "torch": "2.7.1", "transformers": "4.57.0", "packages": {"accelerate": "1.10.0"},
+              "torch_npu": {"found": True, "importable": False, "error": "ImportError: libhccl.so: cannot open"},
+              "device": "cpu"}
+    monkeypatch.setattr(prepare, "run_probe", lambda *a, **k: ToolResult.success(returncode=0, result=probed))
+    gates = FakeGates({"G2": [UNKNOWN, None]})
+    with ScriptedChatServer({}, classify_reply='{"owner": "data", "reason": "r"}') as server:
+        run = make_run(fast_prepare, tmp_path, llm_policy(server), gates)
+        drive(run)
+        (request,) = [r for r in server.requests if not r.get("tools")]
+    prompt = request["messages"][0]["content"]
+    section = prompt.split("## The target runtime (probed when this run started; facts, not log lines)", 1)[1]
+    assert "- installed: python 3.10.14, torch 2.7.1, transformers 4.57.0, accelerate 1.10.0" in section
+    assert "- torch_npu: installed but does not import: ImportError: libhccl.so: cannot open" in section

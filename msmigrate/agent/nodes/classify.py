@@ -14,6 +14,7 @@ from msmigrate.agent.budgets import bump
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.run_settings import run_settings
+from msmigrate.agent.runtime_facts import runtime_facts
 from msmigrate.agent.state import EXIT_GATE_FAILED, gates_before
 from msmigrate.knowledge.catalog import load_catalog
 from msmigrate.knowledge.classifier import Classification, classify, load_calibration
@@ -97,11 +98,12 @@ def deterministic_view(verdict: Classification) -> dict[str, Any]:
     return {"answer": answer, "tentative": verdict.tentative}
 
 
-def llm_evidence(gate: str, verdict: Classification,
-                 settings: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def llm_evidence(gate: str, verdict: Classification, settings: list[dict[str, str]] | None = None,
+                 runtime: list[str] | None = None) -> dict[str, Any]:
     """What the LLM is shown besides the excerpt: the root cause, the deterministic stages' answer with its
     confidence, the closest cases with their owners and how each was found, and (inside a run) the run's own
-    settings files (agent/run_settings.py), which hold the fact that decides config more often than the log does."""
+    settings files (agent/run_settings.py), which hold the fact that decides config more often than the log does,
+    and the target runtime the run probed (agent/runtime_facts.py): versions and devices, which decide environment."""
     primary = verdict.root_cause.get("primary") or {}
     catalog = load_catalog()
     calibration = load_calibration()
@@ -142,6 +144,8 @@ def llm_evidence(gate: str, verdict: Classification,
                 "deterministic": deterministic_view(verdict)}
     if settings:  # only when there are files: a corpus excerpt's evidence (and its recorded answers' key) is unchanged
         evidence["settings"] = settings
+    if runtime:  # likewise only inside a run that probed its runtime
+        evidence["runtime"] = runtime
     return evidence
 
 
@@ -179,7 +183,8 @@ def make_classify_node(deps: RunDeps):
         if asks_llm(verdict):
             view = PolicyView(phase="classify", state=state, messages=[], tools=[], ctx=deps.ctx)
             settings = run_settings(deps.ctx.target, deps.ctx.model_name)
-            opinion = deps.policy.classify(text, view, evidence=llm_evidence(failed["gate"], verdict, settings))
+            opinion = deps.policy.classify(text, view, evidence=llm_evidence(failed["gate"], verdict, settings,
+                                                                             runtime_facts(state.get("runtime"))))
         if verdict.tentative:  # reviewed: the LLM's owner overrides; its abstention (or no LLM) leaves it standing
             if opinion and opinion.get("owner"):
                 failure.update(opinion, overrode=f"{verdict.case_id or verdict.owner} ({verdict.method}, "

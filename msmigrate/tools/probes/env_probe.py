@@ -2,7 +2,8 @@
 
     python env_probe.py [--target] [<MindSpeed-MM root>]
 
-Prints one line ``MSMIGRATE_PROBE_RESULT {json}`` with: python/torch/transformers versions; torch_npu (found,
+Prints one line ``MSMIGRATE_PROBE_RESULT {json}`` with: python/torch/transformers versions and, from installed
+metadata, those of other training libraries (``packages``); torch_npu (found,
 importable, error); ``npu-smi info`` (present, NPUs listed with health and HBM); torch.npu / torch.cuda device counts;
 CANN ``set_env.sh`` files found; whether ``mindspeed_mm`` imports with NON_MEGATRON=true from the target root; and the
 resulting ``device`` (npu > cuda > cpu; NPU only when torch_npu imports AND devices are visible).
@@ -10,6 +11,7 @@ resulting ``device`` (npu > cuda > cpu; NPU only when torch_npu imports AND devi
 torch_npu is imported only if its spec is found (and after torch); nothing here installs or changes anything.
 """
 import importlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -31,6 +33,10 @@ NPU_ROW = re.compile(r"^\|\s*(\d+)\s+([A-Za-z0-9][\w.-]*)\s+\|\s*([A-Za-z]+)\s*\
 # the chip row below it ends with HBM usage "used / total |"
 HBM_PAIR = re.compile(r"(\d+)\s*/\s*(\d+)\s*\|\s*$")
 VERSION = re.compile(r"npu-smi\s+(\S+)")
+# Libraries a training run's failures most often depend on the release of, read from their installed metadata (no
+# import): the classify prompt shows them so that "this release lacks that API" can be checked, not guessed.
+PACKAGES = ("accelerate", "peft", "deepspeed", "datasets", "tokenizers", "safetensors", "numpy", "torchvision",
+            "flash-attn", "mindspeed", "megatron-core", "apex")
 
 
 def emit(payload):
@@ -68,6 +74,17 @@ def probe_npu_smi():
     if out.returncode != 0:
         info["error"] = (out.stderr or out.stdout).strip()[-500:]
     return info
+
+
+def package_versions(names=PACKAGES):
+    """{distribution: version or None (not installed)}, from installed metadata only."""
+    found = {}
+    for name in names:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
 
 
 def module_version(name):
@@ -161,6 +178,7 @@ def main(argv):
     info = {"python": platform.python_version(), "python_executable": sys.executable}
     info["npu_smi"] = probe_npu_smi()
     info.update(probe_torch_side())
+    info["packages"] = package_versions()
     info["cann_set_env"] = cann_set_env_files()
     info["ascend_env"] = {k: v for k, v in os.environ.items() if k.startswith(("ASCEND_", "HCCL_"))}
     if target:
