@@ -255,12 +255,8 @@ def report_audits(folder: Path | None, use_regex: bool, llm: LLMStage | None) ->
         _report_audit(f"{path.name}: {len(audit)} excerpts judged", None, audit, folder, use_regex, llm)
     if together:  # every judged held-out excerpt at once: the figure the goal is about, where the excerpt decides
         _report_audit("every audit's held-out excerpts", "heldout", together, folder, use_regex, llm)
-        heldout = {name for name in together if name in _heldout_names(folder)}
-        print(excerpt_ceiling({name: together[name] for name in heldout}))
-
-
-def _heldout_names(folder: Path | None) -> set[str]:
-    return {e.name for e in load_corpus("heldout", folder) if not e.healthy}
+        heldout = {e.name for e in load_corpus("heldout", folder) if not e.healthy}
+        print(excerpt_ceiling({name: said for name, said in together.items() if name in heldout}))
 
 
 def excerpt_ceiling(audit: dict[str, dict]) -> str:
