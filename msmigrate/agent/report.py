@@ -7,11 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import git
-
 from msmigrate.agent.gates.parity import parity_summary
 from msmigrate.agent.megatron_report import GATE_TITLES as MEGATRON_GATE_TITLES, megatron_section
 from msmigrate.agent.state import EXIT_UNSUPPORTED, PHASE_GATES
+from msmigrate.core.git import GitError, branch_exists, git_out, is_repo
 from msmigrate.core.secret_mask import mask_text
 
 GATE_TITLES = {
@@ -85,15 +84,17 @@ def plot_losses(series: dict[str, tuple[list[int], list[float]]], path: Path) ->
 
 
 def diff_summary(target: Path, base: str | None, branch: str) -> str:
+    if not is_repo(target):
+        return f"(diff unavailable: {target} is not a git work tree)"
+    if base is None or not branch_exists(target, branch):
+        return "(no edits recorded)"
     try:
-        repo = git.Repo(target)
-        if base is None or branch not in [h.name for h in repo.heads]:
-            return "(no edits recorded)"
-        stat = repo.git.diff("--stat", f"{base}..{branch}")
-        log = repo.git.log("--oneline", f"{base}..{branch}")
-        return f"{stat}\n\ncommits on {branch}:\n{log}" if stat else "(no changes)"
-    except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+        stat = git_out(target, "diff", "--stat", "--no-color", f"{base}..{branch}")
+        log = git_out(target, "log", "--oneline", "--no-color", f"{base}..{branch}")
+    except GitError as exc:
         return f"(diff unavailable: {exc})"
+    stat, log = stat.rstrip("\n"), log.rstrip("\n")
+    return f"{stat}\n\ncommits on {branch}:\n{log}" if stat else "(no changes)"
 
 
 def _gate_rows(gates: dict[str, Any], titles: dict[str, str] = GATE_TITLES) -> list[str]:

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
+
+from msmigrate.core.git import git
 
 
 def copy_tree(tree: Path, dest: Path) -> None:
@@ -24,4 +25,4 @@ def commit_baseline(dest: Path, message: str) -> None:
     for args in (("init", "-q", "-b", "master"), ("add", "-A"),
                  ("-c", "user.name=msmigrate-standin", "-c", "user.email=standin@msmigrate.invalid",
                   "commit", "-q", "-m", message)):
-        subprocess.run(["git", "-C", str(dest), *args], check=True, capture_output=True, text=True)
+        git(dest, *args)

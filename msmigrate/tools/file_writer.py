@@ -27,10 +27,10 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-import git
 import yaml
 from pydantic import BaseModel, Field
 
+from msmigrate.core.git import GitError, git, git_out, head_commit, is_repo
 from msmigrate.core.run_context import BRANCH_B_FILES, RunContext
 from msmigrate.core.secret_mask import mask_text
 from msmigrate.core.tool_result import ToolResult, make_tool
@@ -195,22 +195,16 @@ def additive_violation(old: str, new: str) -> str | None:
 # ----------------------------------------------------------------------------------------------- git work branch
 
 
-def _repo(ctx: RunContext):
-    import git
-
-    try:
-        return git.Repo(Path(ctx.target), search_parent_directories=False)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return None
+def _repo(ctx: RunContext) -> Path | None:
+    """The run's work tree when it is a git work tree of its own (not a folder inside another repository)."""
+    root = Path(ctx.target)
+    return root if is_repo(root) else None
 
 
 def target_commit(ctx: RunContext) -> str | None:
     """The target's HEAD commit (every accepted edit is a commit, so it names the state the gates see)."""
     repo = _repo(ctx)
-    try:
-        return repo.head.commit.hexsha if repo is not None else None
-    except ValueError:  # a repository without commits
-        return None
+    return head_commit(repo) if repo is not None else None  # None also for a repository without commits
 
 
 def changed_since(ctx: RunContext, commit: str, paths: list[str]) -> list[str] | None:
@@ -219,11 +213,10 @@ def changed_since(ctx: RunContext, commit: str, paths: list[str]) -> list[str] |
     repo = _repo(ctx)
     if repo is None or not commit or not paths:
         return None
-    try:
-        out = repo.git.diff("--name-only", commit, "HEAD", "--", *paths)
-    except git.GitCommandError:
+    proc = git(repo, "diff", "--name-only", commit, "HEAD", "--", *paths, check=False)
+    if proc.returncode != 0:
         return None
-    return [line for line in out.splitlines() if line.strip()]
+    return [line for line in proc.stdout.splitlines() if line.strip()]
 
 
 def ensure_work_branch(ctx: RunContext):
@@ -243,19 +236,20 @@ def ensure_work_branch(ctx: RunContext):
     repo = _repo(ctx)
     if repo is None:
         return f"work tree {ctx.target} is not a git repository; edits must be committed"
-    if not repo.head.is_valid():
+    if head_commit(repo) is None:
         return f"work tree {ctx.target} has no commits"
-    if repo.head.is_detached or repo.active_branch.name != ctx.work_branch:
+    branch = git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
+    if branch != ctx.work_branch:
         return f"work tree {ctx.target} is not on {ctx.work_branch}; refusing to edit"
     return repo
 
 
-def _commit(repo, ctx: RunContext, rel: str, message: str) -> tuple[str, str]:
-    with repo.git.custom_environment(**AUTHOR):
-        repo.git.add("-f", "--", rel)
-        repo.git.commit("--no-verify", "--only", "-m", f"{message}\n\n{TRAILER}: {ctx.run_id}", "--", rel)
-    sha = repo.head.commit.hexsha
-    return sha, repo.git.show("--format=", "--no-color", sha)
+def _commit(repo: Path, ctx: RunContext, rel: str, message: str) -> tuple[str, str]:
+    git(repo, "add", "-f", "--", rel, env_extra=AUTHOR)
+    git(repo, "commit", "--no-verify", "--only", "-m", f"{message}\n\n{TRAILER}: {ctx.run_id}", "--", rel,
+        env_extra=AUTHOR)
+    sha = git_out(repo, "rev-parse", "HEAD").strip()
+    return sha, git_out(repo, "show", "--format=", "--no-color", sha).rstrip("\n")
 
 
 # ToolNode runs a decision's tool calls in parallel threads; git's index allows one writer at a time.
@@ -310,7 +304,7 @@ def _apply(ctx: RunContext, path: str, make_new, op: str, reason: str) -> ToolRe
     summary = f"msmigrate: {op} {target.rel}" + (f" ({reason[:120]})" if reason else "")
     try:
         sha, diff = _commit(repo, ctx, target.rel, summary)
-    except git.GitCommandError as exc:  # the file vanished or turned into a link between the write and git add
+    except GitError as exc:  # the file vanished or turned into a link between the write and git add
         return ToolResult.failure(f"refused: {target.rel} changed while it was committed: "
                                   f"{str(exc.stderr or exc).strip()[:300]}", path=target.rel)
     if not exists:  # the model just sent this text: echoing it back as a diff doubles the prompt for nothing
@@ -364,41 +358,50 @@ def tag_phase(ctx: RunContext, phase: str) -> ToolResult:
     repo = ensure_work_branch(ctx)
     if isinstance(repo, str):
         return ToolResult.failure(repo)
-    tag = repo.create_tag(_tag_name(ctx, phase), ref=repo.head.commit, force=True)
-    return ToolResult.success(tag=tag.name, commit=tag.commit.hexsha)
+    name, head = _tag_name(ctx, phase), git_out(repo, "rev-parse", "HEAD").strip()
+    git(repo, "tag", "-f", name, head)
+    return ToolResult.success(tag=name, commit=head)
 
 
-def _edit_commits(repo, ctx: RunContext, since: str) -> list[str]:
-    return [c.hexsha for c in repo.iter_commits(f"{since}..HEAD")]
+def _edit_commits(repo: Path, ctx: RunContext, since: str) -> list[str]:
+    return git_out(repo, "rev-list", f"{since}..HEAD").split()
+
+
+def _run_tags(repo: Path, ctx: RunContext) -> dict[str, str]:
+    """This run's tags (``msmigrate/<run_id>/<phase>``) and the commit each names."""
+    out = git_out(repo, "for-each-ref", "--format=%(refname) %(objectname) %(*objectname)",
+                  f"refs/tags/{ctx.work_branch}/")
+    tags = {}
+    for line in out.splitlines():
+        name, sha, *peeled = line.split()
+        tags[name.removeprefix("refs/tags/")] = peeled[0] if peeled else sha  # an annotated tag names its commit through the peeled id
+    return tags
 
 
 @_locked
 def rollback(ctx: RunContext, phase_or_commit: str) -> ToolResult:
     """Hard-reset the work branch to a phase tag or to a commit that is already on the work branch."""
-    import git
-
     repo = ensure_work_branch(ctx)
     if isinstance(repo, str):
         return ToolResult.failure(repo)
-    tags = {t.name: t for t in repo.tags}
+    tags = _run_tags(repo, ctx)
     name = _tag_name(ctx, phase_or_commit)
     if name in tags:
-        sha = tags[name].commit.hexsha
+        sha = tags[name]
     else:
         if not re.fullmatch(r"[0-9a-fA-F]{7,40}", phase_or_commit or ""):
             known = sorted(t.split("/")[-1] for t in tags if t.startswith(ctx.work_branch + "/"))
             return ToolResult.failure(f"no phase tag {phase_or_commit!r} for this run (known: {known}) and not a "
                                       f"commit id")
         base = tags.get(_tag_name(ctx, "base"))
-        try:
-            sha = repo.commit(phase_or_commit).hexsha
-            repo.git.merge_base("--is-ancestor", sha, "HEAD")
-            if base is not None:
-                repo.git.merge_base("--is-ancestor", base.commit.hexsha, sha)
-        except (git.BadName, ValueError, git.GitCommandError):
+        sha = git(repo, "rev-parse", "--verify", "--quiet", f"{phase_or_commit}^{{commit}}", check=False).stdout.strip()
+        on_branch = bool(sha) and git(repo, "merge-base", "--is-ancestor", sha, "HEAD", check=False).returncode == 0
+        if on_branch and base is not None:
+            on_branch = git(repo, "merge-base", "--is-ancestor", base, sha, check=False).returncode == 0
+        if not on_branch:
             return ToolResult.failure(f"{phase_or_commit} is not a commit of this run on {ctx.work_branch}")
     undone = _edit_commits(repo, ctx, sha)
-    repo.git.reset("--hard", sha)
+    git(repo, "reset", "--hard", sha)
     return ToolResult.success(branch=ctx.work_branch, head=sha, commits_undone=undone)
 
 
@@ -408,11 +411,13 @@ def undo_last(ctx: RunContext) -> ToolResult:
     repo = ensure_work_branch(ctx)
     if isinstance(repo, str):
         return ToolResult.failure(repo)
-    head = repo.head.commit
-    if f"{TRAILER}: {ctx.run_id}" not in head.message or not head.parents:
+    sha, parents, summary, message = git_out(repo, "log", "-1", "--format=%H%x00%P%x00%s%x00%B", "HEAD").split(
+        "\x00", 3)
+    parents = parents.split()
+    if f"{TRAILER}: {ctx.run_id}" not in message or not parents:
         return ToolResult.failure(f"nothing to undo: the head of {ctx.work_branch} is not an edit of this run")
-    repo.git.reset("--hard", head.parents[0].hexsha)
-    return ToolResult.success(undone=head.hexsha, summary=head.summary, head=head.parents[0].hexsha)
+    git(repo, "reset", "--hard", parents[0])
+    return ToolResult.success(undone=sha, summary=summary, head=parents[0])
 
 
 # ----------------------------------------------------------------------------------------------- LangChain tools

@@ -23,12 +23,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from msmigrate.core.git import GitError, git as run_git
+
 WORKTREE_DIR = "worktree"
 LOCK_NAME = "msmigrate.lock"
 _SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
-# git run by msmigrate must not pick up the user's hooks or a repo-local fsmonitor/pager: none of them are needed
-# for worktree bookkeeping, and each would be code the target's config chooses.
-_GIT_SAFE = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.pager=cat")
 
 
 class WorktreeError(RuntimeError):
@@ -45,17 +44,11 @@ class Worktree:
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["git", *_GIT_SAFE, "-C", str(cwd), *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, env=_git_env())
-    if check and proc.returncode != 0:
-        raise WorktreeError(f"git {' '.join(args)} failed in {cwd}: {proc.stderr.strip()[:500]}")
-    return proc
-
-
-def _git_env() -> dict[str, str]:
-    from msmigrate.tools.subprocess_env import child_env
-
-    return child_env()
+    """``core.git.git`` (no hooks, no fsmonitor, scrubbed environment) with its failures as ``WorktreeError``."""
+    try:
+        return run_git(cwd, *args, check=check)
+    except GitError as exc:
+        raise WorktreeError(str(exc)) from None
 
 
 def common_git_dir(checkout: Path) -> Path:

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import git
 import yaml
 
 from msmigrate.agent.backend_route import MEGATRON, MEGATRON_ENTRY, choose_backend
@@ -16,6 +15,7 @@ from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.similar_case import rank_similar_cases
 from msmigrate.agent.state import EXIT_PRECHECK
+from msmigrate.core.git import head_commit, is_dirty, is_repo
 from msmigrate.tools.repo_reader import hf_summary, target_inventory
 from msmigrate.tools.runtime import run_probe
 
@@ -109,12 +109,12 @@ def precheck(deps: RunDeps) -> tuple[list[str], dict[str, Any]]:
     if deps.worktree_error or ctx.checkout is None:
         problems.append(deps.worktree_error or f"target {checkout}: the run has no git worktree of its own")
     else:
-        try:
-            repo = git.Repo(ctx.target)
-            facts["base_commit"] = repo.head.commit.hexsha
+        base = head_commit(ctx.target) if is_repo(ctx.target) and is_repo(checkout) else None
+        if base is not None:
+            facts["base_commit"] = base
             # the user's uncommitted changes are not part of the run (it starts from their committed HEAD)
-            facts["target_dirty"] = git.Repo(checkout).is_dirty(untracked_files=False)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
+            facts["target_dirty"] = is_dirty(checkout)
+        else:
             problems.append(f"target {checkout} is not a git repository with a commit (edits are committed there; "
                             "make one with: git init && git add -A && git commit -m base)")
     if ctx.source.resolve() == checkout.resolve() or checkout.resolve() in ctx.source.resolve().parents:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-import git
 from rich.markup import escape
 
 from msmigrate.faces.chat.render import gates_table, status_lines
 from msmigrate.agent.nodes.work import clear_messages
 from msmigrate.agent.state import WORK_PHASES
+from msmigrate.core.git import GitError, branch_exists, git_out, is_repo
 from msmigrate.tools.file_writer import undo_last
 
 DIFF_MAX_LINES = 400
@@ -59,13 +59,14 @@ def diff_text(run) -> str:
     """``git diff`` of the run's work branch against its base tag (every edit this run made, nothing else)."""
     ctx = run.ctx
     base, branch = f"{ctx.work_branch}/base", ctx.work_branch
+    if not is_repo(ctx.target):
+        return f"(diff unavailable: {ctx.target} is not a git work tree)"
+    if not branch_exists(ctx.target, branch):
+        return "(no edits yet: the work branch does not exist)"
     try:
-        repo = git.Repo(ctx.target)
-        if branch not in [h.name for h in repo.heads]:
-            return "(no edits yet: the work branch does not exist)"
-        stat = repo.git.diff("--stat", f"{base}..{branch}")
-        full = repo.git.diff("--no-color", f"{base}..{branch}")
-    except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+        stat = git_out(ctx.target, "diff", "--stat", "--no-color", f"{base}..{branch}").rstrip("\n")
+        full = git_out(ctx.target, "diff", "--no-color", f"{base}..{branch}").rstrip("\n")
+    except GitError as exc:
         return f"(diff unavailable: {exc})"
     if not full:
         return f"(no changes on {branch} since {base})"

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from msmigrate.core.git import git
 from msmigrate.faces.run_hook import start_run
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.faces.eval.scorers import Check, TrialScore, Validator, default_validator, score_run_dir
@@ -59,7 +59,7 @@ def _target(task: EvalTask, workdir: Path, trial: int) -> Path:
         from msmigrate.testbeds.megatron_standin import write_megatron_standin
 
         return write_megatron_standin(dest, with_assets=False)
-    subprocess.run(["git", "clone", "-q", "--local", task.target, str(dest)], check=True, capture_output=True)
+    git(None, "clone", "-q", "--local", str(task.target), str(dest))
     return dest.resolve()
 
 

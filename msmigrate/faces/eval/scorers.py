@@ -17,6 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from msmigrate.agent.config import RunSpec, Settings
+from msmigrate.core.git import git
 from msmigrate.core.run_context import RunContext
 from msmigrate.tools.worktree import branch_checkout
 
@@ -65,7 +66,7 @@ def _get(data: Any, dotted: str) -> Any:
 
 
 def _git(target: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(target), *args], capture_output=True, text=True)
+    return git(target, *args, check=False)
 
 
 def check_gates(evidence: dict[str, Any]) -> Check:

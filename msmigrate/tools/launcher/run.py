@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import yaml
 
+from msmigrate.core.git import git
 from msmigrate.core.tool_result import ToolResult
 from msmigrate.core.run_context import RunContext
 from msmigrate.tools.launcher import records
@@ -52,12 +53,11 @@ def target_state(target: Path) -> str:
     """Code identity of the target: git HEAD plus a hash of uncommitted changes to tracked files ("nogit" outside
     git). Untracked files are left out on purpose: runs write logs/checkpoints/caches into the checkout, and every
     accepted edit of the agent is a commit (file_writer), so HEAD already names the code under test."""
-    head = subprocess.run(["git", "-C", str(target), "rev-parse", "HEAD"], capture_output=True, text=True)
+    head = git(target, "rev-parse", "HEAD", check=False)
     if head.returncode != 0:
         return "nogit"
-    dirty = subprocess.run(["git", "-C", str(target), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True)
-    diff = subprocess.run(["git", "-C", str(target), "diff", "HEAD"], capture_output=True, text=True)
+    dirty = git(target, "status", "--porcelain", "--untracked-files=no", check=False)
+    diff = git(target, "diff", "HEAD", check=False)
     extra = hashlib.sha256((dirty.stdout + diff.stdout).encode()).hexdigest()[:16] if dirty.stdout.strip() else ""
     return head.stdout.strip() + (f"+{extra}" if extra else "")
 

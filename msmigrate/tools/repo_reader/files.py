@@ -10,6 +10,7 @@ import os
 import re
 from pathlib import Path
 
+from msmigrate.core.git import git_out, is_repo
 from msmigrate.core.tool_result import ToolResult
 
 # Directories never worth showing when the root is not a git repo (or for untracked noise inside one).
@@ -51,13 +52,9 @@ def list_files(root: Path) -> list[str]:
 
 
 def _git_listed(root: Path) -> list[str] | None:
-    import git  # gitpython; local import keeps module import cheap
-
-    try:
-        repo = git.Repo(root, search_parent_directories=False)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+    if not is_repo(root):
         return None
-    text = repo.git.ls_files("-co", "--exclude-standard", "-z")
+    text = git_out(root, "ls-files", "-co", "--exclude-standard", "-z")
     names = {n for n in text.split("\x00") if n}
     # ls-files lists deleted-but-tracked files too; show only what exists.
     return sorted(n for n in names if (root / n).is_file() and not n.endswith(SKIP_SUFFIXES))

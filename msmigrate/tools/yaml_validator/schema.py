@@ -8,10 +8,10 @@ Accepted JSON shapes: the probe payload (``{"schema_version": 1, "schema": {...}
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
+from msmigrate.core.git import git, head_commit
 from msmigrate.core.tool_result import ToolResult
 from msmigrate.tools.runtime import run_probe
 
@@ -32,8 +32,7 @@ def load_schema_file(path: Path | str) -> dict:
 
 
 def _target_commit(target_root: Path) -> str | None:
-    proc = subprocess.run(["git", "-C", str(target_root), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
+    return head_commit(target_root)
 
 
 def schema_from_target(
@@ -49,9 +48,8 @@ def schema_from_target(
     A dirty work tree is not cached (the agent edits params only by mistake, but then the cache would lie)."""
     target_root = Path(target_root).resolve()
     commit = _target_commit(target_root)
-    dirty = bool(commit) and bool(subprocess.run(
-        ["git", "-C", str(target_root), "status", "--porcelain", "--", "mindspeed_mm"],
-        capture_output=True, text=True).stdout.strip())
+    dirty = bool(commit) and bool(git(target_root, "status", "--porcelain", "--", "mindspeed_mm",
+                                      check=False).stdout.strip())
     cache_file = cache_dir / f"config_schema_{commit}.json" if cache_dir and commit and not dirty else None
     if cache_file is not None and cache_file.is_file():
         return ToolResult.success(schema=load_schema_file(cache_file), source=str(cache_file), cached=True)
