@@ -140,6 +140,9 @@ def check_path(ctx: RunContext, path: str) -> Target | str:
     source = Path(ctx.source).resolve()
     if resolved == source or source in resolved.parents:
         return f"{rel} lies inside the source model folder, which is read-only"
+    special = safe_fs.special_kind(resolved)
+    if special:  # never opened: reading a FIFO would wait for a writer forever (safe_fs re-checks at the open)
+        return f"{rel} is a {special}; only regular files can be written"
     if resolved.is_dir():
         return f"{rel} is a directory"
     additive = any(_under(rel, b) for b in BRANCH_B_FILES)
@@ -254,13 +257,20 @@ def _commit(repo: Path, ctx: RunContext, rel: str, message: str) -> tuple[str, s
 
 # ToolNode runs a decision's tool calls in parallel threads; git's index allows one writer at a time.
 _GIT_LOCK = threading.RLock()
+# a call abandoned at the tool bound (core/tool_result.py) may still hold the lock: the next one says so, not waits
+LOCK_WAIT_S = 120.0
 
 
 def _locked(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        with _GIT_LOCK:
+        if not _GIT_LOCK.acquire(timeout=LOCK_WAIT_S):
+            return ToolResult.failure(f"another edit of this run still holds the work tree's lock after "
+                                      f"{LOCK_WAIT_S:.0f}s (an earlier call that timed out); try again later")
+        try:
             return fn(*args, **kwargs)
+        finally:
+            _GIT_LOCK.release()
 
     return wrapper
 

@@ -5,6 +5,12 @@ code running at the same time (a probe, a launch the model wrote) can swap a che
 every component is opened with ``O_NOFOLLOW`` relative to the previous directory's fd, starting at the root's fd, so
 the file actually written is the one under the root — whatever the tree looks like by then. A symlink anywhere in the
 path makes the call fail (``ELOOP``/``ENOTDIR``), which ``file_writer`` reports as a refusal.
+
+Only regular files and directories are ever opened. A FIFO, socket or device at a path (code that ran in the work
+tree — the source's own remote code runs there before approval — can plant one) is refused before it is opened: the
+name is ``lstat``-ed relative to its directory fd, and every open also carries ``O_NONBLOCK`` and is checked with
+``fstat``, so even a swap between the check and the open cannot make a read wait on a FIFO writer that never comes
+(the writer holds the git lock while it reads).
 """
 
 from __future__ import annotations
@@ -13,13 +19,48 @@ import contextlib
 import errno
 import os
 import secrets
+import stat
 from pathlib import Path
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO without it waits for the other end; with O_DIRECTORY a non-directory fails anyway
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_FILE_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 class UnsafePath(OSError):
     """A component is a symlink, a file where a directory is needed, or otherwise not a plain directory/file."""
+
+
+def kind_of(mode: int) -> str:
+    """What a file mode is, in words (for refusals)."""
+    for test, name in ((stat.S_ISREG, "regular file"), (stat.S_ISDIR, "directory"), (stat.S_ISLNK, "symlink"),
+                       (stat.S_ISFIFO, "FIFO (named pipe)"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def special_kind(path: Path) -> str | None:
+    """The kind of ``path`` when it exists and is neither a regular file, a directory nor a symlink (never opened:
+    ``lstat`` only); None otherwise."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode) else kind_of(mode)
+
+
+def _refuse_special(dfd: int, name: str, rel: str) -> bool:
+    """True when ``name`` exists in ``dfd`` as a regular file; False when it does not exist; raises ``UnsafePath``
+    for anything else (a symlink, a FIFO, a socket, a device, a directory)."""
+    try:
+        mode = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return False
+    if stat.S_ISREG(mode):
+        return True
+    raise UnsafePath(errno.EINVAL, f"{rel} is a {kind_of(mode)}, not a regular file")
 
 
 def _components(rel: str) -> list[str]:
@@ -59,12 +100,18 @@ def read_text(root: Path, rel: str) -> str | None:
     """The file's text, or None when it does not exist. A symlink at any component raises ``UnsafePath``."""
     try:
         with open_parent(root, rel, create=False) as (dfd, name):
+            if not _refuse_special(dfd, name, rel):
+                return None
             try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+                fd = os.open(name, _FILE_READ_FLAGS, dir_fd=dfd)
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     raise UnsafePath(exc.errno, f"{rel} is a symlink") from None
                 raise
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):  # swapped between the lstat and the open
+                os.close(fd)
+                raise UnsafePath(errno.EINVAL, f"{rel} is a {kind_of(mode)}, not a regular file")
             with os.fdopen(fd, "r", encoding="utf-8") as fh:
                 return fh.read()
     except FileNotFoundError:
@@ -75,6 +122,7 @@ def write_text(root: Path, rel: str, text: str) -> None:
     """Write ``text`` to ``root/rel`` atomically (temp file + rename inside the same directory fd)."""
     data = text.encode("utf-8")
     with open_parent(root, rel, create=True) as (dfd, name):
+        _refuse_special(dfd, name, rel)  # a FIFO/socket/device (or a directory) in the way is not replaced
         tmp = f".{name}.{secrets.token_hex(4)}.msmigrate-tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd)
         try:

@@ -53,4 +53,6 @@ def make_launch_tool(ctx: RunContext):
         "the parsed log summary: iterations, loss trend, finiteness, step time, and the failure signature.",
         LaunchArgs,
         core,
+        # the launch's own limit, then the time to stop its process group and parse the log
+        timeout_s=lambda kw: float(kw.get("timeout_s") or LaunchArgs.model_fields["timeout_s"].default) + 300.0,
     )

@@ -152,7 +152,7 @@ def grep(root: Path, pattern: str, subdir: str = "", glob: str = "", max_hits: i
             continue
         fp = root / rel
         try:
-            if fp.stat().st_size > 5_000_000:
+            if not fp.is_file() or fp.stat().st_size > 5_000_000:  # a FIFO or device would block or never end
                 continue
             text = fp.read_text(encoding="utf-8", errors="replace")
         except OSError:
