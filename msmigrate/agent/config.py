@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -203,12 +202,12 @@ class RunSpec(_UserInput):
 
     @classmethod
     def load(cls, path: Path) -> "RunSpec":
-        """Raises ValueError with one line a user can act on (an unreadable file, bad YAML, an unknown key …)."""
-        try:
-            raw = yaml.safe_load(Path(path).read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ValueError(f"not valid YAML: {' '.join(str(exc).split())}") from None
-        return cls.from_dict(raw, Path(path).parent)
+        """Raises ValueError with one line a user can act on (an unreadable file, bad YAML, an unknown key, a key
+        given twice, a file far larger than a spec …); OSError when it cannot be opened."""
+        from msmigrate.agent.user_yaml import load_user_yaml_file
+
+        raw = load_user_yaml_file(path, "spec")
+        return cls.from_dict({} if raw is None else raw, Path(path).parent)
 
     @classmethod
     def from_dict(cls, raw: Any, base: Path, where: str = "spec") -> "RunSpec":

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import os
 import secrets
+import shutil
 import sqlite3
 import time
 import traceback
@@ -23,6 +24,7 @@ from langgraph.types import Command
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.graph import build_graph
+from msmigrate.agent.input_checks import InputError, spec_problem
 from msmigrate.agent.masked_serde import MaskingSerializer
 from msmigrate.agent.policies.base import Policy
 from msmigrate.agent.state import EXIT_AWAITING_APPROVAL, EXIT_ERROR, EXIT_STOPPED
@@ -32,7 +34,7 @@ from msmigrate.tools.warm_runtime import POOL
 from msmigrate.core.tool_result import ToolResult
 from msmigrate.core.secret_mask import mask_text, register_all
 from msmigrate.tools.subprocess_env import set_passthrough
-from msmigrate.tools.worktree import WorktreeError, attach, release_worktree
+from msmigrate.tools.worktree import Worktree, WorktreeError, attach, discard_worktree, release_worktree
 
 Approver = Callable[[dict[str, Any]], Any]
 
@@ -124,7 +126,21 @@ class Run:
                  gates: dict[str, Any] | None = None):
         self.spec, self.run_id, self.settings = spec, run_id, settings
         self.run_dir = (settings.runs_dir / run_id).resolve()
+        # Before anything is created (run folder, work tree, branch): a spec that cannot run is one line, exit 2.
+        problem = spec_problem(spec, spec.runtime_python or settings.runtime_python)
+        if problem:
+            raise InputError(problem)
+        fresh = not self.run_dir.exists()
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._open(spec, run_id, settings, policy, on_event, tools, gates)
+        except BaseException:
+            self._discard_start(fresh)
+            raise
+
+    def _open(self, spec: RunSpec, run_id: str, settings: Settings, policy: Policy | None,
+              on_event: Callable[[str, dict[str, Any]], None] | None,
+              tools: list | Callable[[RunContext], list] | None, gates: dict[str, Any] | None) -> None:
         # Before anything runs or is written: secrets to mask by value, and what children may see of the environment.
         register_all([settings.llm_api_key, os.environ.get("OPENAI_API_KEY")])
         set_passthrough(spec.env_passthrough)
@@ -137,14 +153,16 @@ class Run:
             data_path=spec.data or (spec.source / "data" / "train.json"),
             allow_branch_b=spec.allow_branch_b, extra_editable=list(spec.extra_editable), approval=spec.approval,
         )
+        policy = policy or build_policy(spec, settings)  # before the work tree: a policy that fails leaves nothing
         self.worktree_error: str | None = None
+        self.worktree: Worktree | None = None
         try:  # the run's own git worktree on msmigrate/<run_id>; the user's checkout is never touched
-            attach(self.ctx)
+            self.worktree = attach(self.ctx)
         except WorktreeError as exc:  # G0 reports it (not a git repo, no commit): the run then edits nothing
             self.worktree_error = str(exc)
         self.trajectory = Trajectory(self.run_dir / "trajectory.jsonl")
         self.deps = RunDeps(
-            ctx=self.ctx, spec=spec, policy=policy or build_policy(spec, settings),
+            ctx=self.ctx, spec=spec, policy=policy,
             tools=(tools(self.ctx) if callable(tools) else tools) if tools is not None else build_tools(self.ctx),
             gates=gates or build_gates(),
             trajectory=self.trajectory, on_event=on_event or (lambda kind, data: None),
@@ -159,6 +177,18 @@ class Run:
             from msmigrate.agent.nodes.verify import apply_launch_edits
 
             apply_launch_edits(self.deps, edits)
+
+    def _discard_start(self, fresh: bool) -> None:
+        """Opening failed: take back what this opening created — a new work tree with its branch and base tag, and
+        a run folder that did not exist before — so an early failure leaves nothing in the user's target."""
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
+        wt = getattr(self, "worktree", None)
+        if wt is not None and wt.created:
+            discard_worktree(wt)
+        if fresh and self.run_dir.is_dir():
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
     @classmethod
     def resume(cls, run_id: str, settings: Settings, **kw: Any) -> "Run":

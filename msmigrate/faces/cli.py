@@ -54,8 +54,12 @@ def load_spec_or_exit(spec: Path) -> RunSpec:
 def open_run(make):
     """``make()`` builds a Run; the mistakes a user can make there (an unknown run id, a runs dir that cannot be
     written) become one line instead of a traceback."""
+    from msmigrate.agent.input_checks import InputError
+
     try:
         return make()
+    except InputError as exc:  # a spec that cannot run (replay without a trajectory, no such interpreter …)
+        raise user_error(f"invalid spec: {exc}")
     except FileNotFoundError as exc:
         raise user_error(str(exc))
     except OSError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -52,6 +53,37 @@ def run_process(
         kill_group(proc.pid)
         out, err = proc.communicate()
         return ProcessOutcome(argv, None, out, err, time.monotonic() - start, True)
+
+
+def executable_problem(python: str) -> str | None:
+    """None when ``python`` names an executable file (a path, or a name found on PATH); else one line saying so."""
+    if not python.strip():
+        return "runtime_python is empty: name the target runtime's Python interpreter"
+    found = python if os.sep in python else shutil.which(python)
+    if found is None or not Path(found).exists():
+        return f"runtime_python: no such interpreter: {python}"
+    if not Path(found).is_file() or not os.access(found, os.X_OK):
+        return f"runtime_python {python} is not an executable file"
+    return None
+
+
+PYTHON_SIGNATURE = "MSMIGRATE_PYTHON"
+
+
+def interpreter_problem(python: str, timeout: float = 60.0) -> str | None:
+    """None when ``python`` exists and runs as a Python 3 interpreter (it is run once, with the allow-listed
+    environment, to print its version); else one line naming it — before a probe's exit 127 would."""
+    problem = executable_problem(python)
+    if problem:
+        return problem
+    code = f"import sys; print('{PYTHON_SIGNATURE}', *sys.version_info[:2])"
+    outcome = run_process([python, "-c", code], timeout=timeout)
+    words = next((ln.split() for ln in outcome.stdout.splitlines() if ln.startswith(PYTHON_SIGNATURE)), None)
+    if outcome.returncode == 0 and words and len(words) == 3 and words[1] == "3":
+        return None
+    said = " ".join((outcome.stderr or outcome.stdout).split())[:160]
+    how = "timed out" if outcome.timed_out else f"exit {outcome.returncode}"
+    return f"runtime_python {python} is not a Python 3 interpreter ({how}{': ' + said if said else ''})"
 
 
 def child_env(env_extra: dict[str, str] | None = None) -> dict[str, str]:

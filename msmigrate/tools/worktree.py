@@ -119,6 +119,18 @@ def release_worktree(checkout: Path, path: Path) -> bool:
     return not path.exists()
 
 
+def discard_worktree(wt: Worktree) -> None:
+    """Undo ``open_worktree`` for a run that failed while it was being opened (nothing ran in it): remove the work
+    tree, its branch and its base tag. Only for ``wt.created``; a reused (resumed) work tree is never discarded."""
+    if not wt.created:
+        return
+    with target_lock(wt.checkout):
+        git(wt.checkout, "worktree", "remove", "--force", str(wt.path), check=False)
+        git(wt.checkout, "worktree", "prune")
+        git(wt.checkout, "branch", "-D", wt.branch, check=False)
+        git(wt.checkout, "tag", "-d", f"{wt.branch}/base", check=False)
+
+
 def checkout_state(checkout: Path) -> dict[str, str]:
     """What "the user's checkout is as it was" means: the same branch (or detached commit), HEAD and status."""
     checkout = Path(checkout)

@@ -13,11 +13,12 @@ import yaml
 from msmigrate.agent.backend_route import MEGATRON, MEGATRON_ENTRY, choose_backend
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.gates.evidence import evidence_item
+from msmigrate.agent.input_checks import data_record_problems
 from msmigrate.agent.similar_case import rank_similar_cases
 from msmigrate.agent.state import EXIT_PRECHECK
 from msmigrate.core.git import head_commit, is_dirty, is_repo
 from msmigrate.tools.repo_reader import hf_summary, target_inventory
-from msmigrate.tools.runtime import run_probe
+from msmigrate.tools.runtime import interpreter_problem, run_probe
 
 TARGET_MARKERS = ("mindspeed_mm/fsdp/train/trainer.py", "mindspeed_mm/fsdp/utils/register.py",
                   "mindspeed_mm/fsdp/models/modelhub.py")
@@ -100,7 +101,11 @@ def precheck(deps: RunDeps) -> tuple[list[str], dict[str, Any]]:
     if ctx.data_path is None or not Path(ctx.data_path).is_file():
         problems.append(f"sample data {ctx.data_path} not found (ShareGPT-style JSON expected)")
     else:
-        problems += data_file_problems(Path(ctx.data_path))
+        # the file's shape first; then each record (a sample? its media there?), named by index
+        problems += data_file_problems(Path(ctx.data_path)) or data_record_problems(Path(ctx.data_path))
+    runtime = interpreter_problem(ctx.runtime_python)  # "no such interpreter", not a probe's exit 127 later
+    if runtime:
+        problems.append(runtime)
     markers, route = route_markers(deps)
     for marker in markers:
         if not (ctx.target / marker).is_file():

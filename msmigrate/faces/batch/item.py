@@ -21,6 +21,8 @@ import yaml
 from msmigrate.faces.chat.render import EventPrinter, make_console
 from msmigrate.faces.run_hook import start_run
 from msmigrate.agent.config import RunSpec, Settings
+from msmigrate.agent.input_checks import InputError
+from msmigrate.agent.state import EXIT_PRECHECK
 
 
 # Exit code of an item process that found another process of the same item alive (it did nothing).
@@ -48,10 +50,17 @@ def run_item(spec_file: Path, run_id: str, runs_dir: Path, result_file: Path) ->
     spec = RunSpec.model_validate(yaml.safe_load(spec_file.read_text()))
     resumed = (runs_dir / run_id / "spec.yaml").is_file()  # then start_run reopens it with its own spec
     started = time.time()
-    with start_run(settings, spec=spec, run_id=run_id, on_event=EventPrinter(make_console(highlight=False))) as run:
-        state = run.drive()  # approval is off in batches: no human to ask
+    try:
+        run = start_run(settings, spec=spec, run_id=run_id, on_event=EventPrinter(make_console(highlight=False)))
+    except InputError as exc:  # checked before the run folder or the work tree exist: nothing to resume
+        print(f"invalid spec: {exc}", flush=True)
+        state, run_dir = {"exit_status": EXIT_PRECHECK, "exit_detail": f"invalid spec: {exc}"}, None
+    else:
+        with run:
+            state = run.drive()  # approval is off in batches: no human to ask
+        run_dir = str(run.run_dir)
     result = {
-        "run_id": run_id, "run_dir": str(run.run_dir), "resumed": resumed,
+        "run_id": run_id, "run_dir": run_dir, "resumed": resumed,
         "exit_status": state["exit_status"],  # Run.drive always sets one (awaiting_approval at an unanswered pause)
         "exit_detail": state.get("exit_detail", ""),
         "gates": {g: bool(r.get("passed")) for g, r in sorted((state.get("gates") or {}).items())},

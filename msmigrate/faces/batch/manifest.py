@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from msmigrate.agent.config import RunSpec, unknown_key_error
+from msmigrate.agent.user_yaml import load_user_yaml_file
 
 _ID_OK = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -45,8 +44,8 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def load_manifest(path: Path) -> Manifest:
     path = Path(path).resolve()
     try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        raw = load_user_yaml_file(path, "manifest")
+    except (OSError, ValueError) as exc:
         return Manifest([], f"cannot read manifest {path}: {exc}")
     if isinstance(raw, list):
         raw = {"items": raw}
