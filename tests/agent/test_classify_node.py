@@ -88,7 +88,8 @@ def test_llm_is_shown_the_runs_own_settings_files(fast_prepare, tmp_path):
     prompt = request["messages"][0]["content"]
     assert "## The run's own settings (files this migration wrote)" in prompt
     section = prompt.split("## The run's own settings", 1)[1]
-    assert f"- examples/{run.ctx.model_name}/train.yaml:" in section and "cutoff_len: 8" in section
+    # each file in a fence labelled with its path (a name the run's files were given: inside the fence's line)
+    assert f"<<<DATA examples/{run.ctx.model_name}/train.yaml id=" in section and "cutoff_len: 8" in section
     assert "torchrun --nproc_per_node 2" in section and "sk-abcdefghijklmnop" not in prompt
     assert "a sample, not a setting" not in prompt
     (record,) = run.trajectory.records("classify")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import keyword
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -196,7 +197,7 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
     plan = {
         "route": "custom" if custom else "transformers",
         "model_id": name,
-        "hf_class": (src.get("architectures") or [None])[0],
+        "hf_class": python_class_name(src),
         "model_type": src.get("model_type"),
         "plugin_dir": f"mindspeed_mm/fsdp/models/{name}",
         "example_dir": f"examples/{name}",
@@ -233,6 +234,13 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
             f"build path transformers: transformers ships {plan['hf_class']}, so ModelHub loads it with "
             "from_pretrained; the plugin is a thin registered subclass"))
     return {**plan, **explicit_paths(getattr(deps, "spec", None))}
+
+
+def python_class_name(src: dict[str, Any]) -> str | None:
+    """``architectures[0]`` when it is a Python class name: code is generated from it (``from transformers import
+    <it>``), so a config.json whose first architecture is anything else — text, code — gives None (no class)."""
+    first = (src.get("architectures") or [None])[0]
+    return first if isinstance(first, str) and first.isidentifier() and not keyword.iskeyword(first) else None
 
 
 def remote_processor_expands(rp: RuntimeProcessor | None) -> bool:

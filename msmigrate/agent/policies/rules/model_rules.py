@@ -23,6 +23,9 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
         raise PhaseUnsupported(f"custom-code model {plan['hf_class']}",
                                "the rules policy only registers transformers-native classes; this one needs the "
                                "source's own modeling code adapted (trust_remote_code)")
+    if not plan.get("hf_class"):
+        raise PhaseUnsupported("a model without a class name", "config.json's architectures[0] is not a Python class "
+                               "name, so there is no transformers class to register")
     if plan.get("architecture", "decoder") != "decoder":
         reason = next((r for r in plan.get("reasons", []) if r.startswith("architecture ")), plan["architecture"])
         raise PhaseUnsupported(f"{plan['architecture']} model {plan['hf_class']}",
