@@ -147,11 +147,25 @@ def outside_norms(shapes: dict[str, list[int]], patch_name: str, width: int, vis
     return carried, skipped
 
 
+# A new component's model_id, class and module file are named after the source's model_type (config.json): only a
+# plain name may become a path and an identifier (and reach the prompt's editable paths)
+PLAIN_MODEL_TYPE = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+def model_type_problem(model_type: str) -> str | None:
+    if PLAIN_MODEL_TYPE.fullmatch(model_type or ""):
+        return None
+    return (f"the source's model_type {str(model_type)[:60]!r} is not a plain name (lower-case letters, digits, "
+            "'_'): a new component's model_id, class and module file are named after it")
+
+
 def design_encoder(target: Path, match: dict[str, Any], vision_cfg: dict[str, Any], shapes: dict[str, list[int]],
                    model_type: str, cfg_top: dict[str, Any] | None = None) -> EncoderDesign:
     """The new encoder for a source whose tower no registered class builds (``match``: the plan's
     vision_encoder entry, with ``structure`` and ``closest``; ``cfg_top``: the source's config.json)."""
     struct, closest = match.get("structure") or {}, match.get("closest")
+    if model_type_problem(model_type):
+        return EncoderDesign(error=model_type_problem(model_type))
     if not struct or not closest:
         return EncoderDesign(error="the match has no source structure / closest component to build from")
     reg = read_registry(target)

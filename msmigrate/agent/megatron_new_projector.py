@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from msmigrate.agent.megatron_new_component import _camel, _insert_entry, _module_name
+from msmigrate.agent.megatron_new_component import _camel, _insert_entry, _module_name, model_type_problem
 from msmigrate.tools.megatron.projector_structure import ProjectorStructure, projector_diff, projector_from_code
 from msmigrate.tools.megatron.registry import MODELS_DIR, read_registry
 
@@ -57,6 +57,8 @@ def design_projector(target: Path, match: dict[str, Any], cfg: dict[str, Any], m
     """The new projector for a source whose projector no registered class builds (``match``: the plan's
     vision_projector entry, with the source's ``structure``). ``base_texts``: target files another new component
     of this run already edits (the registry the new encoder is added to): the entry is added on top of them."""
+    if model_type_problem(model_type):
+        return ProjectorDesign(error=model_type_problem(model_type))
     struct = match.get("structure") or {}
     chain = struct.get("chain")
     if not chain:

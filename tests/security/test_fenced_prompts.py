@@ -226,3 +226,15 @@ def test_a_hostile_run_reaches_the_llm_only_inside_fences(tmp_path):
             assert not leaked, (type(msg).__name__, leaked[:5])
     assert seen >= 30
     assert any(OPEN_RE.match(ln) for ln in str(model.sent[2][-1].content).splitlines())
+
+
+def test_a_model_type_that_is_not_a_plain_name_names_no_new_component():
+    """A new Megatron component is named after the source's model_type (its model_id, class, module file — an
+    editable path the system prompt lists): only a plain name may become one."""
+    from msmigrate.agent.megatron_new_component import design_encoder
+    from msmigrate.agent.megatron_new_projector import design_projector
+
+    hostile = f"x {MARK}type/../../train"
+    enc = design_encoder(Path("/nonexistent"), {"structure": {"a": 1}, "closest": "c"}, {}, {}, hostile)
+    proj = design_projector(Path("/nonexistent"), {"structure": {"chain": ["a"]}}, {}, hostile, 8)
+    assert "not a plain name" in enc.error and "not a plain name" in proj.error
