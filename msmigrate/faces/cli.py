@@ -291,13 +291,11 @@ def chat(
     check_policy(policy)
     session = ChatSession(settings_for(runs_dir), plain=plain, approval=approval, policy=policy, replay=replay)
     if resume:
-        try:
-            session.open_existing(resume)
-        except FileNotFoundError as exc:
-            raise user_error(str(exc))
+        open_run(lambda: session.open_existing(resume))
         session.continue_run()
     elif spec is not None:
-        session.open_new(load_spec_or_exit(spec))
+        s = load_spec_or_exit(spec)
+        open_run(lambda: session.open_new(s))
         session.console.print("type /help for commands; Ctrl-C stops the agent after the current step")
         session.continue_run()
     else:

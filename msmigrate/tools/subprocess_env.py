@@ -1,4 +1,5 @@
-"""The one environment and spawn shape every child process of msmigrate gets (probes, launches, git).
+"""The one environment and spawn shape every child process of msmigrate gets (probes, launches); git gets an even
+smaller allow-list with hooks, fsmonitor and every other configured program off (``core/git.py``).
 
 Children run code msmigrate did not write — the target framework, the source's ``trust_remote_code`` files, and the
 model-written plugin — so they get an **allow-listed** environment, never the agent's own: no API keys, no cloud
