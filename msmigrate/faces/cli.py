@@ -35,6 +35,11 @@ EXIT_CODES = {"success": 0, "failed": 1, "usage": 2, "awaiting_approval": 3, "ne
               "interrupted": 130}
 
 
+def exit_code(status: str | None) -> int:
+    """A run's exit status as the process exit code: every status that is not its own code is a failure (1)."""
+    return EXIT_CODES[status] if status in ("success", "awaiting_approval", "needs_accelerator") else EXIT_CODES["failed"]
+
+
 def _version(value: bool) -> None:
     if value:
         from importlib.metadata import PackageNotFoundError, version
@@ -125,9 +130,7 @@ def _drive_headless(r, resume_value: Optional[dict] = None) -> None:
                       f"({escape(what)}); approve and continue with: {resume_command(r)} {hint}")
         summary.update(pending=pending, approve_command=resume_command(r))  # exit_status: awaiting_approval
     print(json.dumps(summary, indent=2))
-    status = "awaiting_approval" if pending is not None else state.get("exit_status")
-    raise typer.Exit(EXIT_CODES[status] if status in ("success", "awaiting_approval", "needs_accelerator")
-                     else EXIT_CODES["failed"])
+    raise typer.Exit(exit_code("awaiting_approval" if pending is not None else state.get("exit_status")))
 
 
 def _summary(state: dict) -> dict:
@@ -229,7 +232,7 @@ def demo(
     print(json.dumps(_summary(state), indent=2))
     if state.get("exit_status") == "success":
         console.print(f"[green]green report:[/] {state['artifacts']['report']}")
-    raise typer.Exit(0 if state.get("exit_status") == "success" else 1)
+    raise typer.Exit(exit_code(state.get("exit_status")))
 
 
 @fixtures_app.command("target")
