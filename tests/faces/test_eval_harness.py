@@ -161,7 +161,8 @@ def test_eval_cli_scripted_policy_real_validator(tmp_path, source_model, hook_en
     assert any(ln.strip().startswith("[1/1] qwen2_vl trial 0: PASS success") for ln in lines), ok.stderr
     # between the two: the run's phases and gates as they happened (at the latest, before the verdict line)
     verdict = next(i for i, ln in enumerate(lines) if "trial 0: PASS success" in ln)
-    assert "qwen2_vl trial 0: gate G6 PASS" in [ln.strip() for ln in lines[:verdict]], ok.stderr
+    before = [ln.strip() for ln in lines[:verdict]]
+    assert "qwen2_vl trial 0: gate G6 PASS" in before and "qwen2_vl trial 0: gate G4 running" in before, ok.stderr
     assert f"leaderboard: {tmp_path / 'lb.json'} and {tmp_path / 'lb.md'}" in ok.stderr
     assert "| 1 | rules | one | 1 | 1.00 | 1.00 (1) | 1/1 |" in ok.stdout
     assert f"| {fx.name} | 1/1 |" in ok.stdout
@@ -264,5 +265,7 @@ def test_trial_progress_shows_phase_and_gates_as_they_happen(tmp_path):
     assert watch.poll() == ["m trial 0: phase model", "m trial 0: gate G0 PASS", "m trial 0: gate G1 FAIL"]
     assert watch.poll() == []  # each change once
     watch.start("m trial 1", tmp_path / "run")  # a real watch: stop() reports what the last poll has not
+    watch.event("gate_start", {"gate": "G4", "phase": "verify"})  # a gate in flight is named when it starts
     watch.stop()
-    assert said[-3:] == ["m trial 1: phase model", "m trial 1: gate G0 PASS", "m trial 1: gate G1 FAIL"]
+    assert said[-4:] == ["m trial 1: gate G4 running", "m trial 1: phase model", "m trial 1: gate G0 PASS",
+                         "m trial 1: gate G1 FAIL"]

@@ -28,7 +28,7 @@ def eval_cmd(
     from msmigrate.agent.config import Settings
     from msmigrate.faces.eval.progress import TrialWatch
     from msmigrate.faces.eval.leaderboard import build_entry, leaderboard_markdown, tasks_markdown, update_leaderboard
-    from msmigrate.faces.eval.runner import EvalConfig, run_suite
+    from msmigrate.faces.eval.runner import EvalConfig, default_run, run_suite
     from msmigrate.faces.eval.suite import load_suite
 
     console = make_console(stderr=True)
@@ -58,7 +58,8 @@ def eval_cmd(
 
     cfg = EvalConfig(policy=policy, trials=k, workdir=workdir / f"{loaded.name}-{policy}", replay_dir=replay_dir,
                      redo=redo)
-    scores = run_suite(loaded, cfg, on_trial=show, on_start=started)
+    scores = run_suite(loaded, cfg, on_trial=show, on_start=started,
+                       run_fn=lambda spec, run_id, settings: default_run(spec, run_id, settings, on_event=watch.event))
     name = label or (f"{policy}:{Settings().llm_model}" if policy == "llm" else policy)
     entry = build_entry(name, loaded.name, policy, scores, k)
     leaderboard.parent.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,12 @@ class TrialWatch:
                 lines.append(f"{self.label}: gate {gate} {mark}")
         return lines
 
+    def event(self, kind: str, data: dict) -> None:
+        """The run's own progress events (a run in this process): a gate is named when it starts, so a launch
+        that takes minutes shows which gate it is; results still come from the trajectory."""
+        if kind == "gate_start" and self._thread is not None:
+            self.say(f"{self.label}: gate {data.get('gate')} running")
+
     def start(self, label: str, run_dir: Path) -> None:
         self.stop()
         self.label, self.trajectory = label, Path(run_dir) / "trajectory.jsonl"
