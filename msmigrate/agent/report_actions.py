@@ -14,6 +14,8 @@ from msmigrate.agent.state import PHASE_GATES
 from msmigrate.core.text_clip import clip
 
 ALL_GATES = [g for group in PHASE_GATES.values() for g in group]
+RESUMABLE = ("error", "stopped_by_user", "awaiting_approval")  # the graph did not end: resume goes on
+RETRYABLE = ("gates_failed", "budget_exhausted")  # the graph ended; the chat's /retry reopens it at a phase
 
 
 def _q(value: Any) -> str:
@@ -33,9 +35,13 @@ def next_actions(state: dict[str, Any], where: dict[str, Any]) -> list[str]:
         if script:
             lines.append(f"- Train with the delivered launch script on the Ascend machine, from the checkout: "
                          f"`cd {_q(checkout or '.')} && bash {_q(script)}`")
-    elif where.get("runs_dir") and status not in ("rejected_by_user", "unsupported_by_policy", "precheck_failed"):
-        lines.append(f"- Continue this run: `msmigrate run --resume {state.get('run_id')} --runs-dir "
-                     f"{_q(where['runs_dir'])}`")
+    elif where.get("runs_dir"):
+        ids = f"--resume {state.get('run_id')} --runs-dir {_q(where['runs_dir'])}"
+        if status in RESUMABLE:  # the graph stopped mid-way: it continues from its last finished step
+            lines.append(f"- Continue this run from its last finished step: `msmigrate run {ids}`")
+        elif status in RETRYABLE:  # the graph ended: reopen it at the failing phase, with the evidence at hand
+            lines.append(f"- Read the failing gate's evidence in `{where['runs_dir']}/{state.get('run_id')}/"
+                         f"evidence.json`, then reopen the run at that phase: `msmigrate chat {ids}` and `/retry`")
     return lines
 
 

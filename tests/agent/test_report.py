@@ -117,7 +117,11 @@ def test_next_actions_are_commands_and_risks_are_about_this_run():
                          "G3": {"passed": False, "summary": "bad"}}}
     text = render_report(stopped, "(diff)", False, where)
     assert "- Failed gates: G3" in text and "- Not run: G4, G5, G6" in text and "ran on CPU only" not in text
-    assert "`msmigrate run --resume m-1 --runs-dir /r`" in text and "merge --no-ff" not in text
+    assert "`msmigrate chat --resume m-1 --runs-dir /r` and `/retry`" in text and "merge --no-ff" not in text
+    crashed = render_report({**stopped, "exit_status": "error"}, "(diff)", False, where)
+    assert "Continue this run from its last finished step: `msmigrate run --resume m-1 --runs-dir /r`" in crashed
+    declined = render_report({**stopped, "exit_status": "unsupported_by_policy"}, "(diff)", False, where)
+    assert "--resume" not in declined  # nothing to continue: the policy cannot do it
 
 
 def test_gate_summaries_are_cut_at_a_word_with_numbers_whole():
