@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from msmigrate.agent.draft_config import ROLE_PAIRS
+from msmigrate.agent.routes.fsdp2.draft_config import ROLE_PAIRS
 from msmigrate.tools.runtime import executable_problem
 
 MEDIA_KEYS = ("images", "videos", "audios", "image", "video", "audio")

@@ -231,8 +231,8 @@ def test_a_hostile_run_reaches_the_llm_only_inside_fences(tmp_path):
 def test_a_model_type_that_is_not_a_plain_name_names_no_new_component():
     """A new Megatron component is named after the source's model_type (its model_id, class, module file — an
     editable path the system prompt lists): only a plain name may become one."""
-    from msmigrate.agent.megatron_new_component import design_encoder
-    from msmigrate.agent.megatron_new_projector import design_projector
+    from msmigrate.agent.routes.megatron.new_component import design_encoder
+    from msmigrate.agent.routes.megatron.new_projector import design_projector
 
     hostile = f"x {MARK}type/../../train"
     enc = design_encoder(Path("/nonexistent"), {"structure": {"a": 1}, "closest": "c"}, {}, {}, hostile)
