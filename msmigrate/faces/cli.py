@@ -197,8 +197,20 @@ def demo(
 
 
 @fixtures_app.command("target")
-def fixtures_target(dest: Path) -> None:
+def fixtures_target(
+    dest: Path,
+    backend: str = typer.Option("fsdp2", "--backend", help="fsdp2: the plugin-route stand-in (mindspeed_mm/fsdp); "
+                                "megatron: the Megatron-route stand-in (pretrain_vlm.py, model JSONs, converters)"),
+) -> None:
     """Write a stand-in MindSpeed-MM checkout (git-initialised) into DEST."""
+    if backend == "megatron":
+        from msmigrate.testbeds.megatron_standin import write_megatron_standin
+
+        print(write_megatron_standin(dest))
+        return
+    if backend != "fsdp2":
+        console.print(f"[red]unknown backend {escape(backend)}[/]; known: fsdp2, megatron")
+        raise typer.Exit(2)
     from msmigrate.testbeds.standin import write_standin
 
     print(write_standin(dest))
@@ -233,11 +245,13 @@ def fixtures_source(
 
 @fixtures_app.command("list")
 def fixtures_list() -> None:
-    """The bundled known-model fixtures: name and family, one a line."""
-    from msmigrate.testbeds.fixtures import FIXTURES
+    """The bundled known-model fixtures: family, and which policy migrates each on which route (from the eval suites
+    `msmigrate eval default|megatron` scores), tab-separated with a header line."""
+    from msmigrate.faces.eval.coverage import fixture_routes
 
-    for name, spec in sorted(FIXTURES.items()):
-        print(f"{name}\t{getattr(spec, 'family', '')}")
+    print("fixture\tfamily\tfsdp2 route (eval default)\tmegatron route (eval megatron)")
+    for row in fixture_routes():
+        print("\t".join(row.cells()))
 
 
 @app.command("validate-config")
