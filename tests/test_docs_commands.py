@@ -215,3 +215,23 @@ def test_the_readme_is_a_front_door():
         body = page.read_text(encoding="utf-8")
         first_block, first_section = body.find("```"), body.find("\n## ")
         assert 0 <= first_block < (first_section if first_section >= 0 else len(body)), f"{page.name}: commands first"
+
+
+def spec_fields(model: Any = RunSpec, prefix: str = "") -> set[str]:
+    """Every field path of the run spec, nested models included (``launch.slurm.gres``)."""
+    from pydantic import BaseModel
+
+    out = set()
+    for name, info in model.model_fields.items():
+        out.add(prefix + name)
+        for kind in (info.annotation, *getattr(info.annotation, "__args__", ())):
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                out |= spec_fields(kind, f"{prefix}{name}.")
+    return out
+
+
+def test_the_spec_page_lists_every_spec_field_and_no_other():
+    text = (ROOT / "docs" / "spec.md").read_text(encoding="utf-8").split("## Fields")[1].split("\n## ")[0]
+    listed = set(re.findall(r"^\| `([\w.]+)` \|", text, re.M))
+    assert listed == spec_fields(), (f"missing from docs/spec.md: {sorted(spec_fields() - listed)}; "
+                                     f"not spec fields: {sorted(listed - spec_fields())}")
