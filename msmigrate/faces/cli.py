@@ -21,7 +21,11 @@ from msmigrate.faces.user_errors import check_policy, user_error
 # Usage errors and tracebacks keep rich's boxes only on a terminal: in a pipe or CI log they are click's plain lines,
 # never folded to COLUMNS (an option name or path in an error stays whole and greppable).
 _ON_TERMINAL = sys.stderr.isatty()
+# Help in a pipe is not folded either: click wraps help to the terminal width (80 when it cannot tell); with no
+# terminal the width is unbounded, so each paragraph and option row comes out as one line. Sub-commands inherit it.
+_UNWRAPPED = {} if sys.stdout.isatty() else {"terminal_width": 10**6, "max_content_width": 10**6}
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich" if _ON_TERMINAL else None,
+                  context_settings=_UNWRAPPED,
                   pretty_exceptions_enable=_ON_TERMINAL,
                   help="Migrate multimodal models into MindSpeed-MM's FSDP2 plugin route, with proof.")
 fixtures_app = typer.Typer(no_args_is_help=True, help="Generate the stand-in target and known-model source fixtures.")
