@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Iterator
+
+from msmigrate.core.git import git
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
@@ -40,7 +41,7 @@ def update_section(text: str, name: str, body: str) -> str:
 
 
 def _commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=RESULTS.parent, capture_output=True, text=True)
+    out = git(RESULTS.parent, "rev-parse", "--short", "HEAD", check=False)  # msmigrate's one way to run git
     return out.stdout.strip() or "unknown"
 
 
