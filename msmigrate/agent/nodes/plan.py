@@ -34,6 +34,7 @@ from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansi
 from msmigrate.tools.repo_reader.placeholder_facts import placeholder_collision, target_placeholders
 from msmigrate.tools.repo_reader.processor_code import (declared_processor_code, describe_unmeasured,
                                                          describe_unreached)
+from msmigrate.tools.repo_reader.training_facts import contract_text, source_training_facts
 from msmigrate.tools.repo_reader.wiring_facts import collate_advice
 from msmigrate.tools.runtime_processor import RuntimeProcessor, probe_runtime_processor
 
@@ -263,6 +264,14 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         plan.update(build_path="transformers", build_path_why=(
             f"build path transformers: transformers ships {plan['hf_class']}, so ModelHub loads it with "
             "from_pretrained; the plugin is a thin registered subclass"))
+    # the source's own training pipeline (finetune/, train*.py, a Trainer.compute_loss, its dataset and collator):
+    # the contract the plugin and the data pipeline must reproduce, and the oracle G1/G2 compare with
+    training = derive("the source's training pipeline", source_training_facts,
+                      getattr(deps.ctx, "source", None) or "", src.get("forward"))
+    failures += [training.failure] if training.failure else []
+    if training.value is not None:
+        plan["source_training"] = training.value
+        plan["source_training_contract"] = contract_text(training.value)
     if failures:
         # what could not be derived from the source is a fact the plan and every phase prompt show (reasons)
         plan["could_not_derive"] = list(dict.fromkeys(failures))
