@@ -70,6 +70,9 @@ CASES = {
         default_system="", stop_word="<reserved08706>")),
     "florence2": (ct.FLORENCE2, "<s>", "</s>", None),
     # ChatML concatenating message['content'] as a string: structured content raises TypeError in it
+    "phi3_v": (ct.PHI3_V, "<s>", "<|endoftext|>", dict(  # role tags, string content only
+        prefix="", user="<|user|>\n{{content}}<|end|>\n<|assistant|>\n", assistant="{{content}}<|end|>\n",
+        system="<|system|>\n{{content}}<|end|>\n", default_system="", stop_word="<|end|>", content_form="string")),
     "string_chatml": (ct.STRING_CHATML, "", "<|im_end|>", {**CHATML, "default_system": "", "content_form": "string"}),  # encoder-decoder: the answer is not in the prompt text
 }
 
