@@ -161,3 +161,17 @@ def test_call_kind_from_the_forward_signature():
     assert call_kind_from_signature("forward(self, data, **kwargs)") == "one dict"
     assert call_kind_from_signature("forward(self, input_ids, attention_mask=None)") == "kwargs"
     assert call_kind_from_signature(None) is None
+
+
+def test_the_phi3_v_fixture_states_its_own_contract(tmp_path):
+    """The Phi-3.5-vision-layout fixture: its HF-Trainer script's dataset reads the VQA records, its collator
+    masks the prompt, the model's forward shifts the loss (aligned labels)."""
+    from msmigrate.testbeds.fixtures import build_source
+
+    folder = build_source("phi3_v", tmp_path / "phi3_v")
+    facts = source_training_facts(folder)
+    assert facts["kind"] == "own" and facts["entry"] == ["finetune/finetune_hf_trainer.py"]
+    assert facts["dataset"]["class"] == "VqaDataset" and facts["collator"]["name"] == "Phi3VDataCollator"
+    assert facts["data_keys"] == ["image", "id", "question", "answer"]
+    assert facts["forward_call"] == "kwargs" and facts["loss_at"].startswith("the model's forward")
+    assert facts["label_convention"] == "aligned" and "shift_logits" in facts["label_evidence"]

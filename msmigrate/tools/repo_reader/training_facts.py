@@ -110,9 +110,37 @@ def _string_keys(tree: ast.AST) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
+def _ignore_lines(text: str, tree: ast.AST, rel: str, limit: int = 8) -> list[str]:
+    """The code lines that write the ignore index (a ``-100`` literal, an ``IGNORE_INDEX``-like name): which
+    positions the source's dataset leaves out of the loss, verbatim (docstrings and comments are not code)."""
+    lines = text.splitlines()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and \
+                isinstance(node.operand, ast.Constant) and node.operand.value == 100:
+            found.add(node.lineno)
+        elif isinstance(node, (ast.Name, ast.Attribute)) and \
+                IGNORE_MARKERS.search(node.id if isinstance(node, ast.Name) else node.attr):
+            found.add(node.lineno)
+    return [f"{rel}:{i}: {lines[i - 1].strip()}" for i in sorted(found)][:limit]
+
+
 def _lines(text: str, pattern: re.Pattern, rel: str, limit: int = 8) -> list[str]:
     return [f"{rel}:{i}: {line.strip()}" for i, line in enumerate(text.splitlines(), 1)
             if pattern.search(line) and not line.strip().startswith("#")][:limit]
+
+
+def _model_loss_shift(folder: Path) -> list[str]:
+    """Where the source's modeling code shifts logits against labels (its forward loss takes aligned labels)."""
+    for path in sorted(folder.glob("modeling_*.py"))[:MAX_FILES]:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        found = [line for line in _lines(text, LOSS_SHIFT, path.name, limit=40) if re.search(r"label|logit", line)]
+        if found:
+            return [f"{found[0]} (the model's forward loss shifts: labels aligned with input_ids)"]
+    return []
 
 
 def source_training_facts(folder: Path, forward: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -154,9 +182,13 @@ def source_training_facts(folder: Path, forward: dict[str, Any] | None = None) -
         for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
             if "collat" in fn.name.lower() and facts["collator"] is None:
                 facts["collator"] = {"name": fn.name, "file": rel, "line": fn.lineno}
-        if facts["dataset"] and facts["dataset"]["file"] == rel:
-            facts["data_keys"] = _string_keys(tree)
-            facts["masking"] = _lines(text, IGNORE_MARKERS, rel)
+        if facts["dataset"] and facts["dataset"]["file"] == rel and not facts["data_keys"]:
+            # the record keys: what the dataset class and the module's functions read (not another class: a
+            # collator in the same file reads batch keys)
+            reader = [n for n in tree.body if isinstance(n, ast.FunctionDef) or
+                      isinstance(n, ast.ClassDef) and n.name == facts["dataset"]["class"]]
+            facts["data_keys"] = list(dict.fromkeys(k for n in reader for k in _string_keys(n)))
+            facts["masking"] = _ignore_lines(text, tree, rel)
             pre_shift += _lines(text, PRE_SHIFT, rel, limit=2)
     if not facts["entry"]:
         facts["loss_at"] = "the model's forward (.loss), as the HF Trainer reads it"
@@ -169,6 +201,8 @@ def source_training_facts(folder: Path, forward: dict[str, Any] | None = None) -
         facts["forward_call"] = call_kind_from_signature((forward or {}).get("signature")) or "kwargs"
     if facts["trainer"] is None:
         facts["loss_at"] = "the model's forward (.loss): the training code overrides no compute_loss"
+    if not loss_shift and not (facts["trainer"] or {}).get("computes_loss"):
+        loss_shift = _model_loss_shift(folder)  # the model computes the loss: its forward says how
     if loss_shift:
         facts["label_convention"], facts["label_evidence"] = "aligned", loss_shift[0]
     elif pre_shift:
