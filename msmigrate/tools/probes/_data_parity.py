@@ -505,6 +505,13 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
         if i >= len(raw):
             break
         sample = raw[i]
+        if not isinstance(sample, dict) or not isinstance(sample.get("messages"), list):
+            # the chat-template oracle reads ShareGPT records; name what it found, where
+            problems.append(f"sample {i}: the record in {os.path.abspath(data_path)} has keys "
+                            f"{sorted(sample) if isinstance(sample, dict) else type(sample).__name__}; this oracle "
+                            "reads 'messages' (+ 'images'): a source whose own training code reads another format "
+                            "is compared through that code")
+            continue
         paths = [p if os.path.isabs(p) else os.path.join(root, p) for p in sample.get("images") or []]
         mapped = [os.path.basename(p) for p in example.get("images") or [] if isinstance(p, str)]
         if mapped and [os.path.basename(p) for p in paths] != mapped:
@@ -530,7 +537,12 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
         problems.append(f"the samples' labels follow different conventions ({', '.join(conventions)})")
     if aligned and samples:
         media_id = (samples[0].get("media_token") or {}).get("id", media_id)
+    if problems:
+        problems.append(f"(the oracle read {os.path.abspath(data_path)}: each record's 'messages' and 'images', "
+                        "rendered with the source's chat template and processor)")
     return {"samples_compared": len(samples), "media_token_id": media_id, **totals,
+            "oracle": "the source's chat template + processor", "data_file": os.path.abspath(data_path),
+            "keys_read": ["messages", "images"],
             "label_convention": conventions[0] if len(conventions) == 1 else conventions,
             "media_expanded_by": "source processor" if processor_expands else
             ("not the source processor (it has no image processor): the source's text around each placeholder "
