@@ -42,9 +42,12 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
     plan, ctx = state["plan"], deps.ctx
     custom = plan["route"] == "custom"
     t0 = time.time()
+    # where the source ships training code, G1's reference is that code's loss path on its own collated batch
+    own = (plan.get("source_training") or {}).get("kind") == "own" and not batch_file
     res = model_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"], trust_remote_code=custom,
-                       sample_data=None if custom or batch_file else ctx.data_path, batch_file=batch_file,
-                       media_token_id=media_token_id)
+                       sample_data=ctx.data_path if own else (None if custom or batch_file else ctx.data_path),
+                       batch_file=batch_file, media_token_id=media_token_id,
+                       source_training=plan.get("source_training") if own else None)
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail",
               "eager": r.get("eager"), "meta": r.get("meta"), "source_loss": r.get("source_loss"),

@@ -235,17 +235,32 @@ def own_pipeline_parity(source, data_path, examples, facts, target_media_id, tru
             "per_sample": samples, "passed": bool(samples) and not problems, "problems": problems}
 
 
-def own_loss(model, batch, facts, source, trust_remote_code=True):
-    """The source's loss on its own collated batch: its ``compute_loss`` override (the Trainer instance stands in
-    as ``self`` with the model it reads), else the model's ``.loss`` called as the HF Trainer calls it."""
+def own_forward(model, batch, facts, source):
+    """(logits, loss) of the source on its own collated batch, by its own loss path: its ``compute_loss`` override
+    (the Trainer instance stands in as ``self`` with the model it reads; no ``Trainer.__init__``: no accelerator or
+    output folders), else the model's ``.loss`` called as the HF Trainer calls it (``model(**inputs)``)."""
     batch = dict(batch)
     trainer = facts.get("trainer")
     if trainer and trainer.get("computes_loss"):
         module = load_module(source, trainer["file"])
         cls = getattr(module, trainer["class"])
-        self = cls.__new__(cls)  # no Trainer.__init__ (accelerator, output dirs): compute_loss reads self.model
+        self = cls.__new__(cls)
         self.__dict__["model"] = model
-        loss = cls.compute_loss(self, model, batch)
-        return loss[0] if isinstance(loss, tuple) else loss
-    out = model(**batch)
-    return out["loss"] if isinstance(out, dict) else out.loss
+        loss, outputs = cls.compute_loss(self, model, batch, return_outputs=True)
+    else:
+        outputs = model(**batch)
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs.loss
+    logits = outputs["logits"] if isinstance(outputs, dict) else outputs.logits
+    return logits, loss
+
+
+def aligned_batch(batch, facts):
+    """The source's own batch as the target's trainer feeds the plugin: labels aligned with input_ids (a source that
+    pre-shifts them has label i = token i+1: moved one place right, label 0 ignored)."""
+    import torch
+
+    out = dict(batch)
+    if facts.get("label_convention") == "pre-shifted" and isinstance(out.get("labels"), torch.Tensor):
+        labels = out["labels"]
+        out["labels"] = torch.cat([torch.full_like(labels[..., :1], IGNORE), labels[..., :-1]], dim=-1)
+    return out
