@@ -99,3 +99,99 @@ def test_a_source_class_is_built_from_what_a_script_has_or_the_missing_parameter
         return a_mystery
     with pytest.raises(TypeError, match="cannot build the source's collator needs: .*'a_mystery'"):
         mod.construct(needs, provided, "collator")
+
+
+ONE_DICT_SOURCE = {
+    "modeling_tiny.py": "",
+    "finetune/dataset.py": '''
+import torch
+from torch.utils.data import Dataset
+
+
+class PairDataset(Dataset):
+    def __init__(self, raw_data):
+        self.raw_data = raw_data
+
+    def __len__(self):
+        return len(self.raw_data)
+
+    def __getitem__(self, i):
+        ids = torch.tensor(self.raw_data[i]["ids"])
+        target = torch.full_like(ids, -100)
+        for k in range(1, len(ids)):
+            if k >= self.raw_data[i]["answer_from"]:
+                target[k - 1] = ids[k]
+        return {"input_ids": ids, "labels": target}
+
+
+def data_collator(examples):
+    return {"input_ids": torch.stack([e["input_ids"] for e in examples]),
+            "labels": torch.stack([e["labels"] for e in examples])}
+''',
+    "finetune/trainer.py": '''
+import torch
+from transformers import Trainer
+
+
+class TinyTrainer(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        labels = inputs.pop("labels")
+        outputs = model(data=inputs)
+        logits = outputs.logits.view(-1, outputs.logits.shape[-1])
+        loss = torch.nn.CrossEntropyLoss()(logits, labels.view(-1))
+        return (loss, outputs) if return_outputs else loss
+''',
+}
+
+
+def test_a_one_dict_source_with_its_own_loss_and_pre_shifted_labels(tmp_path):
+    """The other contract kind: a forward taking one dict, the loss computed by the trainer on pre-shifted labels.
+    Its own loss path is the reference (compute_loss run without a Trainer instance), and the plugin's batch gets
+    the labels aligned: the plugin's shifted loss on them is the source's loss."""
+    import json
+
+    import torch
+
+    sys.path.insert(0, str(PROBES))
+    import _own_pipeline as mod
+
+    for rel, text in ONE_DICT_SOURCE.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    data = tmp_path / "train.json"
+    data.write_text(json.dumps([{"ids": [5, 6, 7, 8, 9], "answer_from": 3}]))
+    facts = source_training_facts(tmp_path, {"signature": "forward(self, data, **kwargs)"})
+    assert (facts["forward_call"], facts["label_convention"]) == ("one dict", "pre-shifted")
+    [(_, batch)] = mod.own_batches(str(tmp_path), str(data), facts, 1)
+    assert batch["labels"].tolist() == [[-100, -100, 8, 9, -100]]
+
+    torch.manual_seed(0)
+    table = torch.nn.Embedding(16, 16)
+
+    class DictModel(torch.nn.Module):  # the source: forward(data) -> logits only
+        def __init__(self):
+            super().__init__()
+            self.table = table
+
+        def forward(self, data, **kwargs):
+            return type("Out", (), {"logits": self.table(data["input_ids"])})()
+
+    logits, loss = mod.own_forward(DictModel(), batch, facts, str(tmp_path))
+    assert logits.shape == (1, 5, 16)
+    aligned = mod.aligned_batch(batch, facts)
+    assert aligned["labels"].tolist() == [[-100, -100, -100, 8, 9]]
+    shifted = torch.nn.functional.cross_entropy(logits[0, :-1], aligned["labels"][0, 1:])  # the plugin's loss
+    assert torch.allclose(loss, shifted)
+
+    class Tok:
+        def decode(self, ids):
+            return " ".join(map(str, ids))
+
+    ids = [5, 6, 7, 8, 9]
+    port = mod.compare_with_target(Tok(), batch, {"input_ids": ids, "labels": aligned["labels"][0].tolist()},
+                                   "pre-shifted", None)
+    assert not port["problems"] and port["trained"] == port["source_trained"] == 2
+    copied = mod.compare_with_target(Tok(), batch, {"input_ids": ids, "labels": batch["labels"][0].tolist()},
+                                     "pre-shifted", None)  # the source's pre-shifted labels kept: shifted twice
+    assert any("the target trains and the source's own pipeline does not" in p for p in copied["problems"])
+    sys.path.remove(str(PROBES))
