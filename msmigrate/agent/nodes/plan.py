@@ -190,6 +190,12 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         contract, failures = derived.value, failures + ([derived.failure] if derived.failure else [])
     if expansion is not None:
         reasons.append(f"media expansion measured by the source processor: {expansion.describe()}")
+        if expansion.ok and (written := expansion.tokens_written):
+            named = sorted((src.get("tokens") or {}).get("media_tokens") or [])
+            unwritten = [t for t in named if t not in written]
+            reasons.append(f"media tokens the source processor writes (measured): {written}"
+                           + (f"; the tokenizer's media-named tokens it never wrote here: {unwritten}"
+                              if unwritten else ""))
         if expansion.ok and (collides := placeholder_collision(
                 [p.text for p in expansion.per_image], target_placeholders(getattr(deps.ctx, "target", None) or ""))):
             reasons.append(collides)
@@ -230,6 +236,7 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         "collator_drops": drops,
         "architecture": architecture[0],
         "media_expansion": expansion.to_dict() if expansion is not None else None,
+        "media_tokens_written": expansion.tokens_written if expansion is not None else None,
         "data_contract": contract.to_dict() if contract is not None else None,
         "similar_case": similar.get("example"),
         "reasons": reasons + [f"similar case {similar.get('example')}: {', '.join(similar.get('why', []))}"],
