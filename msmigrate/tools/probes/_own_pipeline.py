@@ -106,9 +106,14 @@ def own_batches(source, data_path, facts, n, trust_remote_code=True):
         obj = getattr(module if c["file"] == facts["dataset"]["file"] else load_module(source, c["file"]), c["name"])
         collate = construct(obj, provided, "collator") if inspect.isclass(obj) else obj
     out = []
-    for i in range(min(n, len(dataset))):
-        item = dataset[i]
-        out.append((i, dict(collate([item])) if collate is not None else dict(item)))
+    here = os.getcwd()
+    os.chdir(os.path.dirname(os.path.abspath(data_path)))  # record paths are relative to the data file, if at all
+    try:
+        for i in range(min(n, len(dataset))):
+            item = dataset[i]
+            out.append((i, dict(collate([item])) if collate is not None else dict(item)))
+    finally:
+        os.chdir(here)
     return out
 
 
