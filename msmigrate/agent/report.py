@@ -9,8 +9,8 @@ from typing import Any
 
 import git
 
-from msmigrate.agent.gates.parity import parity_summary
-from msmigrate.agent.megatron_report import GATE_TITLES as MEGATRON_GATE_TITLES, megatron_section
+from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary
+from msmigrate.agent.routes.megatron.report import GATE_TITLES as MEGATRON_GATE_TITLES, megatron_section
 from msmigrate.agent.state import EXIT_UNSUPPORTED, PHASE_GATES
 from msmigrate.core.secret_mask import mask_text
 

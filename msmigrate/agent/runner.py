@@ -92,7 +92,8 @@ def build_tools(ctx: RunContext) -> list:
 
 def build_gates() -> dict[str, Any]:
     from msmigrate.agent.backend_route import route_gates
-    from msmigrate.agent.gates import GATES, MEGATRON_GATES
+    from msmigrate.agent.routes.fsdp2.gates import GATES
+    from msmigrate.agent.routes.megatron.gates import GATES as MEGATRON_GATES
 
     return route_gates(GATES, MEGATRON_GATES)
 
