@@ -47,6 +47,10 @@ def parity(phi3_v, examples):
 def test_a_faithful_port_passes(phi3_v):
     result = parity(phi3_v, [faithful(b) for _, b in phi3_v[4]])
     assert result["passed"], result["problems"]
+    mod, folder, facts, data, _ = phi3_v
+    # without the plan's media id (no measured expansion), the target's is read where the source's run starts
+    unknown = mod.own_pipeline_parity(str(folder), str(data), [faithful(b) for _, b in phi3_v[4]], facts, None)
+    assert unknown["passed"] and unknown["media_token_id"] == MEDIA
     assert result["oracle"] == "the source's own training pipeline" and result["samples_compared"] == 2
     assert result["media_spans"] == result["source_media_spans"] == [[13], [13]]
     assert result["trained"] == result["source_trained"] > 0
@@ -195,3 +199,14 @@ def test_a_one_dict_source_with_its_own_loss_and_pre_shifted_labels(tmp_path):
                                      "pre-shifted", None)  # the source's pre-shifted labels kept: shifted twice
     assert any("the target trains and the source's own pipeline does not" in p for p in copied["problems"])
     sys.path.remove(str(PROBES))
+
+
+def test_g2s_record_and_summary_name_the_sources_own_pipeline(phi3_v):
+    from msmigrate.agent.routes.fsdp2.gates.parity import data_parity_record, parity_summary
+
+    result = parity(phi3_v, [faithful(b) for _, b in phi3_v[4]])
+    problems, record = data_parity_record({"parity": result}, {"loss_labels": {"alignment": "aligned"}})
+    assert not problems and record["status"] == "pass"
+    assert record["keys_read"] == ["image", "id", "question", "answer"] and record["data_file"].endswith("train.json")
+    line = parity_summary(record)
+    assert line.startswith("pass against the source's own training pipeline: ids = source") and "media 26" in line

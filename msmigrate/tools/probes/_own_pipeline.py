@@ -213,6 +213,16 @@ def compare_with_target(tok, own, example, convention, target_media_id, source_m
             "problems": problems}
 
 
+def media_id_at_source_run(own, example):
+    """The target's media token read from its example: the id it writes where the source's own pipeline starts its
+    first media run (negative ids: the text before it is the same in a faithful port). None without a run."""
+    ids, t_ids = _to_list(own["input_ids"]), list(example["input_ids"])
+    start = next((k for k, t in enumerate(ids) if t < 0), None)
+    if start is None or start >= len(t_ids) or ids[:start] != t_ids[:start]:
+        return None
+    return t_ids[start]
+
+
 def own_pipeline_parity(source, data_path, examples, facts, target_media_id, trust_remote_code=True):
     """G2's oracle where the source ships training code: its own dataset + collator on the raw records."""
     from transformers import AutoTokenizer
@@ -223,6 +233,8 @@ def own_pipeline_parity(source, data_path, examples, facts, target_media_id, tru
     tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
     batches = own_batches(source, data_path, facts, len(examples), trust_remote_code)
     samples, problems = [], []
+    if target_media_id is None and batches and examples:
+        target_media_id = media_id_at_source_run(batches[0][1], examples[0])
     for (i, own), example in zip(batches, examples):
         result = compare_with_target(tok, own, example, facts.get("label_convention") or "aligned",
                                      target_media_id)
@@ -232,7 +244,11 @@ def own_pipeline_parity(source, data_path, examples, facts, target_media_id, tru
     if problems:
         problems.append(f"(the oracle read {where['data_file']} through {facts['dataset']['file']} "
                         f"{facts['dataset']['class']}, record keys {where['keys_read']})")
-    return {**where, "samples_compared": len(samples), **totals,
+    return {**where, "samples_compared": len(samples), **totals, "media_token_id": target_media_id,
+            "masked": totals["tokens"] - totals["trained"],
+            "prompt_match": not any("input ids differ" in p for p in problems),
+            "media_tokens": sum(sum(s["media_spans"]) for s in samples),
+            "source_media_tokens": sum(sum(s["source_media_spans"]) for s in samples),
             "media_spans": [s["media_spans"] for s in samples],
             "source_media_spans": [s["source_media_spans"] for s in samples],
             "label_convention": samples[0]["target_label_convention"] if samples else None,
