@@ -95,3 +95,21 @@ def test_source_reader_failures_reach_the_plan():
     plan = make_plan(deps, {"source_summary": src, "target_summary": {"templates": [], "similar_cases": [{}]}})
     assert plan["could_not_derive"] == ["could not derive the attention facts: SyntaxError"]
     assert plan["chat_content_form"] == "structured"
+
+
+def test_the_phase_prompts_state_the_sources_own_training_contract():
+    """Where the source trains through its own code, the model prompt says how its loss path works (call kind,
+    where the loss is, pre-shifted labels) and the data prompt names its dataset as G2's oracle."""
+    facts = {"kind": "own", "entry": ["finetune/trainer.py"], "forward_call": "one dict",
+             "loss_at": "finetune/trainer.py:7 FamilyTrainer.compute_loss", "label_convention": "pre-shifted",
+             "dataset": {"class": "SupervisedDataset", "file": "finetune/dataset.py", "line": 5},
+             "collator": {"name": "data_collator", "file": "finetune/dataset.py", "line": 40},
+             "data_keys": ["image", "conversations", "role", "content"], "masking": [], "trainer": None}
+    plan = {**sample_node_vars("model")["plan"], "source_training": facts,
+            "source_training_contract": ["the source's own training code: finetune/trainer.py"]}
+    model = render("model", **{**sample_node_vars("model"), "plan": plan})
+    assert "as its\n  training code does (one dict)" in model and "FamilyTrainer.compute_loss" in model
+    assert "Its labels are pre-shifted" in model and "the source's own training code: finetune/trainer.py" in model
+    data = render("data", **{**sample_node_vars("data"), "plan": plan})
+    assert "G2 runs its\n  SupervisedDataset (finetune/dataset.py) and data_collator" in data
+    assert "['image', 'conversations', 'role', 'content']" in data
