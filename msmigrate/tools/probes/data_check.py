@@ -155,6 +155,20 @@ class TargetWarnings(logging.Handler):
         return error + (" — the target logged before it: " + " | ".join(self.messages[-3:]) if self.messages else "")
 
 
+def loadable(value):
+    """A batch value the saved batch can carry for a ``weights_only`` load: tensors, numbers, strings and lists /
+    tuples / dicts of them (per-image tensor lists, bounds, sizes); not arbitrary objects (a PIL image)."""
+    import torch
+
+    if isinstance(value, (torch.Tensor, int, float, bool, str)) or value is None:
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(loadable(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and loadable(v) for k, v in value.items())
+    return False
+
+
 def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", required=True)
@@ -199,7 +213,7 @@ def main(argv):
         if args.batch_out:
             # list-valued keys too (per-image tensors, bounds, sizes): the forward the gate runs on this batch must
             # get what the plugin gets in training, or a plugin's image path never runs in any gate
-            torch.save({k: v for k, v in batch.items() if isinstance(v, (torch.Tensor, list, tuple))}, args.batch_out)
+            torch.save({k: v for k, v in batch.items() if loadable(v)}, args.batch_out)
             batch_file = os.path.abspath(args.batch_out)
         parity = None
         facts = None
