@@ -131,3 +131,20 @@ def test_a_tower_nested_in_a_plain_module_is_covered(tmp_path):
     assert rows["TowerModel"]["built_by"].startswith("TopModel.__init__ (modeling_top.py:")
     assert "→ ImageEmbedding.__init__ (modeling_top.py:" in rows["TowerModel"]["built_by"]
     assert facts["lacks"]["sdpa"] == ["TowerModel"]
+
+
+def test_a_reader_that_raises_is_a_recorded_fact_not_a_crash(tmp_path, monkeypatch):
+    """Source analysis never crashes: the reader's attention facts raising (remote code it cannot read) becomes
+    ``could not derive the attention facts of the remote code: …`` in the summary, which the plan shows."""
+    import importlib
+
+    module = importlib.import_module("msmigrate.tools.repo_reader.hf_summary")
+
+    def boom(*_a, **_k):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(module, "remote_attention_facts", boom)
+    summary = module.hf_summary(write_source(tmp_path / "src"))
+    assert summary.ok and "remote_attention" not in summary.data
+    assert summary.data["could_not_derive"] == [
+        "could not derive the attention facts of the remote code: RecursionError: maximum recursion depth exceeded"]
