@@ -152,6 +152,12 @@ def test_no_training_code_means_the_hf_oracle(tmp_path):
     assert source_training_facts(tmp_path / "absent")["kind"] == "hf"
 
 
+def test_training_named_files_without_a_pipeline_are_no_oracle(tmp_path):
+    folder = write(tmp_path, {"scripts/convert_weights.py": "import torch\n\ndef main():\n    pass\n"})
+    facts = source_training_facts(folder)
+    assert facts["kind"] == "hf" and facts["files_read"] == ["scripts/convert_weights.py"]
+
+
 def test_unparsable_training_code_is_skipped_not_raised(tmp_path):
     folder = write(tmp_path, {"finetune/broken.py": "def (:\n", "finetune/trainer.py": ONE_DICT_TRAINER})
     assert source_training_facts(folder)["forward_call"] == "one dict"

@@ -190,6 +190,9 @@ def source_training_facts(folder: Path, forward: dict[str, Any] | None = None) -
             facts["data_keys"] = list(dict.fromkeys(k for n in reader for k in _string_keys(n)))
             facts["masking"] = _ignore_lines(text, tree, rel)
             pre_shift += _lines(text, PRE_SHIFT, rel, limit=2)
+    if not (facts["trainer"] or facts["dataset"] or facts["collator"]):
+        # training-named files without a trainer, dataset or collator (a conversion script): no pipeline of its own
+        facts["files_read"], facts["entry"] = facts["entry"], []
     if not facts["entry"]:
         facts["loss_at"] = "the model's forward (.loss), as the HF Trainer reads it"
         facts["forward_call"] = "kwargs"
