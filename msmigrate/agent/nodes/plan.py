@@ -469,9 +469,14 @@ def make_plan_node(deps: RunDeps):
                     "exit_detail": f"plan — {backend.unsupported}"}
         if backend.backend == MEGATRON:
             data = ctx.data_path or ctx.source / "data" / "train.json"
-            expansion = None if src.get("needs_trust_remote_code") else derive_media_expansion(
+            measured = None if src.get("needs_trust_remote_code") else derive(
+                "the media expansion (the source processor on the samples)", derive_media_expansion,
                 ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir)
+            expansion = measured.value if measured is not None else None
             plan = make_megatron_plan(deps, state, cfg, backend, None, expansion)
+            if measured is not None and measured.failure:  # recorded, shown with the plan's reasons
+                plan = {**plan, "could_not_derive": [measured.failure],
+                        "reasons": [*(plan.get("reasons") or []), measured.failure]}
             deps.trajectory.append("plan", plan=plan)
             deps.emit("plan", backend=MEGATRON, route="megatron", components={
                 r: m.get("model_id") for r, m in plan["components"].items()}, similar_case=plan["similar_case"])
