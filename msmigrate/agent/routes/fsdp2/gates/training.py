@@ -66,7 +66,8 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
         started_at = state.get("started_at")
         spec.backend, spec.slurm, slots = "slurm", ls.slurm, nullcontext
         spec.nnodes = 1 if nproc == 1 else ls.nnodes
-        spec.deadline = started_at + deps.spec.budgets.wall_seconds if started_at else None
+        # the wall budget counts the run's own time: the time it waited for the user moves the deadline
+        spec.deadline = started_at + deps.idle_s + deps.spec.budgets.wall_seconds if started_at else None
     started = time.time()
 
     def progress(rec: Any) -> None:
