@@ -181,3 +181,23 @@ def test_the_phi3_v_fixture_states_its_own_contract(tmp_path):
     assert facts["data_keys"] == ["image", "id", "question", "answer"]
     assert facts["forward_call"] == "kwargs" and facts["loss_at"].startswith("the model's forward")
     assert facts["label_convention"] == "aligned" and "shift_logits" in facts["label_evidence"]
+
+
+def test_the_own_pipeline_measured_on_the_records_says_which_positions_train(tmp_path):
+    """The plan's measured contract for the phi3_v fixture: its own collator trains the answer, `<|end|>`, the
+    newline and `<|endoftext|>` (the eos a pipeline built from the chat template alone would not train), and writes
+    one media run of 13 negative ids per record."""
+    import sys
+
+    from msmigrate.testbeds.fixtures import build_source
+    from msmigrate.tools.repo_reader.training_facts import measure_own_pipeline
+
+    folder = build_source("phi3_v", tmp_path / "phi3_v")
+    facts = source_training_facts(folder)
+    measured = measure_own_pipeline(sys.executable, folder, folder / "data" / "train.json", facts, tmp_path / "run")
+    assert "error" not in measured, measured
+    first = measured["records"][0]
+    assert first["media_runs"] == [13] and first["trained"] == 14
+    assert first["trained_text"] == ["The image shows a grey square on a white background.<|end|>\n<|endoftext|>"]
+    lines = contract_text({**facts, "measured": measured})
+    assert any(line.startswith("measured on record 0 by the source's own pipeline: ") for line in lines)

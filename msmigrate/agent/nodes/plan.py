@@ -34,7 +34,7 @@ from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansi
 from msmigrate.tools.repo_reader.placeholder_facts import placeholder_collision, target_placeholders
 from msmigrate.tools.repo_reader.processor_code import (declared_processor_code, describe_unmeasured,
                                                          describe_unreached)
-from msmigrate.tools.repo_reader.training_facts import contract_text, source_training_facts
+from msmigrate.tools.repo_reader.training_facts import contract_text, measure_own_pipeline, source_training_facts
 from msmigrate.tools.repo_reader.wiring_facts import collate_advice
 from msmigrate.tools.runtime_processor import RuntimeProcessor, probe_runtime_processor
 
@@ -510,6 +510,16 @@ def make_plan_node(deps: RunDeps):
         state = {**state, "source_summary": {**src, "could_not_derive": [
             *(src.get("could_not_derive") or []), *failures]}}
         plan = make_plan(deps, state, expansion, arch, runtime_processor)
+        own = plan.get("source_training") or {}
+        if own.get("kind") == "own" and own.get("dataset") and Path(data).is_file():
+            # which positions the source's own pipeline trains, measured on the records (not only its code quoted)
+            measured = derived("the source's own pipeline on the records", measure_own_pipeline, ctx.runtime_python,
+                               ctx.source, data, own, ctx.run_dir, bool(src.get("needs_trust_remote_code")),
+                               default={"error": "not measured"})
+            own = {**own, "measured": measured}
+            plan = {**plan, "source_training": own, "source_training_contract": contract_text(own)}
+            if failures:
+                plan["could_not_derive"] = list(dict.fromkeys([*(plan.get("could_not_derive") or []), *failures]))
         plan = {"backend": backend.backend, **plan, "parallel_check": backend.parallel_check,
                 "reasons": backend.reasons + plan["reasons"]}
         deps.trajectory.append("plan", plan=plan)

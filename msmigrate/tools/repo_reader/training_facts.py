@@ -237,4 +237,30 @@ def contract_text(facts: dict[str, Any]) -> list[str]:
         out.append(f"label convention: {facts['label_convention']} ({facts.get('label_evidence')})")
     if facts.get("masking"):
         out.append("which positions train (the dataset's ignore-index lines): " + " | ".join(facts["masking"][:6]))
+    for rec in (facts.get("measured") or {}).get("records") or []:
+        out.append(f"measured on record {rec['record']} by the source's own pipeline: {rec['tokens']} tokens, "
+                   f"{rec['trained']} trained — the trained stretches {rec['trained_text']}"
+                   + (f"; media runs {rec['media_runs']}" if rec.get("media_runs") else ""))
+    if (facts.get("measured") or {}).get("error"):
+        out.append(f"could not run the source's own pipeline on the records: {facts['measured']['error']}")
     return out
+
+
+def measure_own_pipeline(runtime_python: str, source: Path, data: Path, facts: dict[str, Any], run_dir: Path,
+                         trust_remote_code: bool = True) -> dict[str, Any]:
+    """The source's own dataset + collator run on the first records in the target runtime
+    (``probes/own_pipeline_facts.py``): tokens, trained positions and their text, media runs per record; or
+    ``{"error": …}`` when it cannot run (a fact for the plan, not a failure)."""
+    import json
+
+    from msmigrate.tools.runtime import run_probe
+
+    path = Path(run_dir) / "probes" / "source_training.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(facts), encoding="utf-8")
+    args = ["--source", str(source), "--data", str(data), "--facts", str(path)]
+    res = run_probe(runtime_python, "own_pipeline_facts", args + (["--trust-remote-code"] if trust_remote_code else []),
+                    env_extra={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, timeout=180)
+    if not res.ok:
+        return {"error": (res.error or "the probe failed")[:400]}
+    return res.data["result"]
