@@ -6,9 +6,10 @@ through the precheck). Each problem is one line naming the input; a spec mistake
   the work tree and branch were made, leaving both behind);
 - ``runtime_python`` must exist and be executable ("no such interpreter: …"); that it is a Python is checked at
   G0 by running it (``tools/runtime.interpreter_problem``);
-- every sample-data record must be a sample (a conversation: a list of turns, each with a role and a content) and
-  every media path it names must resolve, as the target's dataset resolves it (absolute, or relative to the data
-  file's folder = ``dataset_dir``); the error gives the record's index.
+- every sample-data record must be a sample — an object carrying text: a conversation (a list of turns, each with
+  a role and a content) or, in the source's own format (DESIGN decision 14: a VQA record's question and answer),
+  text fields — and every media path it names must resolve, as the datasets resolve it (absolute, or relative to
+  the data file's folder = ``dataset_dir``); the error gives the record's index.
 """
 
 from __future__ import annotations
@@ -82,9 +83,11 @@ def record_problem(record: Any, base: Path) -> str | None:
     # the framework's default names first; else any list of objects (a config's attr may name another key)
     key = next((k for k in CONVERSATION_KEYS if k in record), None) or next(
         (k for k, v in record.items() if isinstance(v, list) and v and all(isinstance(t, dict) for t in v)), None)
-    if key is None:
-        return f"has no conversation (a list of turns such as {' or '.join(CONVERSATION_KEYS)}); keys: " \
-               f"{sorted(map(str, record))[:8]}"
+    if key is None:  # the source's own record format: text fields besides the media
+        if not any(isinstance(v, str) and v.strip() for k, v in record.items() if k not in MEDIA_KEYS):
+            return f"has no text (no conversation such as {' or '.join(CONVERSATION_KEYS)}, no text field); " \
+                   f"keys: {sorted(map(str, record))[:8]}"
+        return media_problem(record, base)
     turns = record[key]
     if not isinstance(turns, list) or not turns:
         return f"{key} is not a non-empty list of turns"
@@ -101,6 +104,11 @@ def record_problem(record: Any, base: Path) -> str | None:
             return f"{key}[{t}].{role} is not a string"
         if content not in turn or not isinstance(turn[content], (str, list)):
             return f"{key}[{t}] has no {content} text"
+    return media_problem(record, base)
+
+
+def media_problem(record: dict[str, Any], base: Path) -> str | None:
+    """Why a media path of ``record`` does not resolve, or None."""
     for media in MEDIA_KEYS:
         if media not in record or record[media] is None:
             continue

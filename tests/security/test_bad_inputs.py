@@ -145,7 +145,9 @@ def conv(text: str = "<image>hi") -> list[dict]:
 
 
 @pytest.mark.parametrize("records, words", [
-    ([{"messages": conv(), "images": ["img.png"]}, {"foo": 1}], ["record 1 has no conversation", "1 of 2"]),
+    ([{"messages": conv(), "images": ["img.png"]}, {"foo": 1}], ["record 1 has no text", "1 of 2"]),
+    ([{"messages": conv()}, {"image": "img.png"}], ["record 1 has no text"]),
+    ([{"question": "q", "answer": "a", "image": "gone.png"}], ["record 0 image path 'gone.png' does not resolve"]),
     ([{"messages": conv()}, 7], ["record 1 is a int"]),
     ([{"messages": "hello"}], ["record 0 messages is not a non-empty list"]),
     ([{"messages": [{"role": "user"}]}], ["record 0 messages[0] has no content"]),
@@ -168,9 +170,10 @@ def test_g0_accepts_real_samples_and_counts_many_bad_records(tmp_path):
     (tmp_path / "img.png").write_bytes(b"png")
     good = {"messages": conv(), "images": ["img.png", str(tmp_path / "img.png")]}
     data = tmp_path / "train.jsonl"
-    data.write_text("\n".join(json.dumps(r) for r in [good, {"dialog": [{"speaker": "a", "text": "b"}]}]))
+    vqa = {"id": "v0", "image": "img.png", "question": "what?", "answer": "a square"}  # the source's own format
+    data.write_text("\n".join(json.dumps(r) for r in [good, {"dialog": [{"speaker": "a", "text": "b"}]}, vqa]))
     assert data_record_problems(data) == []  # a conversation under a key of the user's own (attr maps it)
-    data.write_text(json.dumps([good] + [{"x": i} for i in range(12)]))
+    data.write_text(json.dumps([good] + [{"x": i} for i in range(12)]))  # no text at all
     (problem,) = data_record_problems(data)
     assert "12 of 13 records" in problem and "record 1 " in problem and "(+7 more records)" in problem
 
