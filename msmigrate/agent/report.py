@@ -11,7 +11,9 @@ import git
 
 from msmigrate.agent.gates.parity import parity_summary
 from msmigrate.agent.megatron_report import GATE_TITLES as MEGATRON_GATE_TITLES, megatron_section
-from msmigrate.agent.state import EXIT_UNSUPPORTED, PHASE_GATES
+from msmigrate.agent.exit_line import ALL_GATES, STALE, headline, todo_for
+from msmigrate.agent.gate_currency import gate_currency
+from msmigrate.agent.state import PHASE_GATES
 from msmigrate.core.secret_mask import mask_text
 
 GATE_TITLES = {
@@ -96,14 +98,31 @@ def diff_summary(target: Path, base: str | None, branch: str) -> str:
         return f"(diff unavailable: {exc})"
 
 
-def _gate_rows(gates: dict[str, Any], titles: dict[str, str] = GATE_TITLES) -> list[str]:
+def gate_result(name: str, gates: dict[str, Any], history: list[dict[str, Any]],
+                stale: dict[str, str] | None) -> tuple[str, dict[str, Any] | None, str]:
+    """(result word, the record it is about, why it is stale or ""). A PASS only for a record that still proves the
+    work branch (``stale``: gate -> why not, from ``gate_currency``; None when no branch was consulted); a record
+    dropped because the branch or the launch changed under it (the history keeps it) reads "stale, re-run"."""
+    rec = gates.get(name)
+    if rec is None:
+        earlier = next((r for r in reversed(history or []) if r.get("gate") == name), None)
+        if earlier is not None and earlier.get("passed"):
+            return STALE, earlier, "its proof was invalidated (the branch or the launch changed since)"
+        return "not run", None, ""
+    if rec.get("passed"):
+        why = (stale or {}).get(name)
+        return (STALE, rec, why) if why else ("PASS", rec, "")
+    return ("NEEDS ACCELERATOR" if rec.get("needs_accelerator") else "FAIL"), rec, ""
+
+
+def _gate_rows(gates: dict[str, Any], titles: dict[str, str] = GATE_TITLES, history: list | None = None,
+               stale: dict[str, str] | None = None) -> list[str]:
     rows = ["| gate | what it proves | result | parity with the source | evidence |", "|---|---|---|---|---|"]
     for group in PHASE_GATES.values():
         for g in group:
-            rec = gates.get(g)
-            result = "not run" if rec is None else ("PASS" if rec.get("passed") else
-                                                    "NEEDS ACCELERATOR" if rec.get("needs_accelerator") else "FAIL")
-            summary = (rec or {}).get("summary", "").replace("|", "\\|").replace("\n", " ")
+            result, rec, why = gate_result(g, gates, history or [], stale)
+            summary = (f"{why} — " if why else "") + (rec or {}).get("summary", "")
+            summary = summary.replace("|", "\\|").replace("\n", " ")
             parity = "; ".join(f"{kind} {parity_summary(p)}" for kind, p in ((rec or {}).get("parity") or {}).items())
             parity = parity.replace("|", "\\|").replace("\n", " ") or "—"
             rows.append(f"| {g} | {titles[g]} | {result} | {parity} | {summary[:300]} |")
@@ -141,16 +160,15 @@ def _parity_section(gates: dict[str, Any]) -> list[str]:
     return ["", "## Parity with the source", "", *lines] if lines else []
 
 
-def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
+def render_report(state: dict[str, Any], diff: str, has_plot: bool, stale: dict[str, str] | None = None) -> str:
     gates = state.get("gates", {})
     plan = state.get("plan", {})
     c = state.get("counters", {})
     megatron = plan.get("backend") == "megatron"
-    # a policy that could not do a phase says so on the first line: what, why, what to do
-    head = ([f"**{EXIT_UNSUPPORTED}** — {state.get('exit_detail', '')}", ""]
-            if state.get("exit_status") == EXIT_UNSUPPORTED else [])
+    history = state.get("gate_history", [])
     lines = [
-        *head,
+        headline(state, {g: gate_result(g, gates, history, stale) for g in ALL_GATES}),  # what, why, what to do
+        "",
         f"# Verification report — {plan.get('model_id', state.get('run_id'))}",
         "",
         f"- run id: `{state.get('run_id')}`",
@@ -161,7 +179,7 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
         "",
         "## Gates",
         "",
-        *_gate_rows(gates, MEGATRON_GATE_TITLES if megatron else GATE_TITLES),
+        *_gate_rows(gates, MEGATRON_GATE_TITLES if megatron else GATE_TITLES, history, stale),
         "",
         "Every PASS above is backed by the command, exit code, timestamps, log excerpt and parsed metrics in "
         "`evidence.json`.",
@@ -224,11 +242,17 @@ def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
     run_dir: Path = deps.ctx.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     gates = state.get("gates", {})
+    currency = gate_currency(deps.ctx, state)
+    stale = {g: why for g, why in currency.items() if why}
     evidence = {
         "run_id": state.get("run_id"),
         "exit_status": state.get("exit_status"),
         "exit_detail": state.get("exit_detail"),
+        "exit_todo": state.get("exit_todo") or todo_for(state),
         "plan": state.get("plan", {}),
+        "work_branch": deps.ctx.work_branch,
+        # per passed gate: "current" (its commit is on the branch and nothing it proved changed since) or why not
+        "gate_currency": {g: why or "current" for g, why in currency.items()},
         "gates": gates,
         "gate_history": state.get("gate_history", []),
         "counters": state.get("counters", {}),
@@ -236,7 +260,7 @@ def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
     (run_dir / "evidence.json").write_text(mask_text(json.dumps(evidence, indent=2, default=str)))
     has_plot = plot_losses(_losses(gates), run_dir / "loss_curve.png")
     diff = diff_summary(deps.ctx.target, state.get("artifacts", {}).get("base_commit"), deps.ctx.work_branch)
-    (run_dir / "verification_report.md").write_text(mask_text(render_report(state, diff, has_plot)))
+    (run_dir / "verification_report.md").write_text(mask_text(render_report(state, diff, has_plot, stale)))
     out = dict(state.get("artifacts", {}))
     out.update(report=str(run_dir / "verification_report.md"), evidence=str(run_dir / "evidence.json"))
     if has_plot:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from msmigrate.agent.launch_slots import launch_slots
+from msmigrate.agent.stop_grace import StopGrace
 from msmigrate.agent.gates.bound_inputs import bound_overrides
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.gates.parity import parity_summary, sharded_parity_check
@@ -72,8 +73,11 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
     def progress(rec: Any) -> None:
         deps.emit("launch_progress", label=f"{gate} {label}", iteration=rec.iteration, total=rec.total, loss=rec.loss)
 
+    # a stop of the run (chat's Ctrl-C) ends a scheduler job after a grace period; a local launch ends its step
+    cancel = StopGrace(deps.stop_requested, ls.slurm.stop_grace_s, deps.emit, f"{gate} {label}") \
+        if ls.backend == "slurm" and ls.slurm is not None else None
     with slots():  # in a batch: accelerator launches are limited separately from agent slots
-        res = launch(deps.ctx, spec, on_progress=progress)
+        res = launch(deps.ctx, spec, on_progress=progress, cancel=cancel)
     data = res.data
     summary = data.get("summary", {})
     # head and tail of the (iteration, loss) curve overlap on short runs; key by iteration

@@ -10,7 +10,7 @@ from langgraph.types import interrupt
 from msmigrate.agent.budgets import exhausted
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.nodes.work import run_gates
-from msmigrate.agent.state import EXIT_BUDGET, EXIT_REJECTED
+from msmigrate.agent.state import EXIT_BUDGET, EXIT_REJECTED, PHASE_GATES
 
 EDITABLE_LAUNCH_KEYS = {"nproc_per_node", "device", "gate_train_iters", "timeout_s", "master_addr", "nnodes", "node_rank",
                         "backend", *(f"slurm.{k}" for k in ("partition", "account", "qos", "gres", "time",
@@ -43,6 +43,13 @@ def make_verify_node(deps: RunDeps):
             except ValueError as exc:
                 payload = {**payload, "error": f"edit refused: {exc}"}
                 continue
+            # launched with other settings, G4–G6 records of an earlier visit (a stop between them) prove nothing
+            # about this launch: dropped, so every verify gate runs again
+            dropped = [g for g in PHASE_GATES["verify"] if g in (state.get("gates") or {})]
+            if dropped:
+                deps.trajectory.append("gates_invalidated", why="launch settings edited at the approval",
+                                       gates={g: "launched with other settings" for g in dropped})
+            state = {**state, "gates": {g: r for g, r in (state.get("gates") or {}).items() if g not in dropped}}
             # kept in the state (checkpointed), so a resumed run in a new process launches with the edit too
             return {**run_gates(deps, state, "verify"), "launch_edits": {**state.get("launch_edits", {}), **edits}}
         return run_gates(deps, state, "verify")
