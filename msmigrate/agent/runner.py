@@ -248,7 +248,7 @@ class Run:
         state = self.snapshot()
         phase = state.get("phase")
         left = [g for g in PHASE_GATES.get(phase or "", ()) if g not in (state.get("gates") or {})]
-        return (f"stopped by the user at a step boundary in phase {phase}"
+        return (f"stopped at a step boundary by the user, in phase {phase}"
                 + (f", before {', '.join(left)}" if phase == "verify" and left else "")
                 + "; nothing more was started after the stop")
 

@@ -156,16 +156,41 @@ def _lock_files(path: Path) -> list[Path]:
     return [p for p in found if p.exists()]
 
 
-def _open_by_a_process(lock: Path) -> bool | None:
-    """Whether a live process holds ``lock`` open (git keeps its lock file open while it writes); None when this
-    system has no /proc to ask."""
+def _descendants_of_self() -> set[int]:
+    """This process and its descendants (GitPython's persistent ``git cat-file`` helpers among them)."""
+    parent: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parent[int(stat.parent.name)] = int(fields[1])
+    mine, grew = {os.getpid()}, True
+    while grew:
+        more = {pid for pid, ppid in parent.items() if ppid in mine} - mine
+        mine |= more
+        grew = bool(more)
+    return mine
+
+
+def _writer_alive(tree: Path, lock: Path) -> bool | None:
+    """Whether a live process other than this one (and its children) may be writing: it has ``lock`` open, works
+    in ``tree`` (git's cwd, as GitPython starts it) or names it on its command line (``git -C tree``). None when
+    this system has no /proc to ask. Its own descendants are not asked: this process decides while it writes
+    nothing (between graph steps)."""
     proc = Path("/proc")
     if not (proc / "self" / "fd").is_dir():
         return None
-    target = str(lock)
-    for fd_dir in proc.glob("[0-9]*/fd"):
+    tree_s, lock_s, mine = str(tree), str(lock), _descendants_of_self()
+    for entry in proc.glob("[0-9]*"):
+        if int(entry.name) in mine:
+            continue
         try:
-            if any(os.readlink(fd) == target for fd in fd_dir.iterdir()):
+            cwd = os.readlink(entry / "cwd")
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if cwd == tree_s or cwd.startswith(tree_s + "/") or tree_s in cmdline:
+                return True
+            if any(os.readlink(fd) == lock_s for fd in (entry / "fd").iterdir()):
                 return True
         except OSError:  # a process that ended while it was looked at, or one we may not inspect
             continue
@@ -177,19 +202,20 @@ def held_locks(path: Path) -> list[str]:
     return [str(p) for p in _lock_files(path)]
 
 
-def clear_dead_locks(path: Path, min_age_s: float = 5.0) -> list[str]:
-    """Remove git lock files of this work tree that no live process holds (its writer was killed); returns the
-    removed paths. A lock younger than ``min_age_s`` is left (git may be about to open it), and so is every lock when
-    this system cannot tell whether its writer lives (no /proc)."""
+def clear_dead_locks(path: Path, min_age_s: float = 1.0) -> list[str]:
+    """Remove git lock files of this work tree whose writer is dead (no live process holds them, works in the tree
+    or names it); returns the removed paths. A lock younger than ``min_age_s`` is left (its git may be starting),
+    and so is every lock when this system cannot tell whether its writer lives (no /proc)."""
     import time
 
     cleared = []
+    path = Path(path).resolve()
     for lock in _lock_files(path):
         try:
             age = time.time() - lock.stat().st_mtime
         except FileNotFoundError:
             continue
-        if age < min_age_s or _open_by_a_process(lock) is not False:
+        if age < min_age_s or _writer_alive(path, lock) is not False:
             continue
         lock.unlink(missing_ok=True)
         cleared.append(str(lock))

@@ -80,6 +80,12 @@ class EventPrinter:
         elif kind == "launch_progress":
             c.print(f"    {escape(str(data.get('label', '')))} iteration {data.get('iteration')}/{data.get('total')} "
                     f"loss {data.get('loss')}")
+        elif kind == "gates_stopped":
+            c.print(f"  [yellow]stopped before {data.get('before')}[/]: nothing more is launched")
+        elif kind == "stop_grace":
+            c.print(f"  [yellow]{escape(str(data.get('detail', '')))}[/]")
+        elif kind == "worktree_kept":
+            c.print(f"[yellow]work tree kept[/]: {escape(str(data.get('why', '')))}")
         elif kind == "exit":
             colour = "green" if data.get("exit_status") == "success" else "red"
             c.print(f"[bold {colour}]exit: {data.get('exit_status')}[/] — {escape(str(data.get('detail', '')))}")
