@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from msmigrate.tools.file_writer import AUTHOR, TRAILER
-from msmigrate.tools.worktree import WorktreeError, clear_dead_locks, commit_uncommitted, git, held_locks
+from msmigrate.tools.worktree import (WorktreeError, clear_dead_locks, commit_uncommitted, git, held_locks,
+                                     uncommitted)
 
 
 def settle_worktree(ctx: Any, trajectory: Any, why: str) -> str | None:
@@ -38,6 +39,8 @@ def settle_worktree(ctx: Any, trajectory: Any, why: str) -> str | None:
                    f"A write of this run reached the disk and its commit did not.\n\n{TRAILER}: {ctx.run_id}")
         # only where the run writes (its editable paths): anything else in the tree is not the run's to deliver
         sha, committed, removed = commit_uncommitted(Path(ctx.target), message, AUTHOR, list(ctx.editable_paths))
+        # anything else is not the run's to commit, and a gate run on it would prove what the branch does not hold
+        foreign = uncommitted(Path(ctx.target))
     except (WorktreeError, subprocess.SubprocessError, OSError) as exc:
         return f"the work tree {ctx.target} could not be checked: {exc}"
     if removed:
@@ -46,4 +49,8 @@ def settle_worktree(ctx: Any, trajectory: Any, why: str) -> str | None:
     if sha:
         trajectory.append("writer_recovered", what="files on disk but not in git committed", commit=sha,
                           paths=committed[:50], why=why)
+    if foreign:
+        names = ", ".join(f"{code.strip()} {name}" for code, name in foreign[:10])
+        return (f"the work tree {ctx.target} holds changes outside the run's editable paths that git does not "
+                f"({names}); commit or remove them there")
     return None

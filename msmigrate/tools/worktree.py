@@ -122,6 +122,10 @@ def release_worktree(checkout: Path, path: Path) -> str | None:
     checkout, path = Path(checkout).resolve(), Path(path).resolve()
     if path == checkout or not _registered(checkout, path):
         return f"{path} is not a work tree of {checkout}; nothing removed"
+    if not (path / ".git").exists():  # deleted by hand: only git's registry entry is left
+        with target_lock(checkout):
+            git(checkout, "worktree", "prune")
+        return None
     dirt = uncommitted(path)
     locks = held_locks(path)
     if dirt or locks:

@@ -85,3 +85,38 @@ def test_undo_then_retry_config_runs_g3_to_g6_again(fast_prepare, tmp_path):
         assert (run.run_dir / "verification_report.md").read_text().startswith("**success**")
     finally:
         run.close()
+
+
+def test_an_approval_edit_after_a_stop_runs_g4_again(fast_prepare, tmp_path):
+    """Stopped after G4, resumed, and the launch edited at the approval: G4's record proved another launch, so it
+    runs again (without the edit, the resumed verify keeps it and goes on at G5)."""
+    import threading
+
+    from msmigrate.agent.runner import DriveHooks
+
+    stop = threading.Event()
+    gates = FakeGates()
+    g4 = gates.gate("G4")
+
+    def g4_then_ctrl_c(deps, state):
+        record = g4(deps, state)
+        stop.set()
+        return record
+
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates, approval=True)
+    run.deps.gates["G4"] = g4_then_ctrl_c
+    try:
+        assert run.drive()["interrupt"]["kind"] == "code_execution"
+        assert run.drive(resume_value={"action": "approve"})["interrupt"]["kind"] == "launch"
+        out = run.drive(resume_value={"action": "approve"}, hooks=DriveHooks(stop_requested=stop.is_set))
+        assert out["exit_status"] == "stopped_by_user" and gates.calls == ["G1", "G2", "G3", "G4"]
+        assert (run.run_dir / "verification_report.md").read_text().startswith("**stopped_by_user**")
+        run.deps.gates["G4"] = g4
+        assert run.drive()["interrupt"]["kind"] == "launch"  # the resumed verify asks again before launching
+        out = run.drive(resume_value={"action": "edit", "launch": {"nproc_per_node": 3}})
+        assert out["exit_status"] == "success", out.get("exit_detail")
+        assert gates.calls == ["G1", "G2", "G3", "G4", "G4", "G5", "G6"]
+        (dropped,) = run.trajectory.records("gates_invalidated")
+        assert dropped["why"] == "launch settings edited at the approval" and list(dropped["gates"]) == ["G4"]
+    finally:
+        run.close()
