@@ -223,6 +223,11 @@ class Run:
                         "exit_detail": f"paused for your approval of {payload.get('kind')} "
                                        f"({', '.join(payload.get('gates', []))}); nothing of it ran yet"})
                 inp = Command(resume=approver(payload))
+        except KeyboardInterrupt:  # a headless Ctrl-C inside a step: the face handles it; the run still reports
+            self.trajectory.append("stopped", by="user", inside_step=True)
+            self.exit_report({**self.snapshot(), "exit_status": EXIT_STOPPED,
+                              "exit_detail": "interrupted (Ctrl-C) inside a step; the resumed run redoes that step"})
+            raise
         except Exception as exc:  # boundary: a bug fails the run with a status, not the caller
             tb = mask_text(traceback.format_exc())
             self.trajectory.append("error", error=repr(exc), traceback=tb)

@@ -132,3 +132,61 @@ def test_an_unreachable_llm_endpoint_ends_with_report_and_evidence(fast_prepare,
     assert f"What to do: check that the LLM endpoint {bad_endpoint} is up and answers chat completions" in first
     assert f"`msmigrate run --resume {run.run_id} --runs-dir {run.run_dir.parent}`" in first
     assert evidence["exit_status"] == "error" and evidence["gates"]["G0"]["passed"]
+
+
+def test_budget_and_ctrl_c_inside_a_step_end_with_report_and_evidence(fast_prepare, tmp_path):
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(loop=True), budgets={"policy_steps": 2})
+    try:
+        out = run.drive()
+    finally:
+        run.close()
+    assert out["exit_status"] == "budget_exhausted"
+    report, evidence = _artifacts(run)
+    assert report.splitlines()[0] == ("**budget_exhausted** — policy steps budget (2) used up (in phase model). What to "
+                                      "do: raise the budget named above (`budgets` in the spec) and start the run again")
+    assert evidence["exit_status"] == "budget_exhausted"
+
+    gates = FakeGates()
+
+    def ctrl_c_in_g3(deps, state):  # a headless Ctrl-C lands while G3 runs
+        raise KeyboardInterrupt
+
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates)
+    run.deps.gates["G3"] = ctrl_c_in_g3
+    try:
+        with pytest.raises(KeyboardInterrupt):  # the face still sees it (it prints how to resume)
+            run.drive()
+    finally:
+        run.close()
+    report, evidence = _artifacts(run)
+    assert report.startswith("**stopped_by_user** — interrupted (Ctrl-C) inside a step; the resumed run redoes that "
+                             "step. What to do: `msmigrate run --resume ")
+    assert evidence["exit_status"] == "stopped_by_user" and sorted(evidence["gates"]) == ["G0", "G1", "G2"]
+
+
+def test_a_launch_ended_by_the_stop_is_no_verdict(fast_prepare, tmp_path):
+    """The stop cancelled G4's Slurm job (after its grace): the failed record says nothing about the code — no
+    classify, no repair; the resumed run launches G4 again."""
+    stop = threading.Event()
+    gates = FakeGates({"G4": ["RuntimeError: job 4242 cancelled"]})
+    g4 = gates.gate("G4")
+
+    def g4_cancelled_by_the_stop(deps, state):
+        stop.set()
+        return g4(deps, state)
+
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates)
+    run.deps.gates["G4"] = g4_cancelled_by_the_stop
+    try:
+        out = run.drive(hooks=DriveHooks(stop_requested=stop.is_set))
+    finally:
+        run.close()
+    assert out["exit_status"] == "stopped_by_user" and out["phase"] == "verify"
+    assert "G4" not in out["gates"] and out["gate_history"][-1]["stopped_by_user"]
+    assert run.trajectory.records("classify") == [] and run.trajectory.records("gates_stopped")[0]["during"] == "G4"
+    again = Run.resume(run.run_id, run.settings, policy=ScriptedPolicy(), tools=run.deps.tools, gates=gates.as_dict())
+    try:
+        out = again.drive()
+    finally:
+        again.close()
+    assert out["exit_status"] == "success" and gates.calls == ["G1", "G2", "G3", "G4", "G4", "G5", "G6"]
