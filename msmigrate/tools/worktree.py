@@ -145,7 +145,6 @@ def release_worktree(checkout: Path, path: Path) -> str | None:
 # never reached its rename. The helpers below find them; the runner decides and records what it did.
 
 TMP_SUFFIX = ".msmigrate-tmp"  # safe_fs.write_text's temporary files
-_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock")
 _REGENERATED = ("__pycache__/",)  # written by importing the code, never an edit: not dirt
 
 
@@ -156,7 +155,8 @@ def git_dir(path: Path) -> Path:
 def _lock_files(path: Path) -> list[Path]:
     gd, common = git_dir(path), common_git_dir(path)
     branch = git(path, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
-    found = [gd / name for name in _LOCKS] + ([common / f"{branch}.lock"] if branch else [])
+    # the work tree's own git dir: index.lock, HEAD.lock, next-index-<pid>.lock of a partial commit, …
+    found = sorted(gd.glob("*.lock")) + ([common / f"{branch}.lock"] if branch else [])
     return [p for p in found if p.exists()]
 
 
