@@ -112,7 +112,8 @@ def test_an_approval_edit_after_a_stop_runs_g4_again(fast_prepare, tmp_path):
         assert out["exit_status"] == "stopped_by_user" and gates.calls == ["G1", "G2", "G3", "G4"]
         assert (run.run_dir / "verification_report.md").read_text().startswith("**stopped_by_user**")
         run.deps.gates["G4"] = g4
-        assert run.drive()["interrupt"]["kind"] == "launch"  # the resumed verify asks again before launching
+        asked = run.drive()["interrupt"]  # the resumed verify asks again before launching what is left
+        assert asked["kind"] == "launch" and asked["gates"] == ["G5", "G6"]
         out = run.drive(resume_value={"action": "edit", "launch": {"nproc_per_node": 3}})
         assert out["exit_status"] == "success", out.get("exit_detail")
         assert gates.calls == ["G1", "G2", "G3", "G4", "G4", "G5", "G6"]

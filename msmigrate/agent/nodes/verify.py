@@ -9,8 +9,9 @@ from langgraph.types import interrupt
 
 from msmigrate.agent.budgets import exhausted
 from msmigrate.agent.deps import RunDeps
-from msmigrate.agent.nodes.work import run_gates
+from msmigrate.agent.nodes.work import proved_here, run_gates
 from msmigrate.agent.state import EXIT_BUDGET, EXIT_REJECTED, PHASE_GATES
+from msmigrate.tools.file_writer import target_commit
 
 EDITABLE_LAUNCH_KEYS = {"nproc_per_node", "device", "gate_train_iters", "timeout_s", "master_addr", "nnodes", "node_rank",
                         "backend", *(f"slurm.{k}" for k in ("partition", "account", "qos", "gres", "time",
@@ -28,7 +29,9 @@ def make_verify_node(deps: RunDeps):
         if reason:
             return {"phase": "report", "exit_status": EXIT_BUDGET, "exit_detail": f"{reason} (before verify)"}
         shown = deps.spec.launch.model_dump(exclude={"slurm"} if deps.spec.launch.backend == "local" else None)
-        payload = {"kind": "launch", "gates": ["G4", "G5", "G6"], "launch": shown}
+        commit = target_commit(deps.ctx)  # after a stop between the gates, those already proved are not relaunched
+        to_launch = [g for g in PHASE_GATES["verify"] if not proved_here(state.get("gates") or {}, g, commit)]
+        payload = {"kind": "launch", "gates": to_launch, "launch": shown}
         while deps.spec.approval:
             answer = interrupt(payload)
             verdict = answer.get("action", "approve") if isinstance(answer, dict) else str(answer)

@@ -81,6 +81,13 @@ def proved_commit(history: list[dict[str, Any]], phase: str) -> str | None:
     return after[-1]["target_commit"]
 
 
+def proved_here(gates: dict[str, Any], name: str, commit: str | None) -> bool:
+    """The gate's current record passed on ``commit`` (the only way a phase's gate record survives into a new
+    visit of that phase is a stop between its gates: re-entering a phase drops its records)."""
+    record = gates.get(name) or {}
+    return bool(commit) and bool(record.get("passed")) and record.get("target_commit") == commit
+
+
 def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any]:
     """Run the phase's gates in order, after any earlier gate whose proof this phase's edits made stale; stop at
     the first failure. Returns the state update."""
@@ -99,8 +106,7 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
                                why=f"{gate} passed before files it proved changed; it runs again before "
                                    f"{'/'.join(PHASE_GATES[phase])}")
     for name in [g for g, _ in stale] + list(PHASE_GATES[phase]):
-        kept = gates.get(name) or {}
-        if name in PHASE_GATES[phase] and kept.get("passed") and commit and kept.get("target_commit") == commit:
+        if name in PHASE_GATES[phase] and proved_here(gates, name, commit):
             # passed on this very commit before a stop between this phase's gates: the resume goes on after it
             deps.trajectory.append("gate_kept", phase=phase, gate=name, target_commit=commit)
             continue
