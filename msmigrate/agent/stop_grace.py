@@ -16,7 +16,8 @@ class StopGrace:
 
     def __init__(self, stop_requested: Callable[[], bool], grace_s: float, emit: Callable[..., Any], label: str,
                  clock: Callable[[], float] = time.monotonic):
-        self.stop_requested, self.grace_s, self.emit, self.label, self.clock = stop_requested, grace_s, emit, label, clock
+        self.stop_requested, self.grace_s, self.emit = stop_requested, grace_s, emit
+        self.label, self.clock = label, clock
         self.since: float | None = None
 
     def is_set(self) -> bool:

@@ -115,13 +115,15 @@ def open_worktree(checkout: Path, run_id: str, run_dir: Path) -> Worktree:
 
 
 def release_worktree(checkout: Path, path: Path) -> str | None:
-    """Remove the run's work tree (its branch stays); None when it was removed, else why it was left. Only a path
-    registered as a work tree of ``checkout`` and not the main checkout itself is ever removed, and never one that
-    holds anything git does not (files written but not committed, a lock of a writer): the work tree may then hold
-    the only copy of an edit, so it is left where it is."""
+    """Remove the run's work tree (its branch stays); None when it was removed (or is no work tree of ``checkout``),
+    else why it was left. Only a path registered as a work tree of ``checkout`` and not the main checkout itself is
+    ever removed, and never one that holds anything git does not (files written but not committed, a lock of a
+    writer): the work tree may then hold the only copy of an edit, so it is left where it is."""
     checkout, path = Path(checkout).resolve(), Path(path).resolve()
-    if path == checkout or not _registered(checkout, path):
-        return f"{path} is not a work tree of {checkout}; nothing removed"
+    if path == checkout:
+        return f"{path} is the user's checkout, never removed"
+    if not _registered(checkout, path):
+        return None  # not a work tree of this checkout (already released): nothing to remove, nothing kept
     if not (path / ".git").exists():  # deleted by hand: only git's registry entry is left
         with target_lock(checkout):
             git(checkout, "worktree", "prune")
