@@ -272,7 +272,8 @@ class Run:
         that no longer prove the work branch, so their gates run again."""
         if self.ctx.checkout is None:
             return
-        problem = settle_worktree(self.ctx, self.trajectory, "resume: the previous process may have died mid-write")
+        problem = settle_worktree(self.ctx, self.trajectory, "resume: the previous process may have died mid-write",
+                                  self.snapshot().get("plan"))
         if problem:  # the gates refuse to run on it too, with the same reason
             self.trajectory.append("writer_not_recovered", problem=problem)
         self.invalidate_gates("resume")

@@ -19,11 +19,13 @@ from msmigrate.tools.worktree import (WorktreeError, clear_dead_locks, commit_un
                                      uncommitted)
 
 
-def settle_worktree(ctx: Any, trajectory: Any, why: str) -> str | None:
+def settle_worktree(ctx: Any, trajectory: Any, why: str, plan: dict[str, Any] | None) -> str | None:
     """Make the run's work tree fit for a gate (see the module text); None when it is, else why it cannot be (the
-    gate is then not run)."""
+    gate is then not run). ``plan``: the run's plan, whose extra editable paths (a new Megatron component) count
+    as the run's own like the default ones."""
     if ctx.checkout is None or not Path(ctx.target).is_dir():
         return "the run has no work tree of its own"
+    ctx.plan_editable = list((plan or {}).get("editable_extra") or [])
     try:
         head = git(Path(ctx.target), "symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
         if head != ctx.work_branch:

@@ -95,7 +95,7 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
     history = list(state.get("gate_history", []))
     counters = dict(state.get("counters", {}))
     # a gate proves a commit: whatever is on disk but not in git is committed first (or the gate is not run)
-    unfit = settle_worktree(deps.ctx, deps.trajectory, f"before the {phase} gates")
+    unfit = settle_worktree(deps.ctx, deps.trajectory, f"before the {phase} gates", state.get("plan"))
     if unfit:
         return {"phase": "report", "exit_status": EXIT_ERROR, "messages": clear_messages(),
                 "exit_detail": f"{'/'.join(PHASE_GATES[phase])} not run: {unfit}"}
