@@ -31,6 +31,7 @@ class RunDeps:
     # the face's stop request (chat's Ctrl-C), set by ``Run.drive``: read between the verify phase's gates, so a
     # stop during G4 launches nothing more, and by a Slurm launch (cancelled after a grace period)
     stop_requested: Callable[[], bool] = field(default=lambda: False)
+    idle_s: float = 0.0  # seconds the run waited for the user or was not running (budgets.idle_seconds)
 
     def emit(self, kind: str, **data: Any) -> None:
         """Progress for the faces (chat streams it, batch shows it) and the trajectory."""

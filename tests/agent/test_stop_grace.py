@@ -66,7 +66,7 @@ def test_gate_launches_on_slurm_carry_the_runs_stop(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
     from msmigrate.agent.config import RunSpec
-    from msmigrate.agent.gates import training
+    from msmigrate.agent.routes.fsdp2.gates import training
     from msmigrate.core.tool_result import ToolResult
 
     seen = {}
@@ -81,7 +81,8 @@ def test_gate_launches_on_slurm_carry_the_runs_stop(tmp_path, monkeypatch):
         spec = RunSpec.model_validate({"source": "s", "target": "t", "model_name": "m1", "launch": {
             "backend": backend, "device": "cpu", "slurm": {"partition": "debug", "stop_grace_s": 5}}})
         ctx = RunContext(run_id="r", run_dir=tmp_path / "run", source=tmp_path, target=tmp_path, model_name="m1")
-        deps = SimpleNamespace(spec=spec, ctx=ctx, emit=lambda *a, **k: None, stop_requested=lambda: stop[0])
+        deps = SimpleNamespace(spec=spec, ctx=ctx, emit=lambda *a, **k: None, stop_requested=lambda: stop[0],
+                               idle_s=0.0)
         if backend == "local":
             monkeypatch.setattr(training, "launch_slots", nullcontext)
         training.run_launch(deps, {"plan": {"config_path": "c.yaml"}, "started_at": 1.0}, "G4", "single", 1, {})

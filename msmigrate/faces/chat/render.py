@@ -14,6 +14,7 @@ from rich.table import Table
 
 from msmigrate.agent.gate_currency import STALE
 from msmigrate.agent.report import GATE_TITLES
+from msmigrate.core.text_clip import clip
 
 # Width a console gets when it writes to a pipe, file or CI log: wide enough that no table row is ever folded.
 _UNWRAPPED_WIDTH = 100_000
@@ -73,7 +74,7 @@ class EventPrinter:
             c.print(f"  gate {data.get('gate')} running …")
         elif kind == "gate_end":
             mark = "[green]PASS[/]" if data.get("passed") else "[red]FAIL[/]"
-            c.print(f"  gate {data.get('gate')} {mark} {escape(str(data.get('summary', ''))[:200])}")
+            c.print(f"  gate {data.get('gate')} {mark} {escape(clip(data.get('summary', ''), 200))}")
         elif kind == "classify":
             c.print(f"  classify {data.get('gate')} → case {data.get('case_id')} (owner {data.get('owner')}) "
                     f"→ back to {data.get('route')}")
@@ -114,7 +115,7 @@ def gates_table(state: dict[str, Any], stale: dict[str, str] | None = None) -> T
             why = (stale or {}).get(name, "") if rec.get("passed") else ""
             result = STALE if why else "PASS" if rec.get("passed") else "FAIL"
         summary = (f"{why} — " if why else "") + str((rec or {}).get("summary", ""))
-        table.add_row(name, title, result, escape(summary[:160]))
+        table.add_row(name, title, result, escape(clip(summary, 160)))
     return table
 
 
