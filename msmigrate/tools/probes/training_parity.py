@@ -259,7 +259,8 @@ def main(argv):
     try:
         import torch
         from data_check import load_pipeline
-        from model_parity import caller_set_media_ids, no_dropout, plugin_class, source_class, training_mode
+        from model_parity import (caller_set_media_ids, no_dropout, plugin_class, required_params, source_class,
+                                  training_mode)
         from sharded_reference import engine_loss_func
 
         torch.use_deterministic_algorithms(True, warn_only=True)
@@ -292,10 +293,26 @@ def main(argv):
         batches = micro_batches(cfg, dataset, collate_fn, plugin, args.steps * ga)
         src_keys = None if takes_kwargs else set(params)
         fixed = batches[0]
+        src_first = {k: v for k, v in fixed.items() if src_keys is None or k in src_keys}
+        unfed = required_params(type(source), src_first)
+        why_not = f"the source's own forward requires {unfed}, which the target pipeline's batch does not carry" \
+            if unfed else None
+        if not why_not:
+            try:
+                fixed_loss(source, src_first)
+            except Exception as exc:  # probe boundary: the target's batch is not the source's own input format
+                why_not = f"the source's own forward fails on the target pipeline's batch: {type(exc).__name__}: {exc}"
+        if why_not:  # G1 says the same through its own probe; nothing to train side by side
+            emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
+                  "why_not": why_not[:600], "problems": [], "seconds": round(time.monotonic() - start, 2)})
+            return 0
         loss_func_for = lambda b: engine_loss_func(cfg, b)  # noqa: E731  (the engine sets it per batch)
         fixed_before = fixed_loss(plugin, fixed, loss_func_for(fixed))
         tgt_opt = target_optimizer(cfg, plugin)
         held = {id(p) for group in tgt_opt.param_groups for p in group["params"]}
+        opt_name = type(tgt_opt).__name__
+        opt_groups = [{"params": len(g["params"]), "weight_decay": g.get("weight_decay"), "lr": g.get("lr")}
+                      for g in tgt_opt.param_groups]
         target_recs = train(plugin, batches, settings, tgt_opt, loss_func_for)
         unheld = [n for n, p in plugin.named_parameters() if n in target_recs[0]["grads"] and id(p) not in held]
         fixed_after = fixed_loss(plugin, fixed, loss_func_for(fixed))
@@ -308,15 +325,18 @@ def main(argv):
         source_names = [n for n, _ in source.named_parameters()]
         groups = (grad_parity(source_recs[0]["grads"], target_recs[0]["grads"], source_names)
                   if source_recs and "grads" in source_recs[0] else [])
-        # a fresh source copy at the initial weights explains a first-loss difference (its weights have moved)
-        torch.manual_seed(args.seed)
-        fresh = build(src_cls, src_cfg)
-        training_mode(fresh)
-        caller_set_media_ids(fresh, args.media_token_id)
-        first = [{k: v for k, v in b.items() if src_keys is None or k in src_keys} for b in batches[:ga]]
         cause = None
         s0, t0 = source_recs[0]["loss"], target_recs[0]["loss"]
         if abs(s0 - t0) > LOSS_RTOL * max(1.0, abs(s0)):
+            # a fresh source copy at the initial weights explains the difference (the trained one has moved)
+            source_recs[0].pop("grads", None)
+            target_recs[0].pop("grads", None)
+            del tgt_opt, source, plugin  # memory for the fresh copy
+            torch.manual_seed(args.seed)
+            fresh = build(src_cls, src_cfg)
+            training_mode(fresh)
+            caller_set_media_ids(fresh, args.media_token_id)
+            first = [{k: v for k, v in b.items() if src_keys is None or k in src_keys} for b in batches[:ga]]
             cause = loss_cause(fresh, first, s0, t0)
     except Exception as exc:  # probe boundary: the failure is the result
         import traceback
@@ -330,11 +350,9 @@ def main(argv):
         problems.insert(0, f"the target optimizer skips parameter group{'s' * (len(skipped) > 1)} "
                            f"{', '.join(skipped)}: {len(unheld)} parameters get a gradient but are in none of its "
                            f"param groups (e.g. {unheld[0]}), so they never train")
-    opt_groups = [{"params": len(g["params"]), "weight_decay": g.get("weight_decay"), "lr": g.get("lr")}
-                  for g in tgt_opt.param_groups]
     emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}",
           "plugin_class": f"{plg_cls.__module__}.{plg_cls.__qualname__}", "source_step": source_step,
-          "steps": len(target_recs), "settings": settings, "target_optimizer": type(tgt_opt).__name__,
+          "steps": len(target_recs), "settings": settings, "target_optimizer": opt_name,
           "target_param_groups": opt_groups,
           "source": {"loss": [r["loss"] for r in source_recs], "grad_norm": [r["grad_norm"] for r in source_recs]},
           "target": {"loss": [r["loss"] for r in target_recs], "grad_norm": [r["grad_norm"] for r in target_recs]},
