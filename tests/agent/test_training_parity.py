@@ -86,7 +86,7 @@ def test_green_migration_trains_like_the_source(migrated, tmp_path):
     assert record["max_dloss"] <= 1e-4 and record["max_rel_dgrad_norm"] <= 1e-3
     assert all(g["ok"] and g["no_grad"] == 0 for g in record["grad_groups"])
     assert {g["group"] for g in record["grad_groups"]} >= {"model.visual.blocks", "model.visual.merger", "lm_head"}
-    assert record["fixed_batch"]["fall"] >= 0.01
+    assert record["fixed_batch"]["fall"] >= record["tolerance"]["learn_fraction"] == 0.005
     assert record["settings"]["lr"] == 1e-4 and record["settings"]["clip_grad"] == 1.0
     assert parity_summary(record).startswith(f"pass: {STEPS} steps")
     # the report: both curves in one PNG, the per-step figures and the per-group table
