@@ -105,8 +105,9 @@ def plot_training_parity(record: dict[str, Any] | None, path: Path) -> bool:
     src, tgt = record["source"], record["target"]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), dpi=100)
     for ax, key, label in ((axes[0], "loss", "loss"), (axes[1], "grad_norm", "global grad norm")):
-        series = {f"source ({record.get('source_step') or 'HF loss'})"[:60]: (list(range(1, len(src[key]) + 1)),
-                                                                              src[key]),
+        own = not str(record.get("source_step") or "").startswith("HF class loss")
+        series = {"source (its training step)" if own else "source (HF class loss, AdamW)":
+                  (list(range(1, len(src[key]) + 1)), src[key]),
                   "migrated (target trainer step)": (list(range(1, len(tgt[key]) + 1)), tgt[key])}
         draw_losses(ax, series)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
