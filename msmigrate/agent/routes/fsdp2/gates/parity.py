@@ -48,9 +48,12 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
     plan, ctx = state["plan"], deps.ctx
     custom = plan["route"] == "custom"
     t0 = time.time()
+    # where the source ships training code, G1's reference is that code's loss path on its own collated batch
+    own = (plan.get("source_training") or {}).get("kind") == "own" and not batch_file
     res = model_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"], trust_remote_code=custom,
-                       sample_data=None if custom or batch_file else ctx.data_path, batch_file=batch_file,
-                       media_token_id=media_token_id)
+                       sample_data=ctx.data_path if own else (None if custom or batch_file else ctx.data_path),
+                       batch_file=batch_file, media_token_id=media_token_id,
+                       source_training=plan.get("source_training") if own else None)
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail",
               "eager": r.get("eager"), "meta": r.get("meta"), "source_loss": r.get("source_loss"),
@@ -91,7 +94,8 @@ def data_parity_record(check: dict[str, Any], forward: dict[str, Any] | None) ->
     record = {k: parity.get(k) for k in ("samples_compared", "tokens", "trained", "masked", "media_tokens",
                                          "source_media_tokens", "media_trained", "prompt_match", "media_token_id", "media_expanded_by",
                                          "label_convention", "labels_unused_by_shift", "decoded_sample",
-                                         "per_sample")}
+                                         "per_sample", "oracle", "data_file", "keys_read", "source_trained",
+                                         "media_spans", "source_media_spans", "source_label_convention")}
     record.update(status="fail" if problems else "pass", vision_features=features, batch_media_tokens=tokens,
                   loss_label_alignment=loss_conv,
                   vision_why_not=vision.get("why_not") if vision else "not counted", problems=problems)
@@ -183,6 +187,12 @@ def parity_summary(record: dict[str, Any] | None) -> str:
         e, m = record.get("eager") or {}, record.get("meta") or {}
         return (f"{status}: max|Δlogit| {_fig(e.get('max_abs_dlogit'))} / meta {_fig(m.get('max_abs_dlogit'))}, "
                 f"|Δloss| {_fig(e.get('dloss'))} / meta {_fig(m.get('dloss'))}")
+    if "trained" in record and str(record.get("oracle") or "").startswith("the source's own training"):
+        return (f"{status} against the source's own training pipeline: ids {'=' if record.get('prompt_match') else '≠'}"
+                f" source (media runs collapsed), trained {record.get('trained')} (source "
+                f"{record.get('source_trained')}), media {record.get('media_tokens')} (source "
+                f"{record.get('source_media_tokens')}, features {record.get('vision_features')}), labels "
+                f"{record.get('label_convention')} (loss {record.get('loss_label_alignment') or '?'})")
     if "trained" in record:
         return (f"{status}: prompt ids {'=' if record.get('prompt_match') else '≠'} source, labels "
                 f"{record.get('label_convention')} (loss {record.get('loss_label_alignment') or '?'}), trained "

@@ -7,7 +7,7 @@ framework falls back to DDP, which has no CPU path) — so G4/G5 set it, and say
 Four launches, not five: G4 saves a DCP checkpoint after its last iteration and G5's load run resumes from it. A
 separate "save" launch would train the same model on the same data with the same seed and prove only that saving
 works — which G4's own save proves. G5's same-seed repeat stays a launch of its own: re-reading G4's log would
-compare G4 with itself, and the repeat IS the determinism proof (see README, "Fewer launches")."""
+compare G4 with itself, and the repeat IS the determinism proof."""
 
 from __future__ import annotations
 
