@@ -23,7 +23,7 @@ GATE_TITLES = {
     "G1": "model (plugin imports, id registered, meta build, forward → finite loss)",
     "G2": "data (dataset registered, samples map, media resolve, batch keys ⊆ forward)",
     "G3": "config (schema, cross-references, pattern audit, not weakened)",
-    "G4": "functional (single-process steps, finite non-constant loss)",
+    "G4": "functional (single-process steps, finite non-constant loss; K steps match the source, loss falls)",
     "G5": "reliability (same seed → same losses; save → load round-trip)",
     "G6": "distributed end-to-end (≥ 2 ranks, the delivered launch config)",
 }
@@ -86,6 +86,69 @@ def plot_losses(series: dict[str, tuple[list[int], list[float]]], path: Path) ->
     fig.savefig(path)
     plt.close(fig)
     return True
+
+
+def training_parity_record(gates: dict[str, Any]) -> dict[str, Any] | None:
+    record = (gates.get("G4", {}).get("parity") or {}).get("training")
+    return record if record and (record.get("source") or {}).get("loss") else None
+
+
+def plot_training_parity(record: dict[str, Any] | None, path: Path) -> bool:
+    """Source and migrated model over the parity steps, loss and global grad norm, in one PNG (the same line
+    drawing as the launches' curve: identical curves stay visible)."""
+    if not record:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    src, tgt = record["source"], record["target"]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), dpi=100)
+    for ax, key, label in ((axes[0], "loss", "loss"), (axes[1], "grad_norm", "global grad norm")):
+        own = not str(record.get("source_step") or "").startswith("HF class loss")
+        series = {"source (its training step)" if own else "source (HF class loss, AdamW)":
+                  (list(range(1, len(src[key]) + 1)), src[key]),
+                  "migrated (target trainer step)": (list(range(1, len(tgt[key]) + 1)), tgt[key])}
+        draw_losses(ax, series)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("step")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=7)
+    fig.suptitle("Training parity (fp32, CPU, same init, batches and optimizer)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def _training_parity_lines(record: dict[str, Any]) -> list[str]:
+    tol = record.get("tolerance") or {}
+    settings = record.get("settings") or {}
+    src, tgt = record.get("source") or {}, record.get("target") or {}
+    lines = ["", f"Training parity (G4): {parity_summary(record)}.",
+             f"Source step: {record.get('source_step')}; optimizer settings from the delivered config: lr "
+             f"{settings.get('lr')}, weight decay {settings.get('weight_decay')}, betas {settings.get('betas')}, eps "
+             f"{settings.get('eps')}, clip_grad {settings.get('clip_grad')}, gradient accumulation "
+             f"{settings.get('gradient_accumulation_steps')} (constant lr; set aside: "
+             f"{settings.get('schedule_set_aside')}).",
+             f"Tolerance ({tol.get('dtype')}): |Δloss| ≤ {tol.get('loss_rtol')}·max(1, |loss|), grad norm "
+             f"{tol.get('grad_norm_rtol')} relative, step-1 gradient per group {tol.get('grad_rtol')} of its largest, "
+             f"fixed-batch loss falls ≥ {tol.get('learn_fraction')}.", "",
+             "| step | source loss | migrated loss | source grad norm | migrated grad norm |", "|---|---|---|---|---|"]
+    for i, row in enumerate(zip(src.get("loss", []), tgt.get("loss", []), src.get("grad_norm", []),
+                                tgt.get("grad_norm", [])), 1):
+        lines.append(f"| {i} | " + " | ".join(f"{x:.7g}" for x in row) + " |")
+    groups = record.get("grad_groups") or []
+    if groups:
+        lines += ["", "| parameter group (step 1) | parameters | without gradient | max rel Δgrad | norm ratio |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {g['group']} | {g['params']} | {g['no_grad']} | {g['max_rel_dgrad']:.2e} | "
+                  f"{g['norm_ratio'] if g['norm_ratio'] is None else round(g['norm_ratio'], 6)} |" for g in groups]
+    for problem in record.get("problems") or []:
+        lines.append(f"- {problem}")
+    return lines
 
 
 def diff_summary(target: Path, base: str | None, branch: str) -> str:
@@ -156,6 +219,12 @@ def _parity_section(gates: dict[str, Any]) -> list[str]:
         if data.get("decoded_sample"):
             lines += ["", "First sample as the target feeds it (trained tokens in ⟦ ⟧):", "", "```",
                       data["decoded_sample"], "```"]
+    training = (gates.get("G4", {}).get("parity") or {}).get("training")
+    if training:
+        lines += (_training_parity_lines(training) if training_parity_record(gates) else
+                  ["", f"Training parity (G4): {parity_summary(training)}."])
+        if training_parity_record(gates):
+            lines += ["", "![training parity](training_parity.png)"]
     sharded = (gates.get("G6", {}).get("parity") or {}).get("sharded")
     if sharded:
         lines += ["", f"Sharded: {parity_summary(sharded)}."]
@@ -249,6 +318,7 @@ def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
     }
     (run_dir / "evidence.json").write_text(mask_text(json.dumps(evidence, indent=2, default=str)))
     has_plot = plot_losses(_losses(gates), run_dir / "loss_curve.png")
+    has_parity_plot = plot_training_parity(training_parity_record(gates), run_dir / "training_parity.png")
     diff = diff_summary(deps.ctx.target, state.get("artifacts", {}).get("base_commit"), deps.ctx.work_branch)
     where = {"branch": deps.ctx.work_branch, "checkout": str(getattr(deps.ctx, "checkout", None) or deps.ctx.target),
              "runs_dir": str(run_dir.parent)}
@@ -257,4 +327,6 @@ def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
     out.update(report=str(run_dir / "verification_report.md"), evidence=str(run_dir / "evidence.json"))
     if has_plot:
         out["loss_curve"] = str(run_dir / "loss_curve.png")
+    if has_parity_plot:
+        out["training_parity_curve"] = str(run_dir / "training_parity.png")
     return out
