@@ -151,6 +151,25 @@ def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_re
     return res
 
 
+def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, config_path: Path, steps: int,
+                    trust_remote_code: bool = False, media_token_id: int | None = None) -> ToolResult:
+    """``steps`` optimizer steps of the source class and of the plugin class in the target trainer's step, same
+    weights, batches and optimizer settings, fp32 on CPU (``probes/training_parity.py``). ``ok`` means the probe
+    ran; ``result.passed`` is the verdict (None: not comparable)."""
+    if (refused := unapproved(ctx)) is not None:
+        return refused
+    args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--shrink-layers", "2",
+                                                  "--config", str(config_path), "--steps", str(steps)]
+    if media_token_id is not None:
+        args += ["--media-token-id", str(media_token_id)]
+    if trust_remote_code:
+        args += ["--trust-remote-code"]
+    res = run_probe(ctx.runtime_python, "training_parity", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=600)
+    if res.ok:
+        res.data["saved"] = _save(ctx, f"training_parity_{model_id}", res.data["result"])
+    return res
+
+
 def config_check(ctx: RunContext, config_path: Path, *, tree: dict | None, device: str | None = None) -> ToolResult:
     """The strict validator with the schema from the target's own argument models (cached per commit)."""
     if (refused := unapproved(ctx)) is not None:  # the schema probe imports the target, plugins included

@@ -151,7 +151,7 @@ def test_no_hook_or_fsmonitor_runs_and_no_secret_leaks_on_any_git_path(tmp_path,
     from msmigrate.tools import file_writer
     from msmigrate.tools.launcher.run import target_state
     from msmigrate.tools.repo_reader.files import list_files
-    from msmigrate.tools.worktree import attach, checkout_state, release_worktree
+    from msmigrate.tools.worktree import attach, checkout_state, commit_uncommitted, release_worktree
     from msmigrate.tools.yaml_validator.schema import schema_from_target
 
     out = tmp_path / "seen"
@@ -190,8 +190,12 @@ def test_no_hook_or_fsmonitor_runs_and_no_secret_leaks_on_any_git_path(tmp_path,
     assert schema_from_target(ctx.target, "/nonexistent/python", cache_dir=cache).data["cached"] is True
     assert plugin in list_files(ctx.target)
     assert scorer_git(ctx.target, "rev-parse", "HEAD").stdout.strip() == base
+    # a dead writer's file on disk, committed when the gates settle the work tree (resume after kill -9)
+    (ctx.target / "mindspeed_mm/fsdp/models/tiny/extra.py").write_text("y = 1\n")
+    settled, kept, _ = commit_uncommitted(ctx.target, "settle", file_writer.AUTHOR, ["mindspeed_mm/fsdp/models/tiny"])
+    assert settled and kept == ["mindspeed_mm/fsdp/models/tiny/extra.py"]
     assert checkout_state(checkout)["head"]
-    assert release_worktree(checkout, ctx.target)
+    assert release_worktree(checkout, ctx.target) is None and not ctx.target.exists()
 
     seen = _records(out)
     ran = sorted({name.split(".")[0] for name in seen})

@@ -17,6 +17,7 @@ from msmigrate.agent.input_checks import data_record_problems
 from msmigrate.agent.similar_case import rank_similar_cases
 from msmigrate.agent.state import EXIT_PRECHECK
 from msmigrate.core.git import head_commit, is_dirty, is_repo
+from msmigrate.tools.file_writer import target_commit
 from msmigrate.tools.repo_reader import hf_summary, target_inventory
 from msmigrate.tools.runtime import interpreter_problem, run_probe
 
@@ -182,6 +183,8 @@ def make_prepare_node(deps: RunDeps):
             "evidence": [evidence_item("precheck", [], 0 if not problems else 1, started, time.time(),
                                        "\n".join(problems), {"env": env.data.get("result") if env else None})],
             "failure_text": "\n".join(problems),
+            # the commit G0 found the target at (the run's base); None without a work tree of the run's own
+            "target_commit": target_commit(ctx) if ctx.checkout is not None else None,
         }
         deps.trajectory.append("gate", phase="prepare", **record)
         if problems:

@@ -10,6 +10,12 @@ Three checks, each part of the gate whose evidence it needs (so no extra launch)
 - G2 ``data``: the target's mapped samples vs the source's chat template + processor (prompt ids, label mask, media
   token count; ``probes/_data_parity.py``), and the media tokens of the collated batch vs the vision features the
   forward consumes (``probes/forward_smoke.py --media-token-id``).
+- G4 ``training``: K optimizer steps (``launch.parity_steps``, default 20) of the source class with its own loss and
+  of the plugin in the target trainer's step, same init, batches (the target pipeline's, in its order) and optimizer
+  settings (the delivered YAML's, at a constant lr), fp32 CPU (``probes/training_parity.py``): per-step loss
+  (|Δ| ≤ 1e-4 · max(1, |loss|)) and global grad norm (1e-3 relative), step-1 gradient per parameter group (every
+  parameter the source trains gets the same gradient, 1e-3 of the group's largest), and learning: the loss on a
+  fixed batch falls by ≥ 0.5 % within the K steps. The probe's docstring argues the tolerances per dtype.
 - G6 ``sharded``: the distributed run's first logged loss vs the single-process loss on the same global batch
   (``probes/sharded_reference.py``). Tolerance: |Δ| ≤ 1e-4 · max(1, |loss|) — the log prints 7 significant digits
   and gloo sums fp32 in a different order than one process does.
@@ -24,7 +30,7 @@ import time
 from typing import Any
 
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
-from msmigrate.tools.target_checks import model_parity
+from msmigrate.tools.target_checks import model_parity, training_parity
 from msmigrate.tools.runtime import run_probe
 
 SHARDED_RTOL = 1e-4
@@ -110,6 +116,31 @@ def label_alignment_problems(data_convention: Any, loss_alignment: Any) -> list[
     return []
 
 
+def training_parity_check(deps: Any, state: dict[str, Any]) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """(evidence item, problems, parity record) for G4: K steps, source vs migrated model (module doc)."""
+    plan, ctx = state["plan"], deps.ctx
+    t0 = time.time()
+    media = (plan.get("media_expansion") or {}).get("media_token_id")
+    res = training_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
+                          config_path=ctx.target / plan["config_path"], steps=deps.spec.launch.parity_steps,
+                          trust_remote_code=plan["route"] == "custom", media_token_id=media)
+    r = (res.data.get("result") or {}) if res.data else {}
+    record = {"status": _status(r.get("passed")) if res.ok else "fail",
+              **{k: r.get(k) for k in ("steps", "source", "target", "grad_groups", "fixed_batch", "tolerance",
+                                       "settings", "source_step", "first_loss_cause", "why_not", "source_class",
+                                       "plugin_class", "target_param_groups")},
+              "problems": list(r.get("problems") or ([] if res.ok else [f"training parity probe: {res.error}"]))}
+    src, tgt = record.get("source") or {}, record.get("target") or {}
+    if src.get("loss") and tgt.get("loss"):
+        record["max_dloss"] = max(abs(a - b) for a, b in zip(src["loss"], tgt["loss"]))
+        record["max_rel_dgrad_norm"] = max(abs(a - b) / max(1e-6, abs(a))
+                                           for a, b in zip(src["grad_norm"], tgt["grad_norm"]))
+    ev = evidence_item(f"training parity ({record.get('steps') or deps.spec.launch.parity_steps} steps, source vs "
+                       "migrated)", res.data.get("argv", []), res.data.get("returncode"), t0, time.time(),
+                       res.data.get("stderr_tail", "") if not res.ok else "", record, **probe_runtime(res))
+    return ev, [f"training parity: {p}" for p in record["problems"]], record
+
+
 def sharded_parity_check(deps: Any, config_path: str | None, nproc: int,
                          losses: list[float]) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """(evidence item, problems, parity record) for G6: its first loss vs the single-process reference."""
@@ -167,6 +198,13 @@ def parity_summary(record: dict[str, Any] | None) -> str:
                 f"{record.get('label_convention')} (loss {record.get('loss_label_alignment') or '?'}), trained "
                 f"{record.get('trained')} / masked {record.get('masked')}, media {record.get('media_tokens')} "
                 f"(source {record.get('source_media_tokens')}, features {record.get('vision_features')})")
+    if "fixed_batch" in record:
+        fixed = record.get("fixed_batch") or {}
+        fall = fixed.get("fall")
+        return (f"{status}: {record.get('steps')} steps, max |Δloss| {_fig(record.get('max_dloss'))}, max rel "
+                f"Δgrad-norm {_fig(record.get('max_rel_dgrad_norm'))}, fixed-batch loss "
+                f"{_loss(fixed.get('before'))} → {_loss(fixed.get('after'))}"
+                + (f" ({-fall:+.1%})" if isinstance(fall, float) else ""))
     if "distributed_first_loss" in record:
         return (f"{status}: {record.get('nproc')}-rank {_loss(record.get('distributed_first_loss'))} vs 1-process "
                 f"{_loss(record.get('reference_loss'))} (|Δ| {_fig(record.get('dloss'))})")
