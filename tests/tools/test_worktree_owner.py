@@ -11,7 +11,7 @@ from msmigrate.tools.worktree import WorktreeError, open_worktree, release_workt
 def test_a_new_run_never_adopts_a_branch_it_did_not_create(tmp_path, standin):
     first = open_worktree(standin, "same-id", tmp_path / "runs1" / "same-id")
     assert first.created
-    assert release_worktree(standin, first.path)  # the run ended: its branch stays
+    assert release_worktree(standin, first.path) is None  # removed (None: nothing kept); its branch stays
     with pytest.raises(WorktreeError, match="not created by this run"):
         open_worktree(standin, "same-id", tmp_path / "runs2" / "same-id")
     resumed = open_worktree(standin, "same-id", tmp_path / "runs1" / "same-id")  # the resume, by its own folder
