@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from msmigrate.agent.draft_config import draft_config, load_baseline
+from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.agent.gates.bound_inputs import bound_config
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
 from msmigrate.agent.gates.parity import data_parity_record, model_parity_check, needs_collated_batch, parity_summary
@@ -31,7 +32,7 @@ def config_for_data(deps: Any, state: dict[str, Any]) -> Path:
     cfg = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree={})
     path = ctx.run_dir / "probes" / "g2_draft_config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    path.write_text(rt.dump(cfg))
     return path
 
 

@@ -27,6 +27,7 @@ from msmigrate.agent.chat_format import ChatFormat, ChatFormatError, derive_chat
 from msmigrate.agent.data_contract import GENERIC_COLLATOR_EXTRAS, architecture_kind, derive_contract
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.megatron_plan import make_megatron_plan
+from msmigrate.agent.launch_size import launch_size
 from msmigrate.agent.similar_case import remote_code_build_path
 from msmigrate.agent.state import EXIT_UNSUPPORTED
 from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion
@@ -213,7 +214,8 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         "media_expansion": expansion.to_dict() if expansion is not None else None,
         "data_contract": contract.to_dict() if contract is not None else None,
         "similar_case": similar.get("example"),
-        "reasons": reasons + [f"similar case {similar.get('example')}: {', '.join(similar.get('why', []))}"],
+        "reasons": reasons + [f"similar case {similar.get('example')}: {', '.join(similar.get('why', []))}"
+                              + (f" (ties broken by: {similar['tie_break']})" if similar.get("tie_break") else "")],
     }
     plan["data_branch_why"] = why[0] if template else (
         "no registered template fits (reasons above): new template, mm_plugin"
@@ -232,7 +234,11 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         plan.update(build_path="transformers", build_path_why=(
             f"build path transformers: transformers ships {plan['hf_class']}, so ModelHub loads it with "
             "from_pretrained; the plugin is a thin registered subclass"))
-    return {**plan, **explicit_paths(getattr(deps, "spec", None))}
+    spec = getattr(deps, "spec", None)
+    if spec is not None:  # the delivered launch script's size: the user's, never the similar example's
+        plan["launch_size"] = launch_size(spec.launch, state.get("runtime"))
+        plan["reasons"] = plan["reasons"] + [f"launch size: {plan['launch_size']['why']}"]
+    return {**plan, **explicit_paths(spec)}
 
 
 def remote_processor_expands(rp: RuntimeProcessor | None) -> bool:

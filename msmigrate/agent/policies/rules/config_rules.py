@@ -9,17 +9,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from msmigrate.agent.draft_config import draft_config, launch_script, load_baseline, tied_embeddings
+from msmigrate.agent.launch_size import size_launch_script
 from msmigrate.agent.policies.base import PolicyView, tool_call
 from msmigrate.agent.policies.rules.autofix import apply_failure
 from msmigrate.agent.policies.rules.steps import last_results, step_of, write
+from msmigrate.tools import yaml_roundtrip as rt
 
 
 def _dump(cfg: dict[str, Any]) -> str:
-    return "# Written by msmigrate (rules policy): plugin-route config, derived from the most similar example.\n" + \
-        yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True)
+    """The YAML text, written the way its example was (comments, anchors, order: a round trip)."""
+    return rt.dump(cfg)
 
 
 def _findings(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -33,7 +33,7 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
     current = ctx.target / plan["config_path"]
     failure = state.get("last_failure")
     if current.is_file() and failure:
-        cfg = yaml.safe_load(current.read_text()) or {}
+        cfg = rt.load(current.read_text(encoding="utf-8"))
         fixes = apply_failure(cfg, failure, _findings(state), tree)
         if not fixes:
             return (f"No deterministic fix for {failure.get('case_id') or failure.get('diagnosis', '')[:120]}; "
@@ -50,8 +50,12 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
         cfg = policy.config_mutator(cfg)
     calls = [write(plan["config_path"], _dump(cfg), f"config derived from {plan['similar_case']}")]
     if script:
-        calls.append(write(plan["script_path"], launch_script(script, plan["similar_case"], plan["config_path"]),
-                           "launch script mirroring the similar example"))
+        text = launch_script(script, plan["similar_case"], plan["config_path"])
+        size = plan.get("launch_size")
+        if size:
+            text = size_launch_script(text, size)
+        calls.append(write(plan["script_path"], text, "launch script mirroring the similar example, sized by the "
+                                                      "spec" if size else "launch script mirroring the similar example"))
     return f"Write {plan['config_path']} and {plan['script_path']} from {plan['similar_case']}.", calls
 
 
