@@ -28,7 +28,9 @@ def launch_size(launch: Any, runtime: dict[str, Any] | None) -> dict[str, Any]:
             why = f"nproc_per_node {nproc}: no accelerator found by the runtime probe, the rank count G6 runs"
     nnodes = getattr(launch, "nnodes", 1)
     why += f"; nnodes {nnodes} " + ("from the spec's launch settings" if "nnodes" in given else "(the default: one node)")
-    return {"nproc_per_node": nproc, "nnodes": nnodes, "why": why}
+    # the distributed gate's own rank count (G6 launches max(2, launch.nproc_per_node) on the host it runs on)
+    return {"nproc_per_node": nproc, "nnodes": nnodes, "why": why,
+            "gate_ranks": max(2, getattr(launch, "nproc_per_node", 2))}
 
 
 # the per-node process count and node count, as the framework's launch scripts spell them
@@ -60,3 +62,16 @@ def size_launch_script(text: str, size: dict[str, Any]) -> str:
         missing = [w for w, n in (("processes per node", n_proc), ("node count", n_nodes)) if not n]
         raise ValueError(f"the launch script sets no {' or '.join(missing)} that can be sized")
     return text
+
+
+def script_size(text: str) -> tuple[int | None, int | None]:
+    """(processes per node, nodes) a launch script asks for, read the way ``size_launch_script`` writes them."""
+    def first(names: tuple[str, ...], flag: str) -> int | None:
+        for name in names:
+            m = re.search(rf"^\s*(?:export\s+)?{name}=(?:\$\{{{name}:-)?(\d+)", text, re.M)
+            if m:
+                return int(m.group(1))
+        m = re.search(rf"{flag}[ =](\d+)", text)
+        return int(m.group(1)) if m else None
+
+    return first(_NPROC_VARS, r"--nproc[_-]per[_-]node"), first(_NODES_VARS, "--nnodes")

@@ -9,6 +9,7 @@ from typing import Any
 
 import git
 
+from msmigrate.agent.delivery_review import review_delivery, review_section
 from msmigrate.agent.gates.parity import parity_summary
 from msmigrate.agent.megatron_report import GATE_TITLES as MEGATRON_GATE_TITLES, megatron_section
 from msmigrate.agent.state import EXIT_UNSUPPORTED, PHASE_GATES
@@ -199,6 +200,7 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
                   "|---|---|---|---|---|", *jobs]
     if has_plot:
         lines += ["", "![loss curve](loss_curve.png)"]
+    lines += review_section(state.get("delivery_review"), plan.get("similar_case"))
     lines += ["", "## Changes in the target", "", "```", diff, "```", "", "## Risks and next actions", ""]
     if str((state.get("artifacts") or {}).get("target_dirty")) == "True":
         lines.append("- your checkout had uncommitted changes; the run worked from its committed HEAD (in its own "
@@ -212,18 +214,28 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
         "`--load` points at the converter's output." if megatron else
         "- CPU gates prove structure, data flow, sharding plan and loss plumbing — not NPU kernels, fused ops, "
         "HCCL or throughput. Run G6 on the Ascend machine before relying on performance or precision.",
-        *([] if megatron else [
-            "- Initial weights: if the delivered YAML uses meta-device init, set `training.load` to the HF/DCP "
-            "weights for real fine-tuning (otherwise training starts from random weights)."]),
+        *([f"- {p}" for p in (state.get("delivery_review") or {}).get("problems", [])] if not megatron else []),
         "- Precision alignment against the source implementation is a separate task (fixed seed, `use_deter_comp`).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _review(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    ctx = deps.ctx
+    try:
+        return review_delivery(ctx.target, state.get("artifacts", {}).get("base_commit"), ctx.work_branch,
+                               plan=state["plan"], source=ctx.source, data_path=ctx.data_path,
+                               run_id=str(state.get("run_id") or ctx.run_id))
+    except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+        return {"problems": [], "skipped": f"the work branch cannot be read ({exc})"}
 
 
 def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
     run_dir: Path = deps.ctx.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     gates = state.get("gates", {})
+    if (state.get("plan") or {}).get("config_path") and (state.get("plan") or {}).get("backend") != "megatron":
+        state = {**state, "delivery_review": _review(deps, state)}
     evidence = {
         "run_id": state.get("run_id"),
         "exit_status": state.get("exit_status"),
@@ -232,6 +244,7 @@ def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
         "gates": gates,
         "gate_history": state.get("gate_history", []),
         "counters": state.get("counters", {}),
+        **({"delivery_review": state["delivery_review"]} if "delivery_review" in state else {}),
     }
     (run_dir / "evidence.json").write_text(mask_text(json.dumps(evidence, indent=2, default=str)))
     has_plot = plot_losses(_losses(gates), run_dir / "loss_curve.png")

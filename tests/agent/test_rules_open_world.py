@@ -47,7 +47,9 @@ def test_size_dependent_expansion_with_image_sizes(migration_inputs, tmp_path):
     # the edits are commits on the run's work branch (the user's checkout is left as it was)
     plugin = git.Repo(target).git.show(
         f"msmigrate/{run.run_id}:mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py")
-    assert "class LlavaNextPlugin(BasePlugin)" in plugin and "expansion_kind = 'per_image'" in plugin
+    # one shared base in the framework's module, the model's plugin a subclass naming its facts
+    assert plugin.count("class ProcessorExpansionPlugin(BasePlugin)") == 1
+    assert "class LlavaNextPlugin(ProcessorExpansionPlugin)" in plugin and "processor_class = 'LlavaNextProcessor'" in plugin
 
 
 @pytest.mark.integration

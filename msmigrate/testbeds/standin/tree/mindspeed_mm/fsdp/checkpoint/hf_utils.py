@@ -30,42 +30,43 @@ def looks_like_hf_weight_dir(path):
         os.path.join(path, SAFE_WEIGHTS_INDEX_NAME))
 
 
-def _renamings(model):
-    """(pattern, replacement) pairs, first match wins: the class's ``_checkpoint_conversion_mapping`` (transformers
-    4.x, what the real loader reads), else the same renamings from transformers 5's own conversion registry."""
+def _renamer(model):
+    """key -> model key: the class's ``_checkpoint_conversion_mapping`` (transformers 4.x, what the real loader reads:
+    first matching pattern wins); on transformers 5, which has no such attribute, the library's own renaming of the
+    transformers class the model derives from (its renamings chain, as from_pretrained applies them)."""
     mapping = getattr(model, "_checkpoint_conversion_mapping", None)
     if mapping:
-        return [(p, re.sub(r"\(.*\)", "", r.lstrip("^"))) for p, r in mapping.items()]
+        pairs = [(p, re.sub(r"\(.*\)", "", r.lstrip("^"))) for p, r in mapping.items()]
+
+        def first_match(key):
+            for pattern, replacement in pairs:
+                new_key, hits = re.subn(pattern, replacement, key)
+                if hits:
+                    return new_key
+            return key
+
+        return first_match
     try:
         from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightRenaming, rename_source_key
     except ImportError:
-        return []
+        return lambda key: key
     # the registry looks classes up by name and skips classes defined outside transformers (a plugin subclass, its
     # FSDP wrapper): ask it about the transformers class the model derives from, built on the meta device
     upstream = next((c for c in type(model).__mro__ if c.__module__.startswith("transformers.")
                      and hasattr(c, "_from_config")), None)
     if upstream is None or getattr(model, "config", None) is None:
-        return []
+        return lambda key: key
     from accelerate import init_empty_weights
 
     with init_empty_weights():
         reference = upstream._from_config(model.config)
-    pairs = []
-    for rule in get_model_conversion_mapping(reference):
-        if type(rule).__name__ not in ("WeightRenaming", "PrefixChange"):
-            continue
-        targets = list(rule.target_patterns)
-        for i, pattern in enumerate(rule.source_patterns):
-            pairs.append((pattern, targets[min(i, len(targets) - 1)]))
-    return pairs
+    renamings = [t for t in get_model_conversion_mapping(reference) if isinstance(t, WeightRenaming)]
+    return lambda key: rename_source_key(key, renamings, [])[0]
 
 
-def convert_weight_key(key, model, renamings=None):
-    for pattern, replacement in (_renamings(model) if renamings is None else renamings):
-        new_key, hits = re.subn(pattern, replacement, key)
-        if hits:
-            return new_key
-    return key
+def convert_weight_key(key, model):
+    return _renamer(model)(key)
 
 
 def _weight_files(hf_dir):
@@ -94,11 +95,11 @@ def load_hf_weights(model, hf_dir, enable_lora=False, load_strict=False, weight_
     params = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
     missing, unexpected = set(params), set()
-    renamings = _renamings(model)
+    rename = _renamer(model)
     for path in _weight_files(hf_dir):
         with safe_open(path, framework="pt", device="cpu") as shard:
             for raw_key in shard.keys():
-                key = convert_weight_key(raw_key, model, renamings)
+                key = rename(raw_key)
                 if weight_transform is not None:
                     key, tensor = weight_transform.hf_to_dcp(key, shard.get_tensor(raw_key))
                 else:
