@@ -12,6 +12,8 @@ import pytest
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.runner import Run, new_run_id
 
+from delivery_checks import assert_mergeable
+
 ALL_GATES = ["G0", "G1", "G2", "G3", "G4", "G5", "G6"]
 
 
@@ -31,6 +33,7 @@ def _green(state, run) -> dict:
     assert state["exit_status"] == "success", state.get("exit_detail")
     evidence = json.loads((run.run_dir / "evidence.json").read_text())
     assert all(evidence["gates"][g]["passed"] for g in ALL_GATES)
+    assert_mergeable(evidence, run.ctx.target, run.run_id, run.ctx.source)
     return evidence
 
 
