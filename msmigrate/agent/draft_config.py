@@ -13,7 +13,7 @@ from typing import Any
 from ruamel.yaml.comments import CommentedMap
 
 from msmigrate.agent.config_fit import fit_to_model
-from msmigrate.agent.weights_load import delivered_weights
+from msmigrate.agent.weights_load import delivered_weights, hf_load_entries, hf_weight_dir
 from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.tools.module_plan import apply_modules_from_tree, recompute_from_tree
 
@@ -109,10 +109,12 @@ def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path
     return cfg
 
 
-def input_overrides(source: Path, data_json: Path, cache_dir: Path | None = None) -> dict[str, Any]:
+def input_overrides(source: Path, data_json: Path, cache_dir: Path | None = None,
+                    config: dict[str, Any] | None = None) -> dict[str, Any]:
     """The keys of a plugin-route YAML that name the model folder and the sample data, set to ``source`` and
     ``data_json`` (images resolve against ``dataset_dir``; ``max_samples`` becomes the sample count). Used to check an existing config against the spec's
-    inputs without editing it; ``cache_dir`` keeps the dataset cache out of the target checkout."""
+    inputs without editing it; ``cache_dir`` keeps the dataset cache out of the target checkout. A ``config`` that
+    loads weights (``training.load``) loads the source's safetensors instead."""
     basic: dict[str, Any] = {"dataset": str(data_json), "dataset_dir": str(Path(data_json).parent)}
     try:  # the real huggingface dataset selects range(max_samples): a cap above the sample count crashes it
         samples = json.loads(Path(data_json).read_text(encoding="utf-8"))
@@ -122,9 +124,14 @@ def input_overrides(source: Path, data_json: Path, cache_dir: Path | None = None
         pass
     if cache_dir is not None:
         basic["cache_dir"] = str(cache_dir)
-    return {"model": {"model_name_or_path": str(source)},
-            "data": {"dataset_param": {"preprocess_parameters": {"model_name_or_path": str(source)},
-                                       "basic_parameters": basic}}}
+    out: dict[str, Any] = {"model": {"model_name_or_path": str(source)},
+                           "data": {"dataset_param": {"preprocess_parameters": {"model_name_or_path": str(source)},
+                                                      "basic_parameters": basic}}}
+    training = (config or {}).get("training") if isinstance(config, dict) else None
+    if isinstance(training, dict) and training.get("load") and hf_weight_dir(source):
+        # the config loads weights from the author's folder: the spec's source's weights, loaded the same way
+        out["training"] = {k: v for k, v in hf_load_entries(str(source)).items() if k != "init_model_with_meta_device"}
+    return out
 
 
 def launch_script(baseline_script: str, baseline_config: str, new_config: str) -> str:

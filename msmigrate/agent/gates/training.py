@@ -57,7 +57,8 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
                force: bool = False):
     """One launch with progress events; returns (ToolResult, evidence item, losses)."""
     ls = deps.spec.launch
-    overrides = deep_merge(bound_overrides(deps), overrides)
+    delivered = launched_config(str(Path(deps.ctx.target) / state["plan"]["config_path"]))
+    overrides = deep_merge(bound_overrides(deps, delivered), overrides)
     spec = LaunchSpec(gate=f"{gate}-{label}", config=state["plan"]["config_path"], overrides=overrides, nproc=nproc,
                       nnodes=ls.nnodes, node_rank=ls.node_rank, master_addr=ls.master_addr, device=ls.device,
                       timeout_s=ls.timeout_s, no_output_timeout_s=ls.no_output_timeout_s, force=force)
@@ -110,7 +111,7 @@ def launched_config(path: str | None) -> dict[str, Any]:
 def delivered_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     """The delivered YAML as the gates launch it (with the input binding of ``msmigrate verify`` applied)."""
     cfg = launched_config(str(Path(deps.ctx.target) / state["plan"]["config_path"]))
-    return deep_merge(cfg, expand_dotted(bound_overrides(deps)))
+    return deep_merge(cfg, expand_dotted(bound_overrides(deps, cfg)))
 
 
 def training_problems(res: Any, losses: list[float], label: str) -> list[str]:

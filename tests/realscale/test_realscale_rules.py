@@ -1,0 +1,43 @@
+"""The rules policy on real-scale sources (the published configuration, 2 layers per tower, a multi-shard
+checkpoint, images the published processor expands into hundreds of tokens) on the stand-in target. The similar
+example's cutoff_len (256) is shorter than one such sample, as real users meet it: G2 must stop the run with the
+numbers (kept vs full media tokens, the length needed) before any training launch; with cutoff_len raised to what
+G2 asks, the delivery trains from the checkpoint's weights through G6."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from msmigrate.agent.config import RunSpec, Settings
+from msmigrate.agent.runner import Run, new_run_id
+
+pytestmark = [pytest.mark.realscale, pytest.mark.integration]
+
+
+def _run(source, target, runs, family):
+    spec = RunSpec(source=source, target=target, model_name=family, policy="rules",
+                   launch={"gate_train_iters": 5, "timeout_s": 1800, "no_output_timeout_s": 900})
+    run = Run(spec, new_run_id(family), Settings(runs_dir=runs))
+    try:
+        return run.drive(), run
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "llava"])
+def test_realscale_source_through_the_rules_policy(tmp_path, family):
+    from msmigrate.testbeds.fixtures.realscale import build_realscale_source
+    from msmigrate.testbeds.standin import write_standin
+
+    source = build_realscale_source(family, tmp_path / family)
+    assert len(list(source.glob("model-*-of-*.safetensors"))) > 1 and (source / "model.safetensors.index.json").is_file()
+    target = write_standin(tmp_path / "MindSpeed-MM", with_assets=False)
+    state, run = _run(source, target, tmp_path / "runs", family)
+    evidence = json.loads((run.run_dir / "evidence.json").read_text())
+    g2 = evidence["gates"]["G2"]
+    assert not g2["passed"] and "cuts the media tokens" in g2["summary"], g2["summary"]
+    need = int(re.search(r"cutoff_len to at least (\d+)", g2["summary"]).group(1))
+    assert need > 256 and not evidence["gates"].get("G4"), "no training launch after a failed G2"
