@@ -188,10 +188,11 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
             m = ev.get("metrics") or {}
             if "steps" in m:
                 metrics.append(f"| {g} {ev.get('label', '')} | {m.get('steps')} | {m.get('first_loss')} | "
-                               f"{m.get('last_loss')} | {m.get('median_step_ms')} | {m.get('samples_per_s')} |")
+                               f"{m.get('last_loss')} | {m.get('median_step_ms')} | {m.get('samples_per_s')} | "
+                               f"{m.get('weights') or ''} |")
     if metrics:
-        lines += ["", "## Training metrics", "", "| launch | steps | first loss | last loss | median step ms | samples/s |",
-                  "|---|---|---|---|---|---|", *metrics]
+        lines += ["", "## Training metrics", "", "| launch | steps | first loss | last loss | median step ms | samples/s "
+                  "| weights |", "|---|---|---|---|---|---|---|", *metrics]
     jobs = [f"| {g} {ev.get('label', '')} | {ev['job_id']} | {ev.get('nodes')} | {ev.get('job_state')} | "
             f"{ev.get('exit_code')} |" for g in ("G4", "G5", "G6") for ev in gates.get(g, {}).get("evidence", [])
             if ev.get("job_id")]
