@@ -70,6 +70,18 @@ def test_check_sees_a_buffer_nobody_rebuilds(tmp_path):
     assert any(v == "differs" for n, v in builds["plain_to_empty"].items() if "inv_freq" in n), builds
 
 
+def test_generated_code_is_clean_under_the_frameworks_formatter():
+    """MindSpeed-MM's lint extra is black (default settings): every generated file and block passes it unchanged."""
+    import black
+
+    from msmigrate.agent.policies.rules.branch_b import render_shared_plugin
+
+    files = plugin_files({"model_id": "fam", "plugin_dir": "mindspeed_mm/fsdp/models/fam",
+                          "hf_class": "Qwen2VLForConditionalGeneration"}, "fam")
+    for text in [*files.values(), render_shared_plugin().lstrip("\n")]:
+        assert black.format_str(text, mode=black.Mode()) == text
+
+
 def test_plugin_has_no_dead_override_and_no_tool_talk():
     text = plugin_files({"model_id": "fam", "plugin_dir": "mindspeed_mm/fsdp/models/fam",
                          "hf_class": "Qwen2VLForConditionalGeneration"}, "fam")["mindspeed_mm/fsdp/models/fam/modeling_fam.py"]

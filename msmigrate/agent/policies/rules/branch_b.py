@@ -91,7 +91,7 @@ def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
                                 fmt.media_first_cut)
     if f"class {SHARED_PLUGIN}(" not in plugin_text:
         plugin_code = render_shared_plugin() + plugin_code
-    new_plugin = _insert_before(plugin_text, "PLUGINS = {", plugin_code)
+    new_plugin = _insert_before(plugin_text, "PLUGINS = {", plugin_code + "\n\n")
     new_plugin = _plugins_entry(new_plugin, name, cls) if new_plugin else None
     if new_plugin is None:
         raise PhaseUnsupported("data branch B (mm_plugin registry)", f"{PLUGIN_FILE} has no `PLUGINS = {{` dict "
