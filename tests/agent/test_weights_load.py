@@ -55,3 +55,15 @@ def test_a_launch_must_show_the_load_and_leave_nothing_out(tmp_path):
     assert "2 parameter key(s) absent from the HF checkpoint" in weights_problems(cfg, missing, "G4")[0]
     assert "no 'Loading HF safetensors' line" in weights_problems(cfg, parse_log_text("").to_dict(), "G4")[0]
     assert weights_problems({"training": {}}, parse_log_text("").to_dict(), "G4") == []
+
+
+def test_g3_refuses_a_random_init_of_a_source_with_weights(tmp_path):
+    from msmigrate.agent.gates.config_gate import weights_findings
+
+    hf = _hf(tmp_path)
+    config = tmp_path / "c.yaml"
+    config.write_text("training:\n  init_model_with_meta_device: true\n")
+    assert "[random-init]" in weights_findings(config, hf)[0]
+    assert weights_findings(config, tmp_path / "no_weights") == []
+    config.write_text(f"training:\n  init_model_with_meta_device: true\n  load: {hf}\n")
+    assert weights_findings(config, hf) == []

@@ -148,8 +148,10 @@ def _record(gate: str, problems: list[str], evidence: list[dict], ok_summary: st
 
 def _single_process_overrides(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     """One process on CPU builds on the meta device; it starts from the weights the delivered config names (a
-    config that loads them with from_pretrained gets the same folder as an HF load)."""
-    weights = single_process_weights(delivered_config(deps, state))
+    config that loads them with transformers' from_pretrained gets the same folder as an HF load; a custom class's
+    own from_pretrained has no such equivalent, so it keeps the meta build's init, and the evidence says so)."""
+    custom = (state.get("plan") or {}).get("route") == "custom"
+    weights = {} if custom else single_process_weights(delivered_config(deps, state))
     return {"training": {**weights, "train_iters": deps.spec.launch.gate_train_iters,
                          "init_model_with_meta_device": True, "save_interval": 100000}}
 
