@@ -58,9 +58,10 @@ def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path
                  tree: dict[str, Any]) -> dict[str, Any]:
     """The example's document with the keys the migration owns set in place (round trip: the example's comments,
     anchors and key order stay; a key the example lacks is added at the end of its section)."""
-    cfg = copy.deepcopy(baseline)
-    if not isinstance(cfg, CommentedMap):
-        cfg = rt.load(rt.dump(cfg)) if cfg else CommentedMap()
+    if isinstance(baseline, CommentedMap):
+        cfg = rt.clone(baseline)
+    else:
+        cfg = rt.load(rt.dump(copy.deepcopy(baseline))) if baseline else CommentedMap()
     fit_to_model(cfg, tree=tree, source=source)  # only what applies to this model survives from the example
     tree = {**tree, "tied_embeddings": tied_embeddings(source, tree)}
     custom = plan["route"] == "custom"

@@ -17,7 +17,7 @@ from ruamel.yaml.error import CommentMark
 from ruamel.yaml.scalarstring import PlainScalarString
 from ruamel.yaml.tokens import CommentToken
 
-_INDENT_ATTR = "_msmigrate_indent"
+_INDENT_ATTR = "_roundtrip_indent"
 
 
 def _yaml(mapping: int = 2, sequence: int = 4, offset: int = 2) -> YAML:
@@ -66,6 +66,14 @@ def _mapping_indent(text: str) -> int:
         if stripped and line != stripped and not stripped.startswith(("#", "- ")) and ":" in stripped:
             return len(line) - len(stripped)
     return 2
+
+
+def clone(doc: CommentedMap) -> CommentedMap:
+    """A deep copy that keeps comments, anchors, aliases (shared within the copy) and the indentation to write."""
+    out = copy.deepcopy(doc)
+    if hasattr(doc, _INDENT_ATTR):
+        setattr(out, _INDENT_ATTR, getattr(doc, _INDENT_ATTR))
+    return out
 
 
 def dump(doc: Any) -> str:
