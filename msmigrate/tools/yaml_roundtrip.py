@@ -203,7 +203,9 @@ def remove(mapping: dict, key: Any) -> Any:
     below = _take_below(*_tail(mapping, key))
     value = mapping.pop(key)
     if index > 0:
-        _give_below(*_tail(mapping, keys[index - 1]), below)
+        # ruamel writes a comment kept on an anchored or aliased scalar before that line: skip such entries
+        earlier = [k for k in reversed(keys[:index]) if not _anchor_name(mapping[k])] or [keys[index - 1]]
+        _give_below(*_tail(mapping, earlier[0]), below)
     return value
 
 
