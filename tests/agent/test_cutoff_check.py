@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from msmigrate.agent.draft_config import draft_config, load_baseline
-from msmigrate.agent.gates.data_gate import cutoff_problems
+from msmigrate.agent.routes.fsdp2.draft_config import draft_config, load_baseline
+from msmigrate.agent.routes.fsdp2.gates.data_gate import cutoff_problems
 from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.tools.runtime import run_probe
 from msmigrate.tools.target_checks import PROBE_ENV

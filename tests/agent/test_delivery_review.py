@@ -8,7 +8,7 @@ from pathlib import Path
 
 import git
 
-from msmigrate.agent.delivery_review import measured_literals, review_delivery
+from msmigrate.agent.routes.fsdp2.delivery_review import measured_literals, review_delivery
 
 EXAMPLE = """# training settings
 training:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from msmigrate.agent.policies.rules.model_rules import plugin_files
+from msmigrate.agent.routes.fsdp2.rules.model import plugin_files
 
 CHECK = Path(__file__).with_name("plugin_buffers_check.py")
 FAMILIES = {"qwen2_vl": "Qwen2VLForConditionalGeneration", "gemma3": "Gemma3ForConditionalGeneration"}
@@ -74,7 +74,7 @@ def test_generated_code_is_clean_under_the_frameworks_formatter():
     """MindSpeed-MM's lint extra is black (default settings): every generated file and block passes it unchanged."""
     import black
 
-    from msmigrate.agent.policies.rules.branch_b import render_shared_plugin
+    from msmigrate.agent.routes.fsdp2.rules.branch_b import render_shared_plugin
 
     files = plugin_files({"model_id": "fam", "plugin_dir": "mindspeed_mm/fsdp/models/fam",
                           "hf_class": "Qwen2VLForConditionalGeneration"}, "fam")

@@ -3,7 +3,7 @@ weights, the check that a launch's log shows the load, and the log lines it read
 
 from __future__ import annotations
 
-from msmigrate.agent.weights_load import (delivered_weights, single_process_weights, weights_origin,
+from msmigrate.agent.routes.fsdp2.weights_load import (delivered_weights, single_process_weights, weights_origin,
                                           weights_problems)
 from msmigrate.tools.log_parser import parse_log
 
@@ -58,7 +58,7 @@ def test_a_launch_must_show_the_load_and_leave_nothing_out(tmp_path):
 
 
 def test_g3_refuses_a_random_init_of_a_source_with_weights(tmp_path):
-    from msmigrate.agent.gates.config_gate import weights_findings
+    from msmigrate.agent.routes.fsdp2.gates.config_gate import weights_findings
 
     hf = _hf(tmp_path)
     config = tmp_path / "c.yaml"

@@ -14,7 +14,7 @@ import yaml
 from msmigrate.agent.backend_route import MEGATRON, MEGATRON_ENTRY, choose_backend
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.gates.evidence import evidence_item
-from msmigrate.agent.config_fit import has_experts
+from msmigrate.agent.routes.fsdp2.config_fit import has_experts
 from msmigrate.agent.similar_case import rank_similar_cases, source_scale
 from msmigrate.agent.state import EXIT_PRECHECK
 from msmigrate.tools.repo_reader import hf_summary, target_inventory

@@ -1,0 +1,107 @@
+"""Config phase: YAML + launch script derived from the most similar example, patterns from the real module tree;
+after a failed gate, the catalog's auto-fix (or the validator's suggestion) applied to the current YAML.
+
+Steps: 0 inspect the plugin's module tree → 1 write YAML + script (or the fix) → 2 run the G3 check → 3 done."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from msmigrate.agent.launch_size import size_launch_script
+from msmigrate.agent.policies.base import PolicyView, tool_call
+from msmigrate.agent.policies.rules.steps import last_results, step_of, write
+from msmigrate.agent.routes.fsdp2.draft_config import draft_config, launch_script, load_baseline, tied_embeddings
+from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure
+from msmigrate.agent.routes.fsdp2.rules.code_templates import render_template
+from msmigrate.agent.routes.fsdp2.weights_load import weights_origin
+from msmigrate.tools import yaml_roundtrip as rt
+
+
+def _dump(cfg: dict[str, Any]) -> str:
+    """The YAML text, written the way its example was (comments, anchors, order: a round trip)."""
+    return rt.dump(cfg)
+
+
+def _findings(state: dict[str, Any]) -> list[dict[str, Any]]:
+    ev = state.get("gates", {}).get("G3", {}).get("evidence") or [{}]
+    return (ev[-1].get("metrics") or {}).get("findings") or []
+
+
+def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    state, ctx = view.state, view.ctx
+    plan = state["plan"]
+    current = ctx.target / plan["config_path"]
+    failure = state.get("last_failure")
+    if current.is_file() and failure:
+        cfg = rt.load(current.read_text(encoding="utf-8"))
+        fixes = apply_failure(cfg, failure, _findings(state), tree)
+        if not fixes:
+            return (f"No deterministic fix for {failure.get('case_id') or failure.get('diagnosis', '')[:120]}; "
+                    "leaving the config as it is.", [])
+        text = _dump(cfg)
+        if text == current.read_text():
+            # the fix reproduces the file the gate just rejected: retrying it would only fail the same way
+            return (f"The fix for {failure.get('case_id') or 'this failure'} leaves {plan['config_path']} "
+                    "unchanged; not rewriting it.", [])
+        return "Auto-fix: " + "; ".join(fixes), [write(plan["config_path"], text, "; ".join(fixes)[:200])]
+    baseline, script, _ = load_baseline(ctx.target, plan["similar_case"])
+    cfg = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree)
+    if policy.config_mutator is not None and not current.is_file():
+        cfg = policy.config_mutator(cfg)
+    calls = [write(plan["config_path"], _dump(cfg), f"config derived from {plan['similar_case']}")]
+    if script:
+        text = launch_script(script, plan["similar_case"], plan["config_path"])
+        size = plan.get("launch_size")
+        if size:
+            text = size_launch_script(text, size)
+        calls.append(write(plan["script_path"], text, "launch script mirroring the similar example, sized by the "
+                                                      "spec" if size else "launch script mirroring the similar example"))
+    readme = str(Path(plan["config_path"]).parent / "README.md")
+    if not (ctx.target / readme).is_file():
+        calls.append(write(readme, example_readme(view, cfg), "how to point at the weights, launch, what is verified"))
+    return f"Write {plan['config_path']} and {plan['script_path']} from {plan['similar_case']}.", calls
+
+
+def example_readme(view: PolicyView, cfg: dict[str, Any]) -> str:
+    """The example folder's README: weights, data, launch and the checks behind it, from the config just drafted."""
+    state, plan = view.state, view.state["plan"]
+    kind, folder = weights_origin(rt.plain(cfg))
+    attr = (cfg.get("data") or {}).get("dataset_param", {}).get("attr") or {}
+    size = plan.get("launch_size") or {"nproc_per_node": "the example's", "nnodes": "the example's",
+                                       "why": "as the similar example's script"}
+    similar = next((r for r in plan.get("reasons", []) if r.startswith("similar case ")), "")
+    gates = state.get("gates", {})
+    verified = [f"{label} ({g}): {gates[g]['summary']}" for g, label in (("G1", "Model"), ("G2", "Data"))
+                if gates.get(g, {}).get("passed")]
+    return render_template(
+        "example_readme.md.j2", model_name=view.ctx.model_name, hf_class=plan.get("hf_class") or plan["model_id"],
+        model_id=plan["model_id"], plugin_dir=plan["plugin_dir"], config_name=Path(plan["config_path"]).name,
+        similar_case=plan["similar_case"], similar_why=similar.split(": ", 1)[1] if ": " in similar else "",
+        weights={"kind": kind, "folder": folder}, dataset=str(view.ctx.data_path), attr=attr,
+        media=[m for m in ("images", "videos", "audios") if m in attr], template=plan["template"],
+        collator=plan["collator"], script_path=plan["script_path"], size=size, verified=verified,
+        g6_ranks=size.get("gate_ranks", 2))
+
+
+def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]]:
+    plan = view.state["plan"]
+    step = step_of(view.messages)
+    plugins = [plan["plugin_dir"], plan["data_plugin"]]
+    if step == 0:
+        return ("Inspect the plugin class's real module tree for apply_modules / recompute patterns.",
+                [tool_call("inspect_model", {"where": "plugin", "model_id": plan["model_id"],
+                                             "plugins": [plan["plugin_dir"]]}, prefix="rules")])
+    if step == 1:
+        res = last_results(view.messages).get("inspect_model", {})
+        if not res.get("ok"):
+            return f"Cannot inspect the model: {res.get('error')}", []
+        tree = json.loads(Path(res["data"]["tree_file"]).read_text())
+        tree["tied_embeddings"] = tied_embeddings(view.ctx.source, tree)
+        return _write_step(view, policy, tree)
+    if step == 2 and (view.ctx.target / plan["config_path"]).is_file():
+        return ("Check the config the way G3 will.",
+                [tool_call("check_config", {"config_path": plan["config_path"], "model_id": plan["model_id"],
+                                            "plugins": plugins}, prefix="rules")])
+    return "Config phase done; G3 decides.", []
