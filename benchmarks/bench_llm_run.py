@@ -161,4 +161,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from results_md import recorded
+
+    with recorded("bench_llm_run"):
+        rc = main()
+    sys.exit(rc)

@@ -21,7 +21,11 @@ from msmigrate.faces.user_errors import check_policy, user_error
 # Usage errors and tracebacks keep rich's boxes only on a terminal: in a pipe or CI log they are click's plain lines,
 # never folded to COLUMNS (an option name or path in an error stays whole and greppable).
 _ON_TERMINAL = sys.stderr.isatty()
+# Help in a pipe is not folded either: click wraps help to the terminal width (80 when it cannot tell); with no
+# terminal the width is unbounded, so each paragraph and option row comes out as one line. Sub-commands inherit it.
+_UNWRAPPED = {} if sys.stdout.isatty() else {"terminal_width": 10**6, "max_content_width": 10**6}
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich" if _ON_TERMINAL else None,
+                  context_settings=_UNWRAPPED,
                   pretty_exceptions_enable=_ON_TERMINAL,
                   help="Migrate multimodal models into MindSpeed-MM's FSDP2 plugin route, with proof.")
 fixtures_app = typer.Typer(no_args_is_help=True, help="Generate the stand-in target and known-model source fixtures.")
@@ -236,8 +240,20 @@ def demo(
 
 
 @fixtures_app.command("target")
-def fixtures_target(dest: Path) -> None:
+def fixtures_target(
+    dest: Path,
+    backend: str = typer.Option("fsdp2", "--backend", help="fsdp2: the plugin-route stand-in (mindspeed_mm/fsdp); "
+                                "megatron: the Megatron-route stand-in (pretrain_vlm.py, model JSONs, converters)"),
+) -> None:
     """Write a stand-in MindSpeed-MM checkout (git-initialised) into DEST."""
+    if backend == "megatron":
+        from msmigrate.testbeds.megatron_standin import write_megatron_standin
+
+        print(write_megatron_standin(dest))
+        return
+    if backend != "fsdp2":
+        console.print(f"[red]unknown backend {escape(backend)}[/]; known: fsdp2, megatron")
+        raise typer.Exit(2)
     from msmigrate.testbeds.standin import write_standin
 
     print(write_standin(dest))
@@ -272,11 +288,13 @@ def fixtures_source(
 
 @fixtures_app.command("list")
 def fixtures_list() -> None:
-    """The bundled known-model fixtures: name and family, one a line."""
-    from msmigrate.testbeds.fixtures import FIXTURES
+    """The bundled known-model fixtures: family, and which policy migrates each on which route (from the eval suites
+    `msmigrate eval default|megatron` scores), tab-separated with a header line."""
+    from msmigrate.faces.eval.coverage import fixture_routes
 
-    for name, spec in sorted(FIXTURES.items()):
-        print(f"{name}\t{getattr(spec, 'family', '')}")
+    print("fixture\tfamily\tfsdp2 route (eval default)\tmegatron route (eval megatron)")
+    for row in fixture_routes():
+        print("\t".join(row.cells()))
 
 
 @app.command("validate-config")

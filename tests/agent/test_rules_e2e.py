@@ -59,10 +59,17 @@ def test_rules_migrates_branch_a_model(hostile_rules_run):
     assert (plan["data_branch"], plan["template"], plan["collator"]) == ("A", "qwen2vl", "qwen3vl")
     # G6 ran 2 ranks: global batch = 2 × micro batch 1
     assert evidence["gates"]["G6"]["evidence"][0]["metrics"]["global_batch_size"] == 2
-    # parity with the source: model and data in G1/G2, the 2-rank first step vs one process in G6
-    parity = {k: v for g in ("G1", "G2", "G6") for k, v in evidence["gates"][g]["parity"].items()}
-    assert {k: v["status"] for k, v in parity.items()} == {"model": "pass", "data": "pass", "sharded": "pass"}
+    # parity with the source: model and data in G1/G2, K training steps in G4, the 2-rank first step vs one process
+    # in G6
+    parity = {k: v for g in ("G1", "G2", "G4", "G6") for k, v in evidence["gates"][g]["parity"].items()}
+    assert {k: v["status"] for k, v in parity.items()} == {"model": "pass", "data": "pass", "training": "pass",
+                                                           "sharded": "pass"}
     assert parity["sharded"]["dloss"] <= 1e-4 * max(1.0, abs(parity["sharded"]["reference_loss"]))
+    training = parity["training"]
+    assert training["steps"] == 20 and training["max_dloss"] <= 1e-4
+    assert training["fixed_batch"]["fall"] >= training["tolerance"]["learn_fraction"]
+    assert (run.run_dir / "training_parity.png").is_file()
+    assert "![training parity](training_parity.png)" in (run.run_dir / "verification_report.md").read_text()
     changed = _changed_files(run.target, run.summary["run_id"])
     assert changed and all(f.startswith(("mindspeed_mm/fsdp/models/qwen2_vl/", "examples/qwen2_vl/")) for f in changed)
     # read as a maintainer reads the pull request: trains the user's weights at the size asked, nothing of this run

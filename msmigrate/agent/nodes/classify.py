@@ -32,7 +32,8 @@ MAX_WARNINGS_SHOWN = 5
 # Whether the LLM may override a tentative deterministic answer (a regex hit among equal rivals or read from a
 # condition, a lexical vote) and not only answer abstentions. Off: measured with a blind player on the real-log
 # corpus (scripts/knowledge_accuracy.py, answers in evals/real_logs/llm_stage_answers_review.json), reviewing
-# changed one of the two tentative tuning answers, from right to wrong, and none of the held-out ones (README).
+# changed one of the two tentative tuning answers, from right to wrong, and none of the held-out ones
+# (benchmarks/RESULTS.md).
 REVIEW_TENTATIVE = False
 
 

@@ -17,6 +17,7 @@ from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.config_fit import has_experts
 from msmigrate.agent.similar_case import rank_similar_cases, source_scale
 from msmigrate.agent.state import EXIT_PRECHECK
+from msmigrate.tools.file_writer import target_commit
 from msmigrate.tools.repo_reader import hf_summary, target_inventory
 from msmigrate.tools.runtime import run_probe
 
@@ -178,6 +179,8 @@ def make_prepare_node(deps: RunDeps):
             "evidence": [evidence_item("precheck", [], 0 if not problems else 1, started, time.time(),
                                        "\n".join(problems), {"env": env.data.get("result") if env else None})],
             "failure_text": "\n".join(problems),
+            # the commit G0 found the target at (the run's base); None without a work tree of the run's own
+            "target_commit": target_commit(ctx) if ctx.checkout is not None else None,
         }
         deps.trajectory.append("gate", phase="prepare", **record)
         if problems:

@@ -80,7 +80,8 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     t0 = time.time()
     media_id = (plan.get("media_expansion") or {}).get("media_token_id")
     custom = plan["route"] == "custom"
-    res = data_check(ctx, config, parity_data=ctx.data_path, media_token_id=media_id, trust_remote_code=custom)
+    res = data_check(ctx, config, parity_data=ctx.data_path, media_token_id=media_id, trust_remote_code=custom,
+                     source_training=plan.get("source_training"))
     r = res.data.get("result") or {}
     evidence.append(evidence_item("dataset → collator", res.data.get("argv", []), res.data.get("returncode"), t0,
                                   time.time(), res.data.get("stderr_tail", "") if not res.ok else "",

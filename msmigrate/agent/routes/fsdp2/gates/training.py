@@ -7,7 +7,7 @@ framework falls back to DDP, which has no CPU path) — so G4/G5 set it, and say
 Four launches, not five: G4 saves a DCP checkpoint after its last iteration and G5's load run resumes from it. A
 separate "save" launch would train the same model on the same data with the same seed and prove only that saving
 works — which G4's own save proves. G5's same-seed repeat stays a launch of its own: re-reading G4's log would
-compare G4 with itself, and the repeat IS the determinism proof (see README, "Fewer launches")."""
+compare G4 with itself, and the repeat IS the determinism proof."""
 
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ from typing import Any
 
 import yaml
 from msmigrate.agent.launch_slots import launch_slots
+from msmigrate.agent.stop_grace import StopGrace
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_overrides
 from msmigrate.agent.gates.evidence import evidence_item
-from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary, sharded_parity_check
+from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary, sharded_parity_check, training_parity_check
 from msmigrate.agent.routes.fsdp2.weights_load import single_process_weights, weights_note, weights_problems
 from msmigrate.tools.cpu_shim import UNINITIALISED_MARK
 from msmigrate.tools.launcher import LaunchSpec, launch
@@ -76,8 +77,11 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
     def progress(rec: Any) -> None:
         deps.emit("launch_progress", label=f"{gate} {label}", iteration=rec.iteration, total=rec.total, loss=rec.loss)
 
+    # a stop of the run (chat's Ctrl-C) ends a scheduler job after a grace period; a local launch ends its step
+    cancel = StopGrace(deps.stop_requested, ls.slurm.stop_grace_s, deps.emit, f"{gate} {label}") \
+        if ls.backend == "slurm" and ls.slurm is not None else None
     with slots():  # in a batch: accelerator launches are limited separately from agent slots
-        res = launch(deps.ctx, spec, on_progress=progress)
+        res = launch(deps.ctx, spec, on_progress=progress, cancel=cancel)
     data = res.data
     summary = data.get("summary", {})
     # head and tail of the (iteration, loss) curve overlap on short runs; key by iteration
@@ -171,12 +175,23 @@ def _g4_overrides(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
 
 
 def gate_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    """The target's trainer runs single-process; then training parity: K steps of the source and of the migrated
+    model compared step by step, and a learning check (``parity.training_parity_check``) — a loss that is finite and
+    not constant proves neither."""
     res, ev, losses = run_launch(deps, state, "G4", "single-process", 1, _g4_overrides(deps, state))
     problems = training_problems(res, losses, "single-process")
     s = res.data.get("summary", {})
-    return _record("G4", problems, [ev], f"{s.get('steps')} steps, loss {s.get('first_loss'):.4g} → "
-                   f"{s.get('last_loss'):.4g} ({s.get('loss_trend')})" if not problems else "", res,
-                   0 if res.data.get("reused") else 1)
+    evidence, parity = [ev], None
+    if not problems:
+        ev_p, found, parity = training_parity_check(deps, state)
+        evidence.append(ev_p)
+        problems += found
+    record = _record("G4", problems, evidence, f"{s.get('steps')} steps, loss {s.get('first_loss'):.4g} → "
+                     f"{s.get('last_loss'):.4g} ({s.get('loss_trend')}); training parity "
+                     f"{parity_summary(parity)}" if not problems else "", res,
+                     0 if res.data.get("reused") else 1)
+    record["parity"] = {"training": parity} if parity else {}
+    return record
 
 
 def gate_reliability(deps: Any, state: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The Megatron route's gates per slot G1–G6 (the plan's backend picks this table: agent/backend_route.route_gates)."""
+"""The Megatron route's gates per slot G1–G6 (the plan's backend picks this table: backend_route.route_gates)."""
 
 from msmigrate.agent.routes.megatron.gates.config_gate import gate_megatron_config
 from msmigrate.agent.routes.megatron.gates.data_gate import gate_megatron_data
