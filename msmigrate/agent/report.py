@@ -9,6 +9,7 @@ from typing import Any
 
 from msmigrate.agent.exit_line import ALL_GATES, STALE, headline, todo_for
 from msmigrate.agent.gate_currency import gate_currency
+from msmigrate.agent.routes.fsdp2.delivery_review import review_delivery, review_section
 from msmigrate.agent.report_actions import next_actions, risks
 from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary
 from msmigrate.agent.routes.megatron.report import GATE_TITLES as MEGATRON_GATE_TITLES, megatron_section
@@ -281,10 +282,11 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool, where: dict[
             m = ev.get("metrics") or {}
             if "steps" in m:
                 metrics.append(f"| {g} {ev.get('label', '')} | {m.get('steps')} | {m.get('first_loss')} | "
-                               f"{m.get('last_loss')} | {m.get('median_step_ms')} | {m.get('samples_per_s')} |")
+                               f"{m.get('last_loss')} | {m.get('median_step_ms')} | {m.get('samples_per_s')} | "
+                               f"{m.get('weights') or ''} |")
     if metrics:
-        lines += ["", "## Training metrics", "", "| launch | steps | first loss | last loss | median step ms | samples/s |",
-                  "|---|---|---|---|---|---|", *metrics]
+        lines += ["", "## Training metrics", "", "| launch | steps | first loss | last loss | median step ms | samples/s "
+                  "| weights |", "|---|---|---|---|---|---|---|", *metrics]
     jobs = [f"| {g} {ev.get('label', '')} | {ev['job_id']} | {ev.get('nodes')} | {ev.get('job_state')} | "
             f"{ev.get('exit_code')} |" for g in ("G4", "G5", "G6") for ev in gates.get(g, {}).get("evidence", [])
             if ev.get("job_id")]
@@ -293,15 +295,30 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool, where: dict[
                   "|---|---|---|---|---|", *jobs]
     if has_plot:
         lines += ["", "![loss curve](loss_curve.png)"]
-    lines += ["", "## Changes in the target", "", "```", diff, "```", "", "## Risks", "", *risks(state, megatron),
-              "", "## Next actions", "", *next_actions(state, where or {})]
+    lines += review_section(state.get("delivery_review"), plan.get("similar_case"))
+    review_problems = [f"- Delivery review: {p}" for p in (state.get("delivery_review") or {}).get("problems", [])]
+    lines += ["", "## Changes in the target", "", "```", diff, "```", "", "## Risks", "",
+              *[r for r in risks(state, megatron) if not (review_problems and r.startswith("- None found"))],
+              *review_problems, "", "## Next actions", "", *next_actions(state, where or {})]
     return "\n".join(lines) + "\n"
+
+
+def _review(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    ctx = deps.ctx
+    try:
+        return review_delivery(ctx.target, state.get("artifacts", {}).get("base_commit"), ctx.work_branch,
+                               plan=state["plan"], source=ctx.source, data_path=ctx.data_path,
+                               run_id=str(state.get("run_id") or ctx.run_id))
+    except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+        return {"problems": [], "skipped": f"the work branch cannot be read ({exc})"}
 
 
 def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
     run_dir: Path = deps.ctx.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     gates = state.get("gates", {})
+    if (state.get("plan") or {}).get("config_path") and (state.get("plan") or {}).get("backend") != "megatron":
+        state = {**state, "delivery_review": _review(deps, state)}
     currency = gate_currency(deps.ctx, state)
     stale = {g: why for g, why in currency.items() if why}
     evidence = {
@@ -316,6 +333,7 @@ def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
         "gates": gates,
         "gate_history": state.get("gate_history", []),
         "counters": state.get("counters", {}),
+        **({"delivery_review": state["delivery_review"]} if "delivery_review" in state else {}),
     }
     (run_dir / "evidence.json").write_text(mask_text(json.dumps(evidence, indent=2, default=str)))
     has_plot = plot_losses(_losses(gates), run_dir / "loss_curve.png")

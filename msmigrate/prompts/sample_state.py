@@ -90,6 +90,9 @@ def sample_node_vars(phase: str) -> dict[str, Any]:
             "template": "qwen2vl",
             "collator": "qwen3vl",
             "similar_case": "standin-qwen3-vl",
+            "launch_size": {"nproc_per_node": 8, "nnodes": 1, "gate_ranks": 2,
+                            "why": "nproc_per_node 8: the 8 NPU(s) the runtime probe found; nnodes 1 (the default: "
+                                   "one node)"},
             "reasons": [
                 "AutoConfig loads the source folder and transformers ships Qwen2VLForConditionalGeneration",
                 "registered template qwen2vl matches the source chat_template and its mm_plugin qwen2_vl expands <|image_pad|>",

@@ -14,6 +14,8 @@ from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.policies.rules import RulesPolicy
 from msmigrate.agent.runner import Run, new_run_id
 
+from delivery_checks import assert_mergeable
+
 pytestmark = pytest.mark.integration
 ALL_GATES = ["G0", "G1", "G2", "G3", "G4", "G5", "G6"]
 
@@ -34,6 +36,10 @@ def _assert_green(state: dict, run_dir: Path) -> dict:
             assert {"command", "exit_code", "started", "ended", "log_excerpt", "metrics"} <= item.keys()
     assert (run_dir / "verification_report.md").read_text().count("| PASS |") == len(ALL_GATES)
     return evidence
+
+
+def _source_of(run_dir: Path) -> str:
+    return str(yaml.safe_load((run_dir / "spec.yaml").read_text())["source"])
 
 
 def _changed_files(target: Path, run_id: str) -> list[str]:
@@ -66,6 +72,8 @@ def test_rules_migrates_branch_a_model(hostile_rules_run):
     assert "![training parity](training_parity.png)" in (run.run_dir / "verification_report.md").read_text()
     changed = _changed_files(run.target, run.summary["run_id"])
     assert changed and all(f.startswith(("mindspeed_mm/fsdp/models/qwen2_vl/", "examples/qwen2_vl/")) for f in changed)
+    # read as a maintainer reads the pull request: trains the user's weights at the size asked, nothing of this run
+    assert_mergeable(evidence, run.target, run.summary["run_id"], Path(_source_of(run.run_dir)))
 
 
 def _misplace_loss_cfg(cfg: dict) -> dict:
@@ -81,6 +89,7 @@ def test_broken_config_is_classified_routed_and_fixed(migration_inputs, tmp_path
     state = run.drive()
     run.close()
     evidence = _assert_green(state, run.run_dir)
+    assert_mergeable(evidence, target, run.run_id, source)
     first_g3 = next(r for r in evidence["gate_history"] if r["gate"] == "G3")
     assert not first_g3["passed"] and "misplaced-key" in first_g3["finding_codes"]
     routes = [r for r in run.trajectory.records("classify")]

@@ -33,7 +33,8 @@ MARK = "INJECTED-"
 # templates branch on: left unmarked so every branch of a template renders
 TRUSTED_PLAN = {"route", "backend", "branch", "data_branch", "build_path", "model_id", "collator", "entry",
                 "model_json_path", "data_json_path", "script_path", "config_path", "plugin_dir", "example_dir",
-                "parallel", "converter_tp"}
+                "parallel", "converter_tp",
+                "launch_size"}  # our sentence from the spec's launch settings and the probe's device count
 TRUSTED_FAILURE = {"case_id", "owner", "gate", "kind", "candidates", "deterministic", "method", "outside_run"}
 CONTROL_VALUES = {"storage", "init_weights", "buffers_kept", "dataset_collate_fn_wins", "ok", "takes_kwargs",
                   "passed", "current", "attempt", "tentative"}
@@ -189,7 +190,9 @@ def test_a_hostile_run_reaches_the_llm_only_inside_fences(tmp_path):
     assert summary.ok and inventory.ok, (summary.error, inventory.error)
     ctx = RunContext(run_id="fence", run_dir=tmp_path / "run", source=src, target=target, model_name="patchlm",
                      data_path=src / "data" / "train.json")
-    deps = SimpleNamespace(ctx=ctx, spec=None)
+    from msmigrate.agent.config import RunSpec
+
+    deps = SimpleNamespace(ctx=ctx, spec=RunSpec(source=src, target=target, model_name="patchlm"))
     state: dict[str, Any] = {"source_summary": summary.data, "target_summary": inventory.data, "attempts": {},
                              "instructions": "", "gates": {}, "gate_history": []}
     plan = make_plan(deps, state)

@@ -27,6 +27,7 @@ from msmigrate.agent.backend_route import MEGATRON, choose_backend
 from msmigrate.agent.chat_format import ChatFormat, ChatFormatError, derive_chat_format
 from msmigrate.agent.routes.fsdp2.data_contract import GENERIC_COLLATOR_EXTRAS, architecture_kind, derive_contract
 from msmigrate.agent.deps import RunDeps
+from msmigrate.agent.launch_size import launch_size
 from msmigrate.agent.routes.megatron.plan import make_megatron_plan
 from msmigrate.agent.similar_case import remote_code_build_path
 from msmigrate.agent.state import EXIT_UNSUPPORTED
@@ -240,7 +241,8 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         "media_tokens_written": expansion.tokens_written if expansion is not None else None,
         "data_contract": contract.to_dict() if contract is not None else None,
         "similar_case": similar.get("example"),
-        "reasons": reasons + [f"similar case {similar.get('example')}: {', '.join(similar.get('why', []))}"],
+        "reasons": reasons + [f"similar case {similar.get('example')}: {', '.join(similar.get('why', []))}"
+                              + (f" (ties broken by: {similar['tie_break']})" if similar.get("tie_break") else "")],
     }
     plan["data_branch_why"] = why[0] if template else (
         "no registered template fits (reasons above): new template, mm_plugin"
@@ -284,7 +286,11 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         # what could not be derived from the source is a fact the plan and every phase prompt show (reasons)
         plan["could_not_derive"] = list(dict.fromkeys(failures))
         plan["reasons"] = plan["reasons"] + plan["could_not_derive"]
-    return {**plan, **explicit_paths(getattr(deps, "spec", None))}
+    spec = getattr(deps, "spec", None)
+    if spec is not None:  # the delivered launch script's size: the user's, never the similar example's
+        plan["launch_size"] = launch_size(spec.launch, state.get("runtime"))
+        plan["reasons"] = plan["reasons"] + [f"launch size: {plan['launch_size']['why']}"]
+    return {**plan, **explicit_paths(spec)}
 
 
 def python_class_name(src: dict[str, Any]) -> str | None:

@@ -14,7 +14,8 @@ from msmigrate.agent.backend_route import MEGATRON, MEGATRON_ENTRY, choose_backe
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.input_checks import data_record_problems
-from msmigrate.agent.similar_case import rank_similar_cases
+from msmigrate.agent.routes.fsdp2.config_fit import has_experts
+from msmigrate.agent.similar_case import rank_similar_cases, source_scale
 from msmigrate.agent.state import EXIT_PRECHECK
 from msmigrate.core.git import head_commit, is_dirty, is_repo
 from msmigrate.tools.file_writer import target_commit
@@ -190,12 +191,14 @@ def make_prepare_node(deps: RunDeps):
         if problems:
             return {"gates": {"G0": record}, "gate_history": [record], "phase": "report",
                     "exit_status": EXIT_PRECHECK, "exit_detail": problems[0]}
-        ranked = rank_similar_cases(src.data, inv.data)
+        ranked = rank_similar_cases(src.data, inv.data,
+                                    source_scale(ctx.source, has_experts({}, ctx.source)))
         out = ctx.run_dir
         (out / "architecture_chain.md").write_text(architecture_chain(src.data, {"similar_case": ranked[:1]}))
         (out / "contract_matrix.yaml").write_text(yaml.safe_dump(contract_matrix(ctx.model_name), sort_keys=False))
         lines = ["# Similar cases (most similar first)", ""]
-        lines += [f"- `{c['example']}` score {c['score']}: {', '.join(c['why'])}" for c in ranked[:5]]
+        lines += [f"- `{c['example']}` score {c['score']}: {', '.join(c['why'])}"
+                  + (f" (ties: {c['tie_break']})" if c.get("tie_break") else "") for c in ranked[:5]]
         (out / "similar_case.md").write_text("\n".join(lines) + "\n")
         artifacts = {**state.get("artifacts", {}), **{k: str(v) for k, v in facts.items()},
                      "architecture_chain": str(out / "architecture_chain.md"),

@@ -238,6 +238,17 @@ def main(argv):
                 traceback.print_exc()
                 parity = {"passed": False, "error": f"{type(exc).__name__}: {exc}",
                           "problems": [f"the source's own processing could not be run: {type(exc).__name__}: {exc}"]}
+        cutoff = None
+        if args.parity_source and args.parity_data:
+            from _cutoff import cutoff_findings
+
+            cutoff_len = getattr(getattr(dataset_param, "basic_parameters", None), "cutoff_len", None)
+            media_id = args.media_token_id if args.media_token_id is not None else (parity or {}).get("media_token_id")
+            try:
+                cutoff = cutoff_findings(dataset, cutoff_len, args.parity_source, args.parity_data, media_id,
+                                         args.trust_remote_code)
+            except Exception as exc:  # probe boundary: a sample the source cannot process is reported, not a crash
+                cutoff = {"cutoff_len": cutoff_len, "error": f"{type(exc).__name__}: {exc}", "cut": []}
     except Exception as exc:  # probe boundary: the failure is the result
         import traceback
 
@@ -252,7 +263,7 @@ def main(argv):
         "forward_receives": sorted(batch) + ["use_cache"],
         "batch_keys": {k: describe(v) for k, v in batch.items()},
         "media": {"referenced": len(media), "missing": missing[:20]}, "batch_file": batch_file, "setup": setup,
-        "parity": parity,
+        "parity": parity, "cutoff": cutoff,
     })
     return 0
 
