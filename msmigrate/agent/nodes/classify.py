@@ -16,8 +16,10 @@ from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.run_settings import run_settings
 from msmigrate.agent.runtime_facts import runtime_facts
 from msmigrate.agent.state import EXIT_GATE_FAILED, gates_before
+from msmigrate.agent.failure_artifacts import run_artifacts
 from msmigrate.knowledge.catalog import load_catalog
 from msmigrate.knowledge.classifier import Classification, classify, load_calibration
+from msmigrate.knowledge.failure_context import ContextVerdict, context_owner, run_frames
 
 # Environment failures are fixed where the launch settings and script live.
 OWNER_TO_PHASE = {"model": "model", "data": "data", "config": "config", "environment": "config"}
@@ -34,6 +36,9 @@ MAX_WARNINGS_SHOWN = 5
 # corpus (scripts/knowledge_accuracy.py, answers in knowledge/real_logs/llm_stage_answers_review.json), reviewing
 # changed one of the two tentative tuning answers, from right to wrong, and none of the held-out ones (README).
 REVIEW_TENTATIVE = False
+# How sure a context rule is (failure_context.py): a frame in the run's own code, the YAML loader's error, a key named
+# in the error line and a host errno say whose artifact it is; the last change only says what changed before it.
+CONTEXT_CONFIDENCE = {"frames": 0.8, "config-loading": 0.85, "key": 0.8, "host": 0.8, "last-change": 0.5}
 
 
 # How check_forward / G1's forward probe (tools/probes/forward_smoke.py, PATH_NAMES) names the meta-init path that
@@ -99,7 +104,7 @@ def deterministic_view(verdict: Classification) -> dict[str, Any]:
 
 
 def llm_evidence(gate: str, verdict: Classification, settings: list[dict[str, str]] | None = None,
-                 runtime: list[str] | None = None) -> dict[str, Any]:
+                 runtime: list[str] | None = None, context: list[str] | None = None) -> dict[str, Any]:
     """What the LLM is shown besides the excerpt: the root cause, the deterministic stages' answer with its
     confidence, the closest cases with their owners and how each was found, and (inside a run) the run's own
     settings files (agent/run_settings.py), which hold the fact that decides config more often than the log does,
@@ -146,6 +151,8 @@ def llm_evidence(gate: str, verdict: Classification, settings: list[dict[str, st
         evidence["settings"] = settings
     if runtime:  # likewise only inside a run that probed its runtime
         evidence["runtime"] = runtime
+    if context:  # the run's own context: frames in its artifacts, keys of its YAML, what decides (failure_context)
+        evidence["run_context"] = context
     return evidence
 
 
@@ -180,11 +187,15 @@ def make_classify_node(deps: RunDeps):
         }
         opinion = None
         route_to = None  # set when an LLM abstention rules out the failed gate's phase
+        artifacts, changed_last = run_artifacts(deps.ctx, state, failed)
+        said = f"{failed.get('summary', '')}\n{text}"
+        context = context_owner(said, artifacts, changed_last) if verdict.method == "none" else None
         if asks_llm(verdict):
             view = PolicyView(phase="classify", state=state, messages=[], tools=[], ctx=deps.ctx)
             settings = run_settings(deps.ctx.target, deps.ctx.model_name)
-            opinion = deps.policy.classify(text, view, evidence=llm_evidence(failed["gate"], verdict, settings,
-                                                                             runtime_facts(state.get("runtime"))))
+            opinion = deps.policy.classify(text, view, evidence=llm_evidence(
+                failed["gate"], verdict, settings, runtime_facts(state.get("runtime")),
+                context_lines(said, artifacts, context)))
         if verdict.tentative:  # reviewed: the LLM's owner overrides; its abstention (or no LLM) leaves it standing
             if opinion and opinion.get("owner"):
                 failure.update(opinion, overrode=f"{verdict.case_id or verdict.owner} ({verdict.method}, "
@@ -195,6 +206,8 @@ def make_classify_node(deps: RunDeps):
         elif verdict.method == "none":
             if opinion and opinion.get("owner"):
                 failure.update(opinion)
+            elif context is not None:  # the run's own context decides where the excerpt did not
+                failure.update(context_failure(context, failed["gate"], primary, opinion))
             elif opinion:  # the LLM abstained: routed like a deterministic abstention, its reason kept
                 phase_of_gate = _gate_phase(failed["gate"])
                 fits = opinion.get("fits") or []
@@ -263,6 +276,29 @@ def recurrence(state: dict[str, Any], failed: dict[str, Any], failure: dict[str,
             f"reproduces it) before finishing; the case's general advice, already followed once: "
             + failure.get("diagnosis", ""))
     return {"diagnosis": said, "recurrence": len(same) + 1}
+
+
+def context_lines(text: str, artifacts: Any, verdict: ContextVerdict | None) -> list[str]:
+    """The run's context for the LLM: the frames of the failure in this run's artifacts and what the context rules
+    make of them (knowledge/failure_context.py). [] when there is none."""
+    lines = [f"frame in this run's {owner} artifact: {path}:{line}" for path, line, owner in
+             run_frames(text, artifacts)[-5:]]
+    if verdict is not None:
+        lines.append(f"the run's context points to {verdict.owner} ({verdict.rule}): {verdict.reason}")
+    return lines
+
+
+def context_failure(context: ContextVerdict, gate: str, primary: dict[str, Any],
+                    opinion: dict[str, Any] | None) -> dict[str, Any]:
+    """The failure record when the run's context decides an owner the deterministic stages (and the LLM, when it
+    was asked) left open: the owner, the rule that decided and the file or key to change, in the diagnosis."""
+    llm = f" The LLM abstained: {opinion.get('diagnosis', '')[:300]}" if opinion else ""
+    usage = {k: v for k, v in (opinion or {}).items() if k in ("tokens", "requests", "prompt_chars")}
+    return {**usage, "owner": context.owner, "method": "context", "confidence": CONTEXT_CONFIDENCE[context.rule],
+            "context": context.to_dict(),
+            "diagnosis": f"No failure case decides the owner; the run's context does ({context.rule}): "
+                         f"{context.reason}. Failed gate {gate}; root cause: "
+                         f"{primary.get('text') or 'none found in the log'}.{llm}"}
 
 
 def _gate_phase(gate: str) -> str:

@@ -66,10 +66,10 @@ FAULTS = [
                    "            out.loss = out.loss.detach()\n"
                    "        return out\n\n"),),
           fix=_fix()),
-    Fault("model-init-not-imported", "model", "plugin",
-          "the plugin package's __init__.py no longer imports its model module, so nothing registers",
-          (Replace("{plugin}/__init__.py", None, '"""Model plugin: imported through training.plugin."""\n'),),
-          fix=("{plugin}/__init__.py", "{plugin}")),
+    Fault("model-register-commented-out", "model", "plugin",
+          "the registration decorator commented out while debugging and never put back",
+          (Replace("{modeling}", '@model_register.register("', '# @model_register.register("'),),
+          fix=_fix("model_register")),
     Fault("model-constant-loss", "model", "plugin",
           "a debugging stub left in forward: the loss no longer depends on the weights",
           (_method("    def forward(self, *args, **kwargs):\n"

@@ -1,0 +1,65 @@
+"""This run's artifacts for the classify node's context rules (knowledge/failure_context.py): the plugin package,
+the data path, the YAML and launch script from the plan; the training records from the run context; the YAML's
+keys; and the phase whose artifact this run's own commits changed last before the failing gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from msmigrate.knowledge.failure_context import Artifacts, yaml_keys
+from msmigrate.tools.repo_reader.target_inventory import target_inventory
+from msmigrate.tools.worktree import git
+
+
+def run_artifacts(ctx: Any, state: dict[str, Any], failed: dict[str, Any]) -> tuple[Artifacts, str | None]:
+    plan = state.get("plan") or {}
+    target = Path(ctx.target)
+    model = tuple(p for p in [plan.get("plugin_dir")] if p)
+    data = tuple(dict.fromkeys(p for p in [plan.get("data_plugin"), *_data_code(target, plan)] if p))
+    config = tuple(p for p in [plan.get("config_path"), plan.get("script_path")] if p)
+    records_dir = Path(ctx.data_path).parent if getattr(ctx, "data_path", None) else Path(ctx.source) / "data"
+    records = tuple(str(p) for p in dict.fromkeys([records_dir, records_dir.resolve()]))
+    keys: dict[str, str] = {}
+    if plan.get("config_path") and (target / plan["config_path"]).is_file():
+        try:
+            keys = yaml_keys(yaml.safe_load((target / plan["config_path"]).read_text(encoding="utf-8")) or {})
+        except yaml.YAMLError:  # a YAML that does not load is itself the failure; its keys decide nothing
+            keys = {}
+    artifacts = Artifacts(model=model, data=data, config=config, records=records, yaml_keys=keys)
+    return artifacts, _changed_last(target, ctx, artifacts, failed)
+
+
+def _data_code(target: Path, plan: dict[str, Any]) -> list[str]:
+    """Where the run's template, mm_plugin and collator are defined (the target's static inventory): the folder of
+    the template and mm_plugin modules (the data utilities they share: formatters, conversion, the seq2seq collator)
+    and the registered collator's own file (not its folder: the framework's sampler and loader live there)."""
+    inventory = target_inventory(target)
+    if not inventory.ok:
+        return []
+    wanted = {"templates": plan.get("template"), "mm_plugins": plan.get("mm_plugin"), "collators": plan.get("collator")}
+    found = []
+    for kind, ident in wanted.items():
+        for entry in inventory.data.get(kind) or []:
+            if entry.get("id") == ident and entry.get("file"):
+                found.append(entry["file"] if kind == "collators" else str(Path(entry["file"]).parent))
+    return found
+
+
+def _changed_last(target: Path, ctx: Any, artifacts: Artifacts, failed: dict[str, Any]) -> str | None:
+    """The owner of the newest file this run's own commits (since its base tag, up to the failed gate's commit)
+    changed among its artifacts; None when the run committed nothing (``msmigrate verify``) or nothing of them."""
+    base = f"refs/tags/{ctx.work_branch}/base" if hasattr(ctx, "work_branch") else None
+    if base is None or not (target / ".git").exists():
+        return None
+    upto = failed.get("target_commit") or "HEAD"
+    log = git(target, "log", "--name-only", "--format=", f"{base}..{upto}", check=False)
+    if log.returncode != 0:
+        return None
+    for path in (p.strip() for p in log.stdout.splitlines()):
+        owner = artifacts.owner_of(path) if path else None
+        if owner:
+            return owner
+    return None
