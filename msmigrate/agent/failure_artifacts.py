@@ -9,7 +9,8 @@ from typing import Any
 
 import yaml
 
-from msmigrate.knowledge.failure_context import Artifacts, yaml_keys
+from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, plugin_import_owner,
+                                                 registration_owner, yaml_keys)
 from msmigrate.tools.repo_reader.target_inventory import target_inventory
 from msmigrate.tools.worktree import git
 
@@ -30,6 +31,51 @@ def run_artifacts(ctx: Any, state: dict[str, Any], failed: dict[str, Any]) -> tu
             keys = {}
     artifacts = Artifacts(model=model, data=data, config=config, records=records, yaml_keys=keys)
     return artifacts, _changed_last(target, ctx, artifacts, failed)
+
+
+def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx: Any) -> ContextVerdict | None:
+    """Facts of this run that decide an owner even against a matched case: whose import failed (the source's
+    architecture, or a name only the plugin asks for) and whose id a registration lookup missed (the plan's id in
+    the YAML but not in the plugin, or another id in the YAML)."""
+    plan = state.get("plan") or {}
+    text += _import_sites(Path(ctx.target), plan.get("plugin_dir"), text)
+    said = plugin_import_owner(text, artifacts, plan.get("hf_class"), plan.get("model_type"))
+    if said is not None or "is not registered" not in text:
+        return said
+    plugin = plan.get("plugin_dir") or ""
+    inventory = target_inventory(Path(ctx.target))
+    ids = [e for e in (inventory.data.get("model_ids") or []) if str(e.get("file", "")).startswith(plugin + "/")] \
+        if inventory.ok and plugin else []
+    yaml_id = _yaml_value(Path(ctx.target), plan.get("config_path"), "model", "model_id")
+    return registration_owner(text, yaml_id, plan.get("model_id"), [e["id"] for e in ids],
+                              ids[0]["file"] if ids else next((f for f in artifacts.model), None))
+
+
+def _import_sites(target: Path, plugin: str | None, text: str) -> str:
+    """When a probe reports a failed import without its traceback, the plugin's own import lines that name the
+    missing module or name, as frames (``File "...", line N``), so the context rules see whose code imports it."""
+    found = IMPORT_FAILED.search(text)
+    if not found or not plugin or not (target / plugin).is_dir():
+        return ""
+    missing = found.group("name") or found.group("missing") or ""
+    sites = []
+    for path in sorted((target / plugin).rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if "import" in line and missing.rsplit(".", 1)[-1] in line:
+                sites.append(f'\n  File "{path.relative_to(target)}", line {number}, in <module>')
+    return "".join(sites[:3])
+
+
+def _yaml_value(target: Path, config: str | None, *keys: str) -> Any:
+    if not config or not (target / config).is_file():
+        return None
+    try:
+        data = yaml.safe_load((target / config).read_text(encoding="utf-8"))
+    except yaml.YAMLError:
+        return None
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
 
 
 def _data_code(target: Path, plan: dict[str, Any]) -> list[str]:

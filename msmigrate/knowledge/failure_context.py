@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 # `File "/x/y.py", line 12, in f` (tracebacks) and `/x/y.py:12 in f` (the probes' raised-in / called-from notes)
-_FRAME = re.compile(r'File "(?P<a>[^"]+\.py)", line (?P<al>\d+)|(?P<b>[\w./\\-]+\.(?:py|yaml|yml|sh|json))'
+_FRAME = re.compile(r'File "(?P<a>[^"]+)", line (?P<al>\d+)|(?P<b>[\w./\\-]+\.(?:py|yaml|yml|sh|json))'
                     r':(?P<bl>\d+)')
 _SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python\d")
 # the YAML parser's own errors, and the framework's argument classes rejecting what the YAML gave them
@@ -89,9 +89,16 @@ def frames(text: str) -> list[tuple[str, int]]:
     return found
 
 
+_QUOTED_PATH = re.compile(r"""['"](/[^'"\n]+)['"]""")
+
+
 def run_frames(text: str, artifacts: Artifacts) -> list[tuple[str, int, str]]:
-    """The frames in this run's own artifacts: (file, line, owner), in text order."""
-    return [(p, n, o) for p, n in frames(text) for o in [artifacts.owner_of(p)] if o]
+    """The frames in this run's own artifacts: (file, line, owner), in text order; a quoted path of the training
+    records or media (a file an error names) counts as a data frame (line 0)."""
+    found = [(p, n, o) for p, n in frames(text) for o in [artifacts.owner_of(p)] if o]
+    named = [(m.group(1), 0, "data") for m in _QUOTED_PATH.finditer(text)
+             if artifacts.records and artifacts.owner_of(m.group(1)) == "data"]
+    return found + [n for n in named if n[0] not in {f[0] for f in found}]
 
 
 def _error_lines(text: str) -> list[str]:
@@ -164,3 +171,55 @@ def yaml_keys(data: Any, prefix: str = "") -> dict[str, str]:
             else:
                 out.setdefault(str(key), dotted)
     return out
+
+
+IMPORT_FAILED = re.compile(r"cannot import name '(?P<name>[\w.]+)' from '(?P<mod>[\w.]+)'|"
+                            r"No module named '(?P<missing>[\w.]+)'")
+_ID_UNREGISTERED = re.compile(r"ID '(?P<id>[^']+)' is not registered|model_id '(?P<id2>[^']+)' is not registered")
+
+
+def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | None,
+                        model_type: str | None) -> ContextVerdict | None:
+    """An import the run's own plugin makes fails. Environment when what is missing is the source's own
+    architecture (its class, or the library module of its model type): installing the release that has it is the
+    fix. Model otherwise: the plugin imports a name the installed library does not have, so the plugin must change
+    (owners.py: code written for another release: the plugin the migration writes is model)."""
+    found = IMPORT_FAILED.search(text)
+    own = run_frames(text, artifacts)
+    if not found or not own or own[-1][2] != "model":
+        return None
+    path, line, _ = own[-1]
+    missing = found.group("name") or found.group("missing") or ""
+    module = found.group("mod") or found.group("missing") or ""
+    parts = set(module.split("."))
+    if (architecture and missing == architecture) or (model_type and model_type in parts):
+        return ContextVerdict("environment", "plugin-import",
+                              f"the plugin's import at {path}:{line} needs `{missing}`, the source's own "
+                              f"architecture, which the installed library lacks: install a release that has it "
+                              f"(transformers)")
+    return ContextVerdict("model", "plugin-import",
+                          f"the plugin's import at {path}:{line} asks for `{missing}` from `{module}`, which the "
+                          f"installed library does not have and the source's architecture does not need: change "
+                          f"that import in {path}")
+
+
+def registration_owner(text: str, yaml_id: str | None, planned_id: str | None, plugin_ids: list[str],
+                       plugin_file: str | None) -> ContextVerdict | None:
+    """A model id the YAML names is not registered. When the YAML names the id the plan chose and the plugin
+    registers another one (or none), the plugin's registration must change: model. When the YAML names another id
+    than the plan's and the plugin registers the plan's, the YAML must change: config. Otherwise undecided."""
+    found = _ID_UNREGISTERED.search(text)
+    said = (found.group("id") or found.group("id2")) if found else None
+    if not said or not planned_id or said != yaml_id:
+        return None
+    where = plugin_file or "the plugin"
+    if yaml_id == planned_id and planned_id not in plugin_ids:
+        registers = f"registers {', '.join(plugin_ids)}" if plugin_ids else "registers no id"
+        return ContextVerdict("model", "registration",
+                              f"the YAML's model_id '{yaml_id}' is the id this migration chose, and the plugin "
+                              f"{registers}: fix the model_register.register(...) call in {where}")
+    if yaml_id != planned_id and planned_id in plugin_ids:
+        return ContextVerdict("config", "registration",
+                              f"the plugin registers '{planned_id}' (in {where}) and the YAML asks for "
+                              f"'{yaml_id}': set model.model_id to '{planned_id}' in the YAML")
+    return None

@@ -16,10 +16,11 @@ from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.run_settings import run_settings
 from msmigrate.agent.runtime_facts import runtime_facts
 from msmigrate.agent.state import EXIT_GATE_FAILED, gates_before
-from msmigrate.agent.failure_artifacts import run_artifacts
+from msmigrate.agent.failure_artifacts import run_artifacts, run_facts_owner
 from msmigrate.knowledge.catalog import load_catalog
 from msmigrate.knowledge.classifier import Classification, classify, load_calibration
 from msmigrate.knowledge.failure_context import ContextVerdict, context_owner, run_frames
+from msmigrate.tools.target_checks import UNAPPROVED
 
 # Environment failures are fixed where the launch settings and script live.
 OWNER_TO_PHASE = {"model": "model", "data": "data", "config": "config", "environment": "config"}
@@ -38,7 +39,8 @@ MAX_WARNINGS_SHOWN = 5
 REVIEW_TENTATIVE = False
 # How sure a context rule is (failure_context.py): a frame in the run's own code, the YAML loader's error, a key named
 # in the error line and a host errno say whose artifact it is; the last change only says what changed before it.
-CONTEXT_CONFIDENCE = {"frames": 0.8, "config-loading": 0.85, "key": 0.8, "host": 0.8, "last-change": 0.5}
+CONTEXT_CONFIDENCE = {"frames": 0.8, "config-loading": 0.85, "key": 0.8, "host": 0.8, "last-change": 0.5,
+                      "plugin-import": 0.85, "registration": 0.9}
 
 
 # How check_forward / G1's forward probe (tools/probes/forward_smoke.py, PATH_NAMES) names the meta-init path that
@@ -175,6 +177,12 @@ def make_classify_node(deps: RunDeps):
     def node(state: dict[str, Any]) -> dict[str, Any]:
         failed = last_failed_gate(state)
         text = failed.get("failure_text", "")
+        if UNAPPROVED in f"{failed.get('summary', '')}\n{text}":
+            # the gate was refused its run, not failed by the code: ask the user again (the work node's pending
+            # branch), never classify it or send a repair over the user's files
+            phase = _gate_phase(failed["gate"])
+            deps.trajectory.append("approval_missing", gate=failed["gate"], phase=phase)
+            return {"phase": phase, "code_approval": {"pending": phase}, "last_failure": None}
         # the gate's own verdict (its problem lines, joined in the summary) is evidence besides the run's output
         verdict = classify(text, failed.get("finding_codes", []), gate_verdict=[failed.get("summary", "")])
         primary = verdict.root_cause.get("primary") or {}
@@ -190,6 +198,13 @@ def make_classify_node(deps: RunDeps):
         artifacts, changed_last = run_artifacts(deps.ctx, state, failed)
         said = f"{failed.get('summary', '')}\n{text}"
         context = context_owner(said, artifacts, changed_last) if verdict.method == "none" else None
+        decided = run_facts_owner(said, artifacts, state, deps.ctx)
+        if decided is not None and decided.owner != verdict.owner:
+            # the run's own facts decide against the case's usual owner (whose registration, whose import)
+            failure.update(context_failure(decided, failed["gate"], primary, None),
+                           overrode=f"{verdict.case_id or verdict.owner} ({verdict.method}, confidence "
+                                    f"{verdict.confidence})")
+            verdict = Classification(None, decided.owner, 1.0, "regex", "")  # decided: nothing left for the LLM
         if asks_llm(verdict):
             view = PolicyView(phase="classify", state=state, messages=[], tools=[], ctx=deps.ctx)
             settings = run_settings(deps.ctx.target, deps.ctx.model_name)
@@ -203,7 +218,7 @@ def make_classify_node(deps: RunDeps):
             elif opinion:
                 failure.update({k: v for k, v in opinion.items() if k in ("tokens", "requests", "prompt_chars")},
                                llm_review=opinion.get("diagnosis", "")[:600])
-        elif verdict.method == "none":
+        elif verdict.method == "none" and not failure.get("overrode"):
             if opinion and opinion.get("owner"):
                 failure.update(opinion)
             elif context is not None:  # the run's own context decides where the excerpt did not
@@ -295,6 +310,7 @@ def context_failure(context: ContextVerdict, gate: str, primary: dict[str, Any],
     llm = f" The LLM abstained: {opinion.get('diagnosis', '')[:300]}" if opinion else ""
     usage = {k: v for k, v in (opinion or {}).items() if k in ("tokens", "requests", "prompt_chars")}
     return {**usage, "owner": context.owner, "method": "context", "confidence": CONTEXT_CONFIDENCE[context.rule],
+            "autofix": None,  # a case's autofix edits its own owner's artifact, not the one the context decided
             "context": context.to_dict(),
             "diagnosis": f"No failure case decides the owner; the run's context does ({context.rule}): "
                          f"{context.reason}. Failed gate {gate}; root cause: "
