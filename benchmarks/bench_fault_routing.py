@@ -104,9 +104,11 @@ def score(fault: Fault, layout: Layout, state: dict[str, Any], run_dir: Path) ->
     first = next((r for r in records if r.get("kind") == "classify"), None)
     out: dict[str, Any] = {"id": fault.id, "owner": fault.owner, "surface": fault.surface,
                            "exit_status": state.get("exit_status")}
-    if first is None:
+    if first is None:  # no gate failure classified: missed (all green), or the run stopped before routing it
+        detail = str(state.get("exit_detail") or "")
         out.update(missed=state.get("exit_status") == "success", routed=None, named=None, gate=None,
-                   detail=str(state.get("exit_detail") or "")[:300])
+                   detail=detail[:300], stopped=state.get("exit_status") != "success",
+                   fix_named=any(w in detail for w in fix_names(fault, layout)))
         return out
     failed = next((r for r in reversed(records) if r.get("kind") == "gate" and r.get("gate") == first.get("gate")
                    and not r.get("passed")), {})
@@ -158,10 +160,14 @@ def totals(results: list[dict[str, Any]]) -> dict[str, Any]:
     def count(key: str) -> int:
         return sum(1 for r in caught if r.get(key))
 
+    stopped = [r for r in scored if not r.get("gate") and not r.get("missed")]
     return {"faults": n, "not_applied": len(results) - n, "missed": sum(1 for r in scored if r.get("missed")),
+            # stopped before any gate failure was classified (the precheck refused the inputs): no routing to score
+            "stopped_before_routing": len(stopped),
             "caught": len(caught), "routed_right": count("routed"), "owner_named": count("owner_named"),
             "abstained": count("abstained"), "wrong_owner": count("wrong"),
-            "confidently_wrong": count("confidently_wrong"), "fix_named": count("fix_named"),
+            "confidently_wrong": count("confidently_wrong"),
+            "fix_named": count("fix_named") + sum(1 for r in stopped if r.get("fix_named")),
             "by_owner": {o: {"n": sum(1 for r in scored if r["owner"] == o),
                              "routed": sum(1 for r in caught if r["owner"] == o and r.get("routed")),
                              "named": sum(1 for r in caught if r["owner"] == o and r.get("owner_named"))}
@@ -185,6 +191,37 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def summarize(paths: list[Path]) -> int:
+    """Re-total a results file: the owner of each fault as defined now, routed / named re-derived from what the
+    run recorded (route, named owner), so an earlier run is scored by the same rules as a new one."""
+    faults = {f.id: f for f in all_faults()}
+    merged: dict[tuple[str, bool], dict[str, Any]] = {}
+    for path in paths:
+        for r in json.loads(path.read_text())["results"]:
+            merged[(r.get("id"), "repaired" in r)] = r
+    results = [r for (fid, _), r in merged.items() if fid in faults]
+    for r in results:
+        if "repaired" in r or "error" in r:
+            continue
+        r["owner"] = faults[r["id"]].owner
+        if r.get("gate"):
+            named = r.get("named")
+            r.update(routed=r.get("route") == OWNER_TO_PHASE[r["owner"]], owner_named=named == r["owner"],
+                     wrong=bool(named) and named != r["owner"],
+                     confidently_wrong=bool(named) and named != r["owner"] and
+                     float(r.get("confidence") or 0) >= DECISIVE_CONFIDENCE)
+        elif not r.get("missed"):
+            r["stopped"] = True
+            r["fix_named"] = any(w in r.get("detail", "") for w in faults[r["id"]].fix)
+    print(table(results))
+    summary = totals([r for r in results if "repaired" not in r])
+    repaired = [r for r in results if "repaired" in r]
+    if repaired:
+        summary["repaired"] = f"{sum(1 for r in repaired if r['repaired'])}/{len(repaired)}"
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=Path("fault_workdir"))
@@ -192,7 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated fault ids")
     parser.add_argument("--repair", action="store_true", help="also run the repair subset (full rules runs)")
     parser.add_argument("--out", type=Path, default=None, help="JSON results (default: WORKDIR/results.json)")
+    parser.add_argument("--summarize", type=Path, nargs="+", default=None, help="print the table and totals of "
+                        "results files (merged by fault id, a later file wins; this version's scoring and the "
+                        "faults' owners as defined now) and exit")
     args = parser.parse_args(argv)
+    if args.summarize:
+        return summarize(args.summarize)
     workdir = args.workdir.resolve()
     green = build_green(workdir / "green", args.model)
     wanted = {s for s in args.only.split(",") if s}

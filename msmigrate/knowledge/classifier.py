@@ -218,10 +218,12 @@ def lexical(evidence: str, catalog: Catalog, exclude_source: str | None = None) 
 
 
 def ambiguous_cases(calibration: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Cases whose regex hits on the tuning half disagreed with the owner label too often to be trusted alone."""
+    """Cases whose regex hits on the tuning half disagreed with the owner label too often to be trusted alone: as
+    the calibration decided (``decisive``: its hits show the case below the precision target,
+    scripts/calibrate_classifier.py), else (an older calibration file) any share below the target."""
     target = calibration.get("target", 0.9)
     return {case: rec for case, rec in calibration.get("regex_cases", {}).items()
-            if rec["agree"] < rec["hits"] and rec["agree"] / rec["hits"] < target}
+            if rec["agree"] < rec["hits"] and not rec.get("decisive", rec["agree"] / rec["hits"] >= target)}
 
 
 def accept_vote(vote: OwnerVote | None, calibration: dict[str, Any]) -> float | None:

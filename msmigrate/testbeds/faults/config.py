@@ -46,6 +46,12 @@ FAULTS = [
           fix=("training.plugin", "plugin")),
     Fault("config-warmup-ratio-over-one", "config", "yaml", "lr_warmup_ratio given in percent",
           (SetLine("{config}", "lr_decay_style", "constant\n  lr_warmup_ratio: 10"),), fix=("lr_warmup_ratio",)),
+    Fault("config-role-tags-sharegpt", "config", "yaml",
+          "ShareGPT records (`human` / `gpt` roles) used with the YAML's attr still mapping `user` / `assistant`: "
+          "the attr tags are where the framework declares a dataset's format",
+          (Replace("{data}", '"role": "user"', '"role": "human"', count=0),
+           Replace("{data}", '"role": "assistant"', '"role": "gpt"', count=0)),
+          fix=("user_tag", "assistant_tag", "role_tag", "attr")),
     Fault("config-launch-trainer-typo", "config", "launch", "the launch script's trainer path misspelt",
           (Replace("{launch}", "mindspeed_mm/fsdp/train/trainer.py", "mindspeed_mm/fsdp/train/trainr.py"),),
           fix=("{launch}", "trainr.py")),

@@ -19,6 +19,14 @@ FAULTS = [
           (Replace("{template}", 'get_mm_plugin(name="qwen2_vl", image_token="<|image_pad|>"',
                    'get_mm_plugin(name="qwen2_vl", image_token="<|image_pad>"'),),
           fix=("template.py", "image_token")),
+    Fault("data-template-user-slot-typo", "data", "template",
+          "the qwen2vl template's user slot edited by hand to `{{contents}}`: the user's text and its image "
+          "placeholder never reach the prompt",
+          (Replace("{template}", 'name="qwen2vl",\n    params=RegisterParams(\n        format_user=StringFormatter('
+                                 'slots=["<|im_start|>user\\n{{content}}',
+                   'name="qwen2vl",\n    params=RegisterParams(\n        format_user=StringFormatter('
+                   'slots=["<|im_start|>user\\n{{contents}}'),),
+          fix=("template.py", "format_user")),
     Fault("data-collator-bool-tensors", "data", "collator",
           "the collator builds every batch tensor as bool (an attention-mask shortcut applied to all keys)",
           (Replace("{collator}", COLLATE_TENSORS,
@@ -40,11 +48,6 @@ FAULTS = [
           "a record names an image file that is not in the dataset folder (converted to jpg, records not updated)",
           (Replace("{data}", '"images/sample_00.png"', '"images/sample_00.jpg"'),),
           fix=("train.json", "sample_00")),
-    Fault("data-role-tag-human", "data", "dataset",
-          "records exported from ShareGPT keep `human` / `gpt` roles while the YAML maps `user` / `assistant`",
-          (Replace("{data}", '"role": "user"', '"role": "human"', count=0),
-           Replace("{data}", '"role": "assistant"', '"role": "gpt"', count=0)),
-          fix=("train.json", "role")),
     Fault("data-records-truncated", "data", "dataset",
           "the records file lost its closing bracket (an interrupted copy)",
           (Replace("{data}", "\n }\n]", "\n }\n"),),
