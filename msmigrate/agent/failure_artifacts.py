@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, plugin_import_owner,
-                                                 registration_owner, yaml_keys)
+from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact,
+                                                 plugin_import_owner, registration_owner, yaml_keys)
 from msmigrate.tools.repo_reader.target_inventory import target_inventory
 from msmigrate.tools.worktree import git
 
@@ -33,22 +33,55 @@ def run_artifacts(ctx: Any, state: dict[str, Any], failed: dict[str, Any]) -> tu
     return artifacts, _changed_last(target, ctx, artifacts, failed)
 
 
+# (the YAML key, the plan's key, the inventory's list, the owner whose artifact registers such ids)
+REGISTRIES = (("model.model_id", "model_id", "model_ids", "model"),
+              ("data.dataset_param.dataset_type", "dataset_type", "dataset_types", "data"),
+              ("data.dataset_param.basic_parameters.template", "template", "templates", "data"),
+              ("data.dataloader_param.collate_param.collator_id", "collator", "collators", "data"))
+
+
 def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx: Any) -> ContextVerdict | None:
     """Facts of this run that decide an owner even against a matched case: whose import failed (the source's
-    architecture, or a name only the plugin asks for) and whose id a registration lookup missed (the plan's id in
-    the YAML but not in the plugin, or another id in the YAML)."""
+    architecture, or a name only the plugin asks for) and which side of a registry lookup left the plan (the plan's
+    id in the YAML but registered nowhere, or another id in the YAML)."""
     plan = state.get("plan") or {}
     text += _import_sites(Path(ctx.target), plan.get("plugin_dir"), text)
     said = plugin_import_owner(text, artifacts, plan.get("hf_class"), plan.get("model_type"))
-    if said is not None or "is not registered" not in text:
+    if said is not None:
         return said
-    plugin = plan.get("plugin_dir") or ""
     inventory = target_inventory(Path(ctx.target))
-    ids = [e for e in (inventory.data.get("model_ids") or []) if str(e.get("file", "")).startswith(plugin + "/")] \
-        if inventory.ok and plugin else []
-    yaml_id = _yaml_value(Path(ctx.target), plan.get("config_path"), "model", "model_id")
-    return registration_owner(text, yaml_id, plan.get("model_id"), [e["id"] for e in ids],
-                              ids[0]["file"] if ids else next((f for f in artifacts.model), None))
+    data = _yaml_data(Path(ctx.target), plan.get("config_path"))
+    if not inventory.ok or data is None:
+        return None
+    facts = []
+    for key, plan_key, kind, registrar in REGISTRIES:
+        value = _get(data, key)
+        if not isinstance(value, str):
+            continue
+        entries = inventory.data.get(kind) or []
+        if kind == "model_ids":  # the plugin's own registrations decide the plugin's side
+            plugin = plan.get("plugin_dir") or ""
+            entries = [e for e in entries if str(e.get("file", "")).startswith(plugin + "/")] if plugin else []
+        where = entries[0]["file"] if entries and kind == "model_ids" else \
+            (plan.get("plugin_dir") if registrar == "model" else "the data path")
+        facts.append(RegistryFact(key, value, plan.get(plan_key), tuple(e["id"] for e in entries), registrar,
+                                  where or ""))
+    return registration_owner(text, facts)
+
+
+def _get(data: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
+
+
+def _yaml_data(target: Path, config: str | None) -> Any:
+    if not config or not (target / config).is_file():
+        return None
+    try:
+        return yaml.safe_load((target / config).read_text(encoding="utf-8"))
+    except yaml.YAMLError:
+        return None
 
 
 def _import_sites(target: Path, plugin: str | None, text: str) -> str:
@@ -64,18 +97,6 @@ def _import_sites(target: Path, plugin: str | None, text: str) -> str:
             if "import" in line and missing.rsplit(".", 1)[-1] in line:
                 sites.append(f'\n  File "{path.relative_to(target)}", line {number}, in <module>')
     return "".join(sites[:3])
-
-
-def _yaml_value(target: Path, config: str | None, *keys: str) -> Any:
-    if not config or not (target / config).is_file():
-        return None
-    try:
-        data = yaml.safe_load((target / config).read_text(encoding="utf-8"))
-    except yaml.YAMLError:
-        return None
-    for key in keys:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data
 
 
 def _data_code(target: Path, plan: dict[str, Any]) -> list[str]:

@@ -203,23 +203,44 @@ def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | Non
                           f"that import in {path}")
 
 
-def registration_owner(text: str, yaml_id: str | None, planned_id: str | None, plugin_ids: list[str],
-                       plugin_file: str | None) -> ContextVerdict | None:
-    """A model id the YAML names is not registered. When the YAML names the id the plan chose and the plugin
-    registers another one (or none), the plugin's registration must change: model. When the YAML names another id
-    than the plan's and the plugin registers the plan's, the YAML must change: config. Otherwise undecided."""
-    found = _ID_UNREGISTERED.search(text)
-    said = (found.group("id") or found.group("id2")) if found else None
-    if not said or not planned_id or said != yaml_id:
+@dataclass(frozen=True)
+class RegistryFact:
+    """One registry lookup the YAML asks for: its key, the YAML's value, the value the run's plan chose, the ids the
+    target registers, which owner's artifact registers such ids (model: the plugin; data: templates, collators,
+    datasets) and where."""
+    key: str
+    value: str
+    planned: str | None
+    registered: tuple[str, ...]
+    registrar: str
+    where: str = ""
+
+
+_LOOKUP_FAILED = re.compile(r"not registered|does not exist|not found|[Uu]nknown|No \w+(?: \w+)? is registered|"
+                            r"[Aa]vailable|not supported|KeyError")
+
+
+def registration_owner(text: str, facts: Iterable[RegistryFact]) -> ContextVerdict | None:
+    """A lookup of a name the YAML sets failed. When the YAML names what the plan chose and the target registers
+    no such id, the artifact that should register it must change (the plugin: model; the data path: data). When
+    the YAML names another value than the plan's and the plan's is registered, the YAML must change: config.
+    Otherwise (no plan, or both sides unregistered) undecided."""
+    if not _LOOKUP_FAILED.search(text):
         return None
-    where = plugin_file or "the plugin"
-    if yaml_id == planned_id and planned_id not in plugin_ids:
-        registers = f"registers {', '.join(plugin_ids)}" if plugin_ids else "registers no id"
-        return ContextVerdict("model", "registration",
-                              f"the YAML's model_id '{yaml_id}' is the id this migration chose, and the plugin "
-                              f"{registers}: fix the model_register.register(...) call in {where}")
-    if yaml_id != planned_id and planned_id in plugin_ids:
-        return ContextVerdict("config", "registration",
-                              f"the plugin registers '{planned_id}' (in {where}) and the YAML asks for "
-                              f"'{yaml_id}': set model.model_id to '{planned_id}' in the YAML")
+    for fact in facts:
+        if not fact.value or not re.search(rf"(?<![\w.-]){re.escape(fact.value)}(?![\w-])", text):
+            continue
+        if fact.value in fact.registered or not fact.planned:
+            continue
+        where = f" in {fact.where}" if fact.where else ""
+        if fact.value == fact.planned:
+            listed = ", ".join(fact.registered[:8]) or "none"
+            return ContextVerdict(fact.registrar, "registration",
+                                  f"the YAML's {fact.key} '{fact.value}' is what this migration chose, and nothing "
+                                  f"registers it (registered: {listed}): fix the registration{where}")
+        if fact.planned in fact.registered:
+            return ContextVerdict("config", "registration",
+                                  f"the YAML sets {fact.key} '{fact.value}', which nothing registers, while this "
+                                  f"migration chose '{fact.planned}', which is registered: set {fact.key} to "
+                                  f"'{fact.planned}' in the YAML")
     return None

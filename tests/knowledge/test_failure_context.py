@@ -3,8 +3,8 @@ keys of the run's YAML, host errors, the last change; whose import failed; whose
 
 from __future__ import annotations
 
-from msmigrate.knowledge.failure_context import (Artifacts, context_owner, keys_named, plugin_import_owner,
-                                                 registration_owner, run_frames, yaml_keys)
+from msmigrate.knowledge.failure_context import (Artifacts, RegistryFact, context_owner, keys_named,
+                                                 plugin_import_owner, registration_owner, run_frames, yaml_keys)
 
 ART = Artifacts(model=("mindspeed_mm/fsdp/models/tiny_vl",),
                 data=("mindspeed_mm/fsdp/data/datasets/huggingface", "mindspeed_mm/fsdp/data/data_utils/func_utils",
@@ -91,9 +91,20 @@ def test_a_plugin_import_of_a_name_the_library_lacks_is_model_unless_it_is_the_s
 
 def test_an_unregistered_id_is_owned_by_the_side_that_left_the_plan():
     text = "KeyError: \"ID 'tiny_vl' is not registered.\""
-    plugin = registration_owner(text, "tiny_vl", "tiny_vl", ["hf_tiny_vl"], "m/modeling.py")
+    plugin = registration_owner(text, [RegistryFact("model.model_id", "tiny_vl", "tiny_vl", ("hf_tiny_vl",),
+                                                    "model", "m/modeling.py")])
     assert plugin.owner == "model" and "m/modeling.py" in plugin.reason
-    yaml_side = registration_owner("KeyError: \"ID 'tinyvl' is not registered.\"", "tinyvl", "tiny_vl",
-                                   ["tiny_vl"], "m/modeling.py")
+    yaml_side = registration_owner("KeyError: \"ID 'tinyvl' is not registered.\"",
+                                   [RegistryFact("model.model_id", "tinyvl", "tiny_vl", ("tiny_vl",), "model")])
     assert yaml_side.owner == "config" and "model.model_id" in yaml_side.reason
-    assert registration_owner(text, "tiny_vl", "tiny_vl", ["tiny_vl"], None) is None
+    collator = registration_owner("ValueError: No data collator is registered as qwen2_vl. Available collators: "
+                                  "llm_pretrain, qwen3vl.",
+                                  [RegistryFact("data.dataloader_param.collate_param.collator_id", "qwen2_vl",
+                                                "qwen3vl", ("llm_pretrain", "qwen3vl"), "data")])
+    assert collator.owner == "config"
+    template = registration_owner("ValueError: Template tiny does not exist.",
+                                  [RegistryFact("data.dataset_param.basic_parameters.template", "tiny", "tiny",
+                                                ("qwen2vl",), "data")])
+    assert template.owner == "data"
+    registered = [RegistryFact("model.model_id", "tiny_vl", "tiny_vl", ("tiny_vl",), "model")]
+    assert registration_owner(text, registered) is None
