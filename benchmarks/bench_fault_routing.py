@@ -14,8 +14,8 @@ verify sends the failure. Scored per fault, from the run's trajectory and gate r
   where the launch settings live: ``OWNER_TO_PHASE``);
 - owner named / abstained / confidently wrong: what the classification said (an LLM answer counts as named);
   confidently wrong is a wrong owner named at a confidence >= the classifier's decisive level;
-- fix named: the failed gate's summary or the diagnosis (both shown in the report) names a file or key the fix
-  changes (``Fault.fix``);
+- fix named: the report's row of the failed gate or its last-failure line (the diagnosis, as the report cuts it)
+  names a file or key the fix changes (``Fault.fix``);
 - missed: no gate failed at all;
 - repaired (``--repair``, faults marked ``repair``): a full ``rules`` run on a faulted copy ends green.
 
@@ -112,7 +112,7 @@ def score(fault: Fault, layout: Layout, state: dict[str, Any], run_dir: Path) ->
         return out
     failed = next((r for r in reversed(records) if r.get("kind") == "gate" and r.get("gate") == first.get("gate")
                    and not r.get("passed")), {})
-    said = f"{failed.get('summary', '')}\n{first.get('diagnosis', '')}"
+    said = report_failure_lines(run_dir / "verification_report.md", first.get("gate", ""))
     wanted = fix_names(fault, layout)
     named = first.get("owner")
     out.update(missed=False, gate=first.get("gate"), route=first.get("route"), named=named,
@@ -125,6 +125,15 @@ def score(fault: Fault, layout: Layout, state: dict[str, Any], run_dir: Path) ->
                fix_named=any(w in said for w in wanted), fix_wanted=wanted,
                diagnosis=str(first.get("diagnosis", ""))[:400], gate_summary=str(failed.get("summary", ""))[:300])
     return out
+
+
+def report_failure_lines(report: Path, gate: str) -> str:
+    """What the report tells the user about the failure: the failed gate's row of the gate table and the last
+    failure line (the diagnosis as the report cuts it); not the rest (its decisions list names every file)."""
+    if not report.is_file():
+        return ""
+    lines = report.read_text(encoding="utf-8").splitlines()
+    return "\n".join(line for line in lines if line.startswith(f"| {gate} |") or line.startswith("- last failure:"))
 
 
 def run_fault(green: dict[str, Any], fault: Fault, work: Path, policy: str = "none") -> dict[str, Any]:

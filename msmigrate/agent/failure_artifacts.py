@@ -10,7 +10,8 @@ from typing import Any
 import yaml
 
 from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact,
-                                                 plugin_import_owner, registration_owner, yaml_keys)
+                                                 keys_named, keys_valued, plugin_import_owner, registration_owner,
+                                                 yaml_keys, yaml_values)
 from msmigrate.tools.repo_reader.target_inventory import target_inventory
 from msmigrate.tools.worktree import git
 
@@ -23,13 +24,9 @@ def run_artifacts(ctx: Any, state: dict[str, Any], failed: dict[str, Any]) -> tu
     config = tuple(p for p in [plan.get("config_path"), plan.get("script_path")] if p)
     records_dir = Path(ctx.data_path).parent if getattr(ctx, "data_path", None) else Path(ctx.source) / "data"
     records = tuple(str(p) for p in dict.fromkeys([records_dir, records_dir.resolve()]))
-    keys: dict[str, str] = {}
-    if plan.get("config_path") and (target / plan["config_path"]).is_file():
-        try:
-            keys = yaml_keys(yaml.safe_load((target / plan["config_path"]).read_text(encoding="utf-8")) or {})
-        except yaml.YAMLError:  # a YAML that does not load is itself the failure; its keys decide nothing
-            keys = {}
-    artifacts = Artifacts(model=model, data=data, config=config, records=records, yaml_keys=keys)
+    loaded = _yaml_data(target, plan.get("config_path")) or {}  # (a YAML that does not load: no keys)
+    artifacts = Artifacts(model=model, data=data, config=config, records=records, yaml_keys=yaml_keys(loaded),
+                          yaml_values=yaml_values(loaded))
     return artifacts, _changed_last(target, ctx, artifacts, failed)
 
 
@@ -97,6 +94,39 @@ def _import_sites(target: Path, plugin: str | None, text: str) -> str:
             if "import" in line and missing.rsplit(".", 1)[-1] in line:
                 sites.append(f'\n  File "{path.relative_to(target)}", line {number}, in <module>')
     return "".join(sites[:3])
+
+
+def where_to_fix(owner: str | None, ctx: Any, state: dict[str, Any], text: str = "",
+                 artifacts: Artifacts | None = None) -> str:
+    """The run's own files an owner's fix goes in, named for the diagnosis (a case's advice is general; the user
+    needs this run's file): the plugin's modules (model); the template, mm_plugin and collator this run uses, each at
+    its registration, and the training records (data); the YAML and launch script (config); the runtime interpreter
+    (environment). '' when the owner is unknown."""
+    plan, target = state.get("plan") or {}, Path(ctx.target)
+    if owner == "model" and plan.get("plugin_dir") and (target / plan["plugin_dir"]).is_dir():
+        files = sorted(str(p.relative_to(target)) for p in (target / plan["plugin_dir"]).glob("*.py"))
+        return f"The model plugin's files: {', '.join(files)}." if files else ""
+    if owner == "data":
+        inventory = target_inventory(target)
+        named = []
+        for kind, key in (("templates", "template"), ("mm_plugins", "mm_plugin"), ("collators", "collator")):
+            entry = next((e for e in (inventory.data.get(kind) or []) if inventory.ok and e.get("id") == plan.get(key)),
+                         None)
+            if entry:
+                named.append(f"{key} {entry['id']}{' (' + entry['target'] + ')' if entry.get('target') else ''} at "
+                             f"{entry['file']}:{entry.get('line')}")
+        records = getattr(ctx, "data_path", None) or Path(ctx.source) / "data"
+        named.append(f"the training records under {records}")
+        return "This run's data path: " + "; ".join(named) + "."
+    if owner == "config":
+        files = [p for p in (plan.get("config_path"), plan.get("script_path")) if p]
+        keys = list(dict.fromkeys(keys_named(text, artifacts) + keys_valued(text, artifacts)))[:4] \
+            if artifacts is not None else []
+        said = f" (the failure names {', '.join(keys)})" if keys else ""
+        return f"This run's settings: {', '.join(files)}{said}." if files else ""
+    if owner == "environment":
+        return f"The target runtime: {getattr(ctx, 'runtime_python', '')} (its installed packages and host)."
+    return ""
 
 
 def _data_code(target: Path, plan: dict[str, Any]) -> list[str]:

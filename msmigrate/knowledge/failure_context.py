@@ -53,6 +53,7 @@ class Artifacts:
     config: tuple[str, ...] = ()
     records: tuple[str, ...] = ()
     yaml_keys: dict[str, str] = field(default_factory=dict)  # leaf key -> dotted path of the run's YAML
+    yaml_values: dict[str, str] = field(default_factory=dict)  # dotted path -> the YAML's scalar value, as text
 
     def owner_of(self, path: str) -> str | None:
         """model / data / config for a file of this run, None for any other file (installed, framework, stdlib)."""
@@ -103,7 +104,21 @@ def run_frames(text: str, artifacts: Artifacts) -> list[tuple[str, int, str]]:
 
 def _error_lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines()
-            if re.search(r"\b\w*(?:Error|Exception)\b|failed|not registered|invalid", line)]
+            if re.search(r"(?i)\b\w*(?:error|exception)\b|failed|not registered|invalid", line)]
+
+
+def keys_valued(text: str, artifacts: Artifacts) -> list[str]:
+    """Keys of the run's YAML whose value an error line quotes (`Learning rate 0.0001 < minimum lr 0.001` names
+    lr and lr_min by their values): numbers with a decimal point or exponent and names of 4+ characters; a value
+    several keys share names none of them."""
+    said = "\n".join(_error_lines(text))
+    by_value: dict[str, list[str]] = {}
+    for dotted, value in artifacts.yaml_values.items():
+        if re.fullmatch(r"-?\d*\.\d+(?:e-?\d+)?|-?\d+e-?\d+|[A-Za-z][\w.-]{3,}", value) and \
+                value.lower() not in ("true", "false", "none", "null", "auto"):
+            by_value.setdefault(value, []).append(dotted)
+    return [keys[0] for value, keys in by_value.items() if len(keys) == 1 and
+            re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w-])", said)]
 
 
 def keys_named(text: str, artifacts: Artifacts) -> list[str]:
@@ -157,6 +172,19 @@ def _names(paths: Iterable[str]) -> str:
 
 def _what(owner: str) -> str:
     return {"model": "the model plugin", "data": "the data path", "config": "the training settings"}[owner]
+
+
+def yaml_values(data: Any, prefix: str = "") -> dict[str, str]:
+    """Dotted path -> scalar value as text, for a loaded YAML mapping (lists are left out)."""
+    out: dict[str, str] = {}
+    if isinstance(data, dict):
+        for key, value in data.items():
+            dotted = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, dict):
+                out.update(yaml_values(value, dotted))
+            elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+                out[dotted] = str(value)
+    return out
 
 
 def yaml_keys(data: Any, prefix: str = "") -> dict[str, str]:

@@ -108,3 +108,13 @@ def test_an_unregistered_id_is_owned_by_the_side_that_left_the_plan():
     assert template.owner == "data"
     registered = [RegistryFact("model.model_id", "tiny_vl", "tiny_vl", ("tiny_vl",), "model")]
     assert registration_owner(text, registered) is None
+
+
+def test_keys_are_named_by_the_values_an_error_line_quotes():
+    from msmigrate.knowledge.failure_context import keys_valued, yaml_values
+
+    data = {"training": {"lr": 0.0001, "lr_min": 0.001, "seed": 42, "micro_batch_size": 1, "stage": "sft"}}
+    art = Artifacts(yaml_values=yaml_values(data))
+    line = "  Value error, Learning rate 0.0001 < minimum lr 0.001. Check scheduler configuration."
+    assert keys_valued(line, art) == ["training.lr", "training.lr_min"]
+    assert keys_valued("RuntimeError: rank 1 of 42 failed", art) == []  # an integer names nothing

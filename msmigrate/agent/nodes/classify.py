@@ -16,7 +16,7 @@ from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.run_settings import run_settings
 from msmigrate.agent.runtime_facts import runtime_facts
 from msmigrate.agent.state import EXIT_GATE_FAILED, gates_before
-from msmigrate.agent.failure_artifacts import run_artifacts, run_facts_owner
+from msmigrate.agent.failure_artifacts import run_artifacts, run_facts_owner, where_to_fix
 from msmigrate.knowledge.catalog import load_catalog
 from msmigrate.knowledge.classifier import Classification, classify, load_calibration
 from msmigrate.knowledge.failure_context import ContextVerdict, context_owner, run_frames
@@ -201,7 +201,7 @@ def make_classify_node(deps: RunDeps):
         decided = run_facts_owner(said, artifacts, state, deps.ctx)
         if decided is not None and decided.owner != verdict.owner:
             # the run's own facts decide against the case's usual owner (whose registration, whose import)
-            failure.update(context_failure(decided, failed["gate"], primary, None),
+            failure.update(context_failure(decided, failed["gate"], primary, None, overrode=True),
                            overrode=f"{verdict.case_id or verdict.owner} ({verdict.method}, confidence "
                                     f"{verdict.confidence})")
             verdict = Classification(None, decided.owner, 1.0, "regex", "")  # decided: nothing left for the LLM
@@ -243,6 +243,10 @@ def make_classify_node(deps: RunDeps):
                                diagnosis=f"Unknown failure: no failure case fits and no LLM verdict; returning to "
                                          f"{phase_of_gate}, the phase whose gate ({failed['gate']}) failed. "
                                          f"Root cause: {primary.get('text') or 'none found in the log'}")
+        pointer = where_to_fix(failure.get("owner") or phase_owner(route_to, failed["gate"]), deps.ctx, state, said,
+                               artifacts)
+        if pointer and pointer not in failure.get("diagnosis", ""):  # first: the report shows the diagnosis cut
+            failure["diagnosis"] = f"{pointer} {failure.get('diagnosis', '')}".strip()
         recurred = recurrence(state, failed, failure)
         if recurred:
             failure.update(recurred)
@@ -304,17 +308,23 @@ def context_lines(text: str, artifacts: Any, verdict: ContextVerdict | None) -> 
 
 
 def context_failure(context: ContextVerdict, gate: str, primary: dict[str, Any],
-                    opinion: dict[str, Any] | None) -> dict[str, Any]:
+                    opinion: dict[str, Any] | None, overrode: bool = False) -> dict[str, Any]:
     """The failure record when the run's context decides an owner the deterministic stages (and the LLM, when it
     was asked) left open: the owner, the rule that decided and the file or key to change, in the diagnosis."""
     llm = f" The LLM abstained: {opinion.get('diagnosis', '')[:300]}" if opinion else ""
+    decides = (f"the run's own facts decide against that case's usual owner ({context.rule})" if overrode else
+               f"No failure case decides the owner; the run's context does ({context.rule})")
     usage = {k: v for k, v in (opinion or {}).items() if k in ("tokens", "requests", "prompt_chars")}
     return {**usage, "owner": context.owner, "method": "context", "confidence": CONTEXT_CONFIDENCE[context.rule],
             "autofix": None,  # a case's autofix edits its own owner's artifact, not the one the context decided
             "context": context.to_dict(),
-            "diagnosis": f"No failure case decides the owner; the run's context does ({context.rule}): "
-                         f"{context.reason}. Failed gate {gate}; root cause: "
+            "diagnosis": f"{decides}: {context.reason}. Failed gate {gate}; root cause: "
                          f"{primary.get('text') or 'none found in the log'}.{llm}"}
+
+
+def phase_owner(route_to: str | None, gate: str) -> str:
+    """The owner whose files an unowned failure goes back to (the phase it is routed to)."""
+    return route_to or _gate_phase(gate)
 
 
 def _gate_phase(gate: str) -> str:
