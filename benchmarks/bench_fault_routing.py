@@ -153,7 +153,7 @@ def run_fault(green: dict[str, Any], fault: Fault, work: Path, policy: str = "no
         state = run.drive()
     run_dir = folder / "runs" / run_id
     if policy == "none":
-        result = score(fault, layout, state, run_dir)
+        result = {**score(fault, layout, state, run_dir), "run_dir": str(run_dir)}
     else:
         result = {"id": fault.id, "owner": fault.owner, "repaired": state.get("exit_status") == "success",
                   "exit_status": state.get("exit_status"), "detail": str(state.get("exit_detail") or "")[:300]}
@@ -200,19 +200,35 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _report_of(results_file: Path, result: dict[str, Any]) -> Path | None:
+    """The verify run's report of a result (its run_dir, or where the bench puts it next to the results file)."""
+    if result.get("run_dir"):
+        found = Path(result["run_dir"]) / "verification_report.md"
+        return found if found.is_file() else None
+    found = sorted((results_file.parent / "faults" / result["id"] / "none" / "runs").glob("*/verification_report.md"))
+    return found[-1] if found else None
+
+
 def summarize(paths: list[Path]) -> int:
     """Re-total a results file: the owner of each fault as defined now, routed / named re-derived from what the
     run recorded (route, named owner), so an earlier run is scored by the same rules as a new one."""
     faults = {f.id: f for f in all_faults()}
     merged: dict[tuple[str, bool], dict[str, Any]] = {}
+    path_of: dict[str, Path] = {}
     for path in paths:
         for r in json.loads(path.read_text())["results"]:
             merged[(r.get("id"), "repaired" in r)] = r
+            path_of[r.get("id")] = path
     results = [r for (fid, _), r in merged.items() if fid in faults]
     for r in results:
         if "repaired" in r or "error" in r:
             continue
         r["owner"] = faults[r["id"]].owner
+        report = _report_of(path_of[r["id"]], r)
+        if r.get("gate") and report is not None:  # the fix check as this version makes it: on the report
+            wanted = [w.format(modeling="modeling_", plugin="mindspeed_mm/fsdp/models/", config="_config.yaml",
+                               launch="finetune_") for w in faults[r["id"]].fix]
+            r["fix_named"] = any(w in report_failure_lines(report, r["gate"]) for w in wanted)
         if r.get("gate"):
             named = r.get("named")
             r.update(routed=r.get("route") == OWNER_TO_PHASE[r["owner"]], owner_named=named == r["owner"],

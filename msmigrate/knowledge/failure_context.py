@@ -102,8 +102,11 @@ def run_frames(text: str, artifacts: Artifacts) -> list[tuple[str, int, str]]:
     return found + [n for n in named if n[0] not in {f[0] for f in found}]
 
 
+_INPUT_DUMP = re.compile(r"\[type=[^\]]*\]|input_value=\{.*")  # pydantic echoes the whole section it was given
+
+
 def _error_lines(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines()
+    return [_INPUT_DUMP.sub("", line).strip() for line in text.splitlines()
             if re.search(r"(?i)\b\w*(?:error|exception)\b|failed|not registered|invalid", line)]
 
 
