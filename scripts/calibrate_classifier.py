@@ -141,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  regex {case}: {rec['agree']}/{rec['hits']} -> {'decisive' if rec['decisive'] else 'NOT decisive'}"
                   f" (upper bound {wilson_upper(rec['agree'], rec['hits'], args.confidence):.3f})")
     votes = lexical_votes("tuning", args.population, args.max_round, regex_cases, args.target)
-    result = calibrate(votes, args.target, args.min_support, args.population, args.max_round, regex_cases)
+    result = {**calibrate(votes, args.target, args.min_support, args.population, args.max_round, regex_cases),
+              "confidence": args.confidence}
     for margin, ok, name in sorted(votes, key=lambda v: -v[0]):
         print(f"  {margin:6.3f} {'ok ' if ok else 'BAD'} {name}")
     print(f"tuning votes: {len(votes)}; threshold: {result['min_margin']}; precision: {result['precision']}")
