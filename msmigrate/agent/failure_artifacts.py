@@ -87,7 +87,7 @@ def _import_sites(target: Path, plugin: str | None, text: str) -> str:
     found = IMPORT_FAILED.search(text)
     if not found or not plugin or not (target / plugin).is_dir():
         return ""
-    missing = found.group("name") or found.group("missing") or ""
+    missing = found.group("name") or found.group("missing") or found.group("lazy") or ""
     sites = []
     for path in sorted((target / plugin).rglob("*.py")):
         for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):

@@ -14,6 +14,8 @@ the run, never a table fitted to logs:
   before G3 validates it).
 - **keys**: a key of the run's YAML named in the failure's error line (a specific key: with an underscore or a dot,
   not a word like ``model``) points at the setting: config.
+- **the runtime**: an installed package that cannot work in the target runtime (a release another package
+  rejects, an extension built against another numpy ABI, a missing symbol): environment.
 - **the host**: an operating-system error of the host the run's files cannot cause (disk full, read-only file
   system, a network interface that does not exist, the process killed by SIGKILL) with no frame of the run's own
   code: environment.
@@ -41,6 +43,11 @@ _ARGS_REJECTED = re.compile(r"\d+ validation errors? for \w*Arguments|validation
 _HOST = re.compile(r"\[Errno (?:28|30|122|5)\]|No space left on device|Read-only file system|Disk quota exceeded|"
                    r"Input/output error|[Nn]o (?:such )?(?:network )?interface|Unable to find address for|"
                    r"getifaddrs|ifname|died with <?Signals\.SIGKILL|exitcode\s*:\s*-9\b|signal 9 \(SIGKILL\)")
+# an installed package that cannot work in this runtime: a release another package rejects, an extension built
+# against another ABI, a shared library of another system release
+_RUNTIME_BROKEN = re.compile(r"is required for a normal functioning of this module, but found|"
+                             r"compiled using NumPy 1\.x cannot be run in NumPy 2|Importing the numpy C-extensions "
+                             r"failed|undefined symbol: |version `GLIBC\w*_[\d.]+' not found")
 _GENERIC_KEYS = {"model", "data", "training", "parallel", "features", "tools", "template", "dataset", "plugin",
                  "images", "messages", "load", "save", "seed", "lr", "stage", "role_tag", "content_tag"}
 
@@ -157,6 +164,11 @@ def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = No
     if keys:
         return ContextVerdict("config", "key", f"the error names the setting {', '.join(keys[:3])} of "
                                                f"{_names(artifacts.config[:1]) or 'the YAML'}: change it there")
+    broken = _RUNTIME_BROKEN.search(text)
+    if broken:
+        return ContextVerdict("environment", "runtime",
+                              f"an installed package of the target runtime cannot work there (`{broken.group(0)}`), "
+                              f"with no frame of the run's own code: install matching releases in the runtime")
     host = _HOST.search(text)
     if host:
         return ContextVerdict("environment", "host",
@@ -205,7 +217,8 @@ def yaml_keys(data: Any, prefix: str = "") -> dict[str, str]:
 
 
 IMPORT_FAILED = re.compile(r"cannot import name '(?P<name>[\w.]+)' from '(?P<mod>[\w.]+)'|"
-                            r"No module named '(?P<missing>[\w.]+)'")
+                            r"No module named '(?P<missing>[\w.]+)'|"
+                            r"Could not import module '(?P<lazy>[\w.]+)'")  # transformers' lazy import, cause hidden
 _ID_UNREGISTERED = re.compile(r"ID '(?P<id>[^']+)' is not registered|model_id '(?P<id2>[^']+)' is not registered")
 
 
@@ -220,7 +233,7 @@ def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | Non
     if not found or not own or own[-1][2] != "model":
         return None
     path, line, _ = own[-1]
-    missing = found.group("name") or found.group("missing") or ""
+    missing = found.group("name") or found.group("missing") or found.group("lazy") or ""
     module = found.group("mod") or found.group("missing") or ""
     parts = set(module.split("."))
     if (architecture and missing == architecture) or (model_type and model_type in parts):

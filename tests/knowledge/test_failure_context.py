@@ -118,3 +118,19 @@ def test_keys_are_named_by_the_values_an_error_line_quotes():
     line = "  Value error, Learning rate 0.0001 < minimum lr 0.001. Check scheduler configuration."
     assert keys_valued(line, art) == ["training.lr", "training.lr_min"]
     assert keys_valued("RuntimeError: rank 1 of 42 failed", art) == []  # an integer names nothing
+
+
+def test_a_package_that_cannot_work_in_the_runtime_is_environment():
+    for text in ("ImportError: tokenizers>=0.23.1,<0.24.0 is required for a normal functioning of this module, but "
+                 "found tokenizers==0.10.3.",
+                 "ImportError: numpy.core.multiarray failed to import (A module that was compiled using NumPy 1.x "
+                 "cannot be run in NumPy 2.0.2 as it may crash)"):
+        verdict = context_owner(text, ART)
+        assert (verdict.owner, verdict.rule) == ("environment", "runtime"), text
+
+
+def test_a_lazy_import_of_the_sources_own_architecture_is_environment():
+    text = ("ModuleNotFoundError: Could not import module 'TinyVLForConditionalGeneration'. Are this object's "
+            "requirements defined correctly?\n"
+            '  File "mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py", line 2, in <module>')
+    assert plugin_import_owner(text, ART, "TinyVLForConditionalGeneration", "tiny_vl").owner == "environment"

@@ -39,7 +39,8 @@ MAX_WARNINGS_SHOWN = 5
 REVIEW_TENTATIVE = False
 # How sure a context rule is (failure_context.py): a frame in the run's own code, the YAML loader's error, a key named
 # in the error line and a host errno say whose artifact it is; the last change only says what changed before it.
-CONTEXT_CONFIDENCE = {"frames": 0.8, "config-loading": 0.85, "key": 0.8, "host": 0.8, "last-change": 0.5,
+CONTEXT_CONFIDENCE = {"frames": 0.8, "config-loading": 0.85, "key": 0.8, "host": 0.8, "runtime": 0.8,
+                      "last-change": 0.5,
                       "plugin-import": 0.85, "registration": 0.9}
 
 

@@ -1,0 +1,27 @@
+"""G3 checks the launch script's own entry point: a trainer path that is not in the target fails G3 (it used to
+pass every gate, the gates launching the trainer themselves), with a finding code the classifier routes to config."""
+
+from __future__ import annotations
+
+from msmigrate.agent.gates.config_gate import missing_entries
+from msmigrate.knowledge.classifier import classify
+
+SCRIPT = """#!/bin/bash
+torchrun $DISTRIBUTED_ARGS mindspeed_mm/fsdp/train/{trainer} \\
+    examples/tiny/tiny_config.yaml \\
+    2>&1 | tee logs/train.log
+python /opt/tools/report.py
+"""
+
+
+def test_a_relative_entry_point_missing_from_the_target_is_reported(tmp_path):
+    (tmp_path / "mindspeed_mm/fsdp/train").mkdir(parents=True)
+    (tmp_path / "mindspeed_mm/fsdp/train/trainer.py").write_text("")
+    assert missing_entries(SCRIPT.format(trainer="trainer.py"), tmp_path) == []  # (absolute paths: not ours)
+    assert missing_entries(SCRIPT.format(trainer="trainr.py"), tmp_path) == ["mindspeed_mm/fsdp/train/trainr.py"]
+
+
+def test_the_finding_routes_to_config():
+    line = "[launch-entry-missing] examples/tiny/finetune_tiny.sh: it runs x/trainr.py, which is not a file"
+    verdict = classify(line, ["launch-entry-missing"], gate_verdict=[line])
+    assert (verdict.case_id, verdict.owner) == ("launch-entry-missing", "config")
