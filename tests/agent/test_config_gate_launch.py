@@ -25,3 +25,14 @@ def test_the_finding_routes_to_config():
     line = "[launch-entry-missing] examples/tiny/finetune_tiny.sh: it runs x/trainr.py, which is not a file"
     verdict = classify(line, ["launch-entry-missing"], gate_verdict=[line])
     assert (verdict.case_id, verdict.owner) == ("launch-entry-missing", "config")
+
+
+def test_the_rules_repair_restores_a_rejected_value_from_the_draft():
+    from msmigrate.agent.policies.rules.autofix import restore_values
+
+    cfg = {"training": {"micro_batch_size": 0, "gradient_accumulation_steps": 0, "lr_warmup_ratio": 10}}
+    draft = {"training": {"micro_batch_size": 1, "gradient_accumulation_steps": 1}}
+    findings = [{"severity": "error", "code": "value-out-of-range", "path": f"training.{k}"}
+                for k in ("micro_batch_size", "gradient_accumulation_steps", "lr_warmup_ratio")]
+    done = restore_values(cfg, findings, draft)
+    assert cfg == {"training": {"micro_batch_size": 1, "gradient_accumulation_steps": 1}} and len(done) == 3

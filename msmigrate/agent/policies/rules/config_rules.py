@@ -34,7 +34,9 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
     failure = state.get("last_failure")
     if current.is_file() and failure:
         cfg = yaml.safe_load(current.read_text()) or {}
-        fixes = apply_failure(cfg, failure, _findings(state), tree)
+        baseline, _, _ = load_baseline(ctx.target, plan["similar_case"])
+        fresh = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree)
+        fixes = apply_failure(cfg, failure, _findings(state), tree, reference=fresh)
         if not fixes:
             return (f"No deterministic fix for {failure.get('case_id') or failure.get('diagnosis', '')[:120]}; "
                     "leaving the config as it is.", [])
