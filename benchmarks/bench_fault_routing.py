@@ -209,6 +209,26 @@ def _report_of(results_file: Path, result: dict[str, Any]) -> Path | None:
     return found[-1] if found else None
 
 
+def rescore(workdir: Path) -> Path:
+    """Score every verify run already under WORKDIR/faults (an interrupted bench: results.json is written at the
+    end) from its trajectory, report and evidence.json; writes WORKDIR/rescored.json and returns its path."""
+    green = json.loads((workdir / "green" / GREEN_MARK).read_text())
+    faults = {f.id: f for f in all_faults()}
+    results = []
+    for evidence in sorted((workdir / "faults").glob("*/none/runs/*/evidence.json")):
+        run_dir, fault = evidence.parent, faults.get(evidence.parents[3].name)
+        if fault is None:
+            continue
+        folder = evidence.parents[2]
+        layout = Layout(root=folder / "target", plugin=green["plugin"], modeling=green["modeling"],
+                        config=green["config"], launch=green["launch"], data=folder / "source" / "data" / "train.json")
+        state = json.loads(evidence.read_text())
+        results.append({**score(fault, layout, state, run_dir), "run_dir": str(run_dir)})
+    out = workdir / "rescored.json"
+    out.write_text(json.dumps({"results": results}, indent=1))
+    return out
+
+
 def summarize(paths: list[Path]) -> int:
     """Re-total a results file: the owner of each fault as defined now, routed / named re-derived from what the
     run recorded (route, named owner), so an earlier run is scored by the same rules as a new one."""
@@ -257,9 +277,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summarize", type=Path, nargs="+", default=None, help="print the table and totals of "
                         "results files (merged by fault id, a later file wins; this version's scoring and the "
                         "faults' owners as defined now) and exit")
+    parser.add_argument("--rescore", type=Path, default=None, help="score the verify runs already under this "
+                        "workdir (an interrupted bench) into WORKDIR/rescored.json and exit")
     args = parser.parse_args(argv)
     if args.summarize:
         return summarize(args.summarize)
+    if args.rescore:
+        print(rescore(args.rescore.resolve()))
+        return 0
     workdir = args.workdir.resolve()
     green = build_green(workdir / "green", args.model)
     wanted = {s for s in args.only.split(",") if s}
