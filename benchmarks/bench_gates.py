@@ -189,4 +189,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from results_md import recorded
+
+    with recorded("bench_gates"):
+        rc = main()
+    sys.exit(rc)

@@ -11,7 +11,8 @@ Figures come from the run's trajectory: each decision record carries the request
 included), the characters sent (messages + tool schemas), and the endpoint's token usage; an LLM verdict of the
 classify node is a row of its own; ``schema_chars`` is the part of prompt_chars that is tool schemas. Scripted runs count
 tokens with the fake server's 4 chars/token; a real endpoint reports its own. The goal printed at the end is the
-issue's: one migration in <= 15 requests and <= 150k tokens.
+issue's: one migration in <= 15 requests and <= 150k tokens — judged only on a run that finished (exit status
+success) after at least one request; a run that crashed, stopped or never asked the model is reported as such.
 """
 
 from __future__ import annotations
@@ -54,7 +55,30 @@ def summarize(trajectory: Path) -> dict[str, dict[str, int]]:
     return {p: dict(r) for p, r in rows.items()}
 
 
-def print_table(rows: dict[str, dict[str, int]]) -> dict[str, int]:
+def run_outcome(trajectory: Path) -> str | None:
+    """How the run ended, from its trajectory: the last ``exit`` record's status, ``error`` when a bug or an outage
+    ended it without one, None when it never ended (killed, or still running)."""
+    status = None
+    for line in trajectory.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        if rec.get("kind") == "exit":
+            status = rec.get("exit_status")
+        elif rec.get("kind") == "error" and status is None:
+            status = "error"
+    return status
+
+
+def goal_verdict(total: dict[str, int], outcome: str | None) -> str:
+    if not total.get("requests"):
+        return f"not measured: the run made no LLM request (exit status {outcome or 'none: it did not finish'})"
+    if outcome != "success":
+        return (f"not met: the run ended {outcome or 'without an exit status'} — the goal is a finished migration "
+                f"({total['requests']} requests, {total['tokens']} tokens spent on the way)")
+    ok = total["requests"] <= GOAL_REQUESTS and total["tokens"] <= GOAL_TOKENS
+    return "met" if ok else "NOT met"
+
+
+def print_table(rows: dict[str, dict[str, int]], outcome: str | None = None) -> dict[str, int]:
     cols = ("requests", "tool_calls", "prompt_chars", "max_prompt_chars", "schema_chars", "tokens")
     print(f"{'phase':<10}" + "".join(f"{c:>18}" for c in cols))
     total = {c: 0 for c in cols}
@@ -63,9 +87,13 @@ def print_table(rows: dict[str, dict[str, int]]) -> dict[str, int]:
         for c in cols:
             total[c] = max(total[c], row.get(c, 0)) if c == "max_prompt_chars" else total[c] + row.get(c, 0)
     print(f"{'total':<10}" + "".join(f"{total[c]:>18}" for c in cols))
-    ok = total["requests"] <= GOAL_REQUESTS and total["tokens"] <= GOAL_TOKENS
-    print(f"goal <= {GOAL_REQUESTS} requests and <= {GOAL_TOKENS} tokens: {'met' if ok else 'NOT met'}")
+    print(f"exit status: {outcome or 'none (the run did not finish)'}")
+    print(f"goal <= {GOAL_REQUESTS} requests and <= {GOAL_TOKENS} tokens: {goal_verdict(total, outcome)}")
     return total
+
+
+def report(trajectory: Path) -> dict[str, int]:
+    return print_table(summarize(trajectory), run_outcome(trajectory))
 
 
 def scripted_run(fixture: str, work: Path) -> Path:
@@ -120,17 +148,21 @@ def main() -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     if args.scripted:
         with tempfile.TemporaryDirectory(prefix="bench-llm-") as tmp:
-            print_table(summarize(scripted_run(args.scripted, Path(tmp)) / "trajectory.jsonl"))
+            report(scripted_run(args.scripted, Path(tmp)) / "trajectory.jsonl")
         return 0
     if args.recording:
         with tempfile.TemporaryDirectory(prefix="bench-llm-") as tmp:
-            print_table(summarize(recorded_run(args.recording, Path(tmp), args.prompt_budget) / "trajectory.jsonl"))
+            report(recorded_run(args.recording, Path(tmp), args.prompt_budget) / "trajectory.jsonl")
         return 0
     if not args.run_dir:
         ap.error("give --run-dir, --scripted or --recording")
-    print_table(summarize(args.run_dir / "trajectory.jsonl"))
+    report(args.run_dir / "trajectory.jsonl")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from results_md import recorded
+
+    with recorded("bench_llm_run"):
+        rc = main()
+    sys.exit(rc)

@@ -95,4 +95,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from results_md import recorded
+
+    with recorded("bench_log_parser"):
+        main()

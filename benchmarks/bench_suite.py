@@ -96,4 +96,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from results_md import recorded
+
+    with recorded("bench_suite"):
+        main()

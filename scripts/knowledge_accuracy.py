@@ -1,8 +1,8 @@
 """Score the failure classifier: the in-sample labeled set and the real-log corpus (tuning and held-out halves).
 
-Prints, for the labeled set (msmigrate/knowledge/labeled, written around catalog messages: in-sample) owner and
+Prints, for the labeled set (evals/labeled, written around catalog messages: in-sample) owner and
 case-id accuracy, the method mix and the owner confusion matrix; for each half of the real-log corpus
-(msmigrate/knowledge/real_logs: verbatim public failure excerpts, split by a hash of the source URL) owner accuracy
+(evals/real_logs: verbatim public failure excerpts, split by a hash of the source URL) owner accuracy
 (an abstention counts as a miss; the held-out half is also scored per collection round),
 precision when answering, abstention rate, confidently-wrong rate (a wrong owner
 from the regex or lexical stage), the confusion matrix, and how many healthy logs were flagged as failures.

@@ -169,6 +169,83 @@ def test_the_graph_sees_the_package():
     assert {room_of(m) for m in graph} == set(FLOORS)
 
 
+# The two migration routes are rooms inside ``agent``: neither imports the other, and what they share (every module
+# outside the routes that a route imports) imports no route — it sits below them. Only the places that pick a route
+# (the runner's gate table, the rules policy, the plan node, the report) import the routes.
+ROUTES = ("msmigrate.agent.routes.fsdp2", "msmigrate.agent.routes.megatron")
+
+
+def route_of(module: str, routes: tuple[str, ...] = ROUTES) -> str | None:
+    return next((r for r in routes if module == r or module.startswith(r + ".")), None)
+
+
+def route_violations(graph: dict[str, set[str]], routes: tuple[str, ...] = ROUTES) -> list[str]:
+    problems = []
+    shared = set()
+    for mod in sorted(graph):
+        mine = route_of(mod, routes)
+        if mine is None:
+            continue
+        for dep in sorted(graph[mod]):
+            other = route_of(dep, routes)
+            if other is None:
+                shared.add(dep)
+            elif other != mine:
+                problems.append(f"{mod} (route {mine}) imports {dep} (route {other})")
+    for mod in sorted(shared):
+        for dep in sorted(graph.get(mod, ())):
+            if route_of(dep, routes):
+                problems.append(f"{mod} (shared by the routes) imports {dep}")
+    return problems
+
+
+def test_the_routes_are_two_rooms_over_what_they_share():
+    graph = import_graph(PKG_DIR)
+    assert not route_violations(graph), "\n".join(route_violations(graph))
+    for route in ROUTES:  # the rooms exist and hold the route's gates and rules phases
+        assert {f"{route}.gates", f"{route}.rules.model", f"{route}.rules.data", f"{route}.rules.config"} <= set(graph)
+    assert "msmigrate.agent.gates.evidence" in graph["msmigrate.agent.routes.megatron.gates.slots"]
+
+
+def probe_graph(folder: Path) -> dict[str, set[str]]:
+    """The runtime probes of one folder (scripts run by the target's interpreter with their folder on sys.path): probe
+    -> the sibling probes it imports by their bare names."""
+    stems = {p.stem for p in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else [])
+            deps |= {n.split(".")[0] for n in names if n.split(".")[0] in stems}
+        graph[path.stem] = deps - {path.stem}
+    return graph
+
+
+PROBE_FOLDERS = [PKG_DIR / "tools" / "probes", PKG_DIR / "tools" / "megatron" / "probes"]
+
+
+@pytest.mark.parametrize("folder", PROBE_FOLDERS, ids=lambda f: str(f.relative_to(PKG_DIR)))
+def test_no_import_circles_among_the_probes(folder):
+    graph = probe_graph(folder)
+    assert len(graph) > 3 and any(graph.values())  # it read the folder's probes and their sibling imports
+    circles = import_circles(graph)
+    assert not circles, "probe import circles:\n" + "\n".join(" ⇄ ".join(c) for c in circles)
+
+
+def test_route_checker_catches_a_crossing_and_a_shared_module_reaching_up():
+    graph = {"p.r.a.x": {"p.shared"}, "p.r.b.y": {"p.r.a.x"}, "p.shared": set(), "p.pick": {"p.r.a.x"}}
+    assert route_violations(graph, ("p.r.a", "p.r.b")) == ["p.r.b.y (route p.r.b) imports p.r.a.x (route p.r.a)"]
+    graph["p.shared"] = {"p.r.b.y"}
+    assert "p.shared (shared by the routes) imports p.r.b.y" in route_violations(graph, ("p.r.a", "p.r.b"))
+
+
+def test_probe_checker_catches_a_circle(tmp_path):
+    (tmp_path / "a.py").write_text("def f():\n    from b import g\n")
+    (tmp_path / "b.py").write_text("import a\nimport json\n")
+    assert import_circles(probe_graph(tmp_path)) == [["a", "b"]]
+
+
 # --- the checker itself, on a small package written here ---------------------------------------------------------
 
 def _write(root: Path, files: dict[str, str]) -> Path:

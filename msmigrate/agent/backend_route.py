@@ -7,7 +7,7 @@ user can force either. Model size is not a reason on its own: FSDP2 shards param
 would be a guess.
 
 Both routes run in the same graph (same nodes, same gate slots G1..G6); the plan's ``backend`` picks the rules
-phases (``policies/rules/megatron_*``) and the gates (``route_gates``). The run still stops at the plan when the
+phases (``agent/routes/megatron/rules``) and the gates (``route_gates``). The run still stops at the plan when the
 route cannot be carried out at all: the spec forces FSDP2 but needs tp/pp, the requested sizes do not fit the
 model (the user's sizes, not something a phase can repair), or the target has no Megatron entry point.
 """

@@ -28,6 +28,7 @@ class RunDeps:
     trajectory: Trajectory
     on_event: Callable[[str, dict[str, Any]], None] = field(default=lambda kind, data: None)
     worktree_error: str | None = None  # why the run has no work tree of its own (G0 fails with it)
+    idle_s: float = 0.0  # seconds the run waited for the user or was not running (budgets.idle_seconds)
 
     def emit(self, kind: str, **data: Any) -> None:
         """Progress for the faces (chat streams it, batch shows it) and the trajectory."""

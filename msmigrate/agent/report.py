@@ -9,10 +9,12 @@ from typing import Any
 
 import git
 
-from msmigrate.agent.gates.parity import parity_summary
-from msmigrate.agent.megatron_report import GATE_TITLES as MEGATRON_GATE_TITLES, megatron_section
+from msmigrate.agent.report_actions import next_actions, risks
+from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary
+from msmigrate.agent.routes.megatron.report import GATE_TITLES as MEGATRON_GATE_TITLES, megatron_section
 from msmigrate.agent.state import EXIT_UNSUPPORTED, PHASE_GATES
 from msmigrate.core.secret_mask import mask_text
+from msmigrate.core.text_clip import clip
 
 GATE_TITLES = {
     "G0": "precheck (paths, target shape, runtime)",
@@ -106,7 +108,7 @@ def _gate_rows(gates: dict[str, Any], titles: dict[str, str] = GATE_TITLES) -> l
             summary = (rec or {}).get("summary", "").replace("|", "\\|").replace("\n", " ")
             parity = "; ".join(f"{kind} {parity_summary(p)}" for kind, p in ((rec or {}).get("parity") or {}).items())
             parity = parity.replace("|", "\\|").replace("\n", " ") or "—"
-            rows.append(f"| {g} | {titles[g]} | {result} | {parity} | {summary[:300]} |")
+            rows.append(f"| {g} | {titles[g]} | {result} | {parity} | {clip(summary, 300)} |")
     return rows
 
 
@@ -141,7 +143,8 @@ def _parity_section(gates: dict[str, Any]) -> list[str]:
     return ["", "## Parity with the source", "", *lines] if lines else []
 
 
-def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
+def render_report(state: dict[str, Any], diff: str, has_plot: bool, where: dict[str, Any] | None = None) -> str:
+    """``where``: the branch, the user's checkout and the runs folder, for the next actions' commands."""
     gates = state.get("gates", {})
     plan = state.get("plan", {})
     c = state.get("counters", {})
@@ -199,24 +202,8 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool) -> str:
                   "|---|---|---|---|---|", *jobs]
     if has_plot:
         lines += ["", "![loss curve](loss_curve.png)"]
-    lines += ["", "## Changes in the target", "", "```", diff, "```", "", "## Risks and next actions", ""]
-    if str((state.get("artifacts") or {}).get("target_dirty")) == "True":
-        lines.append("- your checkout had uncommitted changes; the run worked from its committed HEAD (in its own "
-                     "git worktree) and left them untouched — commit them if the migration should include them")
-    failure = state.get("last_failure")
-    if failure:
-        lines.append(f"- last failure: gate {failure.get('gate')} → case `{failure.get('case_id') or 'unknown'}` "
-                     f"(owner {failure.get('owner') or 'unknown'}): {str(failure.get('diagnosis', ''))[:400]}")
-    lines += [
-        "- Megatron route: run the delivered launch script on the Ascend machine (G4–G6 of this route need it); "
-        "`--load` points at the converter's output." if megatron else
-        "- CPU gates prove structure, data flow, sharding plan and loss plumbing — not NPU kernels, fused ops, "
-        "HCCL or throughput. Run G6 on the Ascend machine before relying on performance or precision.",
-        *([] if megatron else [
-            "- Initial weights: if the delivered YAML uses meta-device init, set `training.load` to the HF/DCP "
-            "weights for real fine-tuning (otherwise training starts from random weights)."]),
-        "- Precision alignment against the source implementation is a separate task (fixed seed, `use_deter_comp`).",
-    ]
+    lines += ["", "## Changes in the target", "", "```", diff, "```", "", "## Risks", "", *risks(state, megatron),
+              "", "## Next actions", "", *next_actions(state, where or {})]
     return "\n".join(lines) + "\n"
 
 
@@ -236,7 +223,9 @@ def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
     (run_dir / "evidence.json").write_text(mask_text(json.dumps(evidence, indent=2, default=str)))
     has_plot = plot_losses(_losses(gates), run_dir / "loss_curve.png")
     diff = diff_summary(deps.ctx.target, state.get("artifacts", {}).get("base_commit"), deps.ctx.work_branch)
-    (run_dir / "verification_report.md").write_text(mask_text(render_report(state, diff, has_plot)))
+    where = {"branch": deps.ctx.work_branch, "checkout": str(deps.ctx.checkout or deps.ctx.target),
+             "runs_dir": str(run_dir.parent)}
+    (run_dir / "verification_report.md").write_text(mask_text(render_report(state, diff, has_plot, where)))
     out = dict(state.get("artifacts", {}))
     out.update(report=str(run_dir / "verification_report.md"), evidence=str(run_dir / "evidence.json"))
     if has_plot:

@@ -20,6 +20,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 
+from msmigrate.agent.budgets import idle_seconds
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.graph import build_graph
@@ -92,7 +93,8 @@ def build_tools(ctx: RunContext) -> list:
 
 def build_gates() -> dict[str, Any]:
     from msmigrate.agent.backend_route import route_gates
-    from msmigrate.agent.gates import GATES, MEGATRON_GATES
+    from msmigrate.agent.routes.fsdp2.gates import GATES
+    from msmigrate.agent.routes.megatron.gates import GATES as MEGATRON_GATES
 
     return route_gates(GATES, MEGATRON_GATES)
 
@@ -190,6 +192,7 @@ class Run:
         started = bool(self.graph.get_state(self.config).values)
         inp: Any = Command(resume=resume_value) if resume_value is not None else (None if started else self.initial_state())
         self.trajectory.append("drive", resumed=started, **({"face": hooks.face} if hooks.face else {}))
+        self.deps.idle_s = idle_seconds(self.trajectory.records())  # the wall budget counts the run's own time
         if started and resume_value is None:
             self.answer_crashed_calls()
         try:
@@ -209,8 +212,14 @@ class Run:
                     return state if state.get("exit_status") else {
                         **state, "exit_status": EXIT_ERROR, "exit_detail": "the graph ended without an exit status"}
                 if approver is None:
+                    self.trajectory.append("paused", reason=EXIT_AWAITING_APPROVAL)  # idle from here to the resume
                     return {**self.snapshot(), "exit_status": EXIT_AWAITING_APPROVAL, "interrupt": payload}
-                inp = Command(resume=approver(payload))
+                asked = time.time()
+                answer = approver(payload)
+                waited = time.time() - asked
+                self.deps.idle_s += waited
+                self.trajectory.append("approval_wait", seconds=round(waited, 3))
+                inp = Command(resume=answer)
         except Exception as exc:  # boundary: a bug fails the run with a status, not the caller
             tb = mask_text(traceback.format_exc())
             self.trajectory.append("error", error=repr(exc), traceback=tb)

@@ -21,12 +21,44 @@ from msmigrate.faces.user_errors import check_policy, user_error
 # Usage errors and tracebacks keep rich's boxes only on a terminal: in a pipe or CI log they are click's plain lines,
 # never folded to COLUMNS (an option name or path in an error stays whole and greppable).
 _ON_TERMINAL = sys.stderr.isatty()
+# Help in a pipe is not folded either: click wraps help to the terminal width (80 when it cannot tell); with no
+# terminal the width is unbounded, so each paragraph and option row comes out as one line. Sub-commands inherit it.
+_UNWRAPPED = {} if sys.stdout.isatty() else {"terminal_width": 10**6, "max_content_width": 10**6}
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich" if _ON_TERMINAL else None,
+                  context_settings=_UNWRAPPED,
                   pretty_exceptions_enable=_ON_TERMINAL,
                   help="Migrate multimodal models into MindSpeed-MM's FSDP2 plugin route, with proof.")
 fixtures_app = typer.Typer(no_args_is_help=True, help="Generate the stand-in target and known-model source fixtures.")
 app.add_typer(fixtures_app, name="fixtures")
 console = make_console(stderr=True)
+
+
+# Exit codes of the headless commands (run, verify, demo). needs_accelerator is not a failure: every gate that can
+# run here passed and the rest needs an Ascend machine, so it has a code of its own.
+EXIT_CODES = {"success": 0, "failed": 1, "usage": 2, "awaiting_approval": 3, "needs_accelerator": 4,
+              "interrupted": 130}
+
+
+def exit_code(status: str | None) -> int:
+    """A run's exit status as the process exit code: every status that is not its own code is a failure (1)."""
+    return EXIT_CODES[status] if status in ("success", "awaiting_approval", "needs_accelerator") else EXIT_CODES["failed"]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"msmigrate {version('msmigrate')}")
+        except PackageNotFoundError:  # a checkout run without installing it
+            print("msmigrate (not installed: no version metadata)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """Migrate multimodal models into MindSpeed-MM's FSDP2 plugin route, with proof."""
 
 
 # The chat's event printer is the one way progress is shown; headless commands print it on stderr.
@@ -70,9 +102,11 @@ def _start(spec: Optional[RunSpec], settings: Settings, resume: Optional[str] = 
     return start_run(settings, spec=None if resume else spec, run_id=resume, on_event=_progress_printer)
 
 
-def resume_command(r) -> str:
-    """The exact command that approves and continues ``r``, from any folder (the runs dir spelt out, absolute)."""
-    return f"msmigrate run --resume {r.run_id} --runs-dir {shlex.quote(str(Path(r.settings.runs_dir).resolve()))} --approve"
+def resume_command(r, approve: bool = True) -> str:
+    """The exact command that continues ``r`` (approving its pending launch with ``approve``), from any folder (the
+    runs dir spelt out, absolute)."""
+    line = f"msmigrate run --resume {r.run_id} --runs-dir {shlex.quote(str(Path(r.settings.runs_dir).resolve()))}"
+    return line + (" --approve" if approve else "")
 
 
 def _drive_headless(r, resume_value: Optional[dict] = None) -> None:
@@ -82,7 +116,13 @@ def _drive_headless(r, resume_value: Optional[dict] = None) -> None:
     wrote, before G1; the training launches, before G4) with exit status ``awaiting_approval`` (exit code 3) and one
     line saying what waits and the command that approves it."""
     console.print(f"run {r.run_id} → {r.run_dir}")
-    state = r.drive(_cli_approver if r.spec.approval and sys.stdin.isatty() else None, resume_value=resume_value)
+    try:
+        state = r.drive(_cli_approver if r.spec.approval and sys.stdin.isatty() else None, resume_value=resume_value)
+    except KeyboardInterrupt:  # Ctrl-C: the last finished step is checkpointed; say exactly how to go on
+        r.close()
+        console.print(f"\n[yellow]stopped[/]: run {r.run_id} resumes from its last finished step with: "
+                      f"{escape(resume_command(r, approve=False))}", highlight=False)
+        raise typer.Exit(EXIT_CODES["interrupted"])
     r.close()
     summary = _summary(state)
     pending = state.get("interrupt")
@@ -94,7 +134,7 @@ def _drive_headless(r, resume_value: Optional[dict] = None) -> None:
                       f"({escape(what)}); approve and continue with: {resume_command(r)} {hint}")
         summary.update(pending=pending, approve_command=resume_command(r))  # exit_status: awaiting_approval
     print(json.dumps(summary, indent=2))
-    raise typer.Exit(0 if state.get("exit_status") == "success" else 3 if pending is not None else 1)
+    raise typer.Exit(exit_code("awaiting_approval" if pending is not None else state.get("exit_status")))
 
 
 def _summary(state: dict) -> dict:
@@ -122,7 +162,7 @@ def _answer(approve: bool, reject: bool, edits: list[str], pending: Optional[dic
                          "answer it with --approve or --reject")
     from msmigrate.faces.chat.session import parse_edit
 
-    parsed = parse_edit(" ".join(edits), pending.get("launch") or {})
+    parsed = parse_edit(list(edits), pending.get("launch") or {})  # one --set is one KEY=VALUE, spaces and all
     if isinstance(parsed, str):
         raise user_error(parsed)
     return {"action": "edit", "launch": parsed}
@@ -136,10 +176,13 @@ def run(
     runs_dir: Optional[Path] = typer.Option(None, help="where runs/<run_id>/ go (env MSMIGRATE_RUNS_DIR)"),
     approve: bool = typer.Option(False, "--approve", help="with --resume: approve the pending launch and continue"),
     reject: bool = typer.Option(False, "--reject", help="with --resume: reject the pending launch (the run ends)"),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="with --resume: approve with launch edits, KEY=VALUE (repeatable)"),
+    set_: Optional[list[str]] = typer.Option(None, "--set", metavar="KEY=VALUE",
+                                             help="with --resume: approve with this launch edit (repeatable)"),
 ) -> None:
     """Headless single migration; prints a JSON summary on stdout. Exit code 0 success, 1 failed, 2 a usage error,
-    3 waiting for an approval (``approval: true``; continue with --resume ID --approve)."""
+    3 waiting for an approval (``approval: true``; continue with --resume ID --approve), 4 needs_accelerator (every
+    gate that can run here passed; the rest needs an Ascend machine), 130 stopped by Ctrl-C (the resume command is
+    printed)."""
     check_policy(policy)
     settings = settings_for(runs_dir)
     if resume:
@@ -193,12 +236,24 @@ def demo(
     print(json.dumps(_summary(state), indent=2))
     if state.get("exit_status") == "success":
         console.print(f"[green]green report:[/] {state['artifacts']['report']}")
-    raise typer.Exit(0 if state.get("exit_status") == "success" else 1)
+    raise typer.Exit(exit_code(state.get("exit_status")))
 
 
 @fixtures_app.command("target")
-def fixtures_target(dest: Path) -> None:
+def fixtures_target(
+    dest: Path,
+    backend: str = typer.Option("fsdp2", "--backend", help="fsdp2: the plugin-route stand-in (mindspeed_mm/fsdp); "
+                                "megatron: the Megatron-route stand-in (pretrain_vlm.py, model JSONs, converters)"),
+) -> None:
     """Write a stand-in MindSpeed-MM checkout (git-initialised) into DEST."""
+    if backend == "megatron":
+        from msmigrate.testbeds.megatron_standin import write_megatron_standin
+
+        print(write_megatron_standin(dest))
+        return
+    if backend != "fsdp2":
+        console.print(f"[red]unknown backend {escape(backend)}[/]; known: fsdp2, megatron")
+        raise typer.Exit(2)
     from msmigrate.testbeds.standin import write_standin
 
     print(write_standin(dest))
@@ -233,11 +288,13 @@ def fixtures_source(
 
 @fixtures_app.command("list")
 def fixtures_list() -> None:
-    """The bundled known-model fixtures: name and family, one a line."""
-    from msmigrate.testbeds.fixtures import FIXTURES
+    """The bundled known-model fixtures: family, and which policy migrates each on which route (from the eval suites
+    `msmigrate eval default|megatron` scores), tab-separated with a header line."""
+    from msmigrate.faces.eval.coverage import fixture_routes
 
-    for name, spec in sorted(FIXTURES.items()):
-        print(f"{name}\t{getattr(spec, 'family', '')}")
+    print("fixture\tfamily\tfsdp2 route (eval default)\tmegatron route (eval megatron)")
+    for row in fixture_routes():
+        print("\t".join(row.cells()))
 
 
 @app.command("validate-config")

@@ -1,4 +1,5 @@
-"""The labeled failure-log set used to measure the classifier (files in ``knowledge/labeled/*.yaml``).
+"""The labeled failure-log set used to measure the classifier (files in ``evals/labeled/*.yaml`` at the root of a
+source checkout: evaluation data, not shipped in the package).
 
 Each file: ``expected_case`` (a failure-case id), ``expected_owner`` (model/data/config/environment), ``source``
 (where the message is documented) and ``log`` (a log tail: the real message inside realistic surrounding output).
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import yaml
 
-LABELED_DIR = Path(__file__).resolve().parent / "labeled"
+from msmigrate.knowledge.real_log_corpus import EVALS_DIR
+
+LABELED_DIR = EVALS_DIR / "labeled"
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,8 @@ class LabeledLog:
 
 def load_labeled(folder: Path | str | None = None) -> list[LabeledLog]:
     folder = Path(folder) if folder else LABELED_DIR
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no labeled set at {folder}: it lives in a source checkout (evals/labeled)")
     samples = []
     for path in sorted(folder.glob("*.yaml")):
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -1,6 +1,8 @@
-"""The real-log corpus: verbatim failure excerpts and healthy logs from public issue threads (``real_logs/``).
+"""The real-log corpus: verbatim failure excerpts and healthy logs from public issue threads (``evals/real_logs/`` at
+the root of a source checkout: evaluation data, not shipped in the package; only ``split_of`` runs inside a migration,
+where the catalog checks that its real examples come from the tuning half).
 
-Unlike ``knowledge/labeled`` (logs written around catalog messages by the people who wrote the patterns), this
+Unlike ``evals/labeled`` (logs written around catalog messages by the people who wrote the patterns), this
 corpus is collected from other projects' public threads (MindSpeed, torch_npu, transformers, PyTorch, LLaMA-Factory,
 ms-swift, vLLM(-Ascend), DeepSpeed, ...). Each file holds one excerpt, verbatim, with its source URL and an owner
 label decided from the thread's resolution (``basis: resolution``) or, for threads without one, from what the
@@ -23,7 +25,8 @@ import yaml
 
 from msmigrate.knowledge.owners import OWNERS
 
-CORPUS_DIR = Path(__file__).resolve().parent / "real_logs"
+EVALS_DIR = Path(__file__).resolve().parents[2] / "evals"  # a source checkout's evaluation data
+CORPUS_DIR = EVALS_DIR / "real_logs"
 Split = Literal["tuning", "heldout"]
 
 
@@ -65,6 +68,8 @@ def _load(path: Path, healthy: bool) -> RealLog:
 def load_corpus(split: Split | None = None, folder: Path | None = None) -> list[RealLog]:
     """All corpus entries (failures then healthy logs), optionally only one half."""
     folder = folder or CORPUS_DIR
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no real-log corpus at {folder}: it lives in a source checkout (evals/real_logs)")
     entries = [_load(p, healthy=False) for p in sorted((folder / "failures").glob("*.yaml"))]
     entries += [_load(p, healthy=True) for p in sorted((folder / "healthy").glob("*.yaml"))]
     return [e for e in entries if split is None or e.split == split]

@@ -25,7 +25,7 @@ TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
 NODE_NAMES = ("prepare", "plan", "model", "data", "config", "verify", "classify", "report")
 # the Megatron route's work phases and system prompt (a plan with backend megatron): same variables as the
-# plugin route's, their own contract (templates megatron_*.j2)
+# plugin route's, their own contract (templates/megatron/*.j2)
 MEGATRON_NODE_NAMES = ("megatron_model", "megatron_data", "megatron_config")
 MEGATRON_SYSTEM = "megatron_system"
 SYSTEM_VARS = ("model_name", "source_path", "target_path", "editable_paths", "knowledge_index", "tools")
@@ -61,6 +61,18 @@ def _environment() -> Environment:
     return env
 
 
+# Each route's prompts live in its own folder (templates/fsdp2/, templates/megatron/); the rest are shared. The prompt
+# names (what trajectories and snapshots record) stay as they were.
+ROUTE_TEMPLATES = {"system": "fsdp2/system.j2", "model": "fsdp2/model.j2", "data": "fsdp2/data.j2",
+                   "config": "fsdp2/config.j2", MEGATRON_SYSTEM: "megatron/system.j2",
+                   **{name: f"megatron/{name.removeprefix('megatron_')}.j2" for name in MEGATRON_NODE_NAMES}}
+
+
+def template_file(name: str) -> str:
+    """The template of prompt ``name``, relative to ``TEMPLATE_DIR``."""
+    return ROUTE_TEMPLATES.get(name, f"{name}.j2")
+
+
 def _check(name: str, variables: dict[str, Any]) -> None:
     expected = set(template_vars(name))
     missing = sorted(expected - variables.keys())
@@ -70,9 +82,9 @@ def _check(name: str, variables: dict[str, Any]) -> None:
 
 
 def render(name: str, **variables: Any) -> str:
-    """Render ``templates/<name>.j2`` after checking the variable set."""
+    """Render prompt ``name``'s template (``template_file``) after checking the variable set."""
     _check(name, variables)
-    return _environment().get_template(f"{name}.j2").render(**variables)
+    return _environment().get_template(template_file(name)).render(**variables)
 
 
 def render_system(backend: str | None = None, **variables: Any) -> str:

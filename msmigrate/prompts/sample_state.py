@@ -142,7 +142,7 @@ def sample_format_error_vars() -> dict[str, Any]:
 
 
 def sample_megatron_plan() -> dict[str, Any]:
-    """A Megatron-route plan (agent/megatron_plan.py's keys) for a Qwen2.5-VL-style source at tp=2."""
+    """A Megatron-route plan (agent/routes/megatron/plan.py's keys) for a Qwen2.5-VL-style source at tp=2."""
     return {
         "backend": "megatron", "route": "megatron", "branch": None, "entry": "pretrain_vlm.py",
         "model_id": "qwen2_5_vl", "model_type": "qwen2_5_vl",

@@ -6,6 +6,10 @@ kill -9 — the kernel sends it SIGTERM and it stops the *whole* group: SIGTERM 
 to its ranks), then SIGKILL after a grace period. A plain parent-death signal on the command itself would not do: it
 is not inherited by the command's children (a launch script's torchrun, torchrun's ranks).
 
+A launch's command also carries an environment tag (``MSMIGRATE_LAUNCH_TAG``, see ``launcher/processes.py``) that
+its descendants inherit: torchrun starts each rank in a session of its own, outside this group, so the stop also
+signals every process carrying the tag — a rank is not left training when torchrun is killed after the grace.
+
 The command's exit status is passed through unchanged (a signal death is re-raised on the supervisor, so the agent
 sees the same negative return code as without it).
 """
@@ -17,6 +21,32 @@ import time
 
 GRACE_S = float(os.environ.get("MSMIGRATE_SUPERVISOR_GRACE_S", "10"))
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+TAG_ENV = "MSMIGRATE_LAUNCH_TAG"
+
+
+def tagged(tag: str) -> list[int]:
+    """Pids of other processes started with ``TAG_ENV=tag`` in their environment."""
+    if not tag:
+        return []
+    me, mark, out = os.getpid(), f"{TAG_ENV}={tag}".encode(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if mark in fh.read().split(b"\0"):
+                    out.append(int(name))
+        except OSError:
+            continue
+    return out
+
+
+def signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
 
 
 def others_in_group(group: int) -> bool:
@@ -44,7 +74,8 @@ def main() -> None:
     def stop(signum, frame):
         for s in STOP_SIGNALS:
             signal.signal(s, signal.SIG_IGN)
-        group = os.getpgrp()
+        group, tag = os.getpgrp(), os.environ.get(TAG_ENV, "")
+        signal_all(tagged(tag), signal.SIGTERM)
         try:
             os.killpg(group, signal.SIGTERM)
         except ProcessLookupError:
@@ -57,9 +88,10 @@ def main() -> None:
                 os.waitpid(-1, os.WNOHANG)  # reap the command once it exits, so it stops counting
             except ChildProcessError:
                 pass
-            if not others_in_group(group):
+            if not others_in_group(group) and not tagged(tag):
                 break
             time.sleep(0.1)
+        signal_all(tagged(tag), signal.SIGKILL)
         os.killpg(group, signal.SIGKILL)  # the rest of the group, this process included
 
     # Before these handlers exist, SIGTERM's default action ends this process, which has no child yet: no orphan.

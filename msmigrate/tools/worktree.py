@@ -9,6 +9,10 @@ lock (``flock`` on a file in the repository's common git dir), so two runs start
 Uncommitted changes in the user's checkout are *not* part of the run: the run starts from the committed HEAD. G0
 records ``target_dirty`` so the report can say so.
 
+A run only ever reopens a branch it created: the run folder keeps ``worktree.json`` (the checkout and branch it
+made); a new run whose id names an existing ``msmigrate/<id>`` branch it did not create is refused instead of
+adopting another run's commits as its own. A resume is asked for by id and finds its own record.
+
 When a run ends, ``release_worktree`` removes the work tree (the branch and its tags stay), so the user can check the
 branch out in their own checkout; a resume recreates it from the branch.
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import subprocess
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 WORKTREE_DIR = "worktree"
+OWNER_FILE = "worktree.json"  # in the run folder: the checkout and branch this run created
 LOCK_NAME = "msmigrate.lock"
 _SAFE_RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 # git run by msmigrate must not pick up the user's hooks or a repo-local fsmonitor/pager: none of them are needed
@@ -85,8 +91,26 @@ def _registered(checkout: Path, path: Path) -> bool:
     return any(line == f"worktree {path}" for line in out.splitlines())
 
 
+def _owns(run_dir: Path, checkout: Path, branch: str) -> bool:
+    """Did the run in ``run_dir`` create ``branch`` of ``checkout``? Its ``worktree.json`` says so; a run folder from
+    before that record (it already holds the run's checkpoints) is taken as the owner and gets one."""
+    try:
+        rec = json.loads((run_dir / OWNER_FILE).read_text())
+        return rec.get("branch") == branch and rec.get("checkout") == str(checkout)
+    except FileNotFoundError:
+        return (run_dir / "checkpoints.sqlite").is_file()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _claim(run_dir: Path, checkout: Path, branch: str, base: str) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / OWNER_FILE).write_text(json.dumps({"checkout": str(checkout), "branch": branch, "base": base}))
+
+
 def open_worktree(checkout: Path, run_id: str, run_dir: Path) -> Worktree:
-    """The run's work tree on ``msmigrate/<run_id>``: created from the user's HEAD on first use, reused on resume."""
+    """The run's work tree on ``msmigrate/<run_id>``: created from the user's HEAD on first use, reused on resume
+    (only by the run that created the branch; another run with the same id is refused)."""
     if not _SAFE_RUN_ID.match(run_id or ""):
         raise WorktreeError(f"run_id {run_id!r} is not a safe git ref component")
     checkout = Path(checkout).resolve()
@@ -104,13 +128,19 @@ def open_worktree(checkout: Path, run_id: str, run_dir: Path) -> Worktree:
             base = git(path, "rev-parse", f"refs/tags/{branch}/base", check=False).stdout.strip()
             return Worktree(checkout, path, branch, base or head.stdout.strip(), created=False)
         if _branch_exists(checkout, branch):  # resume after the run released its work tree
+            if not _owns(Path(run_dir), checkout, branch):
+                raise WorktreeError(
+                    f"branch {branch} already exists in {checkout} and was not created by this run ({run_dir}): a "
+                    "new run never adopts another run's branch; resume that run by its id, or start with a new id")
             git(checkout, "worktree", "add", "--quiet", str(path), branch)
             base = git(checkout, "rev-parse", f"refs/tags/{branch}/base", check=False).stdout.strip()
+            _claim(Path(run_dir), checkout, branch, base)
             return Worktree(checkout, path, branch, base or head.stdout.strip(), created=False)
         base = head.stdout.strip()
         git(checkout, "worktree", "add", "--quiet", "-b", branch, str(path), base)
         # Where the run started: rollback never goes below it, and "base" rolls back every edit of the run.
         git(checkout, "tag", "-f", f"{branch}/base", base)
+        _claim(Path(run_dir), checkout, branch, base)
         return Worktree(checkout, path, branch, base, created=True)
 
 

@@ -52,3 +52,37 @@ def test_launch_budget_stops_before_verify(fast_prepare, tmp_path, repairs_chang
     run.close()
     assert out["exit_status"] == "budget_exhausted" and "launch budget (2)" in out["exit_detail"]
     assert gates.count["G4"] == 3
+
+
+def test_idle_seconds_from_the_trajectory():
+    from msmigrate.agent.budgets import idle_seconds
+
+    records = [{"t": 100.0, "kind": "drive", "resumed": False}, {"t": 150.0, "kind": "gate"},
+               {"t": 160.0, "kind": "paused"},
+               {"t": 4360.0, "kind": "drive", "resumed": True},  # answered 70 minutes later
+               {"t": 4370.0, "kind": "approval_wait", "seconds": 30.0}, {"t": 4400.0, "kind": "gate"}]
+    assert idle_seconds(records) == 4200.0 + 30.0
+
+
+def test_a_run_approved_70_minutes_after_its_pause_keeps_its_wall_budget(fast_prepare, tmp_path, monkeypatch):
+    """Exit 3 at the launch approval, approved 70 minutes later: the hour of waiting is not the run's time, so
+    it runs G4–G6 instead of ending budget_exhausted — while its own time still counts."""
+    from agent_fakes import FakeGates, ScriptedPolicy, make_run
+
+    gates = FakeGates()
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates, approval=True,
+                   budgets={"wall_seconds": 3600})
+    try:
+        assert run.drive()["interrupt"]["kind"] == "code_execution"
+        out = run.drive(resume_value={"action": "approve"})
+        assert out["exit_status"] == "awaiting_approval" and out["interrupt"]["kind"] == "launch"
+        real = time.time
+        monkeypatch.setattr(time, "time", lambda: real() + 70 * 60)
+        assert exhausted(run.snapshot(), run.spec.budgets) is not None  # what counting the wait would say
+        out = run.drive(resume_value={"action": "approve"})
+        assert out["exit_status"] == "success", out.get("exit_detail")
+        assert gates.calls[-3:] == ["G4", "G5", "G6"]
+        assert run.deps.idle_s >= 70 * 60
+        assert exhausted(run.snapshot(), run.spec.budgets, run.deps.idle_s) is None
+    finally:
+        run.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
-from msmigrate.agent.config_fit import fit_to_model
+from msmigrate.agent.routes.fsdp2.config_fit import fit_to_model
 
 MOE_EXAMPLE = {
     "parallel": {"expert_parallel_size": 8, "ep_plan": {"apply_modules": ["model.language_model.layers.{*}.mlp.experts"]},

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from msmigrate.agent.gates import data_gate
+from msmigrate.agent.routes.fsdp2.gates import data_gate
 from msmigrate.core.tool_result import ToolResult
 from msmigrate.knowledge.classifier import classify
 

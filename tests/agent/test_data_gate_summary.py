@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from msmigrate.agent.gates.data_gate import delivered_via
+from msmigrate.agent.routes.fsdp2.gates.data_gate import delivered_via
 
 PLAN = {"dataset_type": "huggingface", "template": "internvl2_5", "collator": "internvl_chat"}
 

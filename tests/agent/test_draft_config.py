@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from msmigrate.agent.draft_config import attr_from_samples, draft_config, launch_script, load_baseline
+from msmigrate.agent.routes.fsdp2.draft_config import attr_from_samples, draft_config, launch_script, load_baseline
 
 
 def write_samples(tmp_path: Path, samples) -> Path:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from msmigrate.agent.megatron_components import match_components, source_fields
+from msmigrate.agent.routes.megatron.components import match_components, source_fields
 
 SIZES = {"num_layers": 2, "hidden_size": 32, "num_attention_heads": 2, "patch_size": 14}
 
@@ -103,7 +103,7 @@ def test_untied_output_comes_from_the_weights_not_a_renamed_config_flag():
     """``tie_word_embeddings`` is the negation of the framework's ``untie_embeddings_and_output_weights``: a tied
     model (no lm_head saved) has no untie feature, an untied one (lm_head saved) has it, whatever the config says
     or omits; without weights the config's value is negated."""
-    from msmigrate.agent.megatron_components import source_fields
+    from msmigrate.agent.routes.megatron.components import source_fields
 
     text = {"num_attention_heads": 4, "hidden_size": 64}
     tied = {"text_config": {**text, "tie_word_embeddings": True}}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from msmigrate.agent.gates.megatron_data_gate import check_data_json
+from msmigrate.agent.routes.megatron.gates.data_gate import check_data_json
 
 CONTRACT = {"forward": "vlm.py:VLMModel.forward", "consumed": ["input_ids", "labels", "pixel_values"],
             "not_consumed": [], "takes_kwargs": True}

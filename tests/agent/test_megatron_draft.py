@@ -3,8 +3,8 @@ the fields the example's sections have, the launch script's sizes and batch arit
 
 from __future__ import annotations
 
-from msmigrate.agent.megatron_draft import draft_data_json, draft_launch_script, draft_model_json, stage_layers
-from msmigrate.agent.megatron_components import script_assets
+from msmigrate.agent.routes.megatron.draft import draft_data_json, draft_launch_script, draft_model_json, stage_layers
+from msmigrate.agent.routes.megatron.components import script_assets
 
 EXAMPLE = {
     "model_id": "vlm", "img_context_token_id": 7,

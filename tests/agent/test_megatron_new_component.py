@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from msmigrate.agent.megatron_components import match_components
-from msmigrate.agent.megatron_new_component import _insert_entry, design_encoder
+from msmigrate.agent.routes.megatron.components import match_components
+from msmigrate.agent.routes.megatron.new_component import _insert_entry, design_encoder
 from msmigrate.tools.megatron.encoder_structure import encoder_structures, source_structure
 from msmigrate.tools.megatron.registry import read_registry, registered_ids
 
@@ -97,7 +97,7 @@ def test_outside_norms_are_placed_by_name_and_by_the_feature_layer():
     """Norms outside the blocks are carried when the weights show them: ``pre`` before the blocks, ``post`` after
     them unless the model reads an earlier layer (LLaVA's vision_feature_layer -2); a norm the names do not place
     is named as not built."""
-    from msmigrate.agent.megatron_new_component import outside_norms
+    from msmigrate.agent.routes.megatron.new_component import outside_norms
 
     shapes = {"vt.emb.patch.weight": [8, 3, 2, 2], "vt.enc.layers.0.norm.weight": [8], "vt.pre_ln.weight": [8],
               "vt.pre_ln.bias": [8], "vt.post_norm.weight": [8], "vt.mystery_norm.weight": [8],

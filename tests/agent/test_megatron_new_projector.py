@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from msmigrate.agent.megatron_new_projector import design_projector
+from msmigrate.agent.routes.megatron.new_projector import design_projector
 from msmigrate.tools.megatron.projector_converter import projector_conversion
 from msmigrate.tools.megatron.projector_forward import projector_forward
 from msmigrate.tools.megatron.projector_structure import (projector_from_code, projector_structures,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from msmigrate.agent.megatron_plan import example_numerics
+from msmigrate.agent.routes.megatron.plan import example_numerics
 from msmigrate.prompts.render import render
 from msmigrate.prompts.sample_state import sample_vars
 from msmigrate.tools.megatron.encoder_structure import weight_shapes

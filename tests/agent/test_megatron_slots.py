@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import msmigrate.agent.gates.megatron_slots as slots
+import msmigrate.agent.routes.megatron.gates.slots as slots
 
 PLAN = {"megatron": {"script_path": "s.sh", "entry": "pretrain_vlm.py"}, "parallel": {"tp": 2, "pp": 1, "cp": 1}}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from msmigrate.agent.policies.rules.model_rules import plugin_files
+from msmigrate.agent.routes.fsdp2.rules.model import plugin_files
 
 CHECK = Path(__file__).with_name("plugin_buffers_check.py")
 FAMILIES = {"qwen2_vl": "Qwen2VLForConditionalGeneration", "gemma3": "Gemma3ForConditionalGeneration"}

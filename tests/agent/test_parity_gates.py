@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from msmigrate.agent.config import RunSpec, Settings
-from msmigrate.agent.gates import gate_data, gate_model
+from msmigrate.agent.routes.fsdp2.gates import gate_data, gate_model
 from msmigrate.agent.runner import Run, new_run_id
 from msmigrate.core.run_context import RunContext
 from msmigrate.knowledge.classifier import classify

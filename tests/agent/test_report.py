@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import git
 
-from msmigrate.agent.report import diff_summary, render_report, write_artifacts
+from msmigrate.agent.report import _gate_rows, diff_summary, render_report, write_artifacts
 
 
 def gate(name, passed=True, summary="ok", losses=None, label=""):
@@ -59,7 +59,7 @@ def test_render_report_without_plot_metrics_or_failure():
 
 def test_write_artifacts_files(tmp_path):
     deps = SimpleNamespace(ctx=SimpleNamespace(run_dir=tmp_path / "run", target=tmp_path / "no-repo",
-                                               work_branch="msmigrate/x"))
+                                               work_branch="msmigrate/x", checkout=None))
     out = write_artifacts(deps, {**STATE, "artifacts": {"base_commit": "abc", "plan": "p"}})
     run = tmp_path / "run"
     assert out["report"] == str(run / "verification_report.md") and out["evidence"] == str(run / "evidence.json")
@@ -72,7 +72,7 @@ def test_write_artifacts_files(tmp_path):
 
 
 def test_no_losses_no_plot(tmp_path):
-    deps = SimpleNamespace(ctx=SimpleNamespace(run_dir=tmp_path, target=tmp_path, work_branch="b"))
+    deps = SimpleNamespace(ctx=SimpleNamespace(run_dir=tmp_path, target=tmp_path, work_branch="b", checkout=None))
     out = write_artifacts(deps, {"run_id": "r", "gates": {"G1": gate("G1")}})
     assert "loss_curve" not in out and not (tmp_path / "loss_curve.png").exists()
 
@@ -93,3 +93,45 @@ def test_diff_summary_of_the_work_branch(tmp_path):
     assert "b.txt" in text and "1 file changed" in text and "commits on msmigrate/r1:" in text and "add b" in text
     assert diff_summary(tmp_path, None, "msmigrate/r1") == "(no edits recorded)"
     assert diff_summary(Path(tmp_path / "missing"), base, "x").startswith("(diff unavailable")
+
+
+def test_next_actions_are_commands_and_risks_are_about_this_run():
+    """A green CPU run: the branch, where it lives, how to review and take it, the launch line of the delivered
+    script; its risks name what it did not prove (CPU-only launches), not boilerplate about other runs."""
+
+    cpu = [{"label": "x", "device": "cpu", "metrics": {}}]
+    state = {"run_id": "m-1", "exit_status": "success", "plan": {"script_path": "examples/m/finetune_m.sh"},
+             "gates": {g: {"passed": True, "summary": "", "evidence": cpu if g in ("G4", "G5", "G6") else []}
+                       for g in ("G0", "G1", "G2", "G3", "G4", "G5", "G6")}}
+    where = {"branch": "msmigrate/m-1", "checkout": "/srv/my mm", "runs_dir": "/r"}
+    text = render_report(state, "(diff)", False, where)
+    actions = text.split("## Next actions")[1]
+    assert "`git -C '/srv/my mm' diff msmigrate/m-1/base..msmigrate/m-1`" in actions
+    assert "`git -C '/srv/my mm' merge --no-ff msmigrate/m-1`" in actions
+    assert "`cd '/srv/my mm' && bash examples/m/finetune_m.sh`" in actions
+    risks = text.split("## Risks")[1].split("## Next actions")[0]
+    assert "ran on CPU only" in risks and "Failed gates" not in risks and "Not run" not in risks
+    # a run that stopped in G3: what failed, what never ran, and the command that resumes it
+    stopped = {**state, "exit_status": "gates_failed",
+               "gates": {"G0": {"passed": True}, "G1": {"passed": True}, "G2": {"passed": True},
+                         "G3": {"passed": False, "summary": "bad"}}}
+    text = render_report(stopped, "(diff)", False, where)
+    assert "- Failed gates: G3" in text and "- Not run: G4, G5, G6" in text and "ran on CPU only" not in text
+    assert "`msmigrate chat --resume m-1 --runs-dir /r` and `/retry`" in text and "merge --no-ff" not in text
+    crashed = render_report({**stopped, "exit_status": "error"}, "(diff)", False, where)
+    assert "Continue this run from its last finished step: `msmigrate run --resume m-1 --runs-dir /r`" in crashed
+    declined = render_report({**stopped, "exit_status": "unsupported_by_policy"}, "(diff)", False, where)
+    assert "--resume" not in declined  # nothing to continue: the policy cannot do it
+
+
+def test_gate_summaries_are_cut_at_a_word_with_numbers_whole():
+    from msmigrate.core.text_clip import clip
+
+    text = "max abs dlogit 6.254289 over tolerance 0.001 on the eager path"
+    assert clip(text, 100) == text
+    assert clip(text, 20) == "max abs dlogit…"  # 6.254289 would not fit whole: it is left out, not cut to 6.25
+    assert clip(text, 24) == "max abs dlogit 6.254289…"
+    assert clip("/a/very/long/path/without/spaces", 10) == "/a/very/l…"  # one token: cut inside, marked
+    row = next(r for r in _gate_rows({"G1": {"passed": False, "summary": "x " * 147 + "6.254289 and more"}})
+               if r.startswith("| G1"))
+    assert "6.25…" not in row and row.rstrip(" |").endswith("…")

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from msmigrate.agent.config import Budgets, LaunchSettings
-from msmigrate.agent.gates import training
+from msmigrate.agent.routes.fsdp2.gates import training
 from msmigrate.core.tool_result import ToolResult
 
 

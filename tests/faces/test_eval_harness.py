@@ -159,6 +159,10 @@ def test_eval_cli_scripted_policy_real_validator(tmp_path, source_model, hook_en
     lines = ok.stderr.splitlines()
     assert any(ln.strip().startswith("[1/1] qwen2_vl trial 0: started, run qwen2_vl-t0-") for ln in lines), ok.stderr
     assert any(ln.strip().startswith("[1/1] qwen2_vl trial 0: PASS success") for ln in lines), ok.stderr
+    # between the two: the run's phases and gates as they happened (at the latest, before the verdict line)
+    verdict = next(i for i, ln in enumerate(lines) if "trial 0: PASS success" in ln)
+    before = [ln.strip() for ln in lines[:verdict]]
+    assert "qwen2_vl trial 0: gate G6 PASS" in before and "qwen2_vl trial 0: gate G4 running" in before, ok.stderr
     assert f"leaderboard: {tmp_path / 'lb.json'} and {tmp_path / 'lb.md'}" in ok.stderr
     assert "| 1 | rules | one | 1 | 1.00 | 1.00 (1) | 1/1 |" in ok.stdout
     assert f"| {fx.name} | 1/1 |" in ok.stdout
@@ -215,3 +219,53 @@ def test_a_bare_tokenizer_source_accepts_a_dataset_plugin_as_well_as_b():
     assert failing("C", "other_name") == {"expected_dataset_type"}
     llava = next(t for t in load_suite("default").tasks if t.fixture == "llava")
     assert llava.expect["data_branch"] == "B"  # a source with a real processor: B only
+
+
+def test_a_run_declined_at_the_plan_has_no_failing_gate_and_shows_its_exit(tmp_path):
+    """Expected to succeed, the run declined at the plan (only G0 ran): no gate failed, so none is named; the
+    leaderboard's exit-status column says what happened instead."""
+    from msmigrate.faces.eval.leaderboard import tasks_markdown
+
+    target = make_target(tmp_path / "t")
+    run_dir = make_run(tmp_path / "runs", "declined", target)
+    evidence = json.loads((run_dir / "evidence.json").read_text())
+    evidence.update(exit_status="unsupported_by_policy", exit_detail="rules cannot write remote code",
+                    gates={"G0": evidence["gates"]["G0"]})
+    (run_dir / "evidence.json").write_text(json.dumps(evidence))
+    score = score_run_dir(run_dir, EXPECT, validate=clean, task_id="m")
+    assert not score.passed and score.first_failing_gate is None
+    g4 = score_run_dir(make_run(tmp_path / "runs", "g4", target, failing_gate="G4"), EXPECT, validate=clean,
+                       task_id="m", trial=1)
+    entry = build_entry("rules", "mini", "rules", [score, g4], 2)
+    assert entry["tasks"]["m"]["exit_status_counts"] == {str(g4.exit_status): 1, "unsupported_by_policy": 1}
+    row = next(ln for ln in tasks_markdown(entry).splitlines() if ln.startswith("| m |"))
+    assert "unsupported_by_policy ×1" in row and "| G4 |" in row  # the one gate that ran and failed
+    solo = tasks_markdown(build_entry("rules", "mini", "rules", [score], 1))
+    row = next(ln for ln in solo.splitlines() if ln.startswith("| m |"))
+    assert "| unsupported_by_policy ×1 | — |" in row  # not "G1": no gate after G0 ran
+    board = leaderboard_markdown([entry])
+    assert "| exit statuses |" in board.splitlines()[0] and "unsupported_by_policy ×1" in board
+
+
+def test_trial_progress_shows_phase_and_gates_as_they_happen(tmp_path):
+    from msmigrate.faces.eval.progress import TrialWatch
+
+    traj = tmp_path / "run" / "trajectory.jsonl"
+    traj.parent.mkdir()
+    said: list[str] = []
+    watch = TrialWatch(said.append, poll_s=3600)  # polled by hand below: no timing in the test
+    watch.label, watch.trajectory = "m trial 0", traj
+    assert watch.poll() == []  # nothing written yet
+    traj.write_text(json.dumps({"kind": "drive", "phase": "prepare"}) + "\n")
+    assert watch.poll() == ["m trial 0: phase prepare"]
+    with open(traj, "a") as fh:
+        fh.write(json.dumps({"kind": "gate", "gate": "G0", "passed": True, "phase": "prepare"}) + "\n")
+        fh.write(json.dumps({"kind": "decision", "phase": "model"}) + "\n")
+        fh.write(json.dumps({"kind": "gate", "gate": "G1", "passed": False, "phase": "model"}) + "\n")
+    assert watch.poll() == ["m trial 0: phase model", "m trial 0: gate G0 PASS", "m trial 0: gate G1 FAIL"]
+    assert watch.poll() == []  # each change once
+    watch.start("m trial 1", tmp_path / "run")  # a real watch: stop() reports what the last poll has not
+    watch.event("gate_start", {"gate": "G4", "phase": "verify"})  # a gate in flight is named when it starts
+    watch.stop()
+    assert said[-4:] == ["m trial 1: gate G4 running", "m trial 1: phase model", "m trial 1: gate G0 PASS",
+                         "m trial 1: gate G1 FAIL"]

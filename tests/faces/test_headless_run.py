@@ -91,3 +91,33 @@ def test_user_errors_are_one_line(tmp_path, source_model, standin, hook_env):
                                                                cwd=tmp_path))
     spec.write_text(spec.read_text() + "budget: {launches: 2}\n")
     assert "did you mean 'budgets'" in _one_error_line(msmigrate("run", spec, env=hook_env, cwd=tmp_path))
+
+
+def test_headless_ctrl_c_prints_the_resume_command_that_finishes_the_run(tmp_path, source_model, standin, hook_env):
+    """Ctrl-C (SIGINT to the foreground group) while G4 is in flight: exit 130 and one line with the exact command
+    that resumes the run; that command, pasted, finishes it."""
+    import os
+    import signal
+    import time
+
+    spec = write_spec(tmp_path / "spec.yaml", source_model, standin)
+    runs, holds = tmp_path / "runs", tmp_path / "holds"
+    env = {**hook_env, "FAKE_GATE_HOLD_DIR": str(holds), "FAKE_SLOW_GATES": "G4"}
+    proc = subprocess.Popen([sys.executable, "-m", "msmigrate.faces.cli", "run", str(spec), "--runs-dir", str(runs)],
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not list(holds.glob("*.G4.held")):
+        assert proc.poll() is None and time.monotonic() < deadline, "the run never reached G4"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err, err
+    line = " ".join(err.split())
+    run_id = next(holds.glob("*.G4.held")).name.split(".G4.held")[0]
+    command = f"msmigrate run --resume {run_id} --runs-dir {runs.resolve()}"
+    assert f"resumes from its last finished step with: {command}" in line, err
+    again = msmigrate(*shlex.split(command)[1:], env=hook_env, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["exit_status"] == "success"

@@ -41,3 +41,16 @@ def test_usage_error_is_one_plain_line_in_a_pipe():
                          env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert out.returncode == 2
     assert "No such option: --no-such-option-at-all-here" in out.stderr.splitlines()[-1], out.stderr
+
+
+@pytest.mark.parametrize("command", [["run"], ["batch"]])
+def test_help_in_a_pipe_is_not_folded(command):
+    """`--help` piped to a file or a CI log keeps each paragraph and each option row on one line (click would fold
+    them at 80 columns when it cannot see a terminal)."""
+    env = {**os.environ, "COLUMNS": "40"}
+    out = subprocess.run([sys.executable, "-m", "msmigrate.faces.cli", *command, "--help"], env=env,
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    summary = [ln for ln in lines if ln.startswith("  ") and not ln.lstrip().startswith("-")][0]
+    assert len(summary) > 80, out.stdout  # the one-paragraph summary is one line

@@ -6,13 +6,13 @@ import pytest
 from jinja2 import UndefinedError
 
 from msmigrate.prompts.render import (NODE_NAMES, PromptVariableError, TEMPLATE_DIR, estimate_tokens, render,
-                                      render_system, template_vars)
+                                      render_system, template_file, template_vars)
 from msmigrate.prompts.sample_state import ALL_PROMPTS, sample_node_vars, sample_system_vars, sample_vars
 
 
 @pytest.mark.parametrize("name", ALL_PROMPTS)
 def test_template_header_documents_exactly_its_variables(name):
-    source = (TEMPLATE_DIR / f"{name}.j2").read_text()
+    source = (TEMPLATE_DIR / template_file(name)).read_text()
     header = re.match(r"\{#-?(.*?)-?#\}", source, re.S).group(1)
     documented = set(re.findall(r"^\s{2}(\w+)\s{2,}", header, re.M))
     assert documented == set(template_vars(name))

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from msmigrate.agent.megatron_components import example_components, match_components, route_model_jsons, weight_names
-from msmigrate.agent.megatron_plan import _prefer_shared_example, example_script
+from msmigrate.agent.routes.megatron.components import example_components, match_components, route_model_jsons, weight_names
+from msmigrate.agent.routes.megatron.plan import _prefer_shared_example, example_script
 from msmigrate.tools.megatron.encoder_structure import weight_shapes
 
 pytestmark = pytest.mark.realmm

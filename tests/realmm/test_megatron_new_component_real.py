@@ -12,8 +12,8 @@ import shutil
 
 import pytest
 
-from msmigrate.agent.megatron_components import VISION_KEYS, match_components, weight_names
-from msmigrate.agent.megatron_new_component import design_encoder
+from msmigrate.agent.routes.megatron.components import VISION_KEYS, match_components, weight_names
+from msmigrate.agent.routes.megatron.new_component import design_encoder
 from msmigrate.tools.megatron.config_check import check_megatron_config, definition_paths
 from msmigrate.tools.megatron.encoder_structure import encoder_structures, source_structure, weight_shapes
 from msmigrate.tools.megatron.registry import read_registry, registered_ids
@@ -57,7 +57,7 @@ def test_new_siglip_encoder_registered_in_the_real_snapshot(realmm_snapshot, rea
     assert res.error is None and res.ok, res.problems
     assert res.facts["model_ids"]["image_encoder.vision_encoder"] == d.model_id
     # building it needs the accelerator environment: the probe names the module, G1 reports it as such
-    from msmigrate.agent.gates.megatron_slots import new_component_record
+    from msmigrate.agent.routes.megatron.gates.slots import new_component_record
 
     rec = new_component_record(real_runtime, mm, d.to_dict())
     assert not rec["passed"] and rec["needs_accelerator"], rec["summary"]
@@ -69,8 +69,8 @@ def test_new_pooled_projector_registered_in_the_real_snapshot(realmm_snapshot, r
     class is registered next to the new encoder in the same real registry file (both entries kept, lines only
     added), reads back from the real tree as what the weights show, and a real example's model JSON selecting it
     passes the static config check. Building it needs megatron (the real MultiModalModule): G1 names that."""
-    from msmigrate.agent.gates.megatron_new_projector_gate import new_projector_record
-    from msmigrate.agent.megatron_new_projector import design_projector
+    from msmigrate.agent.routes.megatron.gates.new_projector_gate import new_projector_record
+    from msmigrate.agent.routes.megatron.new_projector import design_projector
     from msmigrate.testbeds.fixtures import build_source
     from msmigrate.tools.megatron.projector_structure import projector_structures
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from msmigrate.agent.gates.megatron_imports_gate import megatron_imports_record
+from msmigrate.agent.routes.megatron.gates.imports_gate import megatron_imports_record
 from msmigrate.tools.megatron.config_check import check_megatron_config, definition_paths
 from msmigrate.tools.megatron.converter_roundtrip import target_converter_roundtrip
 from msmigrate.tools.megatron.launch_script import parse_launch_script

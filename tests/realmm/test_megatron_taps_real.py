@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from msmigrate.agent.megatron_components import match_components, weight_names
+from msmigrate.agent.routes.megatron.components import match_components, weight_names
 from msmigrate.tools.megatron.converter_roundtrip import target_converter_roundtrip
 from msmigrate.tools.megatron.encoder_structure import weight_shapes
 

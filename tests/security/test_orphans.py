@@ -3,6 +3,7 @@ group whose supervisor was killed too."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -136,3 +137,60 @@ def test_reaper_leaves_a_recycled_pid_alone(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+@pytest.mark.integration
+def test_resume_ends_every_rank_when_agent_and_supervisor_were_killed(tmp_path):
+    """kill -9 of the launch supervisor and then of the agent during a real torchrun launch: torchrun and its ranks
+    (each in a session of its own, outside the recorded group) keep running. The resumed agent's launch must end
+    every one of them before it relaunches, and the relaunched ranks must find none of the old ones alive."""
+    target = tmp_path / "tgt"
+    (target / "examples" / "m").mkdir(parents=True)
+    run_dir, pids, alone, relaunch = tmp_path / "run", tmp_path / "pids", tmp_path / "alone", tmp_path / "relaunch"
+    (target / "rank.py").write_text(textwrap.dedent(f"""\
+        import json, os, time
+        if not os.path.exists({str(relaunch)!r}):
+            open({str(pids)!r}, "a").write(f"{{os.getpid()}}\\n")
+            time.sleep(300)
+        old = [int(x) for x in open({str(relaunch)!r}).read().split()]  # the first launch's, as the test saw them
+        def alive(pid):
+            try:
+                return open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+            except OSError:
+                return False
+        open({str(alone)!r}, "a").write(json.dumps({{"pid": os.getpid(), "old_alive": [p for p in old if alive(p)]}}) + "\\n")
+        """))
+    (target / "examples/m/finetune_m.sh").write_text(
+        f"echo $$ >> {pids}\n{sys.executable} -m torch.distributed.run --nproc_per_node 2 --master_port $MASTER_PORT "
+        f"{target / 'rank.py'}\n")
+    launch_code = f"""
+        from pathlib import Path
+        from msmigrate.core.run_context import RunContext
+        from msmigrate.tools.launcher import LaunchSpec, launch
+        from msmigrate.tools.launcher.device import DeviceInfo
+        ctx = RunContext(run_id="orph", run_dir=Path({str(run_dir)!r}), source=Path("/nonexistent"),
+                         target=Path({str(target)!r}), model_name="m")
+        res = launch(ctx, LaunchSpec(gate="G6", script="examples/m/finetune_m.sh", nproc=2, device="cpu",
+                                     timeout_s=240), device_info=DeviceInfo(kind="cpu", count=0))
+    """
+    agent = start_agent(launch_code, tmp_path)
+    old = wait_for_pids(pids, 3)  # bash + two ranks
+    (first,) = records.read_launches(run_dir)
+    os.kill(first.pid, signal.SIGKILL)  # the supervisor first: nothing is left to stop the group
+    time.sleep(0.5)
+    agent.send_signal(signal.SIGKILL)
+    agent.wait()
+    time.sleep(1.0)
+    assert all(alive(p) for p in old), "the scenario needs survivors: the ranks outlived agent + supervisor"
+
+    relaunch.write_text(" ".join(map(str, old)))  # the resumed agent relaunches the same launch; its ranks report what they find
+    resumed = start_agent(launch_code, tmp_path)
+    assert resumed.wait(timeout=240) == 0
+    assert wait_gone(old, timeout=1) == [], "a rank of the interrupted launch survived the resume"
+    seen = [json.loads(ln) for ln in alone.read_text().splitlines()]
+    assert len(seen) == 2 and all(s["old_alive"] == [] for s in seen), seen  # the relaunch ran alone
+    interrupted = [r for r in records.read_launches(run_dir) if r.attempt == 1]
+    assert interrupted[0].status == "interrupted"
+    finished = [json.loads(ln) for ln in (run_dir / records.JOURNAL).read_text().splitlines()
+                if '"finished"' in ln and '"attempt": 1' in ln]
+    assert set(old) <= set(finished[0]["ended_pids"])

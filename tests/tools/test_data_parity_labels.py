@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import msmigrate
-from msmigrate.agent.gates.parity import data_parity_record, label_alignment_problems
+from msmigrate.agent.routes.fsdp2.gates.parity import data_parity_record, label_alignment_problems
 from msmigrate.knowledge.classifier import classify
 
 sys.path.insert(0, str(Path(msmigrate.__file__).parent / "tools" / "probes"))

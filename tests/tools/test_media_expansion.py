@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from msmigrate.agent.data_contract import architecture_kind, derive_contract
+from msmigrate.agent.routes.fsdp2.data_contract import architecture_kind, derive_contract
 from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion
 
 

@@ -42,7 +42,7 @@ def test_required_inputs_the_batch_lacks_are_named(tmp_path):
 
 
 def test_a_not_comparable_record_says_why_in_the_gate_summary():
-    from msmigrate.agent.gates.parity import parity_summary
+    from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary
 
     record = {"status": "not_comparable", "why_not": "the source's own forward requires ['pixel_values']",
               "eager": {"max_abs_dlogit": None, "dloss": None}, "meta": {}}

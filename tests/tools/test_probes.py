@@ -313,7 +313,7 @@ def test_module_tree_reads_ties_from_the_built_model(tmp_path, tiny_qwen2vl):
     ties); the tie is read from the built model, so a draft config does not give the shared weight two FSDP units."""
     from transformers import Gemma3TextConfig
 
-    from msmigrate.agent.draft_config import tied_embeddings
+    from msmigrate.agent.routes.fsdp2.draft_config import tied_embeddings
 
     Gemma3TextConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                      num_key_value_heads=1, head_dim=16, vocab_size=128,

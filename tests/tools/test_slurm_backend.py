@@ -336,14 +336,14 @@ def _gate_deps(tmp_path: Path, backend: str):
     spec = RunSpec.model_validate({"source": "s", "target": "t", "model_name": "m1", "launch": {
         "backend": backend, "device": "cpu", "nnodes": 2, "slurm": {"partition": "debug"}}})
     ctx = RunContext(run_id="r", run_dir=tmp_path / "run", source=tmp_path, target=tmp_path, model_name="m1")
-    return SimpleNamespace(spec=spec, ctx=ctx, emit=lambda *a, **k: None)
+    return SimpleNamespace(spec=spec, ctx=ctx, emit=lambda *a, **k: None, idle_s=0.0)
 
 
 @pytest.mark.parametrize("backend", ["slurm", "local"])
 def test_batch_launch_slots_only_for_local_launches(tmp_path, monkeypatch, backend):
     import fcntl
 
-    from msmigrate.agent.gates import training
+    from msmigrate.agent.routes.fsdp2.gates import training
     from msmigrate.agent.launch_slots import slot_env
     from msmigrate.core.tool_result import ToolResult
 

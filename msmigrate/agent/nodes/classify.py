@@ -34,8 +34,9 @@ MAX_LEXICAL_SHOWN = 2
 MAX_WARNINGS_SHOWN = 5
 # Whether the LLM may override a tentative deterministic answer (a regex hit among equal rivals or read from a
 # condition, a lexical vote) and not only answer abstentions. Off: measured with a blind player on the real-log
-# corpus (scripts/knowledge_accuracy.py, answers in knowledge/real_logs/llm_stage_answers_review.json), reviewing
-# changed one of the two tentative tuning answers, from right to wrong, and none of the held-out ones (README).
+# corpus (scripts/knowledge_accuracy.py, answers in evals/real_logs/llm_stage_answers_review.json), reviewing
+# changed one of the two tentative tuning answers, from right to wrong, and none of the held-out ones
+# (benchmarks/RESULTS.md).
 REVIEW_TENTATIVE = False
 # How sure a context rule is (failure_context.py): a frame in the run's own code, the YAML loader's error, a key named
 # in the error line and a host errno say whose artifact it is; the last change only says what changed before it.

@@ -24,9 +24,9 @@ from typing import Any
 
 from msmigrate.agent.backend_route import MEGATRON, choose_backend
 from msmigrate.agent.chat_format import ChatFormat, ChatFormatError, derive_chat_format
-from msmigrate.agent.data_contract import GENERIC_COLLATOR_EXTRAS, architecture_kind, derive_contract
+from msmigrate.agent.routes.fsdp2.data_contract import GENERIC_COLLATOR_EXTRAS, architecture_kind, derive_contract
 from msmigrate.agent.deps import RunDeps
-from msmigrate.agent.megatron_plan import make_megatron_plan
+from msmigrate.agent.routes.megatron.plan import make_megatron_plan
 from msmigrate.agent.similar_case import remote_code_build_path
 from msmigrate.agent.state import EXIT_UNSUPPORTED
 from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion

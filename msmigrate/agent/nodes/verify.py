@@ -24,7 +24,7 @@ def apply_launch_edits(deps: RunDeps, edits: dict[str, Any]) -> None:
 
 def make_verify_node(deps: RunDeps):
     def node(state: dict[str, Any]) -> dict[str, Any]:
-        reason = exhausted(state, deps.spec.budgets)
+        reason = exhausted(state, deps.spec.budgets, deps.idle_s)
         if reason:
             return {"phase": "report", "exit_status": EXIT_BUDGET, "exit_detail": f"{reason} (before verify)"}
         shown = deps.spec.launch.model_dump(exclude={"slurm"} if deps.spec.launch.backend == "local" else None)

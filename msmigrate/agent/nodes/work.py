@@ -193,7 +193,7 @@ def make_work_node(deps: RunDeps, phase: str):
             if update.get("exit_status"):
                 return update
             return {**run_gates(deps, {**state, **update}, phase), **update}
-        reason = exhausted(state, deps.spec.budgets)
+        reason = exhausted(state, deps.spec.budgets, deps.idle_s)
         if reason:
             return {"phase": "report", "exit_status": EXIT_BUDGET, "exit_detail": f"{reason} (in phase {phase})"}
         if state.get("finish_request"):  # the policy called finish_phase: the gate decides, no new decision

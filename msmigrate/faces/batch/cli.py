@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from msmigrate.faces.chat.render import make_console
 
@@ -29,6 +31,13 @@ def batch(
         console.print(f"[red]{result.error}[/]")
         raise typer.Exit(2)
     console.print(markdown(result.summary))
+    if result.interrupted:
+        again = ["msmigrate", "batch", str(manifest), "--jobs", str(jobs), "--launch-jobs", str(launch_jobs),
+                 "--batch-dir", str(Path(out_dir).resolve())]
+        console.print("[yellow]interrupted[/]: the stopped items resume from their checkpoints with: "
+                      + escape(shlex.join(again)), highlight=False)
+        print(json.dumps(result.summary, indent=2, default=str))
+        raise typer.Exit(130)
     console.print(f"summary: {Path(out_dir).resolve() / 'summary.json'}")
     print(json.dumps(result.summary, indent=2, default=str))
     raise typer.Exit(0 if result.summary["succeeded"] == result.summary["total"] else 1)

@@ -28,4 +28,5 @@ def item_progress(trajectory: Path) -> dict[str, Any]:
             gates[rec.get("gate")] = bool(rec.get("passed"))
         if rec.get("kind") == "exit":
             phase = "done"
-    return {"phase": phase, "gates": [g for g, ok in sorted(gates.items()) if ok]}
+    return {"phase": phase, "gates": [g for g, ok in sorted(gates.items()) if ok],
+            "failed": [g for g, ok in sorted(gates.items()) if not ok]}

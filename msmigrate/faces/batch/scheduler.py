@@ -10,6 +10,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,22 +22,25 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from msmigrate.agent.state import EXIT_STOPPED
 from msmigrate.faces.batch.item import item_lock
 from msmigrate.faces.batch.manifest import BatchItem, load_manifest
 from msmigrate.faces.batch.progress import item_progress
 from msmigrate.agent.launch_slots import slot_env
-from msmigrate.faces.batch.state import BatchState, ItemState
+from msmigrate.faces.batch.state import BatchState, ItemState, new_item_run_id
 from msmigrate.faces.batch.summary import write_summary
 from msmigrate.faces.chat.render import make_console
 
 # Headroom over the spec's own wall budget before the batch kills an item process (the run stops itself first).
 KILL_MARGIN_S = 600.0
+ENDED = ("done", "interrupted")  # an item process has ended with one of these
 
 
 @dataclass
 class BatchResult:
     summary: dict[str, Any]
     error: str | None = None
+    interrupted: bool = False  # Ctrl-C: the items it stopped resume when the same command runs again
 
 
 def _wait_for_survivor(result_file: Path, say) -> bool:
@@ -58,7 +62,8 @@ def _wait_for_survivor(result_file: Path, say) -> bool:
 
 
 def _run_one(item: BatchItem, state: BatchState, batch_dir: Path, env: dict[str, str],
-             say=lambda text: None) -> None:
+             say=lambda text: None, procs: dict[str, subprocess.Popen] | None = None,
+             stop: threading.Event | None = None) -> None:
     st = state.update(item.id, status="running", started=time.time())
     spec_file = batch_dir / "specs" / f"{item.id}.yaml"
     result_file = batch_dir / "results" / f"{st.run_id}.json"
@@ -69,22 +74,40 @@ def _run_one(item: BatchItem, state: BatchState, batch_dir: Path, env: dict[str,
         return
     argv = [sys.executable, "-m", "msmigrate.faces.batch.item", str(spec_file), st.run_id, str(batch_dir / "runs"),
             str(result_file)]
+    limit = item.spec.budgets.wall_seconds + KILL_MARGIN_S
     with open(log_file, "a") as log:
         log.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(argv)}\n")
         log.flush()
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
+        if procs is not None:
+            procs[item.id] = proc  # the batch stops it on Ctrl-C
+        if stop is not None and stop.is_set():  # Ctrl-C came while it was starting
+            proc.terminate()
         try:
-            rc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
-                                timeout=item.spec.budgets.wall_seconds + KILL_MARGIN_S).returncode
+            rc: int | None = proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
-            rc = -9
-    _record(item, state, result_file, rc, log_file)
+            proc.kill()
+            proc.wait()
+            rc = None
+    _record(item, state, result_file, rc, log_file, limit)
 
 
-def _record(item: BatchItem, state: BatchState, result_file: Path, rc: int, log_file: Path) -> None:
+def _record(item: BatchItem, state: BatchState, result_file: Path, rc: int | None, log_file: Path,
+            limit: float = 0.0) -> None:
+    """The item's outcome. A run stopped by the user, or an item process ended by a signal (Ctrl-C of the batch,
+    which reaches the items too; a kill) proved nothing either way: the item stays ``interrupted`` and the next
+    batch run resumes it from its checkpoint. A process that ran past the wall budget is done (error)."""
     if result_file.is_file():
         result = yaml.safe_load(result_file.read_text())  # JSON is YAML
-        state.update(item.id, status="done", ended=time.time(), exit_status=result.get("exit_status"),
+        status = "interrupted" if result.get("exit_status") == EXIT_STOPPED else "done"
+        state.update(item.id, status=status, ended=time.time(), exit_status=result.get("exit_status"),
                      exit_detail=result.get("exit_detail", ""), result=result)
+    elif rc is None:
+        state.update(item.id, status="done", ended=time.time(), exit_status="error",
+                     exit_detail=f"item process killed after {limit:.0f} s (wall budget + margin); see {log_file}")
+    elif rc < 0:
+        state.update(item.id, status="interrupted", ended=time.time(), exit_status="interrupted",
+                     exit_detail=f"item process ended by signal {-rc}; a re-run of the batch resumes it")
     else:
         state.update(item.id, status="done", ended=time.time(), exit_status="error",
                      exit_detail=f"item process ended with code {rc} and no result; see {log_file}")
@@ -124,9 +147,11 @@ def run_batch(manifest_path: Path, batch_dir: Path, *, jobs: int = 2, launch_job
         st = state.get(it.id)
         if redo and st.status != "pending":
             st = state.update(it.id, status="pending", attempt=st.attempt + 1, exit_status=None, exit_detail="",
-                              result={}, started=None, ended=None)
+                              result={}, started=None, ended=None, run="")
         if st.status == "done":
             continue
+        if not st.run and st.status == "pending":  # a fresh attempt: its own run id, never one in use elsewhere
+            st = state.update(it.id, run=new_item_run_id(it.id, st.attempt))
         spec = it.spec.model_copy(update={"approval": False})  # nobody to ask in a batch
         (batch_dir / "specs" / f"{it.id}.yaml").write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
         todo.append(it)
@@ -135,31 +160,53 @@ def run_batch(manifest_path: Path, batch_dir: Path, *, jobs: int = 2, launch_job
     console.print(f"batch {batch_dir}: {len(items)} items, {skipped} already done, {len(todo)} to run "
                   f"({jobs} agent slots, {launch_jobs} launch slots)")
     env = {**os.environ, **slot_env(batch_dir / "launch_slots", launch_jobs)}
+    procs: dict[str, subprocess.Popen] = {}
+    interrupted, stop = False, threading.Event()
     with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="batch-item") as pool:
         say = lambda text: console.print(f"  {text}")  # noqa: E731
-        futures = [pool.submit(_run_one, it, state, batch_dir, env, say) for it in todo]
-        if console.is_terminal:
-            with Live(_table(items, state, batch_dir), console=console, refresh_per_second=2) as live:
-                while not all(f.done() for f in futures):
-                    time.sleep(0.5)
-                    live.update(_table(items, state, batch_dir))
-                live.update(_table(items, state, batch_dir))
-        else:
-            reported: set[str] = set()
-            while True:
-                for it in todo:
-                    st = state.get(it.id)
-                    key = f"{it.id}:{st.status}"
-                    if key not in reported:
-                        reported.add(key)
-                        console.print(f"  {it.id} ({st.run_id}): {st.status}"
-                                      + (f" → {st.exit_status}" if st.status == "done" else ""))
-                if all(f.done() for f in futures) and all(f"{it.id}:done" in reported for it in todo):
-                    break
-                time.sleep(0.5)
+        futures = [pool.submit(_run_one, it, state, batch_dir, env, say, procs, stop) for it in todo]
+        try:
+            _show_progress(items, todo, futures, state, batch_dir, console)
+        except KeyboardInterrupt:
+            interrupted = True
+            stop.set()
+            for fut in futures:
+                fut.cancel()  # items not started yet stay pending
+            for proc in list(procs.values()):  # a Ctrl-C sent to the batch alone reaches its items here
+                if proc.poll() is None:
+                    proc.terminate()
+            console.print("  interrupted: stopping the running items (each resumes from its checkpoint)")
+            for fut in futures:
+                if not fut.cancelled():
+                    fut.exception()  # wait for the item to be recorded
         for f in futures:
-            f.result()  # a supervisor thread's own bug should surface, not vanish
+            if not f.cancelled():
+                f.result()  # a supervisor thread's own bug should surface, not vanish
     summary = write_summary(batch_dir, [state.get(it.id) for it in items])
     fcntl.flock(lock, fcntl.LOCK_UN)
     lock.close()
-    return BatchResult(summary)
+    return BatchResult(summary, interrupted=interrupted)
+
+
+def _show_progress(items: list[BatchItem], todo: list[BatchItem], futures: list, state: BatchState,
+                   batch_dir: Path, console: Console) -> None:
+    """Until every item's process has ended: a live table on a terminal, one line per status change elsewhere."""
+    if console.is_terminal:
+        with Live(_table(items, state, batch_dir), console=console, refresh_per_second=2) as live:
+            while not all(f.done() for f in futures):
+                time.sleep(0.5)
+                live.update(_table(items, state, batch_dir))
+            live.update(_table(items, state, batch_dir))
+        return
+    reported: set[str] = set()
+    while True:
+        for it in todo:
+            st = state.get(it.id)
+            key = f"{it.id}:{st.status}"
+            if key not in reported:
+                reported.add(key)
+                console.print(f"  {it.id} ({st.run_id}): {st.status}"
+                              + (f" → {st.exit_status}" if st.status == "done" else ""))
+        if all(f.done() for f in futures) and all(state.get(it.id).status in ENDED for it in todo):
+            break
+        time.sleep(0.5)

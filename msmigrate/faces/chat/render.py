@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from msmigrate.agent.report import GATE_TITLES
+from msmigrate.core.text_clip import clip
 
 # Width a console gets when it writes to a pipe, file or CI log: wide enough that no table row is ever folded.
 _UNWRAPPED_WIDTH = 100_000
@@ -72,7 +73,7 @@ class EventPrinter:
             c.print(f"  gate {data.get('gate')} running …")
         elif kind == "gate_end":
             mark = "[green]PASS[/]" if data.get("passed") else "[red]FAIL[/]"
-            c.print(f"  gate {data.get('gate')} {mark} {escape(str(data.get('summary', ''))[:200])}")
+            c.print(f"  gate {data.get('gate')} {mark} {escape(clip(data.get('summary', ''), 200))}")
         elif kind == "classify":
             c.print(f"  classify {data.get('gate')} → case {data.get('case_id')} (owner {data.get('owner')}) "
                     f"→ back to {data.get('route')}")
@@ -104,7 +105,7 @@ def gates_table(state: dict[str, Any]) -> Table:
             rec = earlier
         else:
             result = "PASS" if rec.get("passed") else "FAIL"
-        table.add_row(name, title, result, escape(str((rec or {}).get("summary", ""))[:120]))
+        table.add_row(name, title, result, escape(clip((rec or {}).get("summary", ""), 120)))
     return table
 
 

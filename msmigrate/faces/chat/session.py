@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shlex
 import signal
 import sys
 import threading
@@ -35,12 +36,18 @@ APPROVE_WORDS = {"approve", "a", "y", "yes", "ok", "go"}
 REJECT_WORDS = {"reject", "r", "n", "no"}
 
 
-def parse_edit(arg: str, current: dict[str, Any] | None = None) -> dict[str, Any] | str:
+def parse_edit(arg: str | list[str], current: dict[str, Any] | None = None) -> dict[str, Any] | str:
     """``key=value …`` → launch overrides (values parsed as YAML scalars), or the reason they are not valid: the
     edited launch settings must pass the same checks a spec's do (``gate_train_iters`` ≥ the gate minimum,
-    ``nproc_per_node`` ≥ 1, ``nnodes`` an integer …)."""
+    ``nproc_per_node`` ≥ 1, ``nnodes`` an integer …). A line is split like a shell does (a quoted value keeps
+    its spaces); a list (one ``--set`` each) is taken item by item."""
+    if isinstance(arg, str):
+        try:
+            arg = shlex.split(arg)
+        except ValueError as exc:
+            return f"cannot read the edit: {exc}"
     edits: dict[str, Any] = {}
-    for item in arg.split():
+    for item in arg:
         key, sep, value = item.partition("=")
         if not sep:
             return f"expected KEY=VALUE, got {item!r}"

@@ -26,8 +26,9 @@ def eval_cmd(
 ) -> None:
     """Score a policy on known models: hard checks, soft measures, pass@k, leaderboard (JSON + Markdown)."""
     from msmigrate.agent.config import Settings
+    from msmigrate.faces.eval.progress import TrialWatch
     from msmigrate.faces.eval.leaderboard import build_entry, leaderboard_markdown, tasks_markdown, update_leaderboard
-    from msmigrate.faces.eval.runner import EvalConfig, run_suite
+    from msmigrate.faces.eval.runner import EvalConfig, default_run, run_suite
     from msmigrate.faces.eval.suite import load_suite
 
     console = make_console(stderr=True)
@@ -40,11 +41,15 @@ def eval_cmd(
     console.print(f"suite {loaded.name}: {len(loaded.tasks)} tasks × {k} trials, policy {policy} → {workdir}")
 
     total, seen = len(loaded.tasks) * k, [0]
+    # between "started" and the verdict: the run's phase and gates as they happen
+    watch = TrialWatch(lambda line: console.print(f"    {line}", markup=False, highlight=False))
 
     def started(task_id, trial, run_id, run_dir) -> None:
         console.print(f"  [{seen[0] + 1}/{total}] {task_id} trial {trial}: started, run {run_id} → {run_dir}")
+        watch.start(f"{task_id} trial {trial}", run_dir)
 
     def show(score) -> None:
+        watch.stop()
         seen[0] += 1
         failed = [c.name for c in score.checks if not c.passed]
         mark = "[green]PASS[/]" if score.passed else "[red]FAIL[/]"
@@ -53,7 +58,8 @@ def eval_cmd(
 
     cfg = EvalConfig(policy=policy, trials=k, workdir=workdir / f"{loaded.name}-{policy}", replay_dir=replay_dir,
                      redo=redo)
-    scores = run_suite(loaded, cfg, on_trial=show, on_start=started)
+    scores = run_suite(loaded, cfg, on_trial=show, on_start=started,
+                       run_fn=lambda spec, run_id, settings: default_run(spec, run_id, settings, on_event=watch.event))
     name = label or (f"{policy}:{Settings().llm_model}" if policy == "llm" else policy)
     entry = build_entry(name, loaded.name, policy, scores, k)
     leaderboard.parent.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,18 @@ def _spread(values: list[float]) -> dict[str, float]:
             "min": round(min(values), 2), "max": round(max(values), 2)}
 
 
+def _counts(statuses) -> dict[str, int]:
+    """Trials per exit status (``none``: the run left no evidence.json — it crashed or was killed)."""
+    out: dict[str, int] = {}
+    for status in statuses:
+        out[str(status or "none")] = out.get(str(status or "none"), 0) + 1
+    return dict(sorted(out.items()))
+
+
+def exits_cell(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} ×{v}" for k, v in counts.items()) or "—"
+
+
 def aggregate_task(scores: list[TrialScore], k: int) -> dict[str, Any]:
     n, c = len(scores), sum(1 for s in scores if s.passed)
     checks: dict[str, int] = {}
@@ -44,6 +56,7 @@ def aggregate_task(scores: list[TrialScore], k: int) -> dict[str, Any]:
         "check_pass_rate": {name: round(v / n, 3) for name, v in checks.items()} if n else {},
         "first_failing_gate": max(set(fails), key=fails.count) if fails else None,
         "exit_statuses": sorted({str(s.exit_status) for s in scores}),
+        "exit_status_counts": _counts(s.exit_status for s in scores),
         "soft": {key: _spread([s.soft.get(key, 0.0) for s in scores]) for key in SOFT_KEYS},
     }
 
@@ -59,6 +72,7 @@ def build_entry(label: str, suite: str, policy: str, scores: list[TrialScore], k
         "pass@1": round(sum(t["pass@1"] for t in tasks.values()) / n_tasks, 3),
         f"pass@{k}": round(sum(t[f"pass@{k}"] for t in tasks.values()) / n_tasks, 3),
         "solved": sum(1 for t in tasks.values() if t["passed"] > 0),
+        "exit_status_counts": _counts(s.exit_status for s in scores),
         **{f"mean_{key}": round(statistics.fmean([s.soft.get(key, 0.0) for s in scores]), 2) if scores else 0.0
            for key in SOFT_KEYS},
     }
@@ -77,27 +91,28 @@ def update_leaderboard(path: Path, entry: dict[str, Any]) -> list[dict[str, Any]
 
 
 def leaderboard_markdown(entries: list[dict[str, Any]]) -> str:
-    lines = ["| rank | label | suite | tasks | pass@1 | pass@k (k) | solved | launches | steps | tool calls | tokens | wall s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| rank | label | suite | tasks | pass@1 | pass@k (k) | solved | launches | steps | tool calls | tokens | wall s "
+             "| exit statuses |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, e in enumerate(entries, 1):
         o, k = e["overall"], e["k"]
         lines.append(f"| {i} | {e['label']} | {e['suite']} | {o['tasks']} | {o['pass@1']:.2f} | {o[f'pass@{k}']:.2f} "
                      f"({k}) | {o['solved']}/{o['tasks']} | {o['mean_launches']} | {o['mean_policy_steps']} | "
-                     f"{o['mean_tool_calls']} | {o['mean_tokens']} | {o['mean_wall_s']} |")
+                     f"{o['mean_tool_calls']} | {o['mean_tokens']} | {o['mean_wall_s']} | "
+                     f"{exits_cell(o.get('exit_status_counts') or {})} |")
     return "\n".join(lines) + "\n"
 
 
 def tasks_markdown(entry: dict[str, Any]) -> str:
     k = entry["k"]
     extra = [f"pass@{k}"] if k > 1 else []  # with one trial pass@k is pass@1
-    head = ["task", "passed/trials", "pass@1", *extra, "first failing gate", "failed checks", "launches",
-            "steps", "wall s (±)"]
+    head = ["task", "passed/trials", "pass@1", *extra, "exit status", "first failing gate", "failed checks",
+            "launches", "steps", "wall s (±)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for tid, t in sorted(entry["tasks"].items()):
         failed = [n for n, rate in t["check_pass_rate"].items() if rate < 1.0]
         wall = t["soft"]["wall_s"]
         cells = [tid, f"{t['passed']}/{t['trials']}", f"{t['pass@1']:.2f}", *[f"{t[c]:.2f}" for c in extra],
-                 t["first_failing_gate"] or "—", ", ".join(failed) or "—", str(t["soft"]["launches"]["mean"]),
+                 exits_cell(t.get("exit_status_counts") or {}), t["first_failing_gate"] or "—", ", ".join(failed) or "—", str(t["soft"]["launches"]["mean"]),
                  str(t["soft"]["policy_steps"]["mean"]), f"{wall['mean']} (±{wall['std']})"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

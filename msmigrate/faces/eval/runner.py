@@ -22,8 +22,9 @@ from msmigrate.faces.eval.suite import EvalTask, Suite
 RunFn = Callable[[RunSpec, str, Settings], dict[str, Any]]
 
 
-def default_run(spec: RunSpec, run_id: str, settings: Settings) -> dict[str, Any]:
-    with start_run(settings, spec=spec, run_id=run_id) as run:
+def default_run(spec: RunSpec, run_id: str, settings: Settings,
+                on_event: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    with start_run(settings, spec=spec, run_id=run_id, on_event=on_event) as run:
         return run.drive()
 
 

@@ -206,13 +206,20 @@ def check_decline(evidence: dict[str, Any]) -> Check:
     return Check("declined_honestly", ok, f"exit {status}: {detail[:200]}" + (f"; gates run: {ran}" if ran else ""))
 
 
+def first_failing_gate(evidence: dict[str, Any]) -> str | None:
+    """The first gate that ran and failed. A gate that never ran did not fail: a run that declined at the plan or
+    stopped before a gate has none (its exit status says what happened)."""
+    gates = evidence.get("gates") or {}
+    return next((g for g in ALL_GATES if g in gates and not (gates[g] or {}).get("passed")), None)
+
+
 def score_run_dir(run_dir: Path, expect: dict[str, str], *, task_id: str = "", trial: int = 0,
                   validate: Validator = default_validator, wall_s: float | None = None) -> TrialScore:
     run_dir = Path(run_dir)
     run_id = run_dir.name
     ev_file, spec_file = run_dir / "evidence.json", run_dir / "spec.yaml"
     if not ev_file.is_file() or not spec_file.is_file():
-        return TrialScore(task_id, trial, run_id, None, False, "G0", [Check("gates_green", False, "no evidence.json")],
+        return TrialScore(task_id, trial, run_id, None, False, None, [Check("gates_green", False, "no evidence.json")],
                           soft_measures({}, run_dir / "trajectory.jsonl", wall_s), error=f"{run_dir} has no evidence.json")
     try:
         evidence = json.loads(ev_file.read_text())
@@ -239,8 +246,7 @@ def score_run_dir(run_dir: Path, expect: dict[str, str], *, task_id: str = "", t
     checks = [check_gates(evidence), check_parity(evidence), clean, weak,
               check_scope(edited_files(spec.target, run_id), ctx.editable_paths),
               *check_facts(expect, plan, config)]
-    gates = evidence.get("gates") or {}
-    first_fail = next((g for g in ALL_GATES if not (gates.get(g) or {}).get("passed")), None)
+    first_fail = first_failing_gate(evidence)
     return TrialScore(task_id, trial, run_id, evidence.get("exit_status"), all(c.passed for c in checks), first_fail,
                       checks, soft_measures(evidence, run_dir / "trajectory.jsonl", wall_s))
 
@@ -257,7 +263,6 @@ def score_megatron(evidence: dict[str, Any], expect: dict[str, str], spec: RunSp
     checks = [*check_route(expect, plan), check_static_gates(evidence), check_honest_exit(evidence),
               check_delivered(plan, show), *([new] if new else []),
               check_scope(edited_files(spec.target, run_id), editable)]
-    gates = evidence.get("gates") or {}
-    first_fail = next((g for g in ALL_GATES if not (gates.get(g) or {}).get("passed")), None)
+    first_fail = first_failing_gate(evidence)
     return TrialScore(task_id, trial, run_id, evidence.get("exit_status"), all(c.passed for c in checks), first_fail,
                       checks, soft)

@@ -2,6 +2,8 @@
 
 Per attempt: ``started`` (written BEFORE spawning), ``spawned`` (pid), ``finished`` (exit code, status, summary).
 Slurm launches write ``submitted`` (job id, right after sbatch) and ``running`` (node list) instead of ``spawned``.
+A local attempt's ``started`` carries its environment tag and ``processes`` events list each (pid, start time) of
+its process tree when first seen (``processes.py``): a resume finds every rank again, not only the process group.
 A ``started`` without ``finished`` is an interrupted launch (the agent died mid-run); a ``finished`` one with the same
 key is reused instead of relaunched (DESIGN decision 8).
 """
@@ -71,6 +73,10 @@ class LaunchRecord:
     nodes: str | None = None
     job_state: str | None = None
     script_path: str | None = None
+    # local: the attempt's environment tag and its process tree as journaled (pid, start time)
+    tag: str | None = None
+    processes: list[list] = field(default_factory=list)
+    left_alive: list[int] = field(default_factory=list)  # set by the reaper: pids that outlived SIGKILL
 
     @property
     def finished(self) -> bool:
@@ -96,10 +102,12 @@ def read_launches(run_dir: Path) -> list[LaunchRecord]:
                 gate=ev.get("gate"), argv=ev.get("argv", []), env=ev.get("env", {}), cwd=ev.get("cwd"),
                 config_path=ev.get("config_path"), log_path=ev.get("log_path"), device=ev.get("device"),
                 started_at=ev.get("ts"), backend=ev.get("backend", "local"), job_name=ev.get("job_name"),
-                script_path=ev.get("script_path"),
+                script_path=ev.get("script_path"), tag=ev.get("tag"),
             )
         elif key in records and kind == "spawned":
             records[key].pid = ev.get("pid")
+        elif key in records and kind == "processes":
+            records[key].processes.extend(ev.get("pids") or [])
         elif key in records and kind in ("submitted", "running"):
             rec = records[key]
             rec.job_id = ev.get("job_id", rec.job_id)

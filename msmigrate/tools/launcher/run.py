@@ -22,7 +22,7 @@ import yaml
 
 from msmigrate.core.tool_result import ToolResult
 from msmigrate.core.run_context import RunContext
-from msmigrate.tools.launcher import records
+from msmigrate.tools.launcher import processes, records
 from msmigrate.tools.launcher.command import (
     Command, LaunchSpec, build_command, deep_merge, device_overrides, expand_dotted, free_port, launch_key,
 )
@@ -66,10 +66,14 @@ def reap_interrupted(run_dir: Path, keep: tuple[str, int] | None = None,
                      slurm_key: str | None = None) -> list[records.LaunchRecord]:
     """Close the journal entries of launches whose agent died mid-run (kill -9, reboot).
 
-    The job ran in its own session, so it may still be alive (normally its supervisor stopped it when the agent
-    died; this is the second net): if the recorded pid still runs the recorded argv (checked via /proc, so a
-    recycled pid is left alone), or is gone while members of its group remain, its whole process group is killed; a Slurm job still queued
-    or running is cancelled. Each such attempt gets a ``finished`` event with status ``interrupted`` (retryable).
+    The job may still be alive (normally its supervisor stopped it when the agent died; this is the second net).
+    Every process of a local attempt is found and ended (``processes``): those carrying the attempt's environment
+    tag, those journaled in its process tree (same start time, so a recycled pid is left alone), and the members of
+    its process group when the recorded leader still runs the recorded argv or is gone while members remain —
+    torchrun's ranks live in sessions of their own, so the group alone would miss them. A Slurm job still queued or
+    running is cancelled. Each such attempt gets a ``finished`` event with status ``interrupted`` (retryable),
+    naming the pids it ended; pids that outlived SIGKILL are kept in ``rec.left_alive`` (the caller must not
+    relaunch next to them).
     ``keep`` = (launch_id, attempt) of a Slurm attempt the caller re-attaches to instead. With ``slurm_key`` only
     the Slurm attempts of that launch are reaped: the orphaned jobs of other launches are left to the launches that
     re-attach to them (a resumed run asks for them again), or end at their own ``--time`` limit."""
@@ -79,14 +83,17 @@ def reap_interrupted(run_dir: Path, keep: tuple[str, int] | None = None,
             continue
         if rec.backend == "slurm" and slurm_key is not None and rec.launch_key != slurm_key:
             continue
-        note = None
+        note, extra = None, {}
         if rec.backend == "slurm":
             note = _cancel_orphan_job(rec)
-        elif rec.pid is not None and _group_is_ours(rec.pid, rec.argv):
-            kill_group(rec.pid)
+        else:
+            group = group_members(rec.pid) if rec.pid is not None and _group_is_ours(rec.pid, rec.argv) else []
+            ended, left = processes.end(processes.find(rec.tag, rec.processes, group))
+            rec.left_alive = left
+            extra = {"ended_pids": ended, **({"left_alive": left} if left else {})}
         records.append_event(run_dir, {"event": "finished", "launch_id": rec.launch_id, "attempt": rec.attempt,
                                        "exit_code": None, "status": "interrupted", "summary": None,
-                                       "job_id": rec.job_id, **({"note": note} if note else {})})
+                                       "job_id": rec.job_id, **extra, **({"note": note} if note else {})})
         reaped.append(rec)
     return reaped
 
@@ -196,7 +203,12 @@ def launch(
     done = None if spec.force else records.find_finished_launch(ctx.run_dir, key)
     attach = _attachable(ctx.run_dir, key) if slurm is not None and done is None else None
     # a previous agent died mid-launch: make sure its job is gone first (unless it is the job re-attached to)
-    reap_interrupted(ctx.run_dir, keep=(attach[0].launch_id, attach[0].attempt) if attach else None, slurm_key=key)
+    reaped = reap_interrupted(ctx.run_dir, keep=(attach[0].launch_id, attach[0].attempt) if attach else None,
+                              slurm_key=key)
+    left = sorted({pid for rec in reaped for pid in rec.left_alive})
+    if left:  # never two trainings in one checkpoint folder
+        return ToolResult.failure(f"processes of an interrupted launch outlived SIGKILL (pids {left}); not launching "
+                                  "next to them — end them, then resume", status="interrupted", left_alive=left)
     if done is not None:
         return _result(done, reused=True)
     if attach is not None:
@@ -263,11 +275,14 @@ def _local_or_submitted(ctx: RunContext, spec: LaunchSpec, device: str, device_i
         "log_path": str(log_path),
         "device": device,
     }
+    if slurm is None:  # every process of this attempt inherits the tag: a resume finds its ranks by it
+        started["tag"] = processes.new_tag()
     if slurm is not None:
         return _submit(ctx, spec, slurm, cmd, started, launch_dir, log_path, on_progress, cancel, warnings)
     records.append_event(ctx.run_dir, started)
     try:
-        status, exit_code, watcher = _run(cmd, spec, log_path, ctx.run_dir, base_event, on_progress, cancel)
+        status, exit_code, watcher = _run(cmd, spec, log_path, ctx.run_dir, base_event, on_progress, cancel,
+                                          started["tag"])
     except BaseException as exc:  # a bug in a callback, Ctrl-C: the job is already killed; journal it, re-raise
         records.append_event(ctx.run_dir, {
             "event": "finished", **base_event, "exit_code": None, "status": "launcher_error", "error": repr(exc),
@@ -377,27 +392,34 @@ def _follow_job(ctx: RunContext, job_id: str, log_path: Path, spec: LaunchSpec, 
 
 
 def _run(
-    cmd: Command, spec: LaunchSpec, log_path: Path, run_dir: Path, base_event: dict[str, Any], on_progress, cancel
+    cmd: Command, spec: LaunchSpec, log_path: Path, run_dir: Path, base_event: dict[str, Any], on_progress, cancel,
+    tag: str,
 ) -> tuple[str | None, int | None, LogWatcher]:
     """Spawn, stream and watch. Returns (status set by a stop reason or None, exit code, watcher)."""
     watcher = LogWatcher(on_iteration=on_progress)
     with open(log_path, "w", encoding="utf-8") as log:
         try:
             # scrubbed env, own process group under the supervisor: the whole job stops if the agent dies
-            proc = spawn(cmd.argv, env_extra=cmd.env, cwd=cmd.cwd, stdout=subprocess.PIPE,
+            proc = spawn(cmd.argv, env_extra={**cmd.env, processes.TAG_ENV: tag}, cwd=cmd.cwd, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         except OSError as exc:
             log.write(f"spawn failed: {exc}\n")
             watcher.feed(f"spawn failed: {exc}")
             return "spawn_failed", None, watcher
         records.append_event(run_dir, {"event": "spawned", **base_event, "pid": proc.pid})
+        tree = processes.TreeRecorder(proc.pid)
+
+        def record_tree() -> None:  # journal each new process of the launch (ranks included) when first seen
+            fresh = tree.new()
+            if fresh:
+                records.append_event(run_dir, {"event": "processes", **base_event, "pids": fresh})
         lines: queue.Queue[str | None] = queue.Queue()
         reader = threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True)
         reader.start()
         try:
-            stop_reason = _watch(proc, lines, log, watcher, spec, cancel)
+            stop_reason = _watch(proc, lines, log, watcher, spec, cancel, record_tree, tag)
         except BaseException:
-            _stop_group(proc)
+            _stop_group(proc, tag)
             raise
         exit_code = proc.wait()
     if stop_reason is None and exit_code == 127 and SPAWN_FAILED_MARK in log_path.read_text(errors="replace")[:2000]:
@@ -405,8 +427,10 @@ def _run(
     return stop_reason, exit_code, watcher
 
 
-def _watch(proc, lines: queue.Queue, log, watcher: LogWatcher, spec: LaunchSpec, cancel) -> str | None:
-    """Copy output to the log and the watcher until EOF; stop the group on timeout/silence/fatal/cancel."""
+def _watch(proc, lines: queue.Queue, log, watcher: LogWatcher, spec: LaunchSpec, cancel,
+           on_tick: Callable[[], None] = lambda: None, tag: str | None = None) -> str | None:
+    """Copy output to the log and the watcher until EOF; stop the group on timeout/silence/fatal/cancel.
+    ``on_tick`` runs on every pass (the process-tree journal)."""
     start = last_output = time.monotonic()
     stop_reason, fatal_at, exited_at = None, None, None
     while True:
@@ -417,6 +441,7 @@ def _watch(proc, lines: queue.Queue, log, watcher: LogWatcher, spec: LaunchSpec,
         if line is None:  # EOF: every writer of the pipe is gone
             break
         now = time.monotonic()
+        on_tick()
         if line:
             last_output = now
             log.write(line)
@@ -440,7 +465,7 @@ def _watch(proc, lines: queue.Queue, log, watcher: LogWatcher, spec: LaunchSpec,
                     stop_reason = "stopped_fatal"
             if stop_reason is not None:
                 log.write(f"[msmigrate] stopping launch: {stop_reason}\n")
-                _stop_group(proc)
+                _stop_group(proc, tag)
     return stop_reason
 
 
@@ -451,16 +476,19 @@ def _pump(stream, out: queue.Queue) -> None:
     out.put(None)
 
 
-def _stop_group(proc: subprocess.Popen) -> None:
+def _stop_group(proc: subprocess.Popen, tag: str | None = None) -> None:
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=TERM_GRACE_S)
-    except subprocess.TimeoutExpired:
         pass
-    kill_group(proc.pid)  # also reaps grandchildren that ignored SIGTERM
+    else:
+        try:
+            proc.wait(timeout=TERM_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        kill_group(proc.pid)  # also reaps grandchildren that ignored SIGTERM
+    if tag:  # ranks in sessions of their own that torchrun did not take down with it
+        processes.end(processes.find(tag), grace_s=1.0)
 
 
 def _summary_path(rec: records.LaunchRecord) -> str | None:

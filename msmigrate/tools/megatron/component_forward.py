@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from msmigrate.core.tool_result import ToolResult
+from msmigrate.tools.megatron import PROBES_DIR
 from msmigrate.tools.runtime import run_probe
 
 
@@ -75,7 +76,8 @@ def component_forward(runtime_python: str, target: Path, *, registry_file: str, 
     args = component_args(target, registry_file=registry_file, registry=registry, specs_file=specs_file, specs=specs,
                           model_id=model_id, fields=fields)
     args += ["--images", str(images), "--image-size", str(side * int(fields["patch_size"]))]
-    res = run_probe(runtime_python, "megatron_component_forward", args, cwd=target, timeout=timeout)
+    res = run_probe(runtime_python, "megatron_component_forward", args, probes_dir=PROBES_DIR,
+                    cwd=target, timeout=timeout)
     return checked_forward(res, want=[images * patches, int(fields["hidden_size"])],
                            want_why=f"{images} images x {patches} patches, width {fields['hidden_size']}",
                            keys=("class", "output_shape", "finite", "parameters"))

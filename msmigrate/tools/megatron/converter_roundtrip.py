@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msmigrate.tools.megatron import PROBES_DIR
 from msmigrate.tools.runtime import run_probe
 
 PROBE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_DISABLE": "1"}
@@ -79,7 +80,8 @@ def target_converter_roundtrip(runtime_python: str, target: Path, converter: str
         args += ["--vit-pp-layers", json.dumps(vit_pp_layers)]
     if taps:
         args += ["--taps", json.dumps(taps)]
-    res = run_probe(runtime_python, "megatron_converter_roundtrip", args, cwd=target, env_extra=PROBE_ENV,
+    res = run_probe(runtime_python, "megatron_converter_roundtrip", args, probes_dir=PROBES_DIR,
+                    cwd=target, env_extra=PROBE_ENV,
                     timeout=timeout)
     payload = res.data.get("result") or {}
     if not payload or payload.get("error"):

@@ -1,6 +1,6 @@
 """The Megatron route's data JSON (what pretrain_vlm.py's ``train_valid_test_datasets_provider`` reads,
 ``--mm-data``), checked statically: the files it names and the batch ``get_batch`` hands the model. One core for
-gate G2 of the route (agent/gates/megatron_data_gate.py) and the LLM policy's ``check_megatron_data`` tool, so the
+gate G2 of the route (agent/routes/megatron/gates/data_gate.py) and the LLM policy's ``check_megatron_data`` tool, so the
 tool answers what the gate will."""
 
 from __future__ import annotations

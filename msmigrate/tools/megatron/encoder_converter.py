@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from msmigrate.tools.megatron.component_forward import component_args
+from msmigrate.tools.megatron import PROBES_DIR
 from msmigrate.tools.runtime import run_probe
 
 
@@ -41,7 +42,8 @@ def encoder_conversion(runtime_python: str, target: Path, source: Path, work_dir
     args = component_args(target, registry_file=registry_file, registry=registry, specs_file=specs_file, specs=specs,
                           model_id=model_id, fields=fields)
     args += ["--source", str(Path(source).resolve()), "--out", str(Path(work_dir).resolve())]
-    res = run_probe(runtime_python, "megatron_encoder_converter", args, cwd=target, timeout=timeout)
+    res = run_probe(runtime_python, "megatron_encoder_converter", args, probes_dir=PROBES_DIR,
+                    cwd=target, timeout=timeout)
     p = res.data.get("result") or {}
     if not p:
         return EncoderConversion(error=res.error or "probe failed")

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msmigrate.tools.megatron import PROBES_DIR
 from msmigrate.tools.runtime import run_probe
 
 
@@ -45,7 +46,8 @@ def projector_conversion(runtime_python: str, target: Path, source: Path, work_d
     args = ["--target", str(Path(target).resolve()), "--registry", registry_ref(registry_file, registry),
             "--model-id", model_id, "--fields", json.dumps(fields), "--layout", json.dumps(layout), "--root", root,
             "--source", str(Path(source).resolve()), "--out", str(Path(work_dir).resolve())]
-    res = run_probe(runtime_python, "megatron_projector_converter", args, cwd=target, timeout=timeout)
+    res = run_probe(runtime_python, "megatron_projector_converter", args, probes_dir=PROBES_DIR,
+                    cwd=target, timeout=timeout)
     p = res.data.get("result") or {}
     if not p:
         return ProjectorConversion(error=res.error or "probe failed")

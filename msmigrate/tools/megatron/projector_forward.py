@@ -14,6 +14,7 @@ from typing import Any
 
 from msmigrate.tools.megatron.component_forward import ComponentForward, checked_forward, component_args, patch_grid
 from msmigrate.tools.megatron.projector_converter import registry_ref
+from msmigrate.tools.megatron import PROBES_DIR
 from msmigrate.tools.runtime import run_probe
 
 ProjectorForward = ComponentForward  # the same result: facts, problems, the missing module, an error
@@ -36,7 +37,8 @@ def projector_forward(runtime_python: str, target: Path, *, registry_file: str, 
             "--model-id", model_id, "--fields", json.dumps(fields),
             *(x for k in ("registry", "specs", "model-id", "fields") for x in (f"--encoder-{k}", enc_flags[f"--{k}"])),
             "--images", str(images), "--image-size", str(side * int(e["patch_size"]))]
-    res = run_probe(runtime_python, "megatron_projector_forward", args, cwd=target, timeout=timeout)
+    res = run_probe(runtime_python, "megatron_projector_forward", args, probes_dir=PROBES_DIR,
+                    cwd=target, timeout=timeout)
     tokens = patches // int(fields.get("merge") or 1) // int(fields.get("pool") or 1)
     return checked_forward(res, want=[images * tokens, int(text_hidden)],
                            want_why=f"{images} images x {tokens} tokens, the text decoder's width {text_hidden}",

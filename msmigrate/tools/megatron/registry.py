@@ -187,7 +187,7 @@ def read_registry(target: Path, models_dir: str = MODELS_DIR) -> MegatronRegistr
 
 def registered_ids(target: Path, roles: tuple[str, ...] = ("vision_encoder", "vision_projector", "text_decoder",
                                                              "audio_encoder")) -> dict[str, set[str]]:
-    """role -> model_ids the target registers for it (the shape agent/megatron_components.match_components takes).
+    """role -> model_ids the target registers for it (the shape agent/routes/megatron/components.match_components takes).
     A role no registry is traced to is left out, so the caller can tell "nothing registered" from "not traced"."""
     reg = read_registry(target)
     return {role: reg.ids_for(role) for role in roles if reg.for_role(role)}

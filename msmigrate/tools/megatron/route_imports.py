@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msmigrate.tools.megatron import PROBES_DIR
 from msmigrate.tools.runtime import run_probe
 
 ENTRY = "pretrain_vlm.py"
@@ -34,7 +35,8 @@ def check_route_imports(runtime_python: str, target: Path, *, entry: str = ENTRY
     args = ["--target", str(Path(target).resolve()), "--entry", entry]
     for m in modules or []:
         args += ["--module", m]
-    res = run_probe(runtime_python, "megatron_route_imports", args, cwd=target, timeout=timeout)
+    res = run_probe(runtime_python, "megatron_route_imports", args, probes_dir=PROBES_DIR,
+                    cwd=target, timeout=timeout)
     payload = res.data.get("result") or {}
     if not payload or payload.get("error"):
         return RouteImports(error=payload.get("error") or res.error or "probe failed")

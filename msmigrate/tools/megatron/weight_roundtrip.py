@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msmigrate.tools.megatron import PROBES_DIR
 from msmigrate.tools.runtime import run_probe
 
 
@@ -30,7 +31,7 @@ def converter_roundtrip(runtime_python: str, source: Path | None = None, *, laye
     args = ["--layers", str(layers), "--head-dim", str(head_dim)]
     if source is not None:
         args += ["--config", str(Path(source) / "config.json")]
-    res = run_probe(runtime_python, "megatron_qkv_roundtrip", args, timeout=timeout)
+    res = run_probe(runtime_python, "megatron_qkv_roundtrip", args, probes_dir=PROBES_DIR, timeout=timeout)
     payload = res.data.get("result") or {}
     if not res.ok and not payload.get("problems"):
         return RoundTripResult(error=res.error or "probe failed")

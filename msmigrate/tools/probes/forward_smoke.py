@@ -245,7 +245,7 @@ def meta_path(cls, config, batch, eager=None):
       parameter the plugin's init leaves out (a vendored module's bare ``nn.Parameter``) stays NaN as in G4.
     Then the target's retie, the non-finite tensors named, and a forward for the loss."""
     import torch
-    from model_parity import build, materialize, persistent_keys, retie
+    from _meta_init import build, materialize, persistent_keys, retie
 
     missing = unexpected = ()
     init = None
@@ -292,7 +292,7 @@ def guarded_meta_path(cls, config, batch, eager=None):
 
 
 # what rebuilds a tensor left non-finite on a resumed load, by the call that gave the storage
-# (model_parity.materialize): the target's to_empty_if_needed gives new storage to parameters only and never calls
+# (_meta_init.materialize): the target's to_empty_if_needed gives new storage to parameters only and never calls
 # a to_empty override; Module.to_empty gives new storage to every tensor and runs the plugin's override.
 # init_weights is skipped on a resumed load either way.
 REBUILD_ADVICE = {

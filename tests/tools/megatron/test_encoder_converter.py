@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from safetensors.torch import save_file  # noqa: E402
 
-from msmigrate.agent.megatron_components import match_components  # noqa: E402
-from msmigrate.agent.megatron_new_component import design_encoder  # noqa: E402
+from msmigrate.agent.routes.megatron.components import match_components  # noqa: E402
+from msmigrate.agent.routes.megatron.new_component import design_encoder  # noqa: E402
 from msmigrate.tools.megatron.encoder_converter import encoder_conversion  # noqa: E402
 from msmigrate.tools.megatron.registry import registered_ids  # noqa: E402
 
@@ -89,7 +89,7 @@ def test_tower_maps_loads_strictly_and_round_trips(written, tmp_path):
 
 
 def test_fused_qkv_is_in_the_blocks_per_group_order(written, tmp_path):
-    from msmigrate.tools.probes.megatron_encoder_converter import qkv_fuse, qkv_split
+    from msmigrate.tools.megatron.probes.megatron_encoder_converter import qkv_fuse, qkv_split
 
     q, k, v = (torch.randn(W, W) for _ in range(3))
     fused, hd, per = qkv_fuse(q, k, v, groups=2)  # 2 heads, one per group: [q0, k0, v0, q1, k1, v1]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from msmigrate.agent.megatron_components import match_components
+from msmigrate.agent.routes.megatron.components import match_components
 from msmigrate.tools.megatron.encoder_taps import component_taps, converter_taps, source_taps, taps_diff
 from msmigrate.tools.megatron.registry import registered_ids
 
@@ -128,8 +128,8 @@ def test_a_tap_built_by_a_class_that_ignores_the_post_shuffle_flag_does_not_fit(
 def test_encoder_without_taps_does_not_fit_and_no_new_encoder_drops_them(standin, tmp_path):
     """On the stand-in (no encoder builds per-layer mergers), a Qwen3-VL-shaped source is not given an encoder
     that silently leaves its mergers out: the plan says why, and the model phase stops on it."""
-    from msmigrate.agent.megatron_plan import _new_encoder
-    from msmigrate.agent.megatron_components import example_components
+    from msmigrate.agent.routes.megatron.plan import _new_encoder
+    from msmigrate.agent.routes.megatron.components import example_components
 
     m = match_components(CFG, standin, registered_ids(standin), shapes=shapes())
     enc = m["vision_encoder"]

@@ -4,10 +4,10 @@ import sys
 
 import pytest
 
-from msmigrate.agent.gates.megatron_config_gate import megatron_config_record
-from msmigrate.agent.gates.megatron_converter_gate import megatron_converter_record
-from msmigrate.agent.gates.megatron_imports_gate import megatron_imports_record
-from msmigrate.agent.gates.megatron_training_gate import iteration_losses, megatron_training_record
+from msmigrate.agent.routes.megatron.gates.config_gate import megatron_config_record
+from msmigrate.agent.routes.megatron.gates.converter_gate import megatron_converter_record
+from msmigrate.agent.routes.megatron.gates.imports_gate import megatron_imports_record
+from msmigrate.agent.routes.megatron.gates.training_gate import iteration_losses, megatron_training_record
 from msmigrate.testbeds.megatron_standin import EXAMPLE
 
 PY = sys.executable
@@ -177,7 +177,7 @@ def test_a_converter_that_maps_nothing_does_not_pass(standin_copy, tmp_path):
 def test_shrunk_source_config():
     import importlib.util
 
-    from msmigrate.tools.runtime import PROBES_DIR
+    from msmigrate.tools.megatron import PROBES_DIR
 
     spec = importlib.util.spec_from_file_location("mcr", PROBES_DIR / "megatron_converter_roundtrip.py")
     mod = importlib.util.module_from_spec(spec)
@@ -194,7 +194,7 @@ def test_shrunk_source_config():
 def test_converter_slot_picks_by_model_type_or_falls_back(megatron_standin, tmp_path):
     from types import SimpleNamespace
 
-    from msmigrate.agent.gates.megatron_converter_gate import gate_megatron_converter
+    from msmigrate.agent.routes.megatron.gates.converter_gate import gate_megatron_converter
 
     deps = SimpleNamespace(ctx=SimpleNamespace(runtime_python=PY, target=megatron_standin, run_dir=tmp_path,
                                                source=megatron_standin / EXAMPLE["hf_dir"]))

@@ -4,7 +4,7 @@ of three kinds of projector (two matrices; a norm, a patch merge and two matrice
 average pool stated by the config); the expected facts come from the shapes, not from the names."""
 from __future__ import annotations
 
-from msmigrate.agent.megatron_components import ComponentMatch, example_components, match_projector
+from msmigrate.agent.routes.megatron.components import ComponentMatch, example_components, match_projector
 from msmigrate.tools.megatron.projector_structure import (component_projector, projector_diff, projector_structures,
                                                           source_projector, source_projector_of)
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from msmigrate.tools.megatron.weight_roundtrip import converter_roundtrip
-from msmigrate.tools.runtime import PROBES_DIR
+from msmigrate.tools.megatron import PROBES_DIR
 
 torch = pytest.importorskip("torch")
 

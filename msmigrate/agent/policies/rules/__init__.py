@@ -11,10 +11,14 @@ from typing import Any, Callable
 from langchain_core.messages import AIMessage
 
 from msmigrate.agent.policies.base import Decision, PhaseUnsupported, PolicyView
-from msmigrate.agent.policies.rules import (config_rules, data_rules, megatron_config, megatron_data, megatron_model,
-                                            model_rules)
+from msmigrate.agent.routes.fsdp2.rules import config as fsdp2_config
+from msmigrate.agent.routes.fsdp2.rules import data as fsdp2_data
+from msmigrate.agent.routes.fsdp2.rules import model as fsdp2_model
+from msmigrate.agent.routes.megatron.rules import config as megatron_config
+from msmigrate.agent.routes.megatron.rules import data as megatron_data
+from msmigrate.agent.routes.megatron.rules import model as megatron_model
 
-PHASES = {"model": model_rules, "data": data_rules, "config": config_rules}
+PHASES = {"model": fsdp2_model, "data": fsdp2_data, "config": fsdp2_config}
 # the Megatron backend route (pretrain_vlm.py): same phases, the plan's backend picks the script
 MEGATRON_PHASES = {"model": megatron_model, "data": megatron_data, "config": megatron_config}
 

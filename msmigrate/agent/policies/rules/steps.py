@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
 from msmigrate.agent.policies.base import tool_call
-
-TEMPLATES = Path(__file__).parent / "templates"
-
 
 def step_of(messages: list) -> int:
     return sum(isinstance(m, AIMessage) for m in messages)
@@ -32,14 +28,6 @@ def last_results(messages: list) -> dict[str, dict[str, Any]]:
                 parsed = {"ok": False, "error": str(m.content), "data": {}}
             out[names.get(m.tool_call_id, m.tool_call_id)] = parsed
     return out
-
-
-def render_template(template_file: str, **values: Any) -> str:
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
-    env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True)
-    env.filters["py"] = repr  # a Python literal (tojson would write null / true into generated Python)
-    return env.get_template(template_file).render(**values)
 
 
 def write(path: str, content: str, reason: str) -> dict[str, Any]:

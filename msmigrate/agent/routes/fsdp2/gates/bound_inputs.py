@@ -1,0 +1,36 @@
+"""Gates on an existing config whose model/data paths are the author's (``/home/data/...``): with input binding on
+(``bind_inputs``; the default of ``msmigrate verify``), every gate reads a per-run copy of the YAML with those paths
+set to the spec's source and data — the delivered file itself is never edited."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from msmigrate.agent.routes.fsdp2.draft_config import input_overrides
+from msmigrate.tools.launcher.command import materialize_config
+
+
+def binding_on(deps: Any) -> bool:
+    spec = deps.spec
+    bind = getattr(spec, "bind_inputs", None)
+    return bool(bind) if bind is not None else getattr(spec, "policy", None) == "none"
+
+
+def bound_overrides(deps: Any) -> dict[str, Any]:
+    """The overrides a gate launch adds (empty when binding is off)."""
+    if not binding_on(deps):
+        return {}
+    ctx = deps.ctx
+    return input_overrides(ctx.source, ctx.data_path, cache_dir=ctx.run_dir / "dataset_cache")
+
+
+def bound_config(deps: Any, config: Path) -> Path:
+    """``config`` itself, or its bound copy under the run's probes/ folder."""
+    overrides = bound_overrides(deps)
+    if not overrides or not config.is_file():
+        return config
+    dest = deps.ctx.run_dir / "probes" / f"bound_{config.name}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    path, _ = materialize_config(config, overrides, dest)
+    return path

@@ -1,0 +1,69 @@
+"""G3 config: the delivered YAML against the target's own argument schema (unknown / misplaced keys are errors
+here, unlike in the framework), registry cross-references, plugin paths, and the pattern audit over the real
+module tree of the plugin class; weakened configs are errors too. The launch script must run that YAML."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
+from msmigrate.agent.gates.evidence import evidence_item
+from msmigrate.tools.target_checks import config_check, module_tree
+
+
+# a Python file a launch line runs: `torchrun ... path/to/trainer.py`, `python path/x.py` (a relative path: the
+# target's own entry point; an absolute one or a variable is the user's business)
+_ENTRY = re.compile(r"(?:torchrun|python3?|-m torch\.distributed\.run)\b[^\n]*?\s([\w./-]+\.py)\b")
+
+
+def missing_entries(script_text: str, target: Path) -> list[str]:
+    """The relative .py entry points the launch script runs that the target does not have."""
+    joined = script_text.replace("\\\n", " ")
+    return [e for e in dict.fromkeys(m.group(1) for m in _ENTRY.finditer(joined))
+            if not e.startswith("/") and not (Path(target) / e).is_file()]
+
+
+def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    plan, ctx = state["plan"], deps.ctx
+    config = ctx.target / plan["config_path"]
+    script = ctx.target / plan["script_path"]
+    t0 = time.time()
+    problems, codes = [], []
+    if not config.is_file():
+        problems.append(f"{plan['config_path']} does not exist")
+    if not script.is_file():
+        problems.append(f"{plan['script_path']} does not exist")
+    elif plan["config_path"] not in script.read_text(errors="replace"):
+        problems.append(f"{plan['script_path']} does not launch {plan['config_path']}")
+    else:
+        for entry in missing_entries(script.read_text(errors="replace"), ctx.target):
+            problems.append(f"[launch-entry-missing] {plan['script_path']}: it runs {entry}, which is not a file of "
+                            f"the target")
+            codes.append("launch-entry-missing")
+    findings: list[dict] = []
+    if config.is_file():
+        tree_file = state["gates"].get("G1", {}).get("module_tree_file")
+        if tree_file and Path(tree_file).is_file():
+            tree = json.loads(Path(tree_file).read_text())
+        else:
+            res_tree = module_tree(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
+                                   trust_remote_code=plan["route"] == "custom")
+            tree = res_tree.data.get("result") if res_tree.ok else None
+        res = config_check(ctx, bound_config(deps, config), tree=tree, device=None)
+        findings = res.data.get("findings", [])
+        errors = [f for f in findings if f["severity"] == "error"]
+        codes = sorted({*codes, *(f["code"] for f in errors)})
+        problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in errors]
+        if not res.ok and not errors:
+            problems.append(res.error or "validator failed")
+    failure = "\n".join(problems)
+    ev = evidence_item("strict validation", ["validate_config", plan["config_path"]], 0 if not problems else 1, t0,
+                       time.time(), failure, {"findings": findings[:40], "error_codes": codes})
+    warnings = sum(f["severity"] != "error" for f in findings)
+    return {"gate": "G3", "passed": not problems, "summary": "; ".join(problems[:5]) or
+            f"{plan['config_path']} valid against the target schema; 0 errors, {warnings} warning(s); patterns audited",
+            "evidence": [ev], "failure_text": failure, "finding_codes": codes}

@@ -1,0 +1,115 @@
+"""G2 data: the registered ``dataset_type`` maps the real sample JSON through ``attr``, media paths resolve, the
+template + mm_plugin + collator produce a batch, and that batch — real data — goes through the plugin's forward to a
+finite loss (which is what "batch keys ⊆ forward signature" has to mean for forwards that take ``**kwargs``); and data
+parity (``gates/parity.py``): the mapped samples against the source's own chat template + processor, the batch's
+media tokens against the vision features the forward consumes. Last, where G1's model parity was not comparable
+because the source's forward requires inputs G1's batch lacks (media, for a bare-tokenizer source), the same model
+parity on this gate's collated batch (``parity["model"]``): the first batch that can feed both forwards."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from msmigrate.agent.routes.fsdp2.draft_config import draft_config, load_baseline
+from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
+from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
+from msmigrate.agent.routes.fsdp2.gates.parity import data_parity_record, model_parity_check, needs_collated_batch, parity_summary
+from msmigrate.tools.target_checks import data_check, forward_check
+
+
+def config_for_data(deps: Any, state: dict[str, Any]) -> Path:
+    """The delivered YAML when the config phase has written it, else a draft from the plan (data section only)."""
+    plan, ctx = state["plan"], deps.ctx
+    delivered = ctx.target / plan["config_path"]
+    if delivered.is_file():
+        return bound_config(deps, delivered)
+    baseline, _, _ = load_baseline(ctx.target, plan["similar_case"])
+    cfg = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree={})
+    path = ctx.run_dir / "probes" / "g2_draft_config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+DELIVERED_KEYS = (("dataset_type", ("data", "dataset_param", "dataset_type")),
+                  ("template", ("data", "dataset_param", "basic_parameters", "template")),
+                  ("collator", ("data", "dataloader_param", "collate_param", "collator_id")))
+
+
+def delivered_via(config: Path, plan: dict[str, Any]) -> str:
+    """``dataset_type/template/collator`` as the YAML this gate checked names them — what was delivered, not what
+    the plan first said (live run 8 delivered dataset_type internvl_chat and G2 said "via huggingface"); a field the
+    YAML leaves out falls back to the plan's, and each one that differs from the plan says so."""
+    try:
+        cfg = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        cfg = {}
+    parts, differs = [], []
+    for key, path in DELIVERED_KEYS:
+        node: Any = cfg
+        for step in path:
+            node = node.get(step) if isinstance(node, dict) else None
+        value = node if isinstance(node, str) and node else plan.get(key)
+        parts.append(str(value))
+        if plan.get(key) and value != plan.get(key):
+            differs.append(f"{key} {value} where the plan said {plan[key]}")
+    return "/".join(parts) + (f" (delivered: {'; '.join(differs)})" if differs else "")
+
+
+def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    plan, ctx = state["plan"], deps.ctx
+    evidence, problems, parity = [], [], None
+    config = config_for_data(deps, state)
+    t0 = time.time()
+    media_id = (plan.get("media_expansion") or {}).get("media_token_id")
+    custom = plan["route"] == "custom"
+    res = data_check(ctx, config, parity_data=ctx.data_path, media_token_id=media_id, trust_remote_code=custom)
+    r = res.data.get("result") or {}
+    evidence.append(evidence_item("dataset → collator", res.data.get("argv", []), res.data.get("returncode"), t0,
+                                  time.time(), res.data.get("stderr_tail", "") if not res.ok else "",
+                                  {"num_samples": r.get("num_samples"), "batch_keys": r.get("batch_keys"),
+                                   "media": r.get("media")}, config=str(config), **probe_runtime(res)))
+    if not res.ok:
+        problems.append(f"data pipeline failed: {res.error}")
+    else:
+        # no media id in the plan (a source processor that does not expand media): the one data parity read from
+        # the target's media spans, so the forward still counts the vision features against those tokens
+        media_id = media_id if media_id is not None else (r.get("parity") or {}).get("media_token_id")
+        t1 = time.time()
+        fwd = forward_check(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
+                            batch_file=r.get("batch_file"), trust_remote_code=custom, media_token_id=media_id)
+        f = fwd.data.get("result") or {}
+        evidence.append(evidence_item("forward on the collated batch", fwd.data.get("argv", []),
+                                      fwd.data.get("returncode"), t1, time.time(),
+                                      fwd.data.get("stderr_tail", "") if not fwd.ok else "",
+                                      {"loss": f.get("loss"), "finite": f.get("finite"),
+                                       "forward_params": f.get("forward_params")}, **probe_runtime(fwd)))
+        if not fwd.ok:
+            problems.append(f"the model rejects the collated batch: {fwd.error}")
+        t2 = time.time()
+        found, parity = data_parity_record(r, f)
+        evidence.append(evidence_item("data parity (target pipeline vs source processor)", res.data.get("argv", []),
+                                      res.data.get("returncode"), t2, time.time(), "", parity))
+        problems += found
+    model = None
+    g1_model = ((state.get("gates") or {}).get("G1", {}).get("parity") or {}).get("model")
+    if not problems and needs_collated_batch(g1_model) and r.get("batch_file"):
+        # G1 could not feed the source's forward (it requires media a bare-tokenizer source's synthetic batch lacks):
+        # the same model parity on this gate's batch, so a plugin init/forward bug fails here, before any training
+        # launch, as a model-parity failure (owner: model) rather than a NaN loss at G4
+        ev, found, model = model_parity_check(deps, state, batch_file=r["batch_file"], media_token_id=media_id)
+        evidence.append(ev)
+        problems += found
+    failure = "\n".join(problems + [e["log_excerpt"] for e in evidence if e["log_excerpt"]])
+    ok = (f"{r.get('num_samples')} samples via {delivered_via(config, plan)}; batch keys "
+          f"{sorted((r.get('batch_keys') or {}).keys())}; forward loss {evidence[1]['metrics'].get('loss')}; "
+          f"data parity {parity_summary(parity)}" if len(evidence) > 2 else "")
+    if ok and model:
+        ok += f"; model parity on this batch (G1's was not comparable) {parity_summary(model)}"
+    records = {**({"data": parity} if parity else {}), **({"model": model} if model else {})}
+    return {"gate": "G2", "passed": not problems, "summary": "; ".join(problems) or ok, "evidence": evidence,
+            "failure_text": failure, "parity": records}

@@ -1,0 +1,114 @@
+"""Data branch B for transformers-native VLMs: a template derived from the model's own chat template, an mm_plugin
+for its media-token expansion, and (when the forward needs a key the generic collator does not make, or does not
+take one it makes) a collator — each an additive edit of the registry file where the framework keeps such entries.
+
+The expansion of one image is what the source's own processor makes of it, measured in the plan on the real
+samples (``tools/media_expansion``): written out when it is the same for every image, else computed per image by
+the processor inside the generated plugin. Gate G2 proves it by a forward on a real collated batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msmigrate.agent.policies.base import PhaseUnsupported, PolicyView
+from msmigrate.agent.chat_format import ChatFormatError, derive_chat_format
+from msmigrate.agent.routes.fsdp2.data_contract import DERIVABLE
+from msmigrate.tools.media_expansion import MediaExpansion
+from msmigrate.agent.policies.rules.steps import write
+from msmigrate.agent.routes.fsdp2.rules.code_templates import render_template
+
+TEMPLATE_FILE = "mindspeed_mm/fsdp/data/data_utils/func_utils/template.py"
+PLUGIN_FILE = "mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py"
+COLLATOR_FILE = "mindspeed_mm/fsdp/data/dataloader/data_collator.py"
+
+
+def _camel(name: str) -> str:
+    return "".join(p.capitalize() for p in name.split("_"))
+
+
+def _docstring_safe(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"""', "'''")
+
+
+def _insert_before(text: str, anchor: str, addition: str) -> str | None:
+    i = text.find(anchor)
+    return None if i < 0 else text[:i] + addition + text[i:]
+
+
+def _plugins_entry(text: str, name: str, cls: str) -> str | None:
+    """Add ``"name": Cls,`` as the last entry of the PLUGINS dict literal."""
+    start = text.find("PLUGINS = {")
+    end = text.find("\n}", start)
+    return None if start < 0 or end < 0 else text[:end] + f'\n    "{name}": {cls},' + text[end:]
+
+
+def render_plugin(cls: str, family: str, exp: MediaExpansion, keys: list[str], text_lead: str = "") -> str:
+    """The mm_plugin class for a measured expansion (``keys``: the image-processor outputs it returns;
+    ``text_lead``: what the chat template writes before text-first user content only, ``ChatFormat.media_first_cut``)."""
+    once = exp.after_media_once or {}
+    return render_template(
+        "mm_plugin_class.py.j2", cls=cls, family=family, processor_class=exp.processor_class,
+        processor_class_base=exp.processor_class, placeholder=exp.placeholder,
+        describe=_docstring_safe(exp.describe()), kind=exp.kind, fixed=exp.fixed_text, pre=exp.pre, post=exp.post,
+        keys=keys, processor_kwargs=exp.processor_kwargs, once_text=once.get("text"), once_where=once.get("where"),
+        text_lead=text_lead)
+
+
+def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
+    state, ctx = view.state, view.ctx
+    plan, src = state["plan"], state["source_summary"]
+    name = plan["template"]
+    exp = MediaExpansion.from_dict(plan["media_expansion"]) if plan.get("media_expansion") else None
+    if exp is None or not exp.ok:
+        raise PhaseUnsupported("data branch B (media expansion)", "the source processor did not show how an image "
+                               f"becomes tokens: {exp.error if exp else 'not measured'}")
+    contract = plan.get("data_contract") or {}
+    template_text = (src.get("chat_template") or {}).get("text")
+    if not template_text:
+        raise PhaseUnsupported("data branch B (chat template)", "the source has no chat template to derive the "
+                               "turn format from", "add the model's chat_template.jinja, or run with --policy llm")
+    tokens = (src.get("tokens") or {}).get("special_tokens", {})
+    try:
+        fmt = derive_chat_format(template_text, str(tokens.get("bos_token") or ""), str(tokens.get("eos_token") or ""))
+    except ChatFormatError as exc:
+        raise PhaseUnsupported("data branch B (chat template)", f"cannot derive the turn format: {exc}") from exc
+    cls = _camel(name) + "Plugin"
+    calls, kept = [], []
+    plugin_text = (ctx.target / PLUGIN_FILE).read_text()
+    template_text_t = (ctx.target / TEMPLATE_FILE).read_text()
+    collator_text = (ctx.target / COLLATOR_FILE).read_text()
+    # Idempotent on repair: an entry this run (or an earlier one) already added is kept, not added twice.
+    has_plugin = f'"{name}": ' in plugin_text
+    has_template = f'name="{name}"' in template_text_t or f"name='{name}'" in template_text_t
+    has_collator = any(f"_register_data_collator({q}{name}{q}" in collator_text for q in "\"'")
+    kept = [what for what, present in (("mm_plugin", has_plugin), ("template", has_template),
+                                       ("collator", has_collator)) if present]
+    plugin_code = render_plugin(cls, plan["hf_class"], exp, contract.get("mm_input_keys") or ["pixel_values"],
+                                fmt.media_first_cut)
+    new_plugin = _insert_before(plugin_text, "PLUGINS = {", plugin_code)
+    new_plugin = _plugins_entry(new_plugin, name, cls) if new_plugin else None
+    if new_plugin is None:
+        raise PhaseUnsupported("data branch B (mm_plugin registry)", f"{PLUGIN_FILE} has no `PLUGINS = {{` dict "
+                               "literal to extend")
+    if not has_plugin:
+        calls.append(write(PLUGIN_FILE, new_plugin, f"mm_plugin {name}: {exp.media_token} x {exp.counts} ({exp.kind})"))
+    call = render_template("template_call.py.j2", name=name, fmt=fmt, plugin=name, token=exp.media_token,
+                           efficient_eos=not fmt.closes_answer(str(tokens.get("eos_token") or "")),
+                           replace_eos=bool(fmt.stop_word and fmt.stop_word != tokens.get("eos_token")))
+    if not has_template:
+        calls.append(write(TEMPLATE_FILE, template_text_t.rstrip("\n") + "\n" + call,
+                           f"template {name} derived from the source chat template"))
+    if plan["collator"] == name and not has_collator:
+        derives = contract.get("collator_derives") or {}
+        code = render_template("collator_class.py.j2", cls=f"DataCollatorFor{_camel(name)}", family=plan["hf_class"],
+                               hf_class=plan["hf_class"], drop=plan.get("collator_drops", []), name=name,
+                               derives=derives, rules=DERIVABLE, media_token=exp.media_token)
+        calls.append(write(COLLATOR_FILE, collator_text.rstrip("\n") + "\n" + code,
+                           f"collator {name}: computes {sorted(derives)}, drops {plan.get('collator_drops')}"))
+    if kept:
+        note = f"Branch B entries already present, kept as they are: {', '.join(kept)}. "
+        if not calls:
+            return note + "Nothing else to add; G2 decides.", []
+    return (f"Branch B: template '{name}' from the source chat template, mm_plugin '{name}' "
+            f"({exp.describe()})"
+            + (f", collator '{name}'" if plan["collator"] == name else "") + ".", calls)

@@ -1,0 +1,79 @@
+"""Config phase: YAML + launch script derived from the most similar example, patterns from the real module tree;
+after a failed gate, the catalog's auto-fix (or the validator's suggestion) applied to the current YAML.
+
+Steps: 0 inspect the plugin's module tree → 1 write YAML + script (or the fix) → 2 run the G3 check → 3 done."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from msmigrate.agent.routes.fsdp2.draft_config import draft_config, launch_script, load_baseline, tied_embeddings
+from msmigrate.agent.policies.base import PolicyView, tool_call
+from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure
+from msmigrate.agent.policies.rules.steps import last_results, step_of, write
+
+
+def _dump(cfg: dict[str, Any]) -> str:
+    return "# Written by msmigrate (rules policy): plugin-route config, derived from the most similar example.\n" + \
+        yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True)
+
+
+def _findings(state: dict[str, Any]) -> list[dict[str, Any]]:
+    ev = state.get("gates", {}).get("G3", {}).get("evidence") or [{}]
+    return (ev[-1].get("metrics") or {}).get("findings") or []
+
+
+def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    state, ctx = view.state, view.ctx
+    plan = state["plan"]
+    current = ctx.target / plan["config_path"]
+    failure = state.get("last_failure")
+    if current.is_file() and failure:
+        cfg = yaml.safe_load(current.read_text()) or {}
+        baseline, _, _ = load_baseline(ctx.target, plan["similar_case"])
+        fresh = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree)
+        fixes = apply_failure(cfg, failure, _findings(state), tree, reference=fresh)
+        if not fixes:
+            return (f"No deterministic fix for {failure.get('case_id') or failure.get('diagnosis', '')[:120]}; "
+                    "leaving the config as it is.", [])
+        text = _dump(cfg)
+        if text == current.read_text():
+            # the fix reproduces the file the gate just rejected: retrying it would only fail the same way
+            return (f"The fix for {failure.get('case_id') or 'this failure'} leaves {plan['config_path']} "
+                    "unchanged; not rewriting it.", [])
+        return "Auto-fix: " + "; ".join(fixes), [write(plan["config_path"], text, "; ".join(fixes)[:200])]
+    baseline, script, _ = load_baseline(ctx.target, plan["similar_case"])
+    cfg = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree)
+    if policy.config_mutator is not None and not current.is_file():
+        cfg = policy.config_mutator(cfg)
+    calls = [write(plan["config_path"], _dump(cfg), f"config derived from {plan['similar_case']}")]
+    if script:
+        calls.append(write(plan["script_path"], launch_script(script, plan["similar_case"], plan["config_path"]),
+                           "launch script mirroring the similar example"))
+    return f"Write {plan['config_path']} and {plan['script_path']} from {plan['similar_case']}.", calls
+
+
+def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]]:
+    plan = view.state["plan"]
+    step = step_of(view.messages)
+    plugins = [plan["plugin_dir"], plan["data_plugin"]]
+    if step == 0:
+        return ("Inspect the plugin class's real module tree for apply_modules / recompute patterns.",
+                [tool_call("inspect_model", {"where": "plugin", "model_id": plan["model_id"],
+                                             "plugins": [plan["plugin_dir"]]}, prefix="rules")])
+    if step == 1:
+        res = last_results(view.messages).get("inspect_model", {})
+        if not res.get("ok"):
+            return f"Cannot inspect the model: {res.get('error')}", []
+        tree = json.loads(Path(res["data"]["tree_file"]).read_text())
+        tree["tied_embeddings"] = tied_embeddings(view.ctx.source, tree)
+        return _write_step(view, policy, tree)
+    if step == 2 and (view.ctx.target / plan["config_path"]).is_file():
+        return ("Check the config the way G3 will.",
+                [tool_call("check_config", {"config_path": plan["config_path"], "model_id": plan["model_id"],
+                                            "plugins": plugins}, prefix="rules")])
+    return "Config phase done; G3 decides.", []

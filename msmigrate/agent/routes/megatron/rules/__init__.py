@@ -1,0 +1,1 @@
+"""The rules policy's phases on the Megatron route (``model``, ``data``, ``config``)."""
