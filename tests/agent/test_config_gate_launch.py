@@ -3,7 +3,7 @@ pass every gate, the gates launching the trainer themselves), with a finding cod
 
 from __future__ import annotations
 
-from msmigrate.agent.gates.config_gate import missing_entries
+from msmigrate.agent.routes.fsdp2.gates.config_gate import missing_entries
 from msmigrate.knowledge.classifier import classify
 
 SCRIPT = """#!/bin/bash
@@ -28,7 +28,7 @@ def test_the_finding_routes_to_config():
 
 
 def test_the_rules_repair_restores_a_rejected_value_from_the_draft():
-    from msmigrate.agent.policies.rules.autofix import restore_values
+    from msmigrate.agent.routes.fsdp2.rules.autofix import restore_values
 
     cfg = {"training": {"micro_batch_size": 0, "gradient_accumulation_steps": 0, "lr_warmup_ratio": 10}}
     draft = {"training": {"micro_batch_size": 1, "gradient_accumulation_steps": 1}}

@@ -3,7 +3,7 @@ does not offer, paths and patterns that point nowhere. Each is fixed by the key 
 
 from __future__ import annotations
 
-from msmigrate.testbeds.faults import Fault, Replace, SetLine
+from msmigrate.testbeds.faults.injection import Fault, Replace, SetLine
 
 FAULTS = [
     Fault("config-micro-batch-zero", "config", "yaml", "micro_batch_size set to 0 (meant as 'auto')",

@@ -3,7 +3,7 @@ Each is fixed in the records file, a media file, or the data-path module named."
 
 from __future__ import annotations
 
-from msmigrate.testbeds.faults import Fault, Replace
+from msmigrate.testbeds.faults.injection import Fault, Replace
 
 QWEN2VL_EXPANSION = "self.vision_bos_token + self.image_token * n + self.vision_eos_token"
 COLLATE_TENSORS = "batch = {k: torch.tensor(v, dtype=torch.long) for k, v in batch.items()}"

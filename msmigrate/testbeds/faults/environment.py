@@ -6,7 +6,7 @@ packages, named in ``fix``."""
 
 from __future__ import annotations
 
-from msmigrate.testbeds.faults import Fault, Runtime
+from msmigrate.testbeds.faults.injection import Fault, Runtime
 
 # The simulations act in the trainer's processes only (torchrun sets RANK): probes and the agent are left alone,
 # unless a fault means the whole runtime.

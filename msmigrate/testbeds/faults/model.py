@@ -3,7 +3,7 @@ gets wrong. Each is fixed in the plugin package (its model module or ``__init__.
 
 from __future__ import annotations
 
-from msmigrate.testbeds.faults import Fault, Replace
+from msmigrate.testbeds.faults.injection import Fault, Replace
 
 # Every method a fault adds goes after the class attribute the rules policy's plugin starts its class with.
 CLASS_HEAD = "    accepts_loss_kwargs = False\n"
