@@ -247,8 +247,10 @@ def make_classify_node(deps: RunDeps):
                                          f"Root cause: {primary.get('text') or 'none found in the log'}")
         pointer = where_to_fix(failure.get("owner") or phase_owner(route_to, failed["gate"]), deps.ctx, state, said,
                                artifacts)
-        if pointer and pointer not in failure.get("diagnosis", ""):  # first: the report shows the diagnosis cut
-            failure["diagnosis"] = f"{pointer} {failure.get('diagnosis', '')}".strip()
+        if pointer and pointer not in failure.get("diagnosis", ""):
+            # an owner's files first (the report shows the diagnosis cut); with no owner, the routing note first
+            failure["diagnosis"] = (f"{pointer} {failure.get('diagnosis', '')}" if failure.get("owner") else
+                                    f"{failure.get('diagnosis', '')} {pointer}").strip()
         recurred = recurrence(state, failed, failure)
         if recurred:
             failure.update(recurred)
