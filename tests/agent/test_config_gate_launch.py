@@ -36,3 +36,11 @@ def test_the_rules_repair_restores_a_rejected_value_from_the_draft():
                 for k in ("micro_batch_size", "gradient_accumulation_steps", "lr_warmup_ratio")]
     done = restore_values(cfg, findings, draft)
     assert cfg == {"training": {"micro_batch_size": 1, "gradient_accumulation_steps": 1}} and len(done) == 3
+
+
+def test_a_draft_that_repeats_the_rejected_value_falls_back_to_the_targets_default():
+    from msmigrate.agent.routes.fsdp2.rules.autofix import restore_values
+
+    cfg = {"training": {"micro_batch_size": 0}}
+    finding = {"severity": "error", "code": "value-out-of-range", "path": "training.micro_batch_size"}
+    assert restore_values(cfg, [finding], {"training": {"micro_batch_size": 0}}) and cfg == {"training": {}}
