@@ -44,3 +44,17 @@ def test_a_draft_that_repeats_the_rejected_value_falls_back_to_the_targets_defau
     cfg = {"training": {"micro_batch_size": 0}}
     finding = {"severity": "error", "code": "value-out-of-range", "path": "training.micro_batch_size"}
     assert restore_values(cfg, [finding], {"training": {"micro_batch_size": 0}}) and cfg == {"training": {}}
+
+
+def test_a_yaml_that_does_not_load_is_gated_as_it_is_not_a_crash(tmp_path):
+    """Binding the inputs reads the YAML; a tab-indented line used to raise out of the data gate and end the run
+    with an error instead of a failed gate."""
+    from types import SimpleNamespace
+
+    from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
+
+    config = tmp_path / "c.yaml"
+    config.write_text("training:\n  seed: 42\n\tlog_interval: 1\n")
+    deps = SimpleNamespace(spec=SimpleNamespace(bind_inputs=True, policy="none"),
+                           ctx=SimpleNamespace(source=tmp_path, data_path=tmp_path / "train.json", run_dir=tmp_path / "run"))
+    assert bound_config(deps, config) == config
