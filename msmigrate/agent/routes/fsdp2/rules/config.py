@@ -23,7 +23,11 @@ def _dump(cfg: dict[str, Any]) -> str:
 
 
 def _findings(state: dict[str, Any]) -> list[dict[str, Any]]:
-    ev = state.get("gates", {}).get("G3", {}).get("evidence") or [{}]
+    """G3's findings: from its current record, else its last run in the history (routing back to the config phase
+    drops the config phase's own gates from ``gates``: they are to be proved again)."""
+    record = state.get("gates", {}).get("G3") or next(
+        (r for r in reversed(state.get("gate_history") or []) if r.get("gate") == "G3"), {})
+    ev = record.get("evidence") or [{}]
     return (ev[-1].get("metrics") or {}).get("findings") or []
 
 
