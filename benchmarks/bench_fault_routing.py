@@ -133,7 +133,8 @@ def report_failure_lines(report: Path, gate: str) -> str:
     if not report.is_file():
         return ""
     lines = report.read_text(encoding="utf-8").splitlines()
-    return "\n".join(line for line in lines if line.startswith(f"| {gate} |") or line.startswith("- last failure:"))
+    return "\n".join(line for line in lines if line.startswith(f"| {gate} |") or
+                     line.lower().startswith("- last failure:"))
 
 
 def run_fault(green: dict[str, Any], fault: Fault, work: Path, policy: str = "none") -> dict[str, Any]:
