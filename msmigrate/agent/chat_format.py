@@ -10,7 +10,6 @@ import os
 import re
 from dataclasses import dataclass
 
-from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 S, U1, A1, U2, A2 = "QQSYSQQ", "QQUSERONEQQ", "QQASSTONEQQ", "QQUSERTWOQQ", "QQASSTTWOQQ"
@@ -32,6 +31,10 @@ class ChatFormat:
     # what the template writes at the end of the user header before text-first content but leaves out before
     # content that starts with an image (Idefics3: `User: text` but `User:<image>`); "" where both are the same
     media_first_cut: str = ""
+    # the content form the template takes: "structured" (a list of {"type": "text", ...} parts, what processors'
+    # apply_chat_template passes) or "string" (a template that concatenates ``message['content']`` as text: the
+    # structured form makes it raise, so its conversations are rendered with string content)
+    content_form: str = "structured"
 
     @property
     def answer_lead(self) -> str:
@@ -71,12 +74,18 @@ def _render(template: str, messages: list[dict], bos: str, eos: str, generation:
     try:
         return env.from_string(template).render(messages=messages, add_generation_prompt=generation, bos_token=bos,
                                                 eos_token=eos)
-    except TemplateError as exc:
-        raise ChatFormatError(f"the chat template does not render plain-text messages: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 — the template is the source's code: whatever it raises (a TypeError
+        # from `'...' + message['content']` on list content) is a fact about the template, never a crash
+        raise ChatFormatError(f"the chat template does not render these messages: {type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:300]}") from exc
 
 
-def _msg(role: str, text: str) -> dict:
-    return {"role": role, "content": text}
+def _content(text: str, form: str) -> str | list[dict]:
+    return [{"type": "text", "text": text}] if form == "structured" else text
+
+
+def _msg(role: str, text: str, form: str = "string") -> dict:
+    return {"role": role, "content": _content(text, form)}
 
 
 def _media_first_cut(template: str, bos: str, eos: str, user_head: str) -> str:
@@ -98,10 +107,43 @@ def _media_first_cut(template: str, bos: str, eos: str, user_head: str) -> str:
     return cut if cut and user_head.endswith(cut) else ""
 
 
+def takes_structured_content(template: str, bos: str = "", eos: str = "") -> bool:
+    """Whether the template renders structured content (a list of ``{"type": "text"}`` parts, what a processor's
+    ``apply_chat_template`` passes) with the text in it; a template that concatenates ``message['content']`` as a
+    string raises on it (or drops it) and must be given string content."""
+    try:
+        text = _render(template, [_msg("user", U1, "structured"), _msg("assistant", A1, "structured")], bos, eos)
+    except ChatFormatError:
+        return False
+    return U1 in text and A1 in text
+
+
 def derive_chat_format(template: str, bos: str = "", eos: str = "") -> ChatFormat:
-    one = _render(template, [_msg("user", U1), _msg("assistant", A1)], bos, eos)
-    two = _render(template, [_msg("user", U1), _msg("assistant", A1), _msg("user", U2), _msg("assistant", A2)], bos, eos)
-    sys_ = _render(template, [_msg("system", S), _msg("user", U1), _msg("assistant", A1)], bos, eos)
+    """The turn format, from renders with string content (the text the slots hold; some templates take structured
+    content for user turns only), else with structured content; ``content_form`` records which form the template
+    takes — the structured form where it renders, the string form where only that one does."""
+    failures = []
+    structured = takes_structured_content(template, bos, eos)
+    for form in ("string", "structured"):
+        try:
+            fmt = _derive(template, bos, eos, form)
+        except ChatFormatError as exc:
+            failures.append(f"{form} content: {exc}")
+            continue
+        fmt.content_form = "structured" if structured else "string"
+        if not structured:
+            fmt.media_first_cut = ""  # only a structured render can put an image before the text
+        return fmt
+    raise ChatFormatError("; ".join(failures))
+
+
+def _derive(template: str, bos: str, eos: str, form: str) -> ChatFormat:
+    def msg(role: str, text: str) -> dict:
+        return _msg(role, text, form)
+
+    one = _render(template, [msg("user", U1), msg("assistant", A1)], bos, eos)
+    two = _render(template, [msg("user", U1), msg("assistant", A1), msg("user", U2), msg("assistant", A2)], bos, eos)
+    sys_ = _render(template, [msg("system", S), msg("user", U1), msg("assistant", A1)], bos, eos)
     for text, needles in ((one, (U1, A1)), (two, (U1, A1, U2, A2))):
         if any(n not in text for n in needles):
             raise ChatFormatError("the chat template drops message content")
@@ -129,9 +171,9 @@ def derive_chat_format(template: str, bos: str = "", eos: str = "") -> ChatForma
             prefix, system = common, pre[len(common):] + "{{content}}" + post
     stops = _SPECIAL.findall(assistant_end)
     stop = stops[0] if stops else (eos or None)
-    prompt = _render(template, [_msg("user", U1)], bos, eos, generation=True)
+    prompt = _render(template, [msg("user", U1)], bos, eos, generation=True)
     generation = prompt[prompt.index(U1) + len(U1):] if U1 in prompt else ""
     return ChatFormat(prefix=prefix, user=user_head + "{{content}}" + between, assistant="{{content}}" + assistant_end,
                       system=system, default_system=default_system, stop_word=stop,
                       generation_prompt=generation if generation != between else None,
-                      media_first_cut=_media_first_cut(template, bos, eos, user_head))
+                      media_first_cut=_media_first_cut(template, bos, eos, user_head), content_form=form)

@@ -120,6 +120,8 @@ class LaunchSettings(_UserInput):
     node_rank: int = Field(0, ge=0)
     master_addr: str = "127.0.0.1"
     gate_train_iters: int = Field(6, ge=5, description="iterations each gate launch runs (a gate bound, not the config's)")
+    parity_steps: int = Field(20, ge=2, description="optimizer steps G4's training parity runs, source vs migrated "
+                                                   "model (fp32, CPU, one process)")
     timeout_s: float = Field(900.0, gt=0)
     no_output_timeout_s: float = Field(300.0, gt=0)
 

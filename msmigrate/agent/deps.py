@@ -28,6 +28,9 @@ class RunDeps:
     trajectory: Trajectory
     on_event: Callable[[str, dict[str, Any]], None] = field(default=lambda kind, data: None)
     worktree_error: str | None = None  # why the run has no work tree of its own (G0 fails with it)
+    # the face's stop request (chat's Ctrl-C), set by ``Run.drive``: read between the verify phase's gates, so a
+    # stop during G4 launches nothing more, and by a Slurm launch (cancelled after a grace period)
+    stop_requested: Callable[[], bool] = field(default=lambda: False)
     idle_s: float = 0.0  # seconds the run waited for the user or was not running (budgets.idle_seconds)
 
     def emit(self, kind: str, **data: Any) -> None:

@@ -9,10 +9,13 @@ from typing import Any
 
 import git
 
+from msmigrate.agent.exit_line import ALL_GATES, STALE, headline, todo_for
+from msmigrate.agent.gate_currency import gate_currency
+from msmigrate.agent.routes.fsdp2.delivery_review import review_delivery, review_section
 from msmigrate.agent.report_actions import next_actions, risks
 from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary
 from msmigrate.agent.routes.megatron.report import GATE_TITLES as MEGATRON_GATE_TITLES, megatron_section
-from msmigrate.agent.state import EXIT_UNSUPPORTED, PHASE_GATES
+from msmigrate.agent.state import PHASE_GATES
 from msmigrate.core.secret_mask import mask_text
 from msmigrate.core.text_clip import clip
 
@@ -21,7 +24,7 @@ GATE_TITLES = {
     "G1": "model (plugin imports, id registered, meta build, forward → finite loss)",
     "G2": "data (dataset registered, samples map, media resolve, batch keys ⊆ forward)",
     "G3": "config (schema, cross-references, pattern audit, not weakened)",
-    "G4": "functional (single-process steps, finite non-constant loss)",
+    "G4": "functional (single-process steps, finite non-constant loss; K steps match the source, loss falls)",
     "G5": "reliability (same seed → same losses; save → load round-trip)",
     "G6": "distributed end-to-end (≥ 2 ranks, the delivered launch config)",
 }
@@ -86,6 +89,69 @@ def plot_losses(series: dict[str, tuple[list[int], list[float]]], path: Path) ->
     return True
 
 
+def training_parity_record(gates: dict[str, Any]) -> dict[str, Any] | None:
+    record = (gates.get("G4", {}).get("parity") or {}).get("training")
+    return record if record and (record.get("source") or {}).get("loss") else None
+
+
+def plot_training_parity(record: dict[str, Any] | None, path: Path) -> bool:
+    """Source and migrated model over the parity steps, loss and global grad norm, in one PNG (the same line
+    drawing as the launches' curve: identical curves stay visible)."""
+    if not record:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    src, tgt = record["source"], record["target"]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), dpi=100)
+    for ax, key, label in ((axes[0], "loss", "loss"), (axes[1], "grad_norm", "global grad norm")):
+        own = not str(record.get("source_step") or "").startswith("HF class loss")
+        series = {"source (its training step)" if own else "source (HF class loss, AdamW)":
+                  (list(range(1, len(src[key]) + 1)), src[key]),
+                  "migrated (target trainer step)": (list(range(1, len(tgt[key]) + 1)), tgt[key])}
+        draw_losses(ax, series)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("step")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=7)
+    fig.suptitle("Training parity (fp32, CPU, same init, batches and optimizer)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def _training_parity_lines(record: dict[str, Any]) -> list[str]:
+    tol = record.get("tolerance") or {}
+    settings = record.get("settings") or {}
+    src, tgt = record.get("source") or {}, record.get("target") or {}
+    lines = ["", f"Training parity (G4): {parity_summary(record)}.",
+             f"Source step: {record.get('source_step')}; optimizer settings from the delivered config: lr "
+             f"{settings.get('lr')}, weight decay {settings.get('weight_decay')}, betas {settings.get('betas')}, eps "
+             f"{settings.get('eps')}, clip_grad {settings.get('clip_grad')}, gradient accumulation "
+             f"{settings.get('gradient_accumulation_steps')} (constant lr; set aside: "
+             f"{settings.get('schedule_set_aside')}).",
+             f"Tolerance ({tol.get('dtype')}): |Δloss| ≤ {tol.get('loss_rtol')}·max(1, |loss|), grad norm "
+             f"{tol.get('grad_norm_rtol')} relative, step-1 gradient per group {tol.get('grad_rtol')} of its largest, "
+             f"fixed-batch loss falls ≥ {tol.get('learn_fraction')}.", "",
+             "| step | source loss | migrated loss | source grad norm | migrated grad norm |", "|---|---|---|---|---|"]
+    for i, row in enumerate(zip(src.get("loss", []), tgt.get("loss", []), src.get("grad_norm", []),
+                                tgt.get("grad_norm", [])), 1):
+        lines.append(f"| {i} | " + " | ".join(f"{x:.7g}" for x in row) + " |")
+    groups = record.get("grad_groups") or []
+    if groups:
+        lines += ["", "| parameter group (step 1) | parameters | without gradient | max rel Δgrad | norm ratio |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {g['group']} | {g['params']} | {g['no_grad']} | {g['max_rel_dgrad']:.2e} | "
+                  f"{g['norm_ratio'] if g['norm_ratio'] is None else round(g['norm_ratio'], 6)} |" for g in groups]
+    for problem in record.get("problems") or []:
+        lines.append(f"- {problem}")
+    return lines
+
+
 def diff_summary(target: Path, base: str | None, branch: str) -> str:
     try:
         repo = git.Repo(target)
@@ -98,14 +164,31 @@ def diff_summary(target: Path, base: str | None, branch: str) -> str:
         return f"(diff unavailable: {exc})"
 
 
-def _gate_rows(gates: dict[str, Any], titles: dict[str, str] = GATE_TITLES) -> list[str]:
+def gate_result(name: str, gates: dict[str, Any], history: list[dict[str, Any]],
+                stale: dict[str, str] | None) -> tuple[str, dict[str, Any] | None, str]:
+    """(result word, the record it is about, why it is stale or ""). A PASS only for a record that still proves the
+    work branch (``stale``: gate -> why not, from ``gate_currency``; None when no branch was consulted); a record
+    dropped because the branch or the launch changed under it (the history keeps it) reads "stale, re-run"."""
+    rec = gates.get(name)
+    if rec is None:
+        earlier = next((r for r in reversed(history or []) if r.get("gate") == name), None)
+        if earlier is not None and earlier.get("passed"):
+            return STALE, earlier, "its proof was invalidated (the branch or the launch changed since)"
+        return "not run", None, ""
+    if rec.get("passed"):
+        why = (stale or {}).get(name)
+        return (STALE, rec, why) if why else ("PASS", rec, "")
+    return ("NEEDS ACCELERATOR" if rec.get("needs_accelerator") else "FAIL"), rec, ""
+
+
+def _gate_rows(gates: dict[str, Any], titles: dict[str, str] = GATE_TITLES, history: list | None = None,
+               stale: dict[str, str] | None = None) -> list[str]:
     rows = ["| gate | what it proves | result | parity with the source | evidence |", "|---|---|---|---|---|"]
     for group in PHASE_GATES.values():
         for g in group:
-            rec = gates.get(g)
-            result = "not run" if rec is None else ("PASS" if rec.get("passed") else
-                                                    "NEEDS ACCELERATOR" if rec.get("needs_accelerator") else "FAIL")
-            summary = (rec or {}).get("summary", "").replace("|", "\\|").replace("\n", " ")
+            result, rec, why = gate_result(g, gates, history or [], stale)
+            summary = (f"{why} — " if why else "") + (rec or {}).get("summary", "")
+            summary = summary.replace("|", "\\|").replace("\n", " ")
             parity = "; ".join(f"{kind} {parity_summary(p)}" for kind, p in ((rec or {}).get("parity") or {}).items())
             parity = parity.replace("|", "\\|").replace("\n", " ") or "—"
             rows.append(f"| {g} | {titles[g]} | {result} | {parity} | {clip(summary, 300)} |")
@@ -137,23 +220,31 @@ def _parity_section(gates: dict[str, Any]) -> list[str]:
         if data.get("decoded_sample"):
             lines += ["", "First sample as the target feeds it (trained tokens in ⟦ ⟧):", "", "```",
                       data["decoded_sample"], "```"]
+    training = (gates.get("G4", {}).get("parity") or {}).get("training")
+    if training:
+        lines += (_training_parity_lines(training) if training_parity_record(gates) else
+                  ["", f"Training parity (G4): {parity_summary(training)}."])
+        if training_parity_record(gates):
+            lines += ["", "![training parity](training_parity.png)"]
     sharded = (gates.get("G6", {}).get("parity") or {}).get("sharded")
     if sharded:
         lines += ["", f"Sharded: {parity_summary(sharded)}."]
     return ["", "## Parity with the source", "", *lines] if lines else []
 
 
-def render_report(state: dict[str, Any], diff: str, has_plot: bool, where: dict[str, Any] | None = None) -> str:
-    """``where``: the branch, the user's checkout and the runs folder, for the next actions' commands."""
+def render_report(state: dict[str, Any], diff: str, has_plot: bool, where: dict[str, Any] | None = None,
+                  stale: dict[str, str] | None = None) -> str:
+    """``where``: the branch, the user's checkout and the runs folder, for the next actions' commands. ``stale``:
+    gate -> why its passed record no longer proves the work branch (``gate_currency``)."""
     gates = state.get("gates", {})
     plan = state.get("plan", {})
     c = state.get("counters", {})
     megatron = plan.get("backend") == "megatron"
-    # a policy that could not do a phase says so on the first line: what, why, what to do
-    head = ([f"**{EXIT_UNSUPPORTED}** — {state.get('exit_detail', '')}", ""]
-            if state.get("exit_status") == EXIT_UNSUPPORTED else [])
+    history = state.get("gate_history", [])
     lines = [
-        *head,
+        # what, why, what to do
+        headline(state, {g: gate_result(g, gates, history, stale) for g in ALL_GATES}, (where or {}).get("runs_dir")),
+        "",
         f"# Verification report — {plan.get('model_id', state.get('run_id'))}",
         "",
         f"- run id: `{state.get('run_id')}`",
@@ -164,7 +255,7 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool, where: dict[
         "",
         "## Gates",
         "",
-        *_gate_rows(gates, MEGATRON_GATE_TITLES if megatron else GATE_TITLES),
+        *_gate_rows(gates, MEGATRON_GATE_TITLES if megatron else GATE_TITLES, history, stale),
         "",
         "Every PASS above is backed by the command, exit code, timestamps, log excerpt and parsed metrics in "
         "`evidence.json`.",
@@ -190,10 +281,11 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool, where: dict[
             m = ev.get("metrics") or {}
             if "steps" in m:
                 metrics.append(f"| {g} {ev.get('label', '')} | {m.get('steps')} | {m.get('first_loss')} | "
-                               f"{m.get('last_loss')} | {m.get('median_step_ms')} | {m.get('samples_per_s')} |")
+                               f"{m.get('last_loss')} | {m.get('median_step_ms')} | {m.get('samples_per_s')} | "
+                               f"{m.get('weights') or ''} |")
     if metrics:
-        lines += ["", "## Training metrics", "", "| launch | steps | first loss | last loss | median step ms | samples/s |",
-                  "|---|---|---|---|---|---|", *metrics]
+        lines += ["", "## Training metrics", "", "| launch | steps | first loss | last loss | median step ms | samples/s "
+                  "| weights |", "|---|---|---|---|---|---|---|", *metrics]
     jobs = [f"| {g} {ev.get('label', '')} | {ev['job_id']} | {ev.get('nodes')} | {ev.get('job_state')} | "
             f"{ev.get('exit_code')} |" for g in ("G4", "G5", "G6") for ev in gates.get(g, {}).get("evidence", [])
             if ev.get("job_id")]
@@ -202,32 +294,57 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool, where: dict[
                   "|---|---|---|---|---|", *jobs]
     if has_plot:
         lines += ["", "![loss curve](loss_curve.png)"]
-    lines += ["", "## Changes in the target", "", "```", diff, "```", "", "## Risks", "", *risks(state, megatron),
-              "", "## Next actions", "", *next_actions(state, where or {})]
+    lines += review_section(state.get("delivery_review"), plan.get("similar_case"))
+    review_problems = [f"- Delivery review: {p}" for p in (state.get("delivery_review") or {}).get("problems", [])]
+    lines += ["", "## Changes in the target", "", "```", diff, "```", "", "## Risks", "",
+              *[r for r in risks(state, megatron) if not (review_problems and r.startswith("- None found"))],
+              *review_problems, "", "## Next actions", "", *next_actions(state, where or {})]
     return "\n".join(lines) + "\n"
+
+
+def _review(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    ctx = deps.ctx
+    try:
+        return review_delivery(ctx.target, state.get("artifacts", {}).get("base_commit"), ctx.work_branch,
+                               plan=state["plan"], source=ctx.source, data_path=ctx.data_path,
+                               run_id=str(state.get("run_id") or ctx.run_id))
+    except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+        return {"problems": [], "skipped": f"the work branch cannot be read ({exc})"}
 
 
 def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
     run_dir: Path = deps.ctx.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     gates = state.get("gates", {})
+    if (state.get("plan") or {}).get("config_path") and (state.get("plan") or {}).get("backend") != "megatron":
+        state = {**state, "delivery_review": _review(deps, state)}
+    currency = gate_currency(deps.ctx, state)
+    stale = {g: why for g, why in currency.items() if why}
     evidence = {
         "run_id": state.get("run_id"),
         "exit_status": state.get("exit_status"),
         "exit_detail": state.get("exit_detail"),
+        "exit_todo": state.get("exit_todo") or todo_for(state, str(run_dir.parent)),
         "plan": state.get("plan", {}),
+        "work_branch": deps.ctx.work_branch,
+        # per passed gate: "current" (its commit is on the branch and nothing it proved changed since) or why not
+        "gate_currency": {g: why or "current" for g, why in currency.items()},
         "gates": gates,
         "gate_history": state.get("gate_history", []),
         "counters": state.get("counters", {}),
+        **({"delivery_review": state["delivery_review"]} if "delivery_review" in state else {}),
     }
     (run_dir / "evidence.json").write_text(mask_text(json.dumps(evidence, indent=2, default=str)))
     has_plot = plot_losses(_losses(gates), run_dir / "loss_curve.png")
+    has_parity_plot = plot_training_parity(training_parity_record(gates), run_dir / "training_parity.png")
     diff = diff_summary(deps.ctx.target, state.get("artifacts", {}).get("base_commit"), deps.ctx.work_branch)
-    where = {"branch": deps.ctx.work_branch, "checkout": str(deps.ctx.checkout or deps.ctx.target),
+    where = {"branch": deps.ctx.work_branch, "checkout": str(getattr(deps.ctx, "checkout", None) or deps.ctx.target),
              "runs_dir": str(run_dir.parent)}
-    (run_dir / "verification_report.md").write_text(mask_text(render_report(state, diff, has_plot, where)))
+    (run_dir / "verification_report.md").write_text(mask_text(render_report(state, diff, has_plot, where, stale)))
     out = dict(state.get("artifacts", {}))
     out.update(report=str(run_dir / "verification_report.md"), evidence=str(run_dir / "evidence.json"))
     if has_plot:
         out["loss_curve"] = str(run_dir / "loss_curve.png")
+    if has_parity_plot:
+        out["training_parity_curve"] = str(run_dir / "training_parity.png")
     return out

@@ -26,7 +26,11 @@ from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.graph import build_graph
 from msmigrate.agent.masked_serde import MaskingSerializer
 from msmigrate.agent.policies.base import Policy
-from msmigrate.agent.state import EXIT_AWAITING_APPROVAL, EXIT_ERROR, EXIT_STOPPED
+from msmigrate.agent.gate_currency import invalidate
+from msmigrate.agent.policies.base import EndpointError
+from msmigrate.agent.report import write_artifacts
+from msmigrate.agent.state import EXIT_AWAITING_APPROVAL, EXIT_ERROR, EXIT_STOPPED, PHASE_GATES
+from msmigrate.agent.writer_recovery import settle_worktree
 from msmigrate.agent.trajectory import Trajectory
 from msmigrate.core.run_context import RunContext
 from msmigrate.tools.warm_runtime import POOL
@@ -189,6 +193,7 @@ class Run:
         the graph's own, ``awaiting_approval`` (plus ``interrupt``: the question), ``stopped_by_user``, or ``error``
         (plus ``error_file``) when a bug ended the drive."""
         hooks = hooks or DriveHooks()
+        self.deps.stop_requested = hooks.stop_requested  # read between the verify gates and by a Slurm launch
         started = bool(self.graph.get_state(self.config).values)
         inp: Any = Command(resume=resume_value) if resume_value is not None else (None if started else self.initial_state())
         self.trajectory.append("drive", resumed=started, **({"face": hooks.face} if hooks.face else {}))
@@ -196,37 +201,109 @@ class Run:
         if started and resume_value is None:
             self.answer_crashed_calls()
         try:
+            if started:
+                self.recover_writer()
             while True:
                 step_end = self._stream(inp, hooks)
                 if step_end == "stopped":
                     self.trajectory.append("stopped", by="user")
-                    return {**self.snapshot(), "exit_status": EXIT_STOPPED,
-                            "exit_detail": "stopped at a step boundary; the run resumes from there"}
+                    return self.exit_report({**self.snapshot(), "exit_status": EXIT_STOPPED,
+                                             "exit_detail": self.stop_detail()})
                 if step_end == "instructions":
                     inp = None  # continue from the checkpoint the instructions were written into
                     continue
                 payload = self.pending_interrupt()
                 if payload is None:
-                    self.release_worktree()
                     state = self.snapshot()
-                    return state if state.get("exit_status") else {
-                        **state, "exit_status": EXIT_ERROR, "exit_detail": "the graph ended without an exit status"}
+                    if not state.get("exit_status"):
+                        state = self.exit_report({**state, "exit_status": EXIT_ERROR,
+                                                  "exit_detail": "the graph ended without an exit status"})
+                    kept = self.release_worktree()
+                    return {**state, "worktree_kept": kept} if kept else state
                 if approver is None:
                     self.trajectory.append("paused", reason=EXIT_AWAITING_APPROVAL)  # idle from here to the resume
-                    return {**self.snapshot(), "exit_status": EXIT_AWAITING_APPROVAL, "interrupt": payload}
+                    return self.exit_report({
+                        **self.snapshot(), "exit_status": EXIT_AWAITING_APPROVAL, "interrupt": payload,
+                        "exit_detail": f"paused for your approval of {payload.get('kind')} "
+                                       f"({', '.join(payload.get('gates', []))}); nothing of it ran yet"})
                 asked = time.time()
                 answer = approver(payload)
                 waited = time.time() - asked
                 self.deps.idle_s += waited
                 self.trajectory.append("approval_wait", seconds=round(waited, 3))
                 inp = Command(resume=answer)
+        except KeyboardInterrupt:  # a headless Ctrl-C inside a step: the face handles it; the run still reports
+            self.trajectory.append("stopped", by="user", inside_step=True)
+            self.exit_report({**self.snapshot(), "exit_status": EXIT_STOPPED,
+                              "exit_detail": "interrupted (Ctrl-C) inside a step; the resumed run redoes that step"})
+            raise
         except Exception as exc:  # boundary: a bug fails the run with a status, not the caller
             tb = mask_text(traceback.format_exc())
             self.trajectory.append("error", error=repr(exc), traceback=tb)
             error_file = self.run_dir / "error.txt"
             error_file.write_text(tb)
-            return {**self.snapshot(), "exit_status": EXIT_ERROR, "error_file": str(error_file),
-                    "exit_detail": mask_text(f"{type(exc).__name__}: {exc}")}
+            return self.exit_report({**self.snapshot(), "exit_status": EXIT_ERROR, "error_file": str(error_file),
+                                     "exit_detail": mask_text(f"{type(exc).__name__}: {exc}"),
+                                     "exit_todo": self.error_todo(exc)})
+
+    def exit_report(self, state: dict[str, Any]) -> dict[str, Any]:
+        """``verification_report.md`` + ``evidence.json`` for an exit the graph's report node did not write (a
+        stop, a pause for approval, an error): every run ends with both. The checkpoint is left as it is, so the
+        run resumes from where it was; the report is rewritten when it ends."""
+        try:
+            artifacts = write_artifacts(self.deps, state)
+        except Exception as exc:  # boundary (inside drive's): a report that cannot be written must not hide the exit
+            self.trajectory.append("report_failed", error=mask_text(repr(exc)), exit_status=state.get("exit_status"))
+            return state
+        self.trajectory.append("report_written", exit_status=state.get("exit_status"), report=artifacts["report"])
+        return {**state, "artifacts": artifacts}
+
+    def stop_detail(self) -> str:
+        state = self.snapshot()
+        phase = state.get("phase")
+        left = [g for g in PHASE_GATES.get(phase or "", ()) if g not in (state.get("gates") or {})]
+        return (f"stopped at a step boundary by the user, in phase {phase}"
+                + (f", before {', '.join(left)}" if phase == "verify" and left else "")
+                + "; nothing more was started after the stop")
+
+    def error_todo(self, exc: Exception) -> str:
+        """What to do after an error: an endpoint outage is the user's to fix, a bug is ours to report."""
+        resume = f"`msmigrate run --resume {self.run_id} --runs-dir {self.run_dir.parent}`"
+        if isinstance(exc, EndpointError):
+            url = self.spec.llm.base_url or self.settings.llm_base_url
+            return (f"check that the LLM endpoint {url} is up and answers chat completions (base_url, model, API "
+                    f"key), then {resume} continues from the last checkpoint")
+        return (f"the traceback is in {self.run_dir / 'error.txt'}; {resume} continues from the last checkpoint "
+                "(report the traceback if it fails again)")
+
+    def recover_writer(self) -> None:
+        """A resumed run first repairs what a dead process left (``writer_recovery``), then drops the gate records
+        that no longer prove the work branch, so their gates run again."""
+        if self.ctx.checkout is None:
+            return
+        problem = settle_worktree(self.ctx, self.trajectory, "resume: the previous process may have died mid-write",
+                                  self.snapshot().get("plan"))
+        if problem:  # the gates refuse to run on it too, with the same reason
+            self.trajectory.append("writer_not_recovered", problem=problem)
+        self.invalidate_gates("resume")
+
+    def invalidate_gates(self, why: str) -> list[str]:
+        """Drop the gate records that no longer prove the work branch (``gate_currency``) from the state, so the
+        graph runs their gates again; the history keeps them. Returns the dropped gates. Only between drives."""
+        state = self.snapshot()
+        kept = invalidate(self.ctx, state, self.trajectory, why)
+        dropped = [g for g in (state.get("gates") or {}) if g not in kept]
+        if dropped:
+            self.graph.update_state(self.config, {"gates": kept})
+        return dropped
+
+    def rewrite_report(self) -> str | None:
+        """A run that already ended gets its report and evidence rewritten for the branch as it is now (after an
+        ``/undo``): the old report must not go on certifying commits the branch no longer holds."""
+        state = self.snapshot()
+        if not (state.get("artifacts") or {}).get("report"):
+            return None
+        return write_artifacts(self.deps, state)["report"]
 
     def _stream(self, inp: Any, hooks: DriveHooks) -> str:
         """One pass of the graph from ``inp``: "done" when it ends or pauses by itself, "stopped" or
@@ -272,10 +349,22 @@ class Run:
         self.graph.update_state(self.config, {"messages": answers}, as_node="tools")
         self.trajectory.append("not_replayed", calls=[c["name"] for c in messages[-1].tool_calls], error=first)
 
-    def release_worktree(self) -> None:
-        """The run ended: remove its work tree (the branch and tags stay), so the user can check the branch out."""
-        if self.ctx.checkout is not None and self.snapshot().get("exit_status"):
-            release_worktree(self.ctx.checkout, self.ctx.target)
+    def release_worktree(self) -> str | None:
+        """The run ended: remove its work tree (the branch and tags stay), so the user can check the branch out.
+        A work tree holding what its branch does not is left where it is: returns where and why (also in the
+        trajectory, and appended to the report)."""
+        if self.ctx.checkout is None or not self.snapshot().get("exit_status"):
+            return None
+        kept = release_worktree(self.ctx.checkout, self.ctx.target)
+        if kept:
+            self.trajectory.append("worktree_kept", path=str(self.ctx.target), why=kept)
+            self.deps.emit("worktree_kept", path=str(self.ctx.target), why=kept)
+            report = self.run_dir / "verification_report.md"
+            if report.is_file():
+                with open(report, "a", encoding="utf-8") as fh:
+                    fh.write(f"\n## Work tree kept\n\n{mask_text(kept)}. Commit or copy what you need from it, "
+                             f"then `git worktree remove {self.ctx.target}`.\n")
+        return kept
 
     def close(self) -> None:
         POOL.close_all()  # the warm target runtime lives as long as the run

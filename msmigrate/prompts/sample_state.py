@@ -90,11 +90,18 @@ def sample_node_vars(phase: str) -> dict[str, Any]:
             "template": "qwen2vl",
             "collator": "qwen3vl",
             "similar_case": "standin-qwen3-vl",
+            "launch_size": {"nproc_per_node": 8, "nnodes": 1, "gate_ranks": 2,
+                            "why": "nproc_per_node 8: the 8 NPU(s) the runtime probe found; nnodes 1 (the default: "
+                                   "one node)"},
             "reasons": [
                 "AutoConfig loads the source folder and transformers ships Qwen2VLForConditionalGeneration",
                 "registered template qwen2vl matches the source chat_template and its mm_plugin qwen2_vl expands <|image_pad|>",
                 "collator qwen3vl produces pixel_values, image_grid_thw and rope_deltas, all accepted by forward",
             ],
+            "source_training": {"kind": "hf", "entry": [], "forward_call": "kwargs", "label_convention": "aligned"},
+            "source_training_contract": [
+                "the source ships no training code: the oracle is HF's Trainer with the class's own forward loss "
+                "(forward(**batch) → .loss, labels aligned with input_ids, shifted inside the loss)"],
         },
         "gate_results": [
             {"gate": "G0", "passed": True, "summary": "source, target and runtime probe OK (torch 2.13 CPU)",

@@ -121,6 +121,8 @@ class LogSummary:
     memory: dict[str, float] | None = None
     checkpoints_saved: list[str] = field(default_factory=list)
     checkpoint_loaded: str | None = None
+    hf_weights_loaded: str | None = None  # the folder of "Loading HF safetensors -> FSDP DTensors ... dir=<path>"
+    hf_weights_missing: str | None = None  # "N parameter key(s) absent from the HF checkpoint ..." (left unloaded)
     config_file: str | None = None
     auto_registered_fields: list[str] = field(default_factory=list)
     dynamic_fields: list[str] = field(default_factory=list)
@@ -347,6 +349,10 @@ class LogWatcher:
             s.checkpoints_saved.append(msg.split("Saved checkpoint to", 1)[1].strip())
         elif "Loaded checkpoint from" in msg:
             s.checkpoint_loaded = msg.split("Loaded checkpoint from", 1)[1].strip()
+        elif "Loading HF safetensors" in msg and " dir=" in msg:
+            s.hf_weights_loaded = msg.split(" dir=", 1)[1].split(" arch=", 1)[0].strip()
+        elif "absent from the HF checkpoint" in msg:
+            s.hf_weights_missing = normalize(msg)[:2000]
         elif level in ("ERROR", "CRITICAL"):
             if not self._special_patterns(msg, rank):
                 self._error_line(line)

@@ -65,6 +65,17 @@ class MediaExpansion:
         return self.per_image[0].text if self.ok and self.kind == "fixed" and self.per_image else None
 
     @property
+    def tokens_written(self) -> list[str]:
+        """The media-related tokens the source processor actually wrote for the probed images (the media token,
+        and each expansion's start / end / break tokens), measured — not the tokenizer's name-matched list."""
+        if not self.ok:
+            return []
+        out = [self.media_token] if self.media_token else []
+        for image in self.per_image:
+            out += [*image.prefix, *image.suffix, *image.break_tokens]
+        return [t for t in dict.fromkeys(out) if t and t.strip()]
+
+    @property
     def counts(self) -> list[int]:
         return [p.count for p in self.per_image]
 

@@ -82,7 +82,18 @@ def check_data(ctx: RunContext, config_path: str, model_id: str = "", plugins: l
     path = (ctx.target / config_path).resolve()
     if not path.is_file():
         return ToolResult.failure(f"{config_path} not found under the target")
-    return data_check(ctx, path)
+    # the same data parity G2 runs, with the same inputs from the run's plan: an "ok" here means G2's parity holds
+    plan = getattr(ctx, "plan", None) or {}
+    res = data_check(ctx, path, parity_data=ctx.data_path,
+                     media_token_id=(plan.get("media_expansion") or {}).get("media_token_id"),
+                     trust_remote_code=trust_remote_code or plan.get("route") == "custom",
+                     source_training=plan.get("source_training"))
+    parity = (res.data.get("result") or {}).get("parity") if res.ok else None
+    if parity and not parity.get("passed"):
+        problems = parity.get("problems") or [parity.get("error") or "no sample compared"]
+        return ToolResult.failure("the pipeline runs, but G2's data parity fails (" + (parity.get("oracle") or
+                                  "the source's own processing") + "): " + " | ".join(problems[:6]), **res.data)
+    return res
 
 
 def check_forward(ctx: RunContext, model_id: str, plugins: list[str], use_collated_batch: bool = False,
@@ -103,7 +114,8 @@ def target_check_tools(ctx: RunContext) -> list:
                   "argument models, registries, plugin paths, pattern audit against the real module tree).",
                   ConfigPathArgs, lambda **kw: check_config(ctx, **kw)),
         make_tool("check_data", "Run gate G2's data pipeline now: dataset_type → attr mapping → template + mm_plugin "
-                  "→ collator on real samples; returns batch keys and shapes, and saves the batch.",
+                  "→ collator on real samples, and G2's data parity against the source's own processing (its "
+                  "training code where it has one); returns batch keys and shapes, and saves the batch.",
                   ConfigPathArgs, lambda **kw: check_data(ctx, **kw)),
         make_tool("check_forward", "One forward with labels through the plugin class (shrunk config) on a "
                   "synthetic or the last collated batch: the loss and whether it is finite. Also builds it both ways "

@@ -94,9 +94,12 @@ def forward_check(ctx: RunContext, *, plugins: list[str], model_id: str, batch_f
 
 
 def data_check(ctx: RunContext, config_path: Path, *, parity_data: Path | None = None,
-               media_token_id: int | None = None, trust_remote_code: bool = False) -> ToolResult:
+               media_token_id: int | None = None, trust_remote_code: bool = False,
+               source_training: dict[str, Any] | None = None) -> ToolResult:
     """Real samples through the target's dataset → collator; with ``parity_data`` (the raw samples the config maps)
-    the mapped samples are also compared with the source's own chat template + processor (``result.parity``)."""
+    the mapped samples are also compared with the source's own processing (``result.parity``): its own training
+    dataset + collator where ``source_training`` (the plan's training facts) found them, else its chat template +
+    processor."""
     if (refused := unapproved(ctx)) is not None:
         return refused
     out = ctx.run_dir / "probes"
@@ -108,6 +111,10 @@ def data_check(ctx: RunContext, config_path: Path, *, parity_data: Path | None =
             args += ["--media-token-id", str(media_token_id)]
         if trust_remote_code:
             args += ["--trust-remote-code"]
+        if source_training and source_training.get("kind") == "own":
+            facts = out / "source_training.json"
+            facts.write_text(json.dumps(source_training), encoding="utf-8")
+            args += ["--source-training", str(facts)]
     res = run_probe(ctx.runtime_python, "data_check", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
     if res.ok:
         res.data["saved"] = _save(ctx, "data_check", res.data["result"])
@@ -119,13 +126,20 @@ def data_check(ctx: RunContext, config_path: Path, *, parity_data: Path | None =
 
 def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_remote_code: bool = False,
                  sample_data: Path | None = None, batch_file: str | None = None,
-                 media_token_id: int | None = None) -> ToolResult:
+                 media_token_id: int | None = None, source_training: dict[str, Any] | None = None) -> ToolResult:
     """The plugin class (eager, and meta init + load) against the source's own class on one shared random init and
     the same batch, fp32 on CPU (``probes/model_parity.py``); ``batch_file``: that batch is a collated one of the
-    target's pipeline (G2's). ``ok`` means the probe ran; ``result.passed`` is the verdict."""
+    target's pipeline (G2's); ``source_training`` (the plan's training facts, with ``sample_data``: the source's
+    records): the batch is the source's own dataset + collator's and the reference its own loss path.
+    ``ok`` means the probe ran; ``result.passed`` is the verdict."""
     if (refused := unapproved(ctx)) is not None:
         return refused
     args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--shrink-layers", "2"]
+    if sample_data and source_training and source_training.get("kind") == "own" and not batch_file:
+        facts = ctx.run_dir / "probes" / "source_training.json"
+        facts.parent.mkdir(parents=True, exist_ok=True)
+        facts.write_text(json.dumps(source_training), encoding="utf-8")
+        args += ["--source-training", str(facts)]
     if sample_data:
         args += ["--sample-data", str(sample_data)]
     if batch_file:
@@ -138,6 +152,25 @@ def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_re
     if res.ok:
         res.data["saved"] = _save(ctx, f"model_parity_{model_id}{'_collated' if batch_file else ''}",
                                   res.data["result"])
+    return res
+
+
+def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, config_path: Path, steps: int,
+                    trust_remote_code: bool = False, media_token_id: int | None = None) -> ToolResult:
+    """``steps`` optimizer steps of the source class and of the plugin class in the target trainer's step, same
+    weights, batches and optimizer settings, fp32 on CPU (``probes/training_parity.py``). ``ok`` means the probe
+    ran; ``result.passed`` is the verdict (None: not comparable)."""
+    if (refused := unapproved(ctx)) is not None:
+        return refused
+    args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--shrink-layers", "2",
+                                                  "--config", str(config_path), "--steps", str(steps)]
+    if media_token_id is not None:
+        args += ["--media-token-id", str(media_token_id)]
+    if trust_remote_code:
+        args += ["--trust-remote-code"]
+    res = run_probe(ctx.runtime_python, "training_parity", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=600)
+    if res.ok:
+        res.data["saved"] = _save(ctx, f"training_parity_{model_id}", res.data["result"])
     return res
 
 

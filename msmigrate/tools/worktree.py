@@ -144,16 +144,157 @@ def open_worktree(checkout: Path, run_id: str, run_dir: Path) -> Worktree:
         return Worktree(checkout, path, branch, base, created=True)
 
 
-def release_worktree(checkout: Path, path: Path) -> bool:
-    """Remove the run's work tree (its branch stays). Only a path registered as a work tree of ``checkout`` and not
-    the main checkout itself is ever removed."""
+def release_worktree(checkout: Path, path: Path) -> str | None:
+    """Remove the run's work tree (its branch stays); None when it was removed (or is no work tree of ``checkout``),
+    else why it was left. Only a path registered as a work tree of ``checkout`` and not the main checkout itself is
+    ever removed, and never one that holds anything git does not (files written but not committed, a lock of a
+    writer): the work tree may then hold the only copy of an edit, so it is left where it is."""
     checkout, path = Path(checkout).resolve(), Path(path).resolve()
-    if path == checkout or not _registered(checkout, path):
-        return False
+    if path == checkout:
+        return f"{path} is the user's checkout, never removed"
+    if not _registered(checkout, path):
+        return None  # not a work tree of this checkout (already released): nothing to remove, nothing kept
+    if not (path / ".git").exists():  # deleted by hand: only git's registry entry is left
+        with target_lock(checkout):
+            git(checkout, "worktree", "prune")
+        return None
+    dirt = uncommitted(path)
+    locks = held_locks(path)
+    if dirt or locks:
+        what = [*(f"{code} {name}" for code, name in dirt[:20]), *(f"lock {lock}" for lock in locks)]
+        return f"work tree {path} left in place: it holds what its branch does not ({'; '.join(what)})"
     with target_lock(checkout):
+        # forced only past what is regenerated (bytecode caches): everything else was checked clean above
         git(checkout, "worktree", "remove", "--force", str(path), check=False)
         git(checkout, "worktree", "prune")
-    return not path.exists()
+    return None if not path.exists() else f"git did not remove the work tree {path}; it is left in place"
+
+
+# ------------------------------------------------------------------------------------- a writer that died mid-commit
+# A kill -9 of the agent during a write or its ``git commit`` (an OOM kill of the cgroup, a power cut) leaves what
+# the resumed run must not build on blindly: git's lock files (every later commit is refused while they exist), a
+# file written on disk but never committed (the branch does not hold it), and the temporary file of a write that
+# never reached its rename. The helpers below find them; the runner decides and records what it did.
+
+TMP_SUFFIX = ".msmigrate-tmp"  # safe_fs.write_text's temporary files
+_REGENERATED = ("__pycache__/",)  # written by importing the code, never an edit: not dirt
+
+
+def git_dir(path: Path) -> Path:
+    return Path(git(path, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip())
+
+
+def _lock_files(path: Path) -> list[Path]:
+    gd, common = git_dir(path), common_git_dir(path)
+    branch = git(path, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
+    # the work tree's own git dir: index.lock, HEAD.lock, next-index-<pid>.lock of a partial commit, …
+    found = sorted(gd.glob("*.lock")) + ([common / f"{branch}.lock"] if branch else [])
+    return [p for p in found if p.exists()]
+
+
+def _descendants_of_self() -> set[int]:
+    """This process and its descendants (GitPython's persistent ``git cat-file`` helpers among them)."""
+    parent: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parent[int(stat.parent.name)] = int(fields[1])
+    mine, grew = {os.getpid()}, True
+    while grew:
+        more = {pid for pid, ppid in parent.items() if ppid in mine} - mine
+        mine |= more
+        grew = bool(more)
+    return mine
+
+
+def _writer_alive(tree: Path, lock: Path) -> bool | None:
+    """Whether a live process other than this one (and its children) may be writing: it has ``lock`` open, works
+    in ``tree`` (git's cwd, as GitPython starts it) or names it on its command line (``git -C tree``). None when
+    this system has no /proc to ask. Its own descendants are not asked: this process decides while it writes
+    nothing (between graph steps)."""
+    proc = Path("/proc")
+    if not (proc / "self" / "fd").is_dir():
+        return None
+    tree_s, lock_s, mine = str(tree), str(lock), _descendants_of_self()
+    for entry in proc.glob("[0-9]*"):
+        if int(entry.name) in mine:
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if cwd == tree_s or cwd.startswith(tree_s + "/") or tree_s in cmdline:
+                return True
+            if any(os.readlink(fd) == lock_s for fd in (entry / "fd").iterdir()):
+                return True
+        except OSError:  # a process that ended while it was looked at, or one we may not inspect
+            continue
+    return False
+
+
+def held_locks(path: Path) -> list[str]:
+    """git lock files in the work tree's git dirs (whoever holds them)."""
+    return [str(p) for p in _lock_files(path)]
+
+
+def clear_dead_locks(path: Path, min_age_s: float = 1.0) -> list[str]:
+    """Remove git lock files of this work tree whose writer is dead (no live process holds them, works in the tree
+    or names it); returns the removed paths. A lock younger than ``min_age_s`` is left (its git may be starting),
+    and so is every lock when this system cannot tell whether its writer lives (no /proc)."""
+    import time
+
+    cleared = []
+    path = Path(path).resolve()
+    for lock in _lock_files(path):
+        try:
+            age = time.time() - lock.stat().st_mtime
+        except FileNotFoundError:
+            continue
+        if age < min_age_s or _writer_alive(path, lock) is not False:
+            continue
+        lock.unlink(missing_ok=True)
+        cleared.append(str(lock))
+    return cleared
+
+
+def uncommitted(path: Path, paths: list[str] | None = None) -> list[tuple[str, str]]:
+    """(status code, path) of what the work tree holds that its HEAD does not: tracked files changed or deleted,
+    untracked files not ignored (under ``paths`` when given). Bytecode caches are left out."""
+    out = git(path, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *(paths or [])).stdout
+    entries, items = [], out.split("\0")
+    i = 0
+    while i < len(items):
+        item = items[i]
+        i += 1
+        if len(item) < 4:
+            continue
+        code, name = item[:2], item[3:]
+        if code[0] in "RC":  # a rename's source path follows as its own item
+            i += 1
+        if not any(part in name for part in _REGENERATED) and not name.endswith(".pyc"):
+            entries.append((code, name))
+    return entries
+
+
+def commit_uncommitted(path: Path, message: str, env: dict[str, str],
+                       paths: list[str] | None = None) -> tuple[str | None, list[str], list[str]]:
+    """Commit what the work tree holds beyond HEAD under ``paths`` (one commit, ``message``), after deleting the
+    temporary files of writes that never reached their rename (their content was never a whole file). Returns (new
+    commit or None, committed paths, removed temporary files)."""
+    dirt = uncommitted(path, paths)
+    removed = [name for _, name in dirt if Path(name).name.endswith(TMP_SUFFIX)]
+    for name in removed:
+        (Path(path) / name).unlink(missing_ok=True)
+    keep = [name for _, name in dirt if name not in removed]
+    if not keep:
+        return None, [], removed
+    git(path, "add", "-A", "-f", "--", *keep)
+    proc = subprocess.run(["git", *_GIT_SAFE, "-C", str(path), "commit", "--no-verify", "-q", "-m", message],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, env={**_git_env(), **env})
+    if proc.returncode != 0:
+        raise WorktreeError(f"git commit failed in {path}: {proc.stderr.strip()[:500]}")
+    return git(path, "rev-parse", "HEAD").stdout.strip(), keep, removed
 
 
 def checkout_state(checkout: Path) -> dict[str, str]:

@@ -68,7 +68,12 @@ CASES = {
     "chameleon": (ct.CHAMELEON, "<s>", "</s>", dict(  # plain text, a reserved token ends the answer
         prefix="<s>", user="{{content}}", assistant="{{content}}<reserved08706>", system="{{content}}<reserved08706>",
         default_system="", stop_word="<reserved08706>")),
-    "florence2": (ct.FLORENCE2, "<s>", "</s>", None),  # encoder-decoder: the answer is not in the prompt text
+    "florence2": (ct.FLORENCE2, "<s>", "</s>", None),
+    # ChatML concatenating message['content'] as a string: structured content raises TypeError in it
+    "phi3_v": (ct.PHI3_V, "<s>", "<|endoftext|>", dict(  # role tags, string content only
+        prefix="", user="<|user|>\n{{content}}<|end|>\n<|assistant|>\n", assistant="{{content}}<|end|>\n",
+        system="<|system|>\n{{content}}<|end|>\n", default_system="", stop_word="<|end|>", content_form="string")),
+    "string_chatml": (ct.STRING_CHATML, "", "<|im_end|>", {**CHATML, "default_system": "", "content_form": "string"}),  # encoder-decoder: the answer is not in the prompt text
 }
 
 
@@ -164,12 +169,15 @@ def test_generated_slots_write_what_the_source_template_renders(family):
     turns = [("<image>What is it?", "A square."), ("And the colour?", "Grey.")]
     messages = []
     for user, answer in turns:
-        messages += [{"role": "user", "content": _structured(user)}, {"role": "assistant", "content": answer}]
+        # the content form the template takes (a string-only template gets the text, placeholders written in it)
+        content = _structured(user) if fmt.content_form == "structured" else user
+        messages += [{"role": "user", "content": content}, {"role": "assistant", "content": answer}]
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     source = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(template).render(
         messages=messages, add_generation_prompt=False, bos_token=bos, eos_token=eos)
-    source = source.replace(_placeholder(template, bos, eos), "<image>")
+    if fmt.content_form == "structured":
+        source = source.replace(_placeholder(template, bos, eos), "<image>")
     generated = _pipeline_text(fmt, turns, eos)
     if fmt.closes_answer(eos):
         assert generated == source
@@ -196,3 +204,24 @@ def test_answer_lead_moves_the_header_space_to_the_answer_only_where_the_generat
     assert (qwen.user_slot, qwen.assistant_slot) == (qwen.user, qwen.assistant)
     assert qwen.closes_answer("<|im_end|>") and not derive_chat_format(ct.GLM4V, "", "<|endoftext|>").closes_answer(
         "<|endoftext|>")
+
+
+def test_a_string_only_template_is_derived_from_string_content_and_says_so():
+    """A published ChatML template doing ``'<|im_start|>' + message['role'] + '\\n' + message['content']`` raises
+    TypeError on structured content: the format comes from string renders, and ``content_form`` records it."""
+    fmt = derive_chat_format(ct.STRING_CHATML, "", "<|im_end|>")
+    assert fmt.content_form == "string"
+    assert (fmt.user, fmt.assistant, fmt.stop_word) == (CHATML["user"], CHATML["assistant"], "<|im_end|>")
+    assert fmt.media_first_cut == ""
+    assert derive_chat_format(ct.QWEN2_VL, "", "<|im_end|>").content_form == "structured"
+
+
+@pytest.mark.parametrize("template", [
+    "{{ 1 // 0 }}",  # ZeroDivisionError
+    "{{ messages[7]['content'] }}{{ messages[0]['content'] + 1 }}",  # TypeError
+    "{{ raise_exception('no system') if true }}",  # undefined callable
+    "{% for m in messages %}{{ m['content'].nope() }}{% endfor %}",
+])
+def test_a_template_raising_anything_is_a_chat_format_error(template):
+    with pytest.raises(ChatFormatError, match="does not render"):
+        derive_chat_format(template)

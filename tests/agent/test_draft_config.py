@@ -63,7 +63,14 @@ def test_draft_config_fills_plan_data_and_tree_and_keeps_baseline_knobs(workspac
     assert cfg["features"]["recompute"] is True
     assert cfg["features"]["recompute_plan"]["apply_modules"] == ["model.layers.{*}"]
     assert cfg["training"]["plugin"] == [PLAN["plugin_dir"], PLAN["data_plugin"]]
-    assert "load" not in cfg["training"] and "save" not in cfg["training"]
+    # the user's checkpoint: the source's safetensors loaded into the meta-built model (the framework's HF load)
+    assert (workspace["source"] / "model.safetensors").is_file()
+    assert {k: cfg["training"][k] for k in ("init_model_with_meta_device", "load", "load_format", "no_load_optim",
+                                            "no_load_rng")} == {"init_model_with_meta_device": True,
+                                                                "load": str(workspace["source"]),
+                                                                "load_format": "auto", "no_load_optim": True,
+                                                                "no_load_rng": True}
+    assert "save" not in cfg["training"]
     # baseline training knobs untouched, and the baseline itself not mutated
     assert cfg["training"]["train_iters"] == baseline["training"]["train_iters"]
     assert baseline["model"]["model_id"] == "qwen3_vl"
@@ -105,3 +112,75 @@ def test_load_baseline_refuses_a_missing_example(workspace):
         load_baseline(workspace["target"], "examples/nope/nope.yaml")
     with pytest.raises(FileNotFoundError):
         load_baseline(workspace["target"], None)
+
+
+def test_a_source_without_safetensors_loads_by_from_pretrained(workspace, tmp_path):
+    baseline = {"training": {"init_model_with_meta_device": True, "load": "./ckpt/hf_path/X", "lr": 1.0e-5}}
+    cfg = draft_config(PLAN, baseline, source=tmp_path, data_json=workspace["source"] / "data" / "train.json",
+                       tree=TREE)
+    assert cfg["training"]["init_model_with_meta_device"] is False and "load" not in cfg["training"]
+    assert cfg["model"]["model_name_or_path"] == str(tmp_path)
+
+
+EXAMPLE = """# parallel settings
+parallel:
+  fsdp_plan:
+    apply_modules: # shard order matters
+      - model.visual
+    param_dtype: bf16
+
+# data settings
+data:
+  dataset_param:
+    attr:
+      images: images
+      messages: messages
+    preprocess_parameters:
+      model_name_or_path: &HF_MODEL_LOAD_PATH ./ckpt/hf_path/Example  # the HF weights
+    basic_parameters:
+      template: example_tpl
+      dataset: ./data/example.json
+  dataloader_param:
+    collate_param:
+      model_name: example
+      ignore_pad_token_for_loss: true
+
+# model settings
+model:
+  model_id: example
+  model_name_or_path: *HF_MODEL_LOAD_PATH
+  gdn_implementation: ascendc
+
+# training settings
+training:
+  lr: 1.0e-5  # tuned for the example
+  init_model_with_meta_device: true
+  load: ./ckpt/hf_path/Example  # HF or DCP weights
+  load_format: auto
+  save: ./save_path
+  plugin:
+    - mindspeed_mm/fsdp/models/example
+"""
+
+
+def test_draft_is_a_round_trip_of_the_example(workspace, tmp_path):
+    """Comments, anchors/aliases and key order of the example survive; only the keys the migration owns change."""
+    from msmigrate.tools import yaml_roundtrip as rt
+
+    (tmp_path / "examples" / "example").mkdir(parents=True)
+    (tmp_path / "examples" / "example" / "example_config.yaml").write_text(EXAMPLE)
+    baseline, _, _ = load_baseline(tmp_path, "examples/example/example_config.yaml")
+    data = workspace["source"] / "data" / "train.json"
+    text = rt.dump(draft_config(PLAN, baseline, source=workspace["source"], data_json=data, tree=TREE))
+    for kept in ("# parallel settings", "# data settings", "# model settings", "# training settings",
+                 "apply_modules: # shard order matters", "lr: 1.0e-5  # tuned for the example",
+                 "model_name_or_path: *HF_MODEL_LOAD_PATH"):
+        assert kept in text, kept
+    assert f"model_name_or_path: &HF_MODEL_LOAD_PATH {workspace['source']}" in text
+    assert f"load: {workspace['source']}" in text and "# HF or DCP weights" in text
+    assert "gdn_implementation" not in text and "save:" not in text and "model_name: example" not in text
+    # the section order of the example, and a removed last key leaves the next section's header in place
+    heads = [line for line in text.splitlines() if line and not line.startswith((" ", "#"))]
+    assert heads == ["parallel:", "data:", "model:", "training:", "features:"]  # a section it lacked comes last
+    assert text.index("# training settings") < text.index("training:") < text.index("  lr:")
+    assert text.index("images: images") < text.index("messages: messages")  # attr keys stay in the example's order

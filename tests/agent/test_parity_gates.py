@@ -4,25 +4,19 @@ One real migration (rules policy, real probes, G0–G3; the code approved, the l
 migrated stand-in target whose G1/G2 parity records must pass with figures. Then each test copies that target,
 breaks one thing the way a migration could, and runs the gate itself (``gate_model`` / ``gate_data``) on the copy:
 the gate must fail, and the failure classifier must name the parity case with its owner phase. Every parity check is
-a probe in the target runtime (forked from the warm runtime), ~1–2 min on 2 cores for the module; one test also
-launches G4/G5 (three single-process torchrun launches, ~1 min more) to show that what G1 catches as a parity
-failure also fails the training gates the same way every run, never by what fresh memory happened to hold."""
+a probe in the target runtime (forked from the warm runtime), ~1–2 min on 2 cores for the module. The training
+parity mutations (G4): tests/agent/test_training_parity.py."""
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
+from standin_migration import copy_at_head, edit, migrate_qwen2_vl
 
-from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.routes.fsdp2.gates import gate_data, gate_model
-from msmigrate.agent.runner import Run, new_run_id
-from msmigrate.core.run_context import RunContext
 from msmigrate.knowledge.classifier import classify
 
 pytestmark = pytest.mark.integration
@@ -34,40 +28,10 @@ MM_PLUGIN = "mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py"
 
 @pytest.fixture(scope="module")
 def migrated(tmp_path_factory):
-    from msmigrate.testbeds.fixtures import build_source
-    from msmigrate.testbeds.standin import write_standin
-
-    root = tmp_path_factory.mktemp("parity")
-    source = build_source("qwen2_vl", root / "qwen2_vl")
-    target = write_standin(root / "MindSpeed-MM", with_assets=False)
-    spec = RunSpec(source=source, target=target, model_name="qwen2_vl", policy="rules", approval=True,
-                   launch={"gate_train_iters": 5})
-    run = Run(spec, new_run_id("qwen2_vl"), Settings(runs_dir=root / "runs"))
-    # approve running the written code (G1–G3), reject the training launch: the run ends before any torchrun
-    state = run.drive(lambda payload: {"action": "reject" if payload.get("kind") == "launch" else "approve"})
-    run.close()
-    for gate in ("G1", "G2", "G3"):
-        assert state["gates"][gate]["passed"], (gate, state["gates"][gate]["summary"])
-    head = subprocess.run(["git", "-C", str(target), "rev-parse", f"msmigrate/{run.run_id}"], capture_output=True,
-                          text=True, check=True).stdout.strip()
-    return {"source": source, "target": target, "state": state, "spec": spec, "head": head, "root": root}
+    return migrate_qwen2_vl(tmp_path_factory.mktemp("parity"), {"gate_train_iters": 5})
 
 
-def _copy(migrated, name: str) -> tuple[SimpleNamespace, dict]:
-    """A copy of the migrated target at the run's last commit, and gate deps/state pointing at it."""
-    dest = migrated["root"] / f"mut_{name}"
-    shutil.copytree(migrated["target"], dest, symlinks=True)
-    subprocess.run(["git", "-C", str(dest), "checkout", "-q", "-f", migrated["head"]], check=True)
-    run_dir = migrated["root"] / f"run_{name}"
-    ctx = RunContext(run_id=f"mut-{name}", run_dir=run_dir, source=migrated["source"], target=dest,
-                     model_name="qwen2_vl", data_path=migrated["source"] / "data" / "train.json")
-    return SimpleNamespace(ctx=ctx, spec=migrated["spec"]), {"plan": migrated["state"]["plan"]}
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, f"mutation anchor {old!r} not in {path}"
-    path.write_text(text.replace(old, new))
+_copy, _edit = copy_at_head, edit
 
 
 def test_clean_migration_has_parity_figures(migrated):
@@ -109,12 +73,6 @@ def _rms_norm_eps(target: Path) -> None:
                     "        super().__init__(config)\n")
 
 
-def _no_buffer_reinit(target: Path) -> None:
-    path = target / PLUGIN
-    text = path.read_text()
-    path.write_text(text[:text.index("    def to_empty")])
-
-
 @pytest.mark.parametrize("name, mutate, gate, case, owner", [
     ("no_system_turn", _no_system, gate_data, "parity-prompt-ids-differ", "data"),
     ("labels_not_masked", _train_prompt, gate_data, "parity-labels-train-prompt", "data"),
@@ -134,16 +92,15 @@ def test_parity_gate_catches_mutation(migrated, name, mutate, gate, case, owner)
     assert (found.case_id, found.owner) == (case, owner), (found, verdict)
 
 
-def test_plugin_without_its_to_empty_override_passes_g1_as_on_the_real_trainer(migrated):
-    """The plugin's own ``to_empty`` override removed: the trainer never calls it. Like the real MindSpeed-MM
+def test_plugin_without_a_to_empty_override_passes_g1_as_on_the_real_trainer(migrated):
+    """The generated plugin has no ``to_empty`` override: the trainer never calls one. Like the real MindSpeed-MM
     (``fsdp/utils/utils.py`` ``to_empty_if_needed``: ``model._apply``, fresh storage for parameters only; ModelHub
     builds under accelerate's ``init_empty_weights``, so buffers are computed for real), the stand-in keeps every
     buffer's ``__init__`` value, and G1's fresh and resumed-load paths both pass: the rotary ``inv_freq`` needs no
-    rebuild there. (Until the stand-in copied that, this plugin failed G1 with a NaN ``inv_freq`` that the real
+    rebuild there. (Until the stand-in copied that, such a plugin failed G1 with a NaN ``inv_freq`` that the real
     trainer would never have produced. A buffer that is non-finite after the meta paths is still named and routed to
     the model phase: tests/agent/test_meta_path_diagnosis.py.)"""
     deps, state = _copy(migrated, "no_buffer_reinit")
-    _no_buffer_reinit(deps.ctx.target)
     assert "def to_empty" not in (deps.ctx.target / PLUGIN).read_text()
     record = gate_model(deps, state)
     assert record["passed"], record["summary"]

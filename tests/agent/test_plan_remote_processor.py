@@ -68,3 +68,21 @@ def test_same_count_different_layout_is_described_as_such():
     assert "depends on the image: 64x48 -> 20, 128x48 -> 24" in differs
     # the suffix's newline is shown escaped: the description stays one line in the plan's reasons
     assert "\n" not in same and "</sl>\\n" in same
+
+
+def test_the_plan_lists_the_media_tokens_the_processor_writes():
+    """Measured, not name-matched: the slice processor writes `<unk>`, its start/end/break tokens — and the
+    tokenizer's `<box>`/`<ref>` (media-named, never written) are said to be unwritten."""
+    exp = expansion([(20, 33), (20, 32)])
+    plan = plan_for("forward(self, data, **kwargs)", exp)
+    assert plan["media_tokens_written"] == ["<unk>", "<im>", "</sl>"]  # the newline break is text, not a token
+    src_tokens = {"media_tokens": {"<box>": 9, "<ref>": 10, "<im>": 11}}
+    deps = SimpleNamespace(ctx=SimpleNamespace(model_name="slicer", source="/nonexistent"))
+    src = {"needs_trust_remote_code": True, "architectures": ["SlicerModel"], "model_type": "slicer",
+           "custom_code_files": ["modeling_slicer.py"], "tokens": src_tokens,
+           "forward": {"source": "static", "signature": "forward(self, data, **kwargs)"},
+           "auto_map": {"AutoModel": "modeling_slicer.SlicerModel"}}
+    state = {"source_summary": src, "target_summary": {"templates": [], "similar_cases": [{"example": "e.yaml"}]}}
+    why = next(r for r in make_plan(deps, state, exp, runtime_processor=PROCESSOR)["reasons"]
+               if r.startswith("media tokens the source processor writes"))
+    assert "['<unk>', '<im>', '</sl>']" in why and "never wrote here: ['<box>', '<ref>']" in why

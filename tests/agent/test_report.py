@@ -34,7 +34,10 @@ STATE = {
 
 def test_render_report_tables_decisions_and_risks():
     text = render_report(STATE, "(no changes)", has_plot=True)
-    assert text.startswith("# Verification report — fakevl\n")
+    first, _, rest = text.partition("\n\n")  # the first line: what, why, what to do
+    assert first == ("**gates_failed** — G5 still failing. What to do: read the failing gate's evidence below; "
+                     "`msmigrate chat --resume fakevl-1` then `/retry PHASE` repairs from that phase")
+    assert rest.startswith("# Verification report — fakevl\n")
     assert "- exit status: **gates_failed** — G5 still failing" in text
     assert "policy steps: 7, tool calls: 4, tokens: 321, training launches: 2" in text
     table = text.split("## Gates\n\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]

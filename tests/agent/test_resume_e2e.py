@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from delivery_checks import assert_mergeable
+
 pytestmark = pytest.mark.integration
 
 
@@ -64,3 +66,5 @@ def test_kill_mid_verify_then_resume_without_duplicate_launch(migration_inputs, 
     attempts = sum(starts.values())
     assert summary["counters"]["launches"] == attempts, (summary["counters"], starts)
     assert f"training launches: {attempts}" in (run_dir / "verification_report.md").read_text()
+    # the delivery the resumed run finished, read as a maintainer reads it
+    assert_mergeable(json.loads((run_dir / "evidence.json").read_text()), target, run_id, source)

@@ -14,6 +14,8 @@ from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.policies.rules import RulesPolicy
 from msmigrate.agent.runner import Run, new_run_id
 
+from delivery_checks import assert_mergeable
+
 pytestmark = pytest.mark.integration
 ALL_GATES = ["G0", "G1", "G2", "G3", "G4", "G5", "G6"]
 
@@ -36,6 +38,10 @@ def _assert_green(state: dict, run_dir: Path) -> dict:
     return evidence
 
 
+def _source_of(run_dir: Path) -> str:
+    return str(yaml.safe_load((run_dir / "spec.yaml").read_text())["source"])
+
+
 def _changed_files(target: Path, run_id: str) -> list[str]:
     repo = git.Repo(target)
     return repo.git.diff("--name-only", f"msmigrate/{run_id}/base", f"msmigrate/{run_id}").splitlines()
@@ -53,12 +59,21 @@ def test_rules_migrates_branch_a_model(hostile_rules_run):
     assert (plan["data_branch"], plan["template"], plan["collator"]) == ("A", "qwen2vl", "qwen3vl")
     # G6 ran 2 ranks: global batch = 2 × micro batch 1
     assert evidence["gates"]["G6"]["evidence"][0]["metrics"]["global_batch_size"] == 2
-    # parity with the source: model and data in G1/G2, the 2-rank first step vs one process in G6
-    parity = {k: v for g in ("G1", "G2", "G6") for k, v in evidence["gates"][g]["parity"].items()}
-    assert {k: v["status"] for k, v in parity.items()} == {"model": "pass", "data": "pass", "sharded": "pass"}
+    # parity with the source: model and data in G1/G2, K training steps in G4, the 2-rank first step vs one process
+    # in G6
+    parity = {k: v for g in ("G1", "G2", "G4", "G6") for k, v in evidence["gates"][g]["parity"].items()}
+    assert {k: v["status"] for k, v in parity.items()} == {"model": "pass", "data": "pass", "training": "pass",
+                                                           "sharded": "pass"}
     assert parity["sharded"]["dloss"] <= 1e-4 * max(1.0, abs(parity["sharded"]["reference_loss"]))
+    training = parity["training"]
+    assert training["steps"] == 20 and training["max_dloss"] <= 1e-4
+    assert training["fixed_batch"]["fall"] >= training["tolerance"]["learn_fraction"]
+    assert (run.run_dir / "training_parity.png").is_file()
+    assert "![training parity](training_parity.png)" in (run.run_dir / "verification_report.md").read_text()
     changed = _changed_files(run.target, run.summary["run_id"])
     assert changed and all(f.startswith(("mindspeed_mm/fsdp/models/qwen2_vl/", "examples/qwen2_vl/")) for f in changed)
+    # read as a maintainer reads the pull request: trains the user's weights at the size asked, nothing of this run
+    assert_mergeable(evidence, run.target, run.summary["run_id"], Path(_source_of(run.run_dir)))
 
 
 def _misplace_loss_cfg(cfg: dict) -> dict:
@@ -74,6 +89,7 @@ def test_broken_config_is_classified_routed_and_fixed(migration_inputs, tmp_path
     state = run.drive()
     run.close()
     evidence = _assert_green(state, run.run_dir)
+    assert_mergeable(evidence, target, run.run_id, source)
     first_g3 = next(r for r in evidence["gate_history"] if r["gate"] == "G3")
     assert not first_g3["passed"] and "misplaced-key" in first_g3["finding_codes"]
     routes = [r for r in run.trajectory.records("classify")]

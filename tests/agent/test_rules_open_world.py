@@ -12,6 +12,8 @@ import pytest
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.runner import Run, new_run_id
 
+from delivery_checks import assert_mergeable
+
 ALL_GATES = ["G0", "G1", "G2", "G3", "G4", "G5", "G6"]
 
 
@@ -31,6 +33,7 @@ def _green(state, run) -> dict:
     assert state["exit_status"] == "success", state.get("exit_detail")
     evidence = json.loads((run.run_dir / "evidence.json").read_text())
     assert all(evidence["gates"][g]["passed"] for g in ALL_GATES)
+    assert_mergeable(evidence, run.spec.target, run.run_id, run.spec.source)
     return evidence
 
 
@@ -47,7 +50,9 @@ def test_size_dependent_expansion_with_image_sizes(migration_inputs, tmp_path):
     # the edits are commits on the run's work branch (the user's checkout is left as it was)
     plugin = git.Repo(target).git.show(
         f"msmigrate/{run.run_id}:mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py")
-    assert "class LlavaNextPlugin(BasePlugin)" in plugin and "expansion_kind = 'per_image'" in plugin
+    # one shared base in the framework's module, the model's plugin a subclass naming its facts
+    assert plugin.count("class ProcessorExpansionPlugin(BasePlugin)") == 1
+    assert "class LlavaNextPlugin(ProcessorExpansionPlugin)" in plugin and "processor_class = 'LlavaNextProcessor'" in plugin
 
 
 @pytest.mark.integration

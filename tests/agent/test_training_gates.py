@@ -48,8 +48,20 @@ def _deps(tmp_path: Path):
     return SimpleNamespace(spec=spec, ctx=ctx, emit=lambda *a, **k: None)
 
 
-def _run(monkeypatch, tmp_path, trainer):
+def _parity(problems: list[str]):
+    """A stand-in for G4's training-parity probe (the real one: tests/agent/test_training_parity.py)."""
+    def check(deps, state):
+        record = {"status": "fail" if problems else "pass", "steps": 20, "fixed_batch": {"before": 6.2, "after": 5.7,
+                                                                                         "fall": 0.08},
+                  "max_dloss": 0.0, "max_rel_dgrad_norm": 0.0, "problems": problems}
+        ev = {"label": "training parity", "metrics": record, "log_excerpt": ""}
+        return ev, [f"training parity: {p}" for p in problems], record
+    return check
+
+
+def _run(monkeypatch, tmp_path, trainer, parity_problems=()):
     monkeypatch.setattr(training, "launch", trainer)
+    monkeypatch.setattr(training, "training_parity_check", _parity(list(parity_problems)))
     deps, state = _deps(tmp_path), {"plan": {"config_path": "examples/x/x.yaml"}, "gates": {}}
     state["gates"]["G4"] = training.gate_functional(deps, state)
     return deps, state["gates"]["G4"], training.gate_reliability(deps, state)
@@ -88,3 +100,18 @@ def test_checkpoint_folder_follows_the_code_state(monkeypatch, tmp_path):
     first = training.g4_checkpoint(deps)
     monkeypatch.setattr(training, "target_state", lambda target: "bbbb")  # a repair committed in between
     assert training.g4_checkpoint(deps) != first
+
+
+def test_g4_fails_on_training_parity_after_a_clean_launch(monkeypatch, tmp_path):
+    """A launch whose loss is finite and falling still fails G4 when the K steps do not match the source; the parity
+    record is kept for the report, and G5 still finds G4's launch (not the parity evidence) to compare with."""
+    cause = "step 1: parameter group model.visual.merger gets no gradient in the migrated model"
+    _, g4, g5 = _run(monkeypatch, tmp_path, FakeTrainer(), parity_problems=[cause])
+    assert not g4["passed"] and f"training parity: {cause}" in g4["summary"]
+    assert g4["parity"]["training"]["status"] == "fail" and len(g4["evidence"]) == 2
+    assert g5["passed"], g5["summary"]
+
+
+def test_g4_summary_carries_the_training_parity_figures(monkeypatch, tmp_path):
+    _, g4, _ = _run(monkeypatch, tmp_path, FakeTrainer())
+    assert g4["passed"] and "training parity pass: 20 steps" in g4["summary"]

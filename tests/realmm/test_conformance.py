@@ -43,6 +43,9 @@ SIGNATURES = [
     ("mindspeed_mm/fsdp/distributed/parallel_state.py", "get_parallel_state"),
     ("mindspeed_mm/fsdp/models/modelhub.py", "ModelHub.build"),
     ("mindspeed_mm/fsdp/checkpoint/utils.py", "retie_embeddings"),  # model_parity's meta path calls it
+    # the sharded-parity reference loads the run's HF folder with them; draft configs rely on the auto detection
+    ("mindspeed_mm/fsdp/checkpoint/hf_utils.py", "load_hf_weights"),
+    ("mindspeed_mm/fsdp/checkpoint/hf_utils.py", "looks_like_hf_weight_dir"),
     ("mindspeed_mm/fsdp/data/__init__.py", "build_mm_dataset"),
     ("mindspeed_mm/fsdp/data/__init__.py", "build_mm_dataloader"),
     ("mindspeed/fsdp/utils/log.py", "print_rank"),

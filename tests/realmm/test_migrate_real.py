@@ -10,6 +10,8 @@ import subprocess
 import pytest
 import yaml
 
+from msmigrate.agent.launch_size import script_size
+
 from realmm_helpers import msmigrate, real_target, source_for_runtime
 
 pytestmark = [pytest.mark.realmm, pytest.mark.integration]
@@ -45,4 +47,13 @@ def test_rules_migration_into_clean_real_checkout(tmp_path, realmm_tarballs, rea
     # a dense model does not inherit the MoE example's expert parallelism
     assert (delivered.get("parallel") or {}).get("expert_parallel_size", 1) == 1
     assert "ep_plan" not in (delivered.get("parallel") or {})
+    # the user's checkpoint, loaded by the real trainer's HF path in every training gate, at the size the spec asked
+    assert delivered["training"]["load"] == str(source) and delivered["training"]["init_model_with_meta_device"]
+    for gate in ("G4", "G5", "G6"):
+        assert evidence["gates"][gate]["evidence"][0]["metrics"]["weights"] == f"HF weights loaded from {source}"
+    review = evidence["delivery_review"]
+    assert review["problems"] == [] and review["diffs"], review
+    script = subprocess.run(["git", "-C", target, "show", f"msmigrate/{summary['run_id']}:examples/{name}/"
+                             f"finetune_{name}.sh"], capture_output=True, text=True, check=True).stdout
+    assert script_size(script) == (2, 1)
     assert subprocess.run(["git", "-C", target, "status", "--porcelain"], capture_output=True, text=True).stdout == ""

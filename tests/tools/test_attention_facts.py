@@ -95,3 +95,56 @@ def test_nothing_to_flag_when_every_built_class_declares_it(tmp_path):
     assert "sdpa" not in facts["lacks"]
     assert attention_reason({"remote_attention": {**facts, "lacks": {}}}) is None
     assert remote_attention_facts(src, "NotAClassHere") is None
+
+
+NESTED = '''
+from torch import nn
+from transformers import PreTrainedModel
+
+
+class TowerModel(PreTrainedModel):
+    pass
+
+
+class ImageEmbedding(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.tower = TowerModel(config)
+
+
+class TopModel(PreTrainedModel):
+    _supports_sdpa = True
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.embed = ImageEmbedding(config)
+'''
+
+
+def test_a_tower_nested_in_a_plain_module_is_covered(tmp_path):
+    """A vision tower built inside an embedding module (not a PreTrainedModel itself) is built by the top class
+    all the same, and transformers checks its attention flags: it is listed, with the chain that builds it."""
+    (tmp_path / "modeling_top.py").write_text(NESTED)
+    facts = remote_attention_facts(tmp_path, "TopModel")
+    rows = {r["class"]: r for r in facts["classes"]}
+    assert set(rows) == {"TopModel", "TowerModel"}  # the plain module is walked through, not listed
+    assert rows["TowerModel"]["built_by"].startswith("TopModel.__init__ (modeling_top.py:")
+    assert "→ ImageEmbedding.__init__ (modeling_top.py:" in rows["TowerModel"]["built_by"]
+    assert facts["lacks"]["sdpa"] == ["TowerModel"]
+
+
+def test_a_reader_that_raises_is_a_recorded_fact_not_a_crash(tmp_path, monkeypatch):
+    """Source analysis never crashes: the reader's attention facts raising (remote code it cannot read) becomes
+    ``could not derive the attention facts of the remote code: …`` in the summary, which the plan shows."""
+    import importlib
+
+    module = importlib.import_module("msmigrate.tools.repo_reader.hf_summary")
+
+    def boom(*_a, **_k):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(module, "remote_attention_facts", boom)
+    summary = module.hf_summary(write_source(tmp_path / "src"))
+    assert summary.ok and "remote_attention" not in summary.data
+    assert summary.data["could_not_derive"] == [
+        "could not derive the attention facts of the remote code: RecursionError: maximum recursion depth exceeded"]

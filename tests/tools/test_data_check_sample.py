@@ -31,3 +31,18 @@ def test_sample_view_flags_labels_that_are_not_the_inputs_and_no_trained_tokens(
     view = probe.sample_view(decode, [1, 2, 4, 5], [-100, -100, -100, 6])
     assert not view["labels_match_inputs"] and view["trained_tokens"] == 1
     assert probe.sample_view(decode, [1, 2], [-100, -100])["trained_tokens"] == 0
+
+
+def test_the_saved_batch_keeps_list_valued_keys_a_weights_only_load_reads(tmp_path):
+    """G2's forward on the collated batch gets the list-valued keys too (per-image tensors, bounds): they used to
+    be dropped when the batch was saved, so a plugin's image path never ran in any gate."""
+    import torch
+    from PIL import Image
+
+    batch = {"input_ids": torch.ones(1, 3, dtype=torch.long), "pixel_values": [[torch.zeros(3, 4, 4)]],
+             "image_bound": [torch.tensor([[1, 2]])], "tgt_sizes": [[2, 2]], "image": [Image.new("RGB", (2, 2))]}
+    kept = {k: v for k, v in batch.items() if probe.loadable(v)}
+    assert sorted(kept) == ["image_bound", "input_ids", "pixel_values", "tgt_sizes"]
+    torch.save(kept, tmp_path / "batch.pt")
+    back = torch.load(tmp_path / "batch.pt", weights_only=True)
+    assert isinstance(back["pixel_values"][0][0], torch.Tensor) and back["tgt_sizes"] == [[2, 2]]

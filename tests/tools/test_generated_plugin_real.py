@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from msmigrate.agent.routes.fsdp2.data_contract import derive_contract
-from msmigrate.agent.routes.fsdp2.rules.branch_b import render_plugin
+from msmigrate.agent.routes.fsdp2.rules.branch_b import render_plugin, render_shared_plugin
 from msmigrate.tools.media_expansion import derive_media_expansion
 
 pytestmark = pytest.mark.realmm
@@ -33,7 +33,7 @@ mm_path, code_path, source, name, token = sys.argv[1:6]
 spec = importlib.util.spec_from_file_location("real_mm_plugin", mm_path)
 mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
 exec(open(code_path).read(), mod.__dict__)
-cls = [v for k, v in mod.__dict__.items() if k.endswith("Plugin") and getattr(v, "expansion_kind", None)][0]
+cls = mod.__dict__["GeneratedPlugin"]
 mod.PLUGINS[name] = cls
 plugin = mod.get_mm_plugin(name, image_token=token)
 proc = AutoProcessor.from_pretrained(source)
@@ -83,7 +83,7 @@ def test_generated_plugin_runs_in_the_real_base_plugin(real, family, tmp_path):
     forward = {"input_ids", "attention_mask", "labels", "pixel_values", "image_sizes", "token_type_ids"}
     contract = derive_contract(exp, forward)
     code = tmp_path / "plugin.py"
-    code.write_text(render_plugin("GeneratedPlugin", family, exp, contract.mm_input_keys))
+    code.write_text(render_shared_plugin() + render_plugin("GeneratedPlugin", family, exp, contract.mm_input_keys))
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     res = subprocess.run([python, str(driver), str(root / MM_PLUGIN), str(code), str(source), family,
@@ -94,4 +94,7 @@ def test_generated_plugin_runs_in_the_real_base_plugin(real, family, tmp_path):
     out = json.loads(line[len("RESULT "):])
     assert "MMPluginMixin" in out["base"]  # the real framework's class, not the stand-in's
     assert out["counts"] == [p.count for p in exp.per_image[:2]]  # the processor's own count, per image
+    # nothing measured on the samples is written into the code: the counts come from the processor at run time
+    text = code.read_text()
+    assert "fixed_expansion" not in text and not [k for k in exp.processor_kwargs if k in text]
     assert out["keys"] == sorted(contract.mm_input_keys)

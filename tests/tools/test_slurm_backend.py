@@ -336,7 +336,7 @@ def _gate_deps(tmp_path: Path, backend: str):
     spec = RunSpec.model_validate({"source": "s", "target": "t", "model_name": "m1", "launch": {
         "backend": backend, "device": "cpu", "nnodes": 2, "slurm": {"partition": "debug"}}})
     ctx = RunContext(run_id="r", run_dir=tmp_path / "run", source=tmp_path, target=tmp_path, model_name="m1")
-    return SimpleNamespace(spec=spec, ctx=ctx, emit=lambda *a, **k: None, idle_s=0.0)
+    return SimpleNamespace(spec=spec, ctx=ctx, emit=lambda *a, **k: None, idle_s=0.0, stop_requested=lambda: False)
 
 
 @pytest.mark.parametrize("backend", ["slurm", "local"])
@@ -355,7 +355,7 @@ def test_batch_launch_slots_only_for_local_launches(tmp_path, monkeypatch, backe
     fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
     seen = []
 
-    def fake_launch(ctx, spec, on_progress=None):
+    def fake_launch(ctx, spec, on_progress=None, cancel=None):
         seen.append(spec)
         return ToolResult(ok=True, data={"summary": {}, "backend": spec.backend, "job_id": "9", "nodes": "n1"})
 

@@ -26,13 +26,16 @@ from msmigrate.agent.backend_route import MEGATRON, choose_backend
 from msmigrate.agent.chat_format import ChatFormat, ChatFormatError, derive_chat_format
 from msmigrate.agent.routes.fsdp2.data_contract import GENERIC_COLLATOR_EXTRAS, architecture_kind, derive_contract
 from msmigrate.agent.deps import RunDeps
+from msmigrate.agent.launch_size import launch_size
 from msmigrate.agent.routes.megatron.plan import make_megatron_plan
 from msmigrate.agent.similar_case import remote_code_build_path
 from msmigrate.agent.state import EXIT_UNSUPPORTED
+from msmigrate.core.source_derivation import derive
 from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion
 from msmigrate.tools.repo_reader.placeholder_facts import placeholder_collision, target_placeholders
 from msmigrate.tools.repo_reader.processor_code import (declared_processor_code, describe_unmeasured,
                                                          describe_unreached)
+from msmigrate.tools.repo_reader.training_facts import contract_text, measure_own_pipeline, source_training_facts
 from msmigrate.tools.repo_reader.wiring_facts import collate_advice
 from msmigrate.tools.runtime_processor import RuntimeProcessor, probe_runtime_processor
 
@@ -101,12 +104,20 @@ def _turn(user: str, assistant: str) -> str:
 
 
 def _source_format(src: dict[str, Any]) -> ChatFormat | None:
+    return source_chat_format(src)[0]
+
+
+def source_chat_format(src: dict[str, Any]) -> tuple[ChatFormat | None, str | None]:
+    """The source's turn format from its chat template, or (None, "could not derive the chat format: …")."""
     special = (src.get("tokens") or {}).get("special_tokens") or {}
+    text = str((src.get("chat_template") or {}).get("text") or "")
+    if not text:
+        return None, None
     try:
-        return derive_chat_format(str((src.get("chat_template") or {}).get("text") or ""),
-                                  str(special.get("bos_token") or ""), str(special.get("eos_token") or ""))
-    except ChatFormatError:
-        return None
+        return derive_chat_format(text, str(special.get("bos_token") or ""),
+                                  str(special.get("eos_token") or "")), None
+    except ChatFormatError as exc:
+        return None, f"could not derive the chat format from the source's chat template: {exc}"
 
 
 def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[str]]:
@@ -160,7 +171,12 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
     custom = bool(src.get("needs_trust_remote_code"))
     reasons = [("custom code: config.json has auto_map → " + ", ".join(src.get("custom_code_files", [])))
                if custom else f"transformers-native class {src.get('architectures')}"]
-    template, why = choose_template(src, inv.get("templates", []))
+    failures: list[str] = [str(f) for f in src.get("could_not_derive") or []]  # recorded by the source reader
+    fmt, fmt_failure = source_chat_format(src)
+    failures += [fmt_failure] if fmt_failure else []
+    chosen = derive("the template choice", choose_template, src, inv.get("templates", []), default=(None, []))
+    template, why = chosen.value
+    failures += [chosen.failure] if chosen.failure else []
     reasons += why
     new_template, why_name = (name, None) if template else \
         new_template_id(getattr(deps.ctx, "source", None), inv.get("templates", []), name)
@@ -168,9 +184,19 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         reasons.append(why_name)
     similar = (inv.get("similar_cases") or [{}])[0]
     reasons.append(f"architecture {architecture[0]}: {architecture[1]}")
-    contract = derive_contract(expansion, forward_params(src)) if expansion is not None and expansion.ok else None
+    contract = None
+    if expansion is not None and expansion.ok:
+        derived = derive("the data contract (processor outputs → forward)", derive_contract, expansion,
+                         forward_params(src))
+        contract, failures = derived.value, failures + ([derived.failure] if derived.failure else [])
     if expansion is not None:
         reasons.append(f"media expansion measured by the source processor: {expansion.describe()}")
+        if expansion.ok and (written := expansion.tokens_written):
+            named = sorted((src.get("tokens") or {}).get("media_tokens") or [])
+            unwritten = [t for t in named if t not in written]
+            reasons.append(f"media tokens the source processor writes (measured): {written}"
+                           + (f"; the tokenizer's media-named tokens it never wrote here: {unwritten}"
+                              if unwritten else ""))
         if expansion.ok and (collides := placeholder_collision(
                 [p.text for p in expansion.per_image], target_placeholders(getattr(deps.ctx, "target", None) or ""))):
             reasons.append(collides)
@@ -211,20 +237,35 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         "collator_drops": drops,
         "architecture": architecture[0],
         "media_expansion": expansion.to_dict() if expansion is not None else None,
+        "media_tokens_written": expansion.tokens_written if expansion is not None else None,
         "data_contract": contract.to_dict() if contract is not None else None,
         "similar_case": similar.get("example"),
-        "reasons": reasons + [f"similar case {similar.get('example')}: {', '.join(similar.get('why', []))}"],
+        "reasons": reasons + [f"similar case {similar.get('example')}: {', '.join(similar.get('why', []))}"
+                              + (f" (ties broken by: {similar['tie_break']})" if similar.get("tie_break") else "")],
     }
     plan["data_branch_why"] = why[0] if template else (
         "no registered template fits (reasons above): new template, mm_plugin"
         + (" and collator" if collator != GENERIC_COLLATOR else "") + " entries on the huggingface dataset")
+    if fmt is not None:
+        plan["chat_content_form"] = fmt.content_form
+        if fmt.content_form == "string":
+            plan["reasons"].append("the source's chat template takes string content only (structured content items "
+                                   "make it fail): render the source's conversations with string content, the "
+                                   "media placeholders written into the text")
     if custom:
-        facts, path, why_path = custom_code_facts(deps.ctx.source, src, runtime_processor)
+        code = derive("the custom-code facts", custom_code_facts, deps.ctx.source, src, runtime_processor)
+        failures += [code.failure] if code.failure else []
+        facts, path, why_path = code.value or ({}, "custom", f"build path custom: {code.failure}")
         plan.update(custom_code=facts, build_path=path, build_path_why=why_path)
         plan["reasons"] = plan["reasons"] + [why_path] + (
             [runtime_processor.note()] if runtime_processor is not None else [])
-        plan.update(processor_branch(deps.ctx.source, name, runtime_processor, plan, inv.get("collate_wiring")))
-        attention = attention_reason(src)
+        branch = derive("the processor branch", processor_branch, deps.ctx.source, name, runtime_processor, plan,
+                        inv.get("collate_wiring"), default={})
+        failures += [branch.failure] if branch.failure else []
+        plan.update(branch.value)
+        found = derive("the attention flags of the remote code", attention_reason, src)
+        failures += [found.failure] if found.failure else []
+        attention = found.value
         if attention:
             plan.update(attention_flags_missing=(src.get("remote_attention") or {}).get("lacks"))
             plan["reasons"] = plan["reasons"] + [attention]
@@ -232,7 +273,23 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         plan.update(build_path="transformers", build_path_why=(
             f"build path transformers: transformers ships {plan['hf_class']}, so ModelHub loads it with "
             "from_pretrained; the plugin is a thin registered subclass"))
-    return {**plan, **explicit_paths(getattr(deps, "spec", None))}
+    # the source's own training pipeline (finetune/, train*.py, a Trainer.compute_loss, its dataset and collator):
+    # the contract the plugin and the data pipeline must reproduce, and the oracle G1/G2 compare with
+    training = derive("the source's training pipeline", source_training_facts,
+                      getattr(deps.ctx, "source", None) or "", src.get("forward"))
+    failures += [training.failure] if training.failure else []
+    if training.value is not None:
+        plan["source_training"] = training.value
+        plan["source_training_contract"] = contract_text(training.value)
+    if failures:
+        # what could not be derived from the source is a fact the plan and every phase prompt show (reasons)
+        plan["could_not_derive"] = list(dict.fromkeys(failures))
+        plan["reasons"] = plan["reasons"] + plan["could_not_derive"]
+    spec = getattr(deps, "spec", None)
+    if spec is not None:  # the delivered launch script's size: the user's, never the similar example's
+        plan["launch_size"] = launch_size(spec.launch, state.get("runtime"))
+        plan["reasons"] = plan["reasons"] + [f"launch size: {plan['launch_size']['why']}"]
+    return {**plan, **explicit_paths(spec)}
 
 
 def remote_processor_expands(rp: RuntimeProcessor | None) -> bool:
@@ -418,30 +475,57 @@ def make_plan_node(deps: RunDeps):
                     "exit_detail": f"plan — {backend.unsupported}"}
         if backend.backend == MEGATRON:
             data = ctx.data_path or ctx.source / "data" / "train.json"
-            expansion = None if src.get("needs_trust_remote_code") else derive_media_expansion(
+            measured = None if src.get("needs_trust_remote_code") else derive(
+                "the media expansion (the source processor on the samples)", derive_media_expansion,
                 ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir)
+            expansion = measured.value if measured is not None else None
             plan = make_megatron_plan(deps, state, cfg, backend, None, expansion)
+            if measured is not None and measured.failure:  # recorded, shown with the plan's reasons
+                plan = {**plan, "could_not_derive": [measured.failure],
+                        "reasons": [*(plan.get("reasons") or []), measured.failure]}
             deps.trajectory.append("plan", plan=plan)
             deps.emit("plan", backend=MEGATRON, route="megatron", components={
                 r: m.get("model_id") for r, m in plan["components"].items()}, similar_case=plan["similar_case"])
             return {"plan": plan, "phase": "model"}
-        arch = architecture_kind(cfg)
+        # every derivation from the source that fails is recorded ("could not derive X: …"), never raised
+        failures: list[str] = []
+
+        def derived(what: str, fn: Any, *args: Any, default: Any = None, **kwargs: Any) -> Any:
+            out = derive(what, fn, *args, default=default, **kwargs)
+            failures.extend([out.failure] if out.failure else [])
+            return out.value
+
+        arch = derived("the architecture kind (config.json)", architecture_kind, cfg,
+                       default=("decoder", "assumed: the architecture kind could not be derived"))
         expansion = None
+        data = ctx.data_path or ctx.source / "data" / "train.json"
         if not src.get("needs_trust_remote_code") and arch[0] == "decoder":
-            data = ctx.data_path or ctx.source / "data" / "train.json"
-            expansion = derive_media_expansion(ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir)
+            expansion = derived("the media expansion (the source processor on the samples)", derive_media_expansion,
+                                ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir)
         runtime_processor = None
         if src.get("needs_trust_remote_code"):
             # custom code: what AutoProcessor really returns decides whether the huggingface dataset can carry media
-            runtime_processor = probe_runtime_processor(ctx.runtime_python, ctx.source, trust_remote_code=True,
-                                                        run_dir=ctx.run_dir)
+            runtime_processor = derived("the processor the runtime loads (AutoProcessor)", probe_runtime_processor,
+                                        ctx.runtime_python, ctx.source, trust_remote_code=True, run_dir=ctx.run_dir)
             if remote_processor_expands(runtime_processor) and arch[0] == "decoder":
                 # a remote-code processor that handles images is the source's own oracle for the expansion, as a
                 # native one is (MiniCPM-V-style slices: only calling it shows `<image><unk>…</image>` + slices)
-                data = ctx.data_path or ctx.source / "data" / "train.json"
-                expansion = derive_media_expansion(ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir,
-                                                   trust_remote_code=True)
+                expansion = derived("the media expansion (the remote processor on the samples)",
+                                    derive_media_expansion, ctx.runtime_python, ctx.source, data,
+                                    run_dir=ctx.run_dir, trust_remote_code=True)
+        state = {**state, "source_summary": {**src, "could_not_derive": [
+            *(src.get("could_not_derive") or []), *failures]}}
         plan = make_plan(deps, state, expansion, arch, runtime_processor)
+        own = plan.get("source_training") or {}
+        if own.get("kind") == "own" and own.get("dataset") and Path(data).is_file():
+            # which positions the source's own pipeline trains, measured on the records (not only its code quoted)
+            measured = derived("the source's own pipeline on the records", measure_own_pipeline, ctx.runtime_python,
+                               ctx.source, data, own, ctx.run_dir, bool(src.get("needs_trust_remote_code")),
+                               default={"error": "not measured"})
+            own = {**own, "measured": measured}
+            plan = {**plan, "source_training": own, "source_training_contract": contract_text(own)}
+            if failures:
+                plan["could_not_derive"] = list(dict.fromkeys([*(plan.get("could_not_derive") or []), *failures]))
         plan = {"backend": backend.backend, **plan, "parallel_check": backend.parallel_check,
                 "reasons": backend.reasons + plan["reasons"]}
         deps.trajectory.append("plan", plan=plan)

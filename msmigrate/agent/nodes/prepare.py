@@ -14,8 +14,10 @@ import yaml
 from msmigrate.agent.backend_route import MEGATRON, MEGATRON_ENTRY, choose_backend
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.gates.evidence import evidence_item
-from msmigrate.agent.similar_case import rank_similar_cases
+from msmigrate.agent.routes.fsdp2.config_fit import has_experts
+from msmigrate.agent.similar_case import rank_similar_cases, source_scale
 from msmigrate.agent.state import EXIT_PRECHECK
+from msmigrate.tools.file_writer import target_commit
 from msmigrate.tools.repo_reader import hf_summary, target_inventory
 from msmigrate.tools.runtime import run_probe
 
@@ -177,17 +179,21 @@ def make_prepare_node(deps: RunDeps):
             "evidence": [evidence_item("precheck", [], 0 if not problems else 1, started, time.time(),
                                        "\n".join(problems), {"env": env.data.get("result") if env else None})],
             "failure_text": "\n".join(problems),
+            # the commit G0 found the target at (the run's base); None without a work tree of the run's own
+            "target_commit": target_commit(ctx) if ctx.checkout is not None else None,
         }
         deps.trajectory.append("gate", phase="prepare", **record)
         if problems:
             return {"gates": {"G0": record}, "gate_history": [record], "phase": "report",
                     "exit_status": EXIT_PRECHECK, "exit_detail": problems[0]}
-        ranked = rank_similar_cases(src.data, inv.data)
+        ranked = rank_similar_cases(src.data, inv.data,
+                                    source_scale(ctx.source, has_experts({}, ctx.source)))
         out = ctx.run_dir
         (out / "architecture_chain.md").write_text(architecture_chain(src.data, {"similar_case": ranked[:1]}))
         (out / "contract_matrix.yaml").write_text(yaml.safe_dump(contract_matrix(ctx.model_name), sort_keys=False))
         lines = ["# Similar cases (most similar first)", ""]
-        lines += [f"- `{c['example']}` score {c['score']}: {', '.join(c['why'])}" for c in ranked[:5]]
+        lines += [f"- `{c['example']}` score {c['score']}: {', '.join(c['why'])}"
+                  + (f" (ties: {c['tie_break']})" if c.get("tie_break") else "") for c in ranked[:5]]
         (out / "similar_case.md").write_text("\n".join(lines) + "\n")
         artifacts = {**state.get("artifacts", {}), **{k: str(v) for k, v in facts.items()},
                      "architecture_chain": str(out / "architecture_chain.md"),

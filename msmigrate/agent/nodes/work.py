@@ -15,8 +15,9 @@ from msmigrate.agent.budgets import bump, exhausted
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.handoff import handoff_record, new_ids, plan_revision
 from msmigrate.agent.policies.base import PolicyView
-from msmigrate.agent.state import (EXIT_BUDGET, EXIT_GATE_FAILED, EXIT_NEEDS_ACCELERATOR, EXIT_REJECTED,
-                                   EXIT_UNSUPPORTED, GATED_PHASES, PHASE_GATES, next_phase)
+from msmigrate.agent.state import (EXIT_BUDGET, EXIT_ERROR, EXIT_GATE_FAILED, EXIT_NEEDS_ACCELERATOR,
+                                   EXIT_REJECTED, EXIT_UNSUPPORTED, GATED_PHASES, PHASE_GATES, next_phase)
+from msmigrate.agent.writer_recovery import settle_worktree
 from msmigrate.tools.file_writer import changed_since, tag_phase, target_commit
 from msmigrate.tools.launcher.records import read_launches
 from msmigrate.tools.repo_reader import target_inventory
@@ -80,6 +81,13 @@ def proved_commit(history: list[dict[str, Any]], phase: str) -> str | None:
     return after[-1]["target_commit"]
 
 
+def proved_here(gates: dict[str, Any], name: str, commit: str | None) -> bool:
+    """The gate's current record passed on ``commit`` (the only way a phase's gate record survives into a new
+    visit of that phase is a stop between its gates: re-entering a phase drops its records)."""
+    record = gates.get(name) or {}
+    return bool(commit) and bool(record.get("passed")) and record.get("target_commit") == commit
+
+
 def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any]:
     """Run the phase's gates in order, after any earlier gate whose proof this phase's edits made stale; stop at
     the first failure. Returns the state update."""
@@ -89,6 +97,11 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
     gates = dict(state.get("gates", {}))
     history = list(state.get("gate_history", []))
     counters = dict(state.get("counters", {}))
+    # a gate proves a commit: whatever is on disk but not in git is committed first (or the gate is not run)
+    unfit = settle_worktree(deps.ctx, deps.trajectory, f"before the {phase} gates", state.get("plan"))
+    if unfit:
+        return {"phase": "report", "exit_status": EXIT_ERROR, "messages": clear_messages(),
+                "exit_detail": f"{'/'.join(PHASE_GATES[phase])} not run: {unfit}"}
     commit = target_commit(deps.ctx)
     stale = stale_proofs(deps, state, phase)
     for gate, changed in stale:
@@ -96,9 +109,18 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
                                why=f"{gate} passed before files it proved changed; it runs again before "
                                    f"{'/'.join(PHASE_GATES[phase])}")
     for name in [g for g, _ in stale] + list(PHASE_GATES[phase]):
+        if name in PHASE_GATES[phase] and proved_here(gates, name, commit):
+            # passed on this very commit before a stop between this phase's gates: the resume goes on after it
+            deps.trajectory.append("gate_kept", phase=phase, gate=name, target_commit=commit)
+            continue
+        if phase == "verify" and deps.stop_requested():
+            # each verify gate launches training: after a stop nothing more is launched; the run resumes here
+            deps.trajectory.append("gates_stopped", phase=phase, before=name, by="user")
+            deps.emit("gates_stopped", phase=phase, before=name)
+            return {"gates": gates, "gate_history": history, "counters": counters, "phase": phase}
         # a failure of the host (a port collision the launcher's retry could not get past) is no verdict on it
         same = [r for r in history if r.get("gate") == name and commit and r.get("target_commit") == commit
-                and not r.get("infrastructure")]
+                and not r.get("infrastructure") and not r.get("stopped_by_user")]
         if len(same) >= SAME_TARGET_FAILURES and not any(r.get("passed") for r in same):
             detail = (f"{name} failed {len(same)} times on the identical target (commit {commit[:12]}) and nothing "
                       f"was changed since; not run again: {same[-1].get('summary', '')[:300]}")
@@ -107,12 +129,18 @@ def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any
                     "exit_status": EXIT_GATE_FAILED, "exit_detail": detail, "messages": clear_messages()}
         deps.emit("gate_start", gate=name, phase=phase)
         record = {**deps.gates[name](deps, {**state, "gates": gates}), "target_commit": commit}
-        gates[name] = record
-        history.append(record)
         counters = bump(counters, launches=record.get("launches", 0))
         # The journal is the truth: launches finished before a kill -9 are reused (not counted again) by the
         # resumed node, whose first visit never saved its count; every started attempt is in launches.jsonl.
         counters["launches"] = max(counters.get("launches", 0), len(read_launches(deps.ctx.run_dir)))
+        if phase == "verify" and not record["passed"] and deps.stop_requested():
+            # the user's stop ended its launch (a Slurm job cancelled after the grace period): no verdict on the
+            # code, nothing to classify; the history keeps it and the resumed run launches this gate again
+            history.append({**record, "stopped_by_user": True})
+            deps.trajectory.append("gates_stopped", phase=phase, during=name, by="user")
+            return {"gate_history": history, "counters": counters, "gates": gates, "phase": phase}
+        gates[name] = record
+        history.append(record)
         deps.trajectory.append("gate", phase=phase, **record)
         deps.emit("gate_end", gate=name, phase=phase, passed=record["passed"], summary=record.get("summary", ""))
         if not record["passed"] and record.get("needs_accelerator"):

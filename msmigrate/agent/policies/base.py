@@ -50,6 +50,11 @@ class PolicyError(RuntimeError):
     """An outage the policy cannot recover from (endpoint down after retries, replay exhausted): fails the run."""
 
 
+class EndpointError(PolicyError):
+    """The LLM endpoint could not be reached, refused, or answered no chat completion, after the retries: the
+    user's to fix (the report says so), not a bug."""
+
+
 class Policy(Protocol):
     name: str
 

@@ -21,7 +21,7 @@ from langchain_openai import ChatOpenAI
 from msmigrate.agent.config import LLMSettings, Settings
 from msmigrate.agent.gate_results import latest_gate_results
 from msmigrate.agent.handoff import compact_target
-from msmigrate.agent.policies.base import Decision, PolicyError, PolicyView
+from msmigrate.agent.policies.base import Decision, EndpointError, PolicyError, PolicyView
 from msmigrate.agent.policies.phase_offer import offered_tools, openai_schemas, phase_source_facts
 from msmigrate.prompts.fence import fence
 from msmigrate.prompts.render import (MEGATRON_NODE_NAMES, knowledge_brief,  # noqa: F401 (runner imports it)
@@ -180,7 +180,7 @@ class LLMPolicy:
                     raise  # a ValueError of our own making is a bug, not the endpoint
                 if attempt == self.llm.max_transport_retries:
                     what = "answered with a body that is not a chat completion" if bad_body else "unavailable"
-                    raise PolicyError(mask_text(f"LLM endpoint {what} after {attempt + 1} tries: "
+                    raise EndpointError(mask_text(f"LLM endpoint {what} after {attempt + 1} tries: "
                                                 f"{str(exc)[:300]}")) from exc
                 self._sleep(delay)
                 delay = min(delay * 2, 30.0)

@@ -12,7 +12,8 @@ from rich.markup import escape
 
 from msmigrate.faces.chat.render import gates_table, status_lines
 from msmigrate.agent.nodes.work import clear_messages
-from msmigrate.agent.state import WORK_PHASES
+from msmigrate.agent.gate_currency import invalidate, stale_gates
+from msmigrate.agent.state import WORK_PHASES, gates_before, next_phase
 from msmigrate.tools.file_writer import undo_last
 
 DIFF_MAX_LINES = 400
@@ -44,14 +45,17 @@ def cmd_status(s: CommandSession, arg: str) -> bool:
     if s.run is None:
         s.console.print("no run open: /resume RUN_ID, or start chat with a SPEC")
         return True
-    for line in status_lines(s.run.run_id, s.run.snapshot(), s.pending, s.driver.busy if s.driver else False):
+    state = s.run.snapshot()
+    for line in status_lines(s.run.run_id, state, s.pending, s.driver.busy if s.driver else False,
+                             stale_gates(s.run.ctx, state)):
         s.console.print(escape(line))
     return True
 
 
 def cmd_gates(s: CommandSession, arg: str) -> bool:
     if s.need_run():
-        s.console.print(gates_table(s.run.snapshot()))
+        state = s.run.snapshot()
+        s.console.print(gates_table(state, stale_gates(s.run.ctx, state)))
     return True
 
 
@@ -87,7 +91,14 @@ def cmd_undo(s: CommandSession, arg: str) -> bool:
     if res.ok:
         s.console.print(f"undone {res.data['undone'][:10]} ({escape(res.data['summary'])}); work branch head is now "
                         f"{res.data['head'][:10]}")
-        s.console.print("gates already passed may no longer hold: /retry PHASE re-runs a phase and everything after it")
+        # exactly the records the undo made stale: their commit left the branch, or what they proved changed
+        dropped = s.run.invalidate_gates(f"/undo of {res.data['undone'][:12]}")
+        if dropped:
+            s.console.print(f"no longer proven (stale, re-run): {', '.join(dropped)}; /retry PHASE re-runs a phase "
+                            "and everything after it")
+        report = s.run.rewrite_report()
+        if report:
+            s.console.print(f"report rewritten for the branch as it is now: {report}")
     else:
         s.console.print(f"[red]undo refused[/]: {escape(str(res.error))}")
     return True
@@ -100,16 +111,22 @@ def cmd_retry(s: CommandSession, arg: str) -> bool:
         return True
     phase = arg.strip()
     state = s.run.snapshot()
+    current = invalidate(s.run.ctx, state, s.run.trajectory, "/retry")  # records that still prove the branch
     if not phase and state.get("exit_status") and state.get("exit_status") != "success":
         phase = ((state.get("last_failure") or {}).get("owner") or "model")
+        phase = phase if phase in WORK_PHASES else "config"
+    elif not phase and state.get("exit_status") == "success" and next_phase(current) != "report":
+        phase = next_phase(current)  # an /undo since the run ended: the earliest phase no longer proven
         phase = phase if phase in WORK_PHASES else "config"
     if phase:
         if phase not in WORK_PHASES:
             s.console.print(f"[red]unknown phase {escape(phase)}[/]; one of {', '.join(WORK_PHASES)}")
             return True
-        # Written as if classify had routed here: the router then sends the run to ``phase``.
+        # Written as if classify had routed here: the router then sends the run to ``phase``. Re-entering a phase
+        # voids its gates and every later one (as classify does), and any record the branch no longer supports.
         s.run.graph.update_state(s.run.config, {"phase": phase, "exit_status": None, "exit_detail": "",
-                                                "messages": clear_messages(), "attempts": {}}, as_node="classify")
+                                                "messages": clear_messages(), "attempts": {},
+                                                "gates": gates_before(current, phase)}, as_node="classify")
         s.pending = None
         s.console.print(f"reopened at phase {phase}")
     elif state.get("exit_status") == "success":
@@ -139,13 +156,15 @@ def cmd_report(s: CommandSession, arg: str) -> bool:
         return True
     state = s.run.snapshot()
     report = (state.get("artifacts") or {}).get("report")
+    if not report and s.run.run_dir.joinpath("verification_report.md").is_file():
+        report = str(s.run.run_dir / "verification_report.md")  # written when a drive stopped or failed
     if not report:
         s.console.print("no report yet: it is written when the run ends")
         return True
     s.console.print(f"report: {report}")
     s.console.print(f"evidence: {(state.get('artifacts') or {}).get('evidence')}")
     s.console.print(f"exit status: {state.get('exit_status')} — {escape(str(state.get('exit_detail', '')))}")
-    s.console.print(gates_table(state))
+    s.console.print(gates_table(state, stale_gates(s.run.ctx, state)))
     return True
 
 

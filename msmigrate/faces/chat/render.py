@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from msmigrate.agent.gate_currency import STALE
 from msmigrate.agent.report import GATE_TITLES
 from msmigrate.core.text_clip import clip
 
@@ -80,6 +81,12 @@ class EventPrinter:
         elif kind == "launch_progress":
             c.print(f"    {escape(str(data.get('label', '')))} iteration {data.get('iteration')}/{data.get('total')} "
                     f"loss {data.get('loss')}")
+        elif kind == "gates_stopped":
+            c.print(f"  [yellow]stopped before {data.get('before')}[/]: nothing more is launched")
+        elif kind == "stop_grace":
+            c.print(f"  [yellow]{escape(str(data.get('detail', '')))}[/]")
+        elif kind == "worktree_kept":
+            c.print(f"[yellow]work tree kept[/]: {escape(str(data.get('why', '')))}")
         elif kind == "exit":
             colour = "green" if data.get("exit_status") == "success" else "red"
             c.print(f"[bold {colour}]exit: {data.get('exit_status')}[/] — {escape(str(data.get('detail', '')))}")
@@ -89,7 +96,8 @@ class EventPrinter:
             c.print(f"[dim]{kind}: {escape(json.dumps(data, default=str)[:200])}[/]")
 
 
-def gates_table(state: dict[str, Any]) -> Table:
+def gates_table(state: dict[str, Any], stale: dict[str, str] | None = None) -> Table:
+    """``stale``: gate -> why its passed record no longer proves the work branch (``gate_currency``)."""
     table = Table(title="gates", show_lines=False)
     for col in ("gate", "what it proves", "result", "summary"):
         table.add_column(col)
@@ -101,23 +109,31 @@ def gates_table(state: dict[str, Any]) -> Table:
             # re-entering a phase drops its gates' current records (classify), and a resume shows that state:
             # the last outcome is still in the history and is what the user needs to see
             earlier = next((r for r in reversed(history) if r.get("gate") == name), None)
-            result = "not run" if earlier is None else ("PASS" if earlier.get("passed") else "FAIL") + " (earlier; to re-run)"
-            rec = earlier
+            result = "not run" if earlier is None else (STALE if earlier.get("passed") else "FAIL (earlier; to re-run)")
+            rec, why = earlier, ""
         else:
-            result = "PASS" if rec.get("passed") else "FAIL"
-        table.add_row(name, title, result, escape(clip((rec or {}).get("summary", ""), 120)))
+            why = (stale or {}).get(name, "") if rec.get("passed") else ""
+            result = STALE if why else "PASS" if rec.get("passed") else "FAIL"
+        summary = (f"{why} — " if why else "") + str((rec or {}).get("summary", ""))
+        table.add_row(name, title, result, escape(clip(summary, 160)))
     return table
 
 
-def status_lines(run_id: str, state: dict[str, Any], pending: dict[str, Any] | None, busy: bool) -> list[str]:
+def status_lines(run_id: str, state: dict[str, Any], pending: dict[str, Any] | None, busy: bool,
+                 stale: dict[str, str] | None = None) -> list[str]:
     c = state.get("counters", {})
     plan = state.get("plan", {})
     gates = state.get("gates", {})
-    passed = [g for g, r in sorted(gates.items()) if r.get("passed")]
+    passed = [g for g, r in sorted(gates.items()) if r.get("passed") and g not in (stale or {})]
+    history = state.get("gate_history", [])
+    latest = {r.get("gate"): r for r in history}  # each gate's last run
+    dropped = sorted(g for g, r in latest.items() if g and g not in gates and r.get("passed"))
+    outdated = sorted({*(stale or {}), *dropped})
     lines = [
         f"run {run_id}: phase {state.get('phase', 'not started')}, "
         f"exit status {state.get('exit_status') or '(running)' if state else 'not started'}",
         f"gates passed: {', '.join(passed) or 'none'}",
+        *([f"{STALE}: {', '.join(outdated)} (their proof no longer holds for the work branch)"] if outdated else []),
         f"policy steps {int(c.get('policy_steps', 0))}, tool calls {int(c.get('tool_calls', 0))}, "
         f"tokens {int(c.get('tokens', 0))}, launches {int(c.get('launches', 0))}",
     ]

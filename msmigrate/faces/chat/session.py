@@ -137,14 +137,16 @@ class ChatSession:
             self.pending = out["interrupt"]
             approval_view(self.console, self.pending)
         elif status == EXIT_STOPPED:
-            self.console.print(f"stopped at a step boundary (phase {out.get('phase')}). Run {run_id} is "
-                               f"resumable: /retry here, or `msmigrate chat --resume {run_id}` later")
+            self.console.print(f"{escape(str(out.get('exit_detail')))}. Run {run_id} is resumable: /retry here, or "
+                               f"`msmigrate chat --resume {run_id}` later")
         elif out.get("error_file"):  # a bug ended the drive (not the run's own error exit)
             self.console.print(f"[red]the drive failed[/]: {escape(str(out.get('exit_detail')))} (details in "
                                f"{out['error_file']}); /retry continues from the last checkpoint")
         else:
             self.console.print(f"run {run_id} ended: [bold]{status}[/]. "
                                "/report shows the verification report; /diff the edits")
+        if status != EXIT_AWAITING_APPROVAL and (out.get("artifacts") or {}).get("report"):
+            self.console.print(f"report: {out['artifacts']['report']}")
         self.pump.refresh()
 
     def _ctrl_c(self) -> None:

@@ -63,6 +63,8 @@ class SlurmOptions(BaseModel):
                                 description="extra variables for the job, e.g. HCCL_SOCKET_IFNAME / HCCL_IF_IP")
     poll_s: float = Field(2.0, gt=0, le=60, description="how often the job state and log are read")
     queue_timeout_s: float = Field(3600.0, gt=0, description="cancel a job still pending after this long")
+    stop_grace_s: float = Field(60.0, ge=0, le=3600, description="after the user stops the run, how long the running "
+                                "job may go on before it is cancelled")
 
     @field_validator("partition")
     @classmethod

@@ -62,6 +62,16 @@ def render(proc, messages, generation_prompt):
     return proc.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
 
 
+def render_messages(proc, messages, generation_prompt):
+    """The conversation rendered in the content form the source template takes: structured content items first
+    (what processors pass), else the ShareGPT strings with their placeholders (a published template that
+    concatenates ``message['content']`` raises TypeError on a list)."""
+    try:
+        return render(proc, _structured(messages), generation_prompt)
+    except Exception:  # probe boundary: the template is the source's code; the string form is the other one it takes
+        return render(proc, messages, generation_prompt)
+
+
 def source_ids(proc, messages, images, generation_prompt):
     """The source's ids for ``messages``: its chat template rendered, then its processor on text + the images the
     rendered turns refer to. A template that already writes the bos token is not given a second one (what the
@@ -71,7 +81,7 @@ def source_ids(proc, messages, images, generation_prompt):
     are left off: they mark where the handed-over text ends, not a place in the conversation (a prompt render has
     them where the training sequence goes on with the answer). Measured, not assumed: the same text with a
     sentinel appended must keep them after the sentinel."""
-    text = render(proc, _structured(messages), generation_prompt)
+    text = render_messages(proc, messages, generation_prompt)
     n_images = sum(m["content"].count("<image>") for m in messages)
     tok = getattr(proc, "tokenizer", proc)
     bos = getattr(tok, "bos_token", None)
@@ -295,9 +305,13 @@ IMAGE_PROBE = "QQIMAGEPROBEQQ"
 
 def placeholder_text(proc):
     """What the source's chat template writes for one image item, measured: a one-image user turn rendered with
-    the image and with a text marker in its place differ only there. None when the renders do not line up."""
-    with_image = render(proc, [{"role": "user", "content": [{"type": "image"}]}], False)
-    with_text = render(proc, [{"role": "user", "content": [{"type": "text", "text": IMAGE_PROBE}]}], False)
+    the image and with a text marker in its place differ only there. None when the renders do not line up, or
+    when the template takes string content only (it renders no image item: the sample's own text holds them)."""
+    try:
+        with_image = render(proc, [{"role": "user", "content": [{"type": "image"}]}], False)
+        with_text = render(proc, [{"role": "user", "content": [{"type": "text", "text": IMAGE_PROBE}]}], False)
+    except Exception:  # probe boundary: a string-only template raises on content items
+        return None
     if with_text.count(IMAGE_PROBE) != 1:
         return None
     pre, post = with_text.split(IMAGE_PROBE)
@@ -310,7 +324,7 @@ def source_pieces(proc, messages, generation_prompt, placeholder):
     """The source's rendering as token ids of the text between image placeholders (n_images + 1 pieces), each
     piece tokenized on its own — what the source's remote code does when it puts the media run in a placeholder's
     place and tokenizes the text around it. None when the rendering does not hold one placeholder per image."""
-    text = render(proc, _structured(messages), generation_prompt)
+    text = render_messages(proc, messages, generation_prompt)
     n_images = sum(m["content"].count("<image>") for m in messages)
     if text.count(placeholder) != n_images:
         return None
@@ -491,6 +505,13 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
         if i >= len(raw):
             break
         sample = raw[i]
+        if not isinstance(sample, dict) or not isinstance(sample.get("messages"), list):
+            # the chat-template oracle reads ShareGPT records; name what it found, where
+            problems.append(f"sample {i}: the record in {os.path.abspath(data_path)} has keys "
+                            f"{sorted(sample) if isinstance(sample, dict) else type(sample).__name__}; this oracle "
+                            "reads 'messages' (+ 'images'): a source whose own training code reads another format "
+                            "is compared through that code")
+            continue
         paths = [p if os.path.isabs(p) else os.path.join(root, p) for p in sample.get("images") or []]
         mapped = [os.path.basename(p) for p in example.get("images") or [] if isinstance(p, str)]
         if mapped and [os.path.basename(p) for p in paths] != mapped:
@@ -516,7 +537,12 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
         problems.append(f"the samples' labels follow different conventions ({', '.join(conventions)})")
     if aligned and samples:
         media_id = (samples[0].get("media_token") or {}).get("id", media_id)
+    if problems:
+        problems.append(f"(the oracle read {os.path.abspath(data_path)}: each record's 'messages' and 'images', "
+                        "rendered with the source's chat template and processor)")
     return {"samples_compared": len(samples), "media_token_id": media_id, **totals,
+            "oracle": "the source's chat template + processor", "data_file": os.path.abspath(data_path),
+            "keys_read": ["messages", "images"],
             "label_convention": conventions[0] if len(conventions) == 1 else conventions,
             "media_expanded_by": "source processor" if processor_expands else
             ("not the source processor (it has no image processor): the source's text around each placeholder "

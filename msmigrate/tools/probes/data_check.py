@@ -155,6 +155,20 @@ class TargetWarnings(logging.Handler):
         return error + (" — the target logged before it: " + " | ".join(self.messages[-3:]) if self.messages else "")
 
 
+def loadable(value):
+    """A batch value the saved batch can carry for a ``weights_only`` load: tensors, numbers, strings and lists /
+    tuples / dicts of them (per-image tensor lists, bounds, sizes); not arbitrary objects (a PIL image)."""
+    import torch
+
+    if isinstance(value, (torch.Tensor, int, float, bool, str)) or value is None:
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(loadable(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and loadable(v) for k, v in value.items())
+    return False
+
+
 def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", required=True)
@@ -165,6 +179,8 @@ def main(argv):
     ap.add_argument("--parity-data", help="the raw ShareGPT samples the dataset maps (same order)")
     ap.add_argument("--media-token-id", type=int, help="the media token id the source processor expands into")
     ap.add_argument("--trust-remote-code", action="store_true")
+    ap.add_argument("--source-training", help="JSON facts of the source's own training code (training_facts): its "
+                                              "dataset + collator are the data oracle instead of its chat template")
     args = ap.parse_args(argv)
     target = os.path.abspath(args.target)
     os.environ.setdefault("NON_MEGATRON", "true")
@@ -195,21 +211,44 @@ def main(argv):
         batch = dict(collate_fn(examples))
         batch_file = None
         if args.batch_out:
-            torch.save({k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}, args.batch_out)
+            # list-valued keys too (per-image tensors, bounds, sizes): the forward the gate runs on this batch must
+            # get what the plugin gets in training, or a plugin's image path never runs in any gate
+            torch.save({k: v for k, v in batch.items() if loadable(v)}, args.batch_out)
             batch_file = os.path.abspath(args.batch_out)
         parity = None
+        facts = None
+        if args.source_training:
+            with open(args.source_training, encoding="utf-8") as fh:
+                facts = json.load(fh)
         if args.parity_source and args.parity_data:
             from _data_parity import data_parity
+            from _own_pipeline import own_pipeline_parity
 
             try:
-                parity = data_parity(args.parity_source, args.parity_data, examples, args.media_token_id,
-                                     args.trust_remote_code)
+                if facts and facts.get("kind") == "own" and facts.get("dataset"):
+                    # the source's own dataset + collator on the raw records in its own format: the oracle
+                    parity = own_pipeline_parity(args.parity_source, args.parity_data, examples, facts,
+                                                 args.media_token_id, args.trust_remote_code)
+                else:
+                    parity = data_parity(args.parity_source, args.parity_data, examples, args.media_token_id,
+                                         args.trust_remote_code)
             except Exception as exc:  # probe boundary: a source that cannot be rendered is a finding, not a crash
                 import traceback
 
                 traceback.print_exc()
                 parity = {"passed": False, "error": f"{type(exc).__name__}: {exc}",
                           "problems": [f"the source's own processing could not be run: {type(exc).__name__}: {exc}"]}
+        cutoff = None
+        if args.parity_source and args.parity_data:
+            from _cutoff import cutoff_findings
+
+            cutoff_len = getattr(getattr(dataset_param, "basic_parameters", None), "cutoff_len", None)
+            media_id = args.media_token_id if args.media_token_id is not None else (parity or {}).get("media_token_id")
+            try:
+                cutoff = cutoff_findings(dataset, cutoff_len, args.parity_source, args.parity_data, media_id,
+                                         args.trust_remote_code)
+            except Exception as exc:  # probe boundary: a sample the source cannot process is reported, not a crash
+                cutoff = {"cutoff_len": cutoff_len, "error": f"{type(exc).__name__}: {exc}", "cut": []}
     except Exception as exc:  # probe boundary: the failure is the result
         import traceback
 
@@ -224,7 +263,7 @@ def main(argv):
         "forward_receives": sorted(batch) + ["use_cache"],
         "batch_keys": {k: describe(v) for k, v in batch.items()},
         "media": {"referenced": len(media), "missing": missing[:20]}, "batch_file": batch_file, "setup": setup,
-        "parity": parity,
+        "parity": parity, "cutoff": cutoff,
     })
     return 0
 

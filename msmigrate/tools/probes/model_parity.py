@@ -50,6 +50,9 @@ def extra_args(ap):
                                                          "--batch-file): for a source whose caller sets it")
     ap.add_argument("--batch-file", help="a collated batch of the target's own pipeline (G2's), used instead of the "
                                          "source processor's / the synthetic one")
+    ap.add_argument("--source-training", help="JSON facts of the source's own training code: with --sample-data, "
+                                              "its own dataset + collator make the batch and its own loss path "
+                                              "(compute_loss, else the model's .loss) is the reference")
     ap.add_argument("--logit-tol", type=float, default=LOGIT_TOL)
     ap.add_argument("--loss-tol", type=float, default=LOSS_TOL)
 
@@ -318,7 +321,14 @@ def main(argv):
         torch.utils.deterministic.fill_uninitialized_memory = True
         src_cls, src_cfg = source_class(args)
         src_params, src_kwargs = forward_params(src_cls)
-        if "labels" not in src_params and not src_kwargs:
+        facts = None
+        if args.source_training and args.sample_data:
+            import json
+
+            with open(args.source_training, encoding="utf-8") as fh:
+                facts = json.load(fh)
+            facts = facts if facts.get("kind") == "own" and facts.get("dataset") else None
+        if facts is None and "labels" not in src_params and not src_kwargs:
             # A remote-code forward with its own contract (no labels, no loss): the plugin adapts it, so the two
             # cannot be called on one batch and compared; say so instead of guessing an adapter here.
             emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
@@ -347,7 +357,16 @@ def main(argv):
         from forward_smoke import sample_batch, synthetic_batch
 
         batch_source, sample_error = "synthetic", None
-        if args.batch_file:
+        if facts is not None:
+            # the source's own training pipeline makes the batch (its dataset + collator on its own records)
+            from _own_pipeline import own_batches
+
+            own = own_batches(args.model, args.sample_data, facts, 1, args.trust_remote_code)[0][1]
+            batch = {k: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                     for k, v in own.items()}
+            batch_source = (f"the source's own training pipeline ({facts['dataset']['file']} "
+                            f"{facts['dataset']['class']} + {(facts.get('collator') or {}).get('name')})")
+        elif args.batch_file:
             batch, batch_source = target_batch(args.batch_file, None if takes_kwargs else params), "target pipeline (G2's collated batch)"
         elif args.sample_data:
             try:
@@ -357,7 +376,7 @@ def main(argv):
                 sample_error = f"{type(exc).__name__}: {exc}"
         if batch_source == "synthetic":
             batch = synthetic_batch(src_cfg, params, args.seq_len, args.seed)
-        unfed = required_params(type(source), batch)
+        unfed = [] if facts is not None else required_params(type(source), batch)
         # the target pipeline's batch can feed a forward that takes the whole batch as one dict; the synthetic or
         # processor batch of G1 cannot say what that dict must hold (media), so G1 stays "not comparable"
         mapping = mapping_param(type(source), unfed) if args.batch_file else None
@@ -374,7 +393,20 @@ def main(argv):
             return 0
         media_ids_set = caller_set_media_ids(source, args.media_token_id) if args.batch_file else []
         try:
-            ref_logits, ref_loss = run_forward(source, batch)
+            if facts is not None:
+                # the source's own loss path on its own batch; the plugin gets that batch as the target's trainer
+                # feeds it (keyword arguments, labels aligned)
+                from _own_pipeline import aligned_batch, own_forward
+
+                training_mode(source)
+                with torch.no_grad():
+                    logits, loss = own_forward(source, batch, facts, args.model)
+                ref_logits, ref_loss = logits.detach().float(), float(loss.detach().float())
+                called_as = (f"{facts['loss_at']} (forward call: {facts.get('forward_call')})")
+                plugin_batch = aligned_batch(batch, facts)
+            else:
+                ref_logits, ref_loss = run_forward(source, batch)
+                plugin_batch = batch
         except Exception as exc:  # probe boundary: the target's batch is not the source's own input format
             if not args.batch_file:
                 raise
@@ -398,10 +430,11 @@ def main(argv):
         eager = build(plg_cls, plg_cfg)
         caller_set_media_ids(eager, args.media_token_id if media_ids_set else None)
         missing, unexpected = eager.load_state_dict(state, strict=False)
-        e_logits, e_loss = run_forward(eager, batch)
+        e_logits, e_loss = run_forward(eager, plugin_batch)
         e_dlogit, e_dloss = compare(ref_logits, ref_loss, e_logits, e_loss)
         divergence = None
-        if e_dlogit is not None and not e_dlogit <= args.logit_tol:
+        if e_dlogit is not None and not e_dlogit <= args.logit_tol and \
+                (facts is None or facts.get("forward_call") == "kwargs"):
             divergence = first_divergence(source, eager, batch, args.logit_tol)
 
         meta = build(plg_cls, plg_cfg, meta=True)
@@ -411,7 +444,7 @@ def main(argv):
         meta.load_state_dict(persistent, strict=False)
         retied = retie(meta)
         unset = still_nan(meta)
-        m_logits, m_loss = run_forward(meta, batch)
+        m_logits, m_loss = run_forward(meta, plugin_batch)
         m_dlogit, m_dloss = compare(ref_logits, ref_loss, m_logits, m_loss)
         meta_tied = tie_facts(meta)
     except Exception as exc:  # probe boundary: the failure is the result

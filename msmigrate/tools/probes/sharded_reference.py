@@ -4,7 +4,8 @@ at its first step, computed without sharding. Runs in the target runtime; import
     python sharded_reference.py --target <root> --config <the distributed launch's per-run yaml> --nproc 2
 
 Built from the framework's own pieces, as its trainer builds them in one process: the config (ConfigManager), the
-plugins, ``ModelHub.build`` (same weights as the launch: ``from_pretrained`` of ``model_name_or_path``), the dataset
+plugins, ``ModelHub.build`` (same weights as the launch: ``from_pretrained`` of ``model_name_or_path``, then the
+HF folder of ``training.load`` read by the framework's own loader when the run loads one), the dataset
 and collator, and the target's ``build_mm_dataloader`` with ``batch_size = micro_batch_size * nproc`` on one rank —
 its first batch is the set of samples the ranks of the distributed run share out at step 1 (whatever the sampler's
 shuffle: it is the same permutation cut the same way). With ``micro_batch_size`` 1 each rank gets one of them, so
@@ -90,15 +91,25 @@ def main(argv):
         if mbs != 1 or ga != 1:
             return not_comparable(f"micro_batch_size {mbs}, gradient_accumulation_steps {ga}: the per-rank split of "
                                   "the global batch is the sampler's business (compared only at 1 and 1)")
-        if getattr(training, "init_model_with_meta_device", False) and not getattr(training, "load", None):
+        meta, load = getattr(training, "init_model_with_meta_device", False), getattr(training, "load", None)
+        if meta and not load:
             return not_comparable("meta-device init without training.load: the run's weights are a random init on "
                                   "sharded storage, which one process cannot reproduce")
+        hf_load = None
+        if meta:
+            from mindspeed_mm.fsdp.checkpoint.hf_utils import load_hf_weights, looks_like_hf_weight_dir
+
+            if getattr(training, "load_format", "auto") not in ("auto", "hf") or not looks_like_hf_weight_dir(load):
+                return not_comparable("meta-device init + a DCP training.load: the reference would need the "
+                                      "sharded checkpoint")
+            hf_load = load
+            training.init_model_with_meta_device = False  # eager build; the run's weights come from the load
         torch.manual_seed(getattr(training, "seed", 0) or 0)
         from mindspeed_mm.fsdp.models.modelhub import ModelHub
 
         model = ModelHub.build(cfg.model, cfg.features, training)
-        if getattr(training, "init_model_with_meta_device", False):
-            return not_comparable("meta-device init + training.load: the reference would need the checkpoint load")
+        if hf_load:  # the same HF folder the run loaded, by the framework's own loader (unsharded tensors)
+            load_hf_weights(model, hf_load)
         from mindspeed_mm.fsdp.data import build_mm_dataloader
         from mindspeed_mm.fsdp.distributed.parallel_state import get_parallel_state
 

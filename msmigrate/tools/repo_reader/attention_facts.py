@@ -72,8 +72,9 @@ def _declared(name: str, classes: dict, seen: frozenset = frozenset()) -> dict[s
 
 
 def _built_in_init(name: str, classes: dict) -> list[tuple[str, int]]:
-    """(class, line) of each remote-code PreTrainedModel that ``name.__init__`` constructs: ``X(...)`` or
-    ``X._from_config(...)`` / ``X.from_pretrained(...)``."""
+    """(class, line) of each remote-code class that ``name.__init__`` constructs: ``X(...)`` or
+    ``X._from_config(...)`` / ``X.from_pretrained(...)`` — PreTrainedModels, and the plain modules they are nested in
+    (a vision tower built inside an embedding or projector module is built by the top class all the same)."""
     node = classes[name][1]
     init = next((m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
     if init is None:
@@ -84,7 +85,7 @@ def _built_in_init(name: str, classes: dict) -> list[tuple[str, int]]:
         if isinstance(fn, ast.Attribute) and fn.attr in BUILD_METHODS:
             fn = fn.value
         target = fn.id if isinstance(fn, ast.Name) else None
-        if target and target != name and _is_pretrained(target, classes):
+        if target and target != name and target in classes:
             found.append((target, call.lineno))
     return found
 
@@ -106,9 +107,13 @@ def remote_attention_facts(folder: Path, arch: str | None) -> dict[str, Any] | N
             continue
         seen.add(name)
         file, node = classes[name]
-        rows.append({"class": name, "at": f"{file}:{node.lineno}", "built_by": built_by,
-                     "declares": _declared(name, classes)})
-        queue += [(child, f"{name}.__init__ ({file}:{line})") for child, line in _built_in_init(name, classes)]
+        if name == arch or _is_pretrained(name, classes):
+            rows.append({"class": name, "at": f"{file}:{node.lineno}", "built_by": built_by,
+                         "declares": _declared(name, classes)})
+        # a plain module in between is walked through: the towers nested in it are named with the chain
+        via = f"{name}.__init__ ({file}:{{line}})" if built_by is None or _is_pretrained(name, classes) else \
+            f"{built_by} → {name}.__init__ ({file}:{{line}})"
+        queue += [(child, via.format(line=line)) for child, line in _built_in_init(name, classes)]
     lacks = {impl: [r["class"] for r in rows if not any(r["declares"].get(f) for f in flags)]
              for impl, flags in ATTN_FLAGS.items()}
     return {"classes": rows, "lacks": {k: v for k, v in lacks.items() if v}}

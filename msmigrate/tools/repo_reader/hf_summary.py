@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+from msmigrate.core.source_derivation import derive
 from msmigrate.core.tool_result import ToolResult
 from msmigrate.tools.repo_reader.attention_facts import remote_attention_facts
 from msmigrate.tools.runtime import run_probe
@@ -246,8 +247,11 @@ def hf_summary(folder: Path, runtime_python: str | None = None, probe_timeout: f
     weights = sorted(p.name for p in folder.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
     forward = None
     arch = facts["architectures"][0] if facts["architectures"] else None
+    failures: list[str] = []  # derivations from the source's code that failed: facts, never a crash (plan shows them)
     if arch:
-        forward = static_forward_signature(folder, arch, facts["auto_map"])
+        found = derive("the forward signature (remote code, read by AST)", static_forward_signature, folder, arch,
+                       facts["auto_map"])
+        forward, failures = found.value, failures + ([found.failure] if found.failure else [])
         if forward is None and runtime_python:
             probe = run_probe(runtime_python, "forward_signature", [arch], env_extra={"HF_HUB_OFFLINE": "1"},
                               timeout=probe_timeout)
@@ -258,9 +262,13 @@ def hf_summary(folder: Path, runtime_python: str | None = None, probe_timeout: f
                            "stderr_tail": probe.data.get("stderr_tail", "")[-800:]}
     # remote code: which PreTrainedModel classes it builds and the attention each declares (transformers refuses a
     # requested sdpa / flash attention on a nested one that does not declare it, at build time)
-    attention = remote_attention_facts(folder, arch) if facts["auto_map"] and custom_files else None
+    attention = None
+    if facts["auto_map"] and custom_files:
+        found = derive("the attention facts of the remote code", remote_attention_facts, folder, arch)
+        attention, failures = found.value, failures + ([found.failure] if found.failure else [])
     return ToolResult.success(
         **({"remote_attention": attention} if attention else {}),
+        **({"could_not_derive": failures} if failures else {}),
         folder=str(folder), **facts, custom_code_files=custom_files,
         auto_map_files_missing=[f for f in referenced if f not in custom_files],
         needs_trust_remote_code=bool(facts["auto_map"]), tokens=tokens, chat_template=template,

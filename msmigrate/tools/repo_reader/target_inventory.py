@@ -9,6 +9,7 @@ and on the stand-in, which share the layout (contract §4, §8, §12).
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -87,7 +88,26 @@ def summarize_example_yaml(rel: str, text: str) -> dict | None:
         "freeze": _get(cfg, "model", "freeze") or [],
         "recompute_modules": _get(cfg, "features", "recompute_plan", "apply_modules") or [],
         "loss_type": _get(cfg, "features", "loss_cfg", "loss_type"),
+        "moe": example_is_moe(cfg),
+        "parameters_b": size_in_name(rel),
     }
+
+
+def example_is_moe(cfg: dict) -> bool:
+    """An example configured for a mixture-of-experts model: expert parallelism over > 1 rank, or expert modules in
+    its sharding or expert plans."""
+    ep = _get(cfg, "parallel", "expert_parallel_size")
+    if isinstance(ep, int) and ep > 1:
+        return True
+    patterns = list(_get(cfg, "parallel", "fsdp_plan", "apply_modules") or []) + \
+        list(_get(cfg, "parallel", "ep_plan", "apply_modules") or [])
+    return any(isinstance(p, str) and "experts" in p.split(".") for p in patterns)
+
+
+def size_in_name(rel: str) -> float | None:
+    """The parameter count (billions) an example's file name states (``qwen3_5_122B_config.yaml`` → 122.0)."""
+    m = re.search(r"(?:^|[_\-/.])(\d+(?:\.\d+)?)[bB](?=$|[_\-.])", rel.rsplit("/", 1)[-1])
+    return float(m.group(1)) if m else None
 
 
 def target_inventory(root: Path) -> ToolResult:

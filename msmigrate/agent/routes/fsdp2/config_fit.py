@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.tools.module_match import module_name_match
 
 # ModelArguments' own fields in the plugin route (contract §6.1); anything else in `model:` is read by a model class.
@@ -71,12 +72,12 @@ def fit_to_model(cfg: dict[str, Any], *, tree: dict[str, Any], source: Path) -> 
     names = tree.get("names") or []
     model = cfg.get("model") or {}
     for key in [k for k in model if k not in MODEL_ARGUMENT_KEYS and k not in config_keys]:
-        model.pop(key)
+        rt.remove(model, key)
         dropped.append(f"model.{key}: a knob of the example's model class, not in this model's config.json")
     parallel = cfg.get("parallel") or {}
     if not has_experts(tree, source):
         for key in ("ep_plan", "expert_fully_shard_parallel_size"):
-            if parallel.pop(key, None) is not None:
+            if rt.remove(parallel, key) is not None:
                 dropped.append(f"parallel.{key}: the model has no experts")
         if parallel.get("expert_parallel_size", 1) != 1:
             parallel["expert_parallel_size"] = 1
@@ -93,12 +94,12 @@ def fit_to_model(cfg: dict[str, Any], *, tree: dict[str, Any], source: Path) -> 
         if kept:
             fsdp["hook_modules"] = kept
         else:
-            fsdp.pop("hook_modules")
+            rt.remove(fsdp, "hook_modules")
     features = cfg.get("features") or {}
     for switch, plan in DRAFT_OFF_FEATURES.items():
         if features.get(switch):
             features[switch] = False
             dropped.append(f"features.{switch} -> false: a memory feature sized for the example")
         if plan and plan in features:
-            features.pop(plan)
+            rt.remove(features, plan)
     return dropped

@@ -10,7 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ruamel.yaml.comments import CommentedMap
+
 from msmigrate.agent.routes.fsdp2.config_fit import fit_to_model
+from msmigrate.agent.routes.fsdp2.weights_load import delivered_weights, hf_load_entries, hf_weight_dir
+from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.tools.module_plan import apply_modules_from_tree, recompute_from_tree
 
 ROLE_PAIRS = (("role", "content", "user", "assistant"), ("from", "value", "human", "gpt"))
@@ -33,12 +37,6 @@ def attr_from_samples(data_json: Path) -> dict[str, Any]:
     return attr
 
 
-def _section(cfg: dict[str, Any], *keys: str) -> dict[str, Any]:
-    for k in keys:
-        cfg = cfg.setdefault(k, {})
-    return cfg
-
-
 def tied_embeddings(source: Path, tree: dict[str, Any] | None = None) -> bool:
     """Whether the model ties its LM head to the token embedding: the built model's fact from the module tree probe
     where it has one (config.json omits ``tie_word_embeddings`` when it equals the class default), else config.json."""
@@ -58,48 +56,66 @@ def ships_fast_tokenizer(source: Path) -> bool:
 
 def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path, data_json: Path,
                  tree: dict[str, Any]) -> dict[str, Any]:
-    cfg = copy.deepcopy(baseline)
+    """The example's document with the keys the migration owns set in place (round trip: the example's comments,
+    anchors and key order stay; a key the example lacks is added at the end of its section)."""
+    if isinstance(baseline, CommentedMap):
+        cfg = rt.clone(baseline)
+    else:
+        cfg = rt.load(rt.dump(copy.deepcopy(baseline))) if baseline else CommentedMap()
     fit_to_model(cfg, tree=tree, source=source)  # only what applies to this model survives from the example
     tree = {**tree, "tied_embeddings": tied_embeddings(source, tree)}
-    model = _section(cfg, "model")
-    for stale in ("model_name_or_path", "model_id", "freeze"):
-        model.pop(stale, None)
-    model.update(model_id=plan["model_id"], model_name_or_path=str(source),
-                 trust_remote_code=plan["route"] == "custom", freeze=[])
-    model.setdefault("attn_implementation", "sdpa")
-    ds = _section(cfg, "data", "dataset_param")
-    ds["dataset_type"] = plan["dataset_type"]
-    ds["attr"] = attr_from_samples(data_json)
-    pre = _section(ds, "preprocess_parameters")
-    pre.update(model_name_or_path=str(source), trust_remote_code=plan["route"] == "custom")
+    custom = plan["route"] == "custom"
+
+    def put(where: dict[str, Any], key: str, value: Any) -> None:
+        rt.put(cfg, where, key, value)
+
+    model = rt.section(cfg, "model")
+    for key, value in (("model_id", plan["model_id"]), ("model_name_or_path", str(source)),
+                       ("trust_remote_code", custom), ("freeze", [])):
+        put(model, key, value)
+    if "attn_implementation" not in model:
+        put(model, "attn_implementation", "sdpa")
+    ds = rt.section(cfg, "data", "dataset_param")
+    put(ds, "dataset_type", plan["dataset_type"])
+    rt.put_mapping(cfg, ds, "attr", attr_from_samples(data_json))
+    pre = rt.section(cfg, "data", "dataset_param", "preprocess_parameters")
+    put(pre, "model_name_or_path", str(source))
+    put(pre, "trust_remote_code", custom)
     if ships_fast_tokenizer(source):
         # the example's `use_fast_tokenizer: false` is about its own tokenizer; a source with only a tokenizers
         # file has no slow class, and transformers 4.57's AutoProcessor then fails (the real load_tokenizer
         # swallows that and reports "Processor was not found")
-        pre["use_fast_tokenizer"] = True
-    basic = _section(ds, "basic_parameters")
-    basic.update(template=plan["template"], dataset=str(data_json), dataset_dir=str(Path(data_json).parent))
-    basic.pop("chat_template", None)
-    collate = _section(cfg, "data", "dataloader_param", "collate_param")
-    collate.pop("model_name", None)
-    collate["collator_id"] = plan["collator"]
-    fsdp = _section(cfg, "parallel", "fsdp_plan")
-    fsdp["apply_modules"] = apply_modules_from_tree(tree)
-    features = _section(cfg, "features")
+        put(pre, "use_fast_tokenizer", True)
+    basic = rt.section(cfg, "data", "dataset_param", "basic_parameters")
+    put(basic, "template", plan["template"])
+    put(basic, "dataset", str(data_json))
+    put(basic, "dataset_dir", str(Path(data_json).parent))
+    rt.remove(basic, "chat_template")
+    collate = rt.section(cfg, "data", "dataloader_param", "collate_param")
+    rt.remove(collate, "model_name")
+    put(collate, "collator_id", plan["collator"])
+    put(rt.section(cfg, "parallel", "fsdp_plan"), "apply_modules", apply_modules_from_tree(tree))
+    features = rt.section(cfg, "features")
     recompute = recompute_from_tree(tree)
-    features["recompute"] = bool(recompute)
-    _section(features, "recompute_plan")["apply_modules"] = recompute
-    training = _section(cfg, "training")
-    training["plugin"] = [plan["plugin_dir"], plan["data_plugin"]]
-    for stale in ("load", "save"):
-        training.pop(stale, None)
+    put(features, "recompute", bool(recompute))
+    put(rt.section(cfg, "features", "recompute_plan"), "apply_modules", recompute)
+    training = rt.section(cfg, "training")
+    put(training, "plugin", [plan["plugin_dir"], plan["data_plugin"]])
+    rt.remove(training, "save")  # the example's output folder; the user names their own
+    for key, value in delivered_weights(source).items():  # train from the user's checkpoint, never a random init
+        if value is None:
+            rt.remove(training, key)
+        else:
+            put(training, key, value)
     return cfg
 
 
-def input_overrides(source: Path, data_json: Path, cache_dir: Path | None = None) -> dict[str, Any]:
+def input_overrides(source: Path, data_json: Path, cache_dir: Path | None = None,
+                    config: dict[str, Any] | None = None) -> dict[str, Any]:
     """The keys of a plugin-route YAML that name the model folder and the sample data, set to ``source`` and
     ``data_json`` (images resolve against ``dataset_dir``; ``max_samples`` becomes the sample count). Used to check an existing config against the spec's
-    inputs without editing it; ``cache_dir`` keeps the dataset cache out of the target checkout."""
+    inputs without editing it; ``cache_dir`` keeps the dataset cache out of the target checkout. A ``config`` that
+    loads weights (``training.load``) loads the source's safetensors instead."""
     basic: dict[str, Any] = {"dataset": str(data_json), "dataset_dir": str(Path(data_json).parent)}
     try:  # the real huggingface dataset selects range(max_samples): a cap above the sample count crashes it
         samples = json.loads(Path(data_json).read_text(encoding="utf-8"))
@@ -109,9 +125,14 @@ def input_overrides(source: Path, data_json: Path, cache_dir: Path | None = None
         pass
     if cache_dir is not None:
         basic["cache_dir"] = str(cache_dir)
-    return {"model": {"model_name_or_path": str(source)},
-            "data": {"dataset_param": {"preprocess_parameters": {"model_name_or_path": str(source)},
-                                       "basic_parameters": basic}}}
+    out: dict[str, Any] = {"model": {"model_name_or_path": str(source)},
+                           "data": {"dataset_param": {"preprocess_parameters": {"model_name_or_path": str(source)},
+                                                      "basic_parameters": basic}}}
+    training = (config or {}).get("training") if isinstance(config, dict) else None
+    if isinstance(training, dict) and training.get("load") and hf_weight_dir(source):
+        # the config loads weights from the author's folder: the spec's source's weights, loaded the same way
+        out["training"] = {k: v for k, v in hf_load_entries(str(source)).items() if k != "init_model_with_meta_device"}
+    return out
 
 
 def launch_script(baseline_script: str, baseline_config: str, new_config: str) -> str:
@@ -122,12 +143,10 @@ def launch_script(baseline_script: str, baseline_config: str, new_config: str) -
 
 
 def load_baseline(target: Path, example: str | None) -> tuple[dict[str, Any], str | None, str | None]:
-    """(baseline YAML dict, its launch script text, the script's path) for the similar example."""
-    import yaml
-
+    """(baseline YAML document, round trip, its launch script text, the script's path) for the similar example."""
     if not example or not (target / example).is_file():
         raise FileNotFoundError(f"similar example {example!r} not found in {target}")
-    cfg = yaml.safe_load((target / example).read_text()) or {}
+    cfg = rt.load((target / example).read_text(encoding="utf-8"))
     scripts = sorted((target / example).parent.glob("finetune_*.sh"))
     naming = [s for s in scripts if Path(example).name in s.read_text(errors="replace")]
     script = (naming or scripts or [None])[0]

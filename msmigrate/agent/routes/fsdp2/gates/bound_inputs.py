@@ -19,18 +19,25 @@ def binding_on(deps: Any) -> bool:
     return bool(bind) if bind is not None else getattr(spec, "policy", None) == "none"
 
 
-def bound_overrides(deps: Any) -> dict[str, Any]:
-    """The overrides a gate launch adds (empty when binding is off)."""
+def bound_overrides(deps: Any, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The overrides a gate launch adds (empty when binding is off); ``config``: the YAML being bound, whose
+    ``training.load`` (weights from the author's folder) is rebound to the spec's source too."""
     if not binding_on(deps):
         return {}
     ctx = deps.ctx
-    return input_overrides(ctx.source, ctx.data_path, cache_dir=ctx.run_dir / "dataset_cache")
+    return input_overrides(ctx.source, ctx.data_path, cache_dir=ctx.run_dir / "dataset_cache", config=config)
 
 
 def bound_config(deps: Any, config: Path) -> Path:
     """``config`` itself, or its bound copy under the run's probes/ folder."""
-    overrides = bound_overrides(deps)
-    if not overrides or not config.is_file():
+    if not config.is_file():
+        return config
+    try:
+        current = yaml.safe_load(config.read_text(encoding="utf-8"))
+    except yaml.YAMLError:
+        current = None
+    overrides = bound_overrides(deps, current if isinstance(current, dict) else None)
+    if not overrides:
         return config
     dest = deps.ctx.run_dir / "probes" / f"bound_{config.name}"
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
 """G3 config: the delivered YAML against the target's own argument schema (unknown / misplaced keys are errors
 here, unlike in the framework), registry cross-references, plugin paths, and the pattern audit over the real
-module tree of the plugin class; weakened configs are errors too. The launch script must run that YAML."""
+module tree of the plugin class; weakened configs are errors too, and so is a config that would train a source
+that ships its weights from a random init. The launch script must run that YAML."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
 from msmigrate.agent.gates.evidence import evidence_item
+from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
 from msmigrate.tools.target_checks import config_check, module_tree
 
 
@@ -25,6 +29,20 @@ def missing_entries(script_text: str, target: Path) -> list[str]:
     joined = script_text.replace("\\\n", " ")
     return [e for e in dict.fromkeys(m.group(1) for m in _ENTRY.finditer(joined))
             if not e.startswith("/") and not (Path(target) / e).is_file()]
+
+
+def weights_findings(config: Path, source: Path) -> list[str]:
+    """A config that would train the source's model from a random init while the source ships its weights."""
+    try:
+        cfg = yaml.safe_load(config.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return []  # the validator reports an unreadable YAML
+    kind, _ = weights_origin(cfg if isinstance(cfg, dict) else {})
+    if kind == "random" and hf_weight_dir(source):
+        return [f"[random-init] training: init_model_with_meta_device without training.load trains from a random "
+                f"init; the source's weights are in {source} (set training.load to it, load_format auto, "
+                "no_load_optim and no_load_rng true)"]
+    return []
 
 
 def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
@@ -53,13 +71,15 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             res_tree = module_tree(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
                                    trust_remote_code=plan["route"] == "custom")
             tree = res_tree.data.get("result") if res_tree.ok else None
-        res = config_check(ctx, bound_config(deps, config), tree=tree, device=None)
+        bound = bound_config(deps, config)
+        res = config_check(ctx, bound, tree=tree, device=None)
         findings = res.data.get("findings", [])
         errors = [f for f in findings if f["severity"] == "error"]
         codes = sorted({*codes, *(f["code"] for f in errors)})
         problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in errors]
         if not res.ok and not errors:
             problems.append(res.error or "validator failed")
+        problems += weights_findings(bound, ctx.source)
     failure = "\n".join(problems)
     ev = evidence_item("strict validation", ["validate_config", plan["config_path"]], 0 if not problems else 1, t0,
                        time.time(), failure, {"findings": findings[:40], "error_codes": codes})

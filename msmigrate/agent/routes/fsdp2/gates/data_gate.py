@@ -16,6 +16,7 @@ import yaml
 
 from msmigrate.agent.routes.fsdp2.draft_config import draft_config, load_baseline
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
+from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
 from msmigrate.agent.routes.fsdp2.gates.parity import data_parity_record, model_parity_check, needs_collated_batch, parity_summary
 from msmigrate.tools.target_checks import data_check, forward_check
@@ -31,7 +32,7 @@ def config_for_data(deps: Any, state: dict[str, Any]) -> Path:
     cfg = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree={})
     path = ctx.run_dir / "probes" / "g2_draft_config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    path.write_text(rt.dump(cfg))
     return path
 
 
@@ -60,6 +61,18 @@ def delivered_via(config: Path, plan: dict[str, Any]) -> str:
     return "/".join(parts) + (f" (delivered: {'; '.join(differs)})" if differs else "")
 
 
+def cutoff_problems(cutoff: dict[str, Any] | None) -> list[str]:
+    """Samples whose media tokens ``cutoff_len`` cuts (the probe's numbers; see tools/probes/_cutoff.py)."""
+    cut = (cutoff or {}).get("cut") or []
+    if not cut:
+        return []
+    need = max(c["full_length"] for c in cut)
+    shown = "; ".join(f"sample {c['sample']} keeps {c['kept']} of its {c['full']} media tokens "
+                      f"({c['full_length']} tokens in full)" for c in cut[:5])
+    return [f"cutoff_len {cutoff['cutoff_len']} cuts the media tokens of {len(cut)} of {cutoff.get('checked')} "
+            f"samples with media: {shown}; raise data.dataset_param.basic_parameters.cutoff_len to at least {need}"]
+
+
 def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx = state["plan"], deps.ctx
     evidence, problems, parity = [], [], None
@@ -67,15 +80,17 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     t0 = time.time()
     media_id = (plan.get("media_expansion") or {}).get("media_token_id")
     custom = plan["route"] == "custom"
-    res = data_check(ctx, config, parity_data=ctx.data_path, media_token_id=media_id, trust_remote_code=custom)
+    res = data_check(ctx, config, parity_data=ctx.data_path, media_token_id=media_id, trust_remote_code=custom,
+                     source_training=plan.get("source_training"))
     r = res.data.get("result") or {}
     evidence.append(evidence_item("dataset → collator", res.data.get("argv", []), res.data.get("returncode"), t0,
                                   time.time(), res.data.get("stderr_tail", "") if not res.ok else "",
                                   {"num_samples": r.get("num_samples"), "batch_keys": r.get("batch_keys"),
-                                   "media": r.get("media")}, config=str(config), **probe_runtime(res)))
+                                   "media": r.get("media"), "cutoff": r.get("cutoff")}, config=str(config), **probe_runtime(res)))
     if not res.ok:
         problems.append(f"data pipeline failed: {res.error}")
     else:
+        problems += cutoff_problems(r.get("cutoff"))
         # no media id in the plan (a source processor that does not expand media): the one data parity read from
         # the target's media spans, so the forward still counts the vision features against those tokens
         media_id = media_id if media_id is not None else (r.get("parity") or {}).get("media_token_id")

@@ -10,6 +10,12 @@ Three checks, each part of the gate whose evidence it needs (so no extra launch)
 - G2 ``data``: the target's mapped samples vs the source's chat template + processor (prompt ids, label mask, media
   token count; ``probes/_data_parity.py``), and the media tokens of the collated batch vs the vision features the
   forward consumes (``probes/forward_smoke.py --media-token-id``).
+- G4 ``training``: K optimizer steps (``launch.parity_steps``, default 20) of the source class with its own loss and
+  of the plugin in the target trainer's step, same init, batches (the target pipeline's, in its order) and optimizer
+  settings (the delivered YAML's, at a constant lr), fp32 CPU (``probes/training_parity.py``): per-step loss
+  (|Δ| ≤ 1e-4 · max(1, |loss|)) and global grad norm (1e-3 relative), step-1 gradient per parameter group (every
+  parameter the source trains gets the same gradient, 1e-3 of the group's largest), and learning: the loss on a
+  fixed batch falls by ≥ 0.5 % within the K steps. The probe's docstring argues the tolerances per dtype.
 - G6 ``sharded``: the distributed run's first logged loss vs the single-process loss on the same global batch
   (``probes/sharded_reference.py``). Tolerance: |Δ| ≤ 1e-4 · max(1, |loss|) — the log prints 7 significant digits
   and gloo sums fp32 in a different order than one process does.
@@ -24,7 +30,7 @@ import time
 from typing import Any
 
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
-from msmigrate.tools.target_checks import model_parity
+from msmigrate.tools.target_checks import model_parity, training_parity
 from msmigrate.tools.runtime import run_probe
 
 SHARDED_RTOL = 1e-4
@@ -42,9 +48,12 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
     plan, ctx = state["plan"], deps.ctx
     custom = plan["route"] == "custom"
     t0 = time.time()
+    # where the source ships training code, G1's reference is that code's loss path on its own collated batch
+    own = (plan.get("source_training") or {}).get("kind") == "own" and not batch_file
     res = model_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"], trust_remote_code=custom,
-                       sample_data=None if custom or batch_file else ctx.data_path, batch_file=batch_file,
-                       media_token_id=media_token_id)
+                       sample_data=ctx.data_path if own else (None if custom or batch_file else ctx.data_path),
+                       batch_file=batch_file, media_token_id=media_token_id,
+                       source_training=plan.get("source_training") if own else None)
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail",
               "eager": r.get("eager"), "meta": r.get("meta"), "source_loss": r.get("source_loss"),
@@ -85,7 +94,8 @@ def data_parity_record(check: dict[str, Any], forward: dict[str, Any] | None) ->
     record = {k: parity.get(k) for k in ("samples_compared", "tokens", "trained", "masked", "media_tokens",
                                          "source_media_tokens", "media_trained", "prompt_match", "media_token_id", "media_expanded_by",
                                          "label_convention", "labels_unused_by_shift", "decoded_sample",
-                                         "per_sample")}
+                                         "per_sample", "oracle", "data_file", "keys_read", "source_trained",
+                                         "media_spans", "source_media_spans", "source_label_convention")}
     record.update(status="fail" if problems else "pass", vision_features=features, batch_media_tokens=tokens,
                   loss_label_alignment=loss_conv,
                   vision_why_not=vision.get("why_not") if vision else "not counted", problems=problems)
@@ -104,6 +114,31 @@ def label_alignment_problems(data_convention: Any, loss_alignment: Any) -> list[
         return ["labels are shifted nowhere: the dataset's labels equal the input ids and the model's loss does not "
                 "shift them (every position trains its own input token)"]
     return []
+
+
+def training_parity_check(deps: Any, state: dict[str, Any]) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """(evidence item, problems, parity record) for G4: K steps, source vs migrated model (module doc)."""
+    plan, ctx = state["plan"], deps.ctx
+    t0 = time.time()
+    media = (plan.get("media_expansion") or {}).get("media_token_id")
+    res = training_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
+                          config_path=ctx.target / plan["config_path"], steps=deps.spec.launch.parity_steps,
+                          trust_remote_code=plan["route"] == "custom", media_token_id=media)
+    r = (res.data.get("result") or {}) if res.data else {}
+    record = {"status": _status(r.get("passed")) if res.ok else "fail",
+              **{k: r.get(k) for k in ("steps", "source", "target", "grad_groups", "fixed_batch", "tolerance",
+                                       "settings", "source_step", "first_loss_cause", "why_not", "source_class",
+                                       "plugin_class", "target_param_groups")},
+              "problems": list(r.get("problems") or ([] if res.ok else [f"training parity probe: {res.error}"]))}
+    src, tgt = record.get("source") or {}, record.get("target") or {}
+    if src.get("loss") and tgt.get("loss"):
+        record["max_dloss"] = max(abs(a - b) for a, b in zip(src["loss"], tgt["loss"]))
+        record["max_rel_dgrad_norm"] = max(abs(a - b) / max(1e-6, abs(a))
+                                           for a, b in zip(src["grad_norm"], tgt["grad_norm"]))
+    ev = evidence_item(f"training parity ({record.get('steps') or deps.spec.launch.parity_steps} steps, source vs "
+                       "migrated)", res.data.get("argv", []), res.data.get("returncode"), t0, time.time(),
+                       res.data.get("stderr_tail", "") if not res.ok else "", record, **probe_runtime(res))
+    return ev, [f"training parity: {p}" for p in record["problems"]], record
 
 
 def sharded_parity_check(deps: Any, config_path: str | None, nproc: int,
@@ -152,11 +187,24 @@ def parity_summary(record: dict[str, Any] | None) -> str:
         e, m = record.get("eager") or {}, record.get("meta") or {}
         return (f"{status}: max|Δlogit| {_fig(e.get('max_abs_dlogit'))} / meta {_fig(m.get('max_abs_dlogit'))}, "
                 f"|Δloss| {_fig(e.get('dloss'))} / meta {_fig(m.get('dloss'))}")
+    if "trained" in record and str(record.get("oracle") or "").startswith("the source's own training"):
+        return (f"{status} against the source's own training pipeline: ids {'=' if record.get('prompt_match') else '≠'}"
+                f" source (media runs collapsed), trained {record.get('trained')} (source "
+                f"{record.get('source_trained')}), media {record.get('media_tokens')} (source "
+                f"{record.get('source_media_tokens')}, features {record.get('vision_features')}), labels "
+                f"{record.get('label_convention')} (loss {record.get('loss_label_alignment') or '?'})")
     if "trained" in record:
         return (f"{status}: prompt ids {'=' if record.get('prompt_match') else '≠'} source, labels "
                 f"{record.get('label_convention')} (loss {record.get('loss_label_alignment') or '?'}), trained "
                 f"{record.get('trained')} / masked {record.get('masked')}, media {record.get('media_tokens')} "
                 f"(source {record.get('source_media_tokens')}, features {record.get('vision_features')})")
+    if "fixed_batch" in record:
+        fixed = record.get("fixed_batch") or {}
+        fall = fixed.get("fall")
+        return (f"{status}: {record.get('steps')} steps, max |Δloss| {_fig(record.get('max_dloss'))}, max rel "
+                f"Δgrad-norm {_fig(record.get('max_rel_dgrad_norm'))}, fixed-batch loss "
+                f"{_loss(fixed.get('before'))} → {_loss(fixed.get('after'))}"
+                + (f" ({-fall:+.1%})" if isinstance(fall, float) else ""))
     if "distributed_first_loss" in record:
         return (f"{status}: {record.get('nproc')}-rank {_loss(record.get('distributed_first_loss'))} vs 1-process "
                 f"{_loss(record.get('reference_loss'))} (|Δ| {_fig(record.get('dloss'))})")

@@ -18,14 +18,17 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+import yaml
 from msmigrate.agent.launch_slots import launch_slots
+from msmigrate.agent.stop_grace import StopGrace
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_overrides
 from msmigrate.agent.gates.evidence import evidence_item
-from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary, sharded_parity_check
+from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary, sharded_parity_check, training_parity_check
+from msmigrate.agent.routes.fsdp2.weights_load import single_process_weights, weights_note, weights_problems
 from msmigrate.tools.cpu_shim import UNINITIALISED_MARK
 from msmigrate.tools.launcher import LaunchSpec, launch
 from msmigrate.tools.launcher.run import target_state
-from msmigrate.tools.launcher.command import deep_merge
+from msmigrate.tools.launcher.command import deep_merge, expand_dotted
 from msmigrate.tools.launcher.records import PORT_IN_USE
 
 MIN_STEPS = 5
@@ -55,7 +58,8 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
                force: bool = False):
     """One launch with progress events; returns (ToolResult, evidence item, losses)."""
     ls = deps.spec.launch
-    overrides = deep_merge(bound_overrides(deps), overrides)
+    delivered = launched_config(str(Path(deps.ctx.target) / state["plan"]["config_path"]))
+    overrides = deep_merge(bound_overrides(deps, delivered), overrides)
     spec = LaunchSpec(gate=f"{gate}-{label}", config=state["plan"]["config_path"], overrides=overrides, nproc=nproc,
                       nnodes=ls.nnodes, node_rank=ls.node_rank, master_addr=ls.master_addr, device=ls.device,
                       timeout_s=ls.timeout_s, no_output_timeout_s=ls.no_output_timeout_s, force=force)
@@ -73,8 +77,11 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
     def progress(rec: Any) -> None:
         deps.emit("launch_progress", label=f"{gate} {label}", iteration=rec.iteration, total=rec.total, loss=rec.loss)
 
+    # a stop of the run (chat's Ctrl-C) ends a scheduler job after a grace period; a local launch ends its step
+    cancel = StopGrace(deps.stop_requested, ls.slurm.stop_grace_s, deps.emit, f"{gate} {label}") \
+        if ls.backend == "slurm" and ls.slurm is not None else None
     with slots():  # in a batch: accelerator launches are limited separately from agent slots
-        res = launch(deps.ctx, spec, on_progress=progress)
+        res = launch(deps.ctx, spec, on_progress=progress, cancel=cancel)
     data = res.data
     summary = data.get("summary", {})
     # head and tail of the (iteration, loss) curve overlap on short runs; key by iteration
@@ -86,6 +93,7 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
     metrics["losses"] = losses
     metrics["loss_iterations"] = sorted(curve)  # where each loss was logged (a resumed load run starts late)
     metrics["uninitialised"] = uninitialised_note(data.get("log_path"))
+    metrics["weights"] = weights_note(launched_config(data.get("config_path")))
     ev = evidence_item(label, data.get("argv", []), data.get("exit_code"), started, time.time(),
                        _tail(data.get("log_path")), metrics, config_path=data.get("config_path"),
                        log_path=data.get("log_path"), launch_id=data.get("launch_id"), reused=data.get("reused"),
@@ -96,9 +104,24 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
     return res, ev, losses
 
 
+def launched_config(path: str | None) -> dict[str, Any]:
+    """The per-run YAML a launch trained (what its overlay made of the delivered config); {} when unreadable."""
+    try:
+        cfg = yaml.safe_load(Path(path).read_text(encoding="utf-8")) if path else None
+    except (OSError, yaml.YAMLError):
+        return {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def delivered_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    """The delivered YAML as the gates launch it (with the input binding of ``msmigrate verify`` applied)."""
+    cfg = launched_config(str(Path(deps.ctx.target) / state["plan"]["config_path"]))
+    return deep_merge(cfg, expand_dotted(bound_overrides(deps, cfg)))
+
+
 def training_problems(res: Any, losses: list[float], label: str) -> list[str]:
     s = res.data.get("summary", {})
-    problems = []
+    problems = weights_problems(launched_config(res.data.get("config_path")), s, label) if res.ok else []
     if not res.ok:
         problems.append(f"{label}: {res.error}")
     if (s.get("steps") or 0) < MIN_STEPS:
@@ -128,9 +151,14 @@ def _record(gate: str, problems: list[str], evidence: list[dict], ok_summary: st
     return record
 
 
-def _single_process_overrides(deps: Any) -> dict[str, Any]:
-    return {"training": {"train_iters": deps.spec.launch.gate_train_iters, "init_model_with_meta_device": True,
-                         "save_interval": 100000}}
+def _single_process_overrides(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    """One process on CPU builds on the meta device; it starts from the weights the delivered config names (a
+    config that loads them with transformers' from_pretrained gets the same folder as an HF load; a custom class's
+    own from_pretrained has no such equivalent, so it keeps the meta build's init, and the evidence says so)."""
+    custom = (state.get("plan") or {}).get("route") == "custom"
+    weights = {} if custom else single_process_weights(delivered_config(deps, state))
+    return {"training": {**weights, "train_iters": deps.spec.launch.gate_train_iters,
+                         "init_model_with_meta_device": True, "save_interval": 100000}}
 
 
 def g4_checkpoint(deps: Any) -> Path:
@@ -140,26 +168,38 @@ def g4_checkpoint(deps: Any) -> Path:
     return deps.ctx.run_dir / "checkpoints" / f"G4-{code}"
 
 
-def _g4_overrides(deps: Any) -> dict[str, Any]:
+def _g4_overrides(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     iters = deps.spec.launch.gate_train_iters
-    return {"training": {**_single_process_overrides(deps)["training"], "save": str(g4_checkpoint(deps)),
+    return {"training": {**_single_process_overrides(deps, state)["training"], "save": str(g4_checkpoint(deps)),
                          "save_interval": iters}}
 
 
 def gate_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
-    res, ev, losses = run_launch(deps, state, "G4", "single-process", 1, _g4_overrides(deps))
+    """The target's trainer runs single-process; then training parity: K steps of the source and of the migrated
+    model compared step by step, and a learning check (``parity.training_parity_check``) — a loss that is finite and
+    not constant proves neither."""
+    res, ev, losses = run_launch(deps, state, "G4", "single-process", 1, _g4_overrides(deps, state))
     problems = training_problems(res, losses, "single-process")
     s = res.data.get("summary", {})
-    return _record("G4", problems, [ev], f"{s.get('steps')} steps, loss {s.get('first_loss'):.4g} → "
-                   f"{s.get('last_loss'):.4g} ({s.get('loss_trend')})" if not problems else "", res,
-                   0 if res.data.get("reused") else 1)
+    evidence, parity = [ev], None
+    if not problems:
+        ev_p, found, parity = training_parity_check(deps, state)
+        evidence.append(ev_p)
+        problems += found
+    record = _record("G4", problems, evidence, f"{s.get('steps')} steps, loss {s.get('first_loss'):.4g} → "
+                     f"{s.get('last_loss'):.4g} ({s.get('loss_trend')}); training parity "
+                     f"{parity_summary(parity)}" if not problems else "", res,
+                     0 if res.data.get("reused") else 1)
+    record["parity"] = {"training": parity} if parity else {}
+    return record
 
 
 def gate_reliability(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     iters = deps.spec.launch.gate_train_iters
     first = next((e for e in state["gates"].get("G4", {}).get("evidence", []) if e["metrics"].get("losses")), None)
     evidence, problems, launches = [], [], 0
-    res, ev, losses = run_launch(deps, state, "G5", "repeat-same-seed", 1, _single_process_overrides(deps), force=False)
+    res, ev, losses = run_launch(deps, state, "G5", "repeat-same-seed", 1, _single_process_overrides(deps, state),
+                              force=False)
     evidence.append(ev)
     launches += 0 if res.data.get("reused") else 1
     problems += training_problems(res, losses, "repeat")
@@ -174,8 +214,12 @@ def gate_reliability(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     if not ((first or {}).get("metrics", {}).get("checkpoints_saved")):
         problems.append("G4 saved no checkpoint (no 'Saved checkpoint' line in its log): nothing to resume from")
     else:
-        load = {"training": {**_single_process_overrides(deps)["training"], "train_iters": iters + 2,
-                             "load": str(g4_checkpoint(deps)), "save_interval": 100000}}
+        # a resume: G4's DCP checkpoint instead of the weights folder, with what G4 saved (optimizer, RNG) loaded
+        saved = delivered_config(deps, state).get("training") or {}
+        load = {"training": {**_single_process_overrides(deps, state)["training"], "train_iters": iters + 2,
+                             "load": str(g4_checkpoint(deps)), "load_format": "auto", "save_interval": 100000,
+                             "no_load_optim": bool(saved.get("no_save_optim")),
+                             "no_load_rng": bool(saved.get("no_save_rng"))}}
         res_l, ev_l, _ = run_launch(deps, state, "G5", "load", 1, load)
         evidence.append(ev_l)
         launches += 0 if res_l.data.get("reused") else 1

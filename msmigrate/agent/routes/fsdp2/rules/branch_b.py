@@ -2,9 +2,12 @@
 for its media-token expansion, and (when the forward needs a key the generic collator does not make, or does not
 take one it makes) a collator — each an additive edit of the registry file where the framework keeps such entries.
 
-The expansion of one image is what the source's own processor makes of it, measured in the plan on the real
-samples (``tools/media_expansion``): written out when it is the same for every image, else computed per image by
-the processor inside the generated plugin. Gate G2 proves it by a forward on a real collated batch."""
+The expansion of one image is what the source's own processor makes of it: measured in the plan on the real samples
+(``tools/media_expansion``) to learn its shape, and computed at run time by the processor inside the generated plugin
+from its own configuration, so nothing measured on the sample images (a token count, a patch size) is written into
+the code. The machinery every such plugin needs is one shared class in the framework's mm_plugin module
+(``ProcessorExpansionPlugin``, added once); each model's plugin subclasses it with its facts. Gate G2 proves it by a
+forward on a real collated batch."""
 
 from __future__ import annotations
 
@@ -26,10 +29,6 @@ def _camel(name: str) -> str:
     return "".join(p.capitalize() for p in name.split("_"))
 
 
-def _docstring_safe(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"""', "'''")
-
-
 def _insert_before(text: str, anchor: str, addition: str) -> str | None:
     i = text.find(anchor)
     return None if i < 0 else text[:i] + addition + text[i:]
@@ -42,16 +41,22 @@ def _plugins_entry(text: str, name: str, cls: str) -> str | None:
     return None if start < 0 or end < 0 else text[:end] + f'\n    "{name}": {cls},' + text[end:]
 
 
+SHARED_PLUGIN = "ProcessorExpansionPlugin"
+
+
+def render_shared_plugin() -> str:
+    """The shared base class of the generated mm_plugins (added to the framework's mm_plugin module once)."""
+    return render_template("mm_plugin_shared.py.j2")
+
+
 def render_plugin(cls: str, family: str, exp: MediaExpansion, keys: list[str], text_lead: str = "") -> str:
-    """The mm_plugin class for a measured expansion (``keys``: the image-processor outputs it returns;
-    ``text_lead``: what the chat template writes before text-first user content only, ``ChatFormat.media_first_cut``)."""
+    """The mm_plugin class for a model (``keys``: the image-processor outputs it returns; ``text_lead``: what the chat
+    template writes before text-first user content only, ``ChatFormat.media_first_cut``)."""
     once = exp.after_media_once or {}
     return render_template(
         "mm_plugin_class.py.j2", cls=cls, family=family, processor_class=exp.processor_class,
-        processor_class_base=exp.processor_class, placeholder=exp.placeholder,
-        describe=_docstring_safe(exp.describe()), kind=exp.kind, fixed=exp.fixed_text, pre=exp.pre, post=exp.post,
-        keys=keys, processor_kwargs=exp.processor_kwargs, once_text=once.get("text"), once_where=once.get("where"),
-        text_lead=text_lead)
+        processor_class_base=exp.processor_class, placeholder=exp.placeholder, pre=exp.pre, post=exp.post,
+        keys=keys, once_text=once.get("text"), once_where=once.get("where"), text_lead=text_lead)
 
 
 def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
@@ -85,7 +90,9 @@ def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
                                        ("collator", has_collator)) if present]
     plugin_code = render_plugin(cls, plan["hf_class"], exp, contract.get("mm_input_keys") or ["pixel_values"],
                                 fmt.media_first_cut)
-    new_plugin = _insert_before(plugin_text, "PLUGINS = {", plugin_code)
+    if f"class {SHARED_PLUGIN}(" not in plugin_text:
+        plugin_code = render_shared_plugin() + plugin_code
+    new_plugin = _insert_before(plugin_text, "PLUGINS = {", plugin_code + "\n\n")
     new_plugin = _plugins_entry(new_plugin, name, cls) if new_plugin else None
     if new_plugin is None:
         raise PhaseUnsupported("data branch B (mm_plugin registry)", f"{PLUGIN_FILE} has no `PLUGINS = {{` dict "

@@ -9,17 +9,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from msmigrate.agent.routes.fsdp2.draft_config import draft_config, launch_script, load_baseline, tied_embeddings
+from msmigrate.agent.launch_size import size_launch_script
 from msmigrate.agent.policies.base import PolicyView, tool_call
-from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure
 from msmigrate.agent.policies.rules.steps import last_results, step_of, write
+from msmigrate.agent.routes.fsdp2.draft_config import draft_config, launch_script, load_baseline, tied_embeddings
+from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure
+from msmigrate.agent.routes.fsdp2.rules.code_templates import render_template
+from msmigrate.agent.routes.fsdp2.weights_load import weights_origin
+from msmigrate.tools import yaml_roundtrip as rt
 
 
 def _dump(cfg: dict[str, Any]) -> str:
-    return "# Written by msmigrate (rules policy): plugin-route config, derived from the most similar example.\n" + \
-        yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True)
+    """The YAML text, written the way its example was (comments, anchors, order: a round trip)."""
+    return rt.dump(cfg)
 
 
 def _findings(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -37,7 +39,7 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
     current = ctx.target / plan["config_path"]
     failure = state.get("last_failure")
     if current.is_file() and failure:
-        cfg = yaml.safe_load(current.read_text()) or {}
+        cfg = rt.load(current.read_text(encoding="utf-8"))
         baseline, _, _ = load_baseline(ctx.target, plan["similar_case"])
         fresh = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree)
         fixes = apply_failure(cfg, failure, _findings(state), tree, reference=fresh)
@@ -56,9 +58,37 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
         cfg = policy.config_mutator(cfg)
     calls = [write(plan["config_path"], _dump(cfg), f"config derived from {plan['similar_case']}")]
     if script:
-        calls.append(write(plan["script_path"], launch_script(script, plan["similar_case"], plan["config_path"]),
-                           "launch script mirroring the similar example"))
+        text = launch_script(script, plan["similar_case"], plan["config_path"])
+        size = plan.get("launch_size")
+        if size:
+            text = size_launch_script(text, size)
+        calls.append(write(plan["script_path"], text, "launch script mirroring the similar example, sized by the "
+                                                      "spec" if size else "launch script mirroring the similar example"))
+    readme = str(Path(plan["config_path"]).parent / "README.md")
+    if not (ctx.target / readme).is_file():
+        calls.append(write(readme, example_readme(view, cfg), "how to point at the weights, launch, what is verified"))
     return f"Write {plan['config_path']} and {plan['script_path']} from {plan['similar_case']}.", calls
+
+
+def example_readme(view: PolicyView, cfg: dict[str, Any]) -> str:
+    """The example folder's README: weights, data, launch and the checks behind it, from the config just drafted."""
+    state, plan = view.state, view.state["plan"]
+    kind, folder = weights_origin(rt.plain(cfg))
+    attr = (cfg.get("data") or {}).get("dataset_param", {}).get("attr") or {}
+    size = plan.get("launch_size") or {"nproc_per_node": "the example's", "nnodes": "the example's",
+                                       "why": "as the similar example's script"}
+    similar = next((r for r in plan.get("reasons", []) if r.startswith("similar case ")), "")
+    gates = state.get("gates", {})
+    verified = [f"{label} ({g}): {gates[g]['summary']}" for g, label in (("G1", "Model"), ("G2", "Data"))
+                if gates.get(g, {}).get("passed")]
+    return render_template(
+        "example_readme.md.j2", model_name=view.ctx.model_name, hf_class=plan.get("hf_class") or plan["model_id"],
+        model_id=plan["model_id"], plugin_dir=plan["plugin_dir"], config_name=Path(plan["config_path"]).name,
+        similar_case=plan["similar_case"], similar_why=similar.split(": ", 1)[1] if ": " in similar else "",
+        weights={"kind": kind, "folder": folder}, dataset=str(view.ctx.data_path), attr=attr,
+        media=[m for m in ("images", "videos", "audios") if m in attr], template=plan["template"],
+        collator=plan["collator"], script_path=plan["script_path"], size=size, verified=verified,
+        g6_ranks=size.get("gate_ranks", 2))
 
 
 def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]]:

@@ -1,4 +1,4 @@
-"""TrainEngine: the iteration loop, rank-0 logging in the real format, DCP save/load."""
+"""TrainEngine: the iteration loop, rank-0 logging in the real format, DCP save/load, HF weights load."""
 import logging
 import os
 import time
@@ -9,6 +9,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from mindspeed.fsdp.utils.log import print_rank
+from mindspeed_mm.fsdp.checkpoint.hf_utils import load_hf_checkpoint
 from mindspeed_mm.fsdp.loss.loss_func import build_loss_func
 from mindspeed_mm.fsdp.utils.device import get_device_type, get_torch_device, memory_stats_mb
 from mindspeed_mm.fsdp.utils.dtype import get_dtype
@@ -134,6 +135,10 @@ class TrainEngine:
         print_rank(logger.info, f"Saved checkpoint to {path}")
 
     def load(self):
+        if self.args.training.load_format == "hf":  # model weights only, from an HF folder (iteration 0)
+            load_hf_checkpoint(self.model, self.args.training.load, load_strict=self.args.training.load_strict)
+            torch.distributed.barrier()
+            return
         root = self.args.training.load
         with open(os.path.join(root, "latest_checkpointed_iteration.txt")) as f:
             tag = f.read().strip()

@@ -7,6 +7,7 @@ import torch
 
 from mindspeed.fsdp.utils.log import print_rank, set_log_level
 from mindspeed_mm.config.config_manager import ConfigManager
+from mindspeed_mm.fsdp.checkpoint.hf_utils import looks_like_hf_weight_dir
 from mindspeed_mm.fsdp.checkpoint.utils import retie_embeddings
 from mindspeed_mm.fsdp.data import build_mm_dataloader, build_mm_dataset
 from mindspeed_mm.fsdp.distributed.parallel_state import get_parallel_state, init_parallel_state
@@ -28,6 +29,7 @@ class Trainer:
     def __init__(self, args: Arguments, model_provider=None, dataloader_provider=None):
         self.args = args
         self.initialize()
+        self.resolve_load_format()
         self.parallel_applier = ParallelApplier(args.parallel, args.training)
         self.features_applier = FeaturesApplier(args.features)
         self.model = model_provider() if model_provider else self.get_model()
@@ -51,6 +53,18 @@ class Trainer:
                 backend=get_dist_comm_backend(cpu=args.parallel.fsdp_plan.cpu_offload),
                 device_id=torch.device(f"{get_device_type()}:{local_rank}"))
         init_parallel_state(**args.parallel.to_dict())
+
+    def resolve_load_format(self):
+        """``load_format: auto`` becomes ``hf`` for a folder of safetensors weights, else ``dcp``; an HF load restores
+        weights only, so it needs both no_load_optim and no_load_rng (the real trainer refuses it otherwise)."""
+        t = self.args.training
+        if t.load_format == "auto":
+            t.load_format = "hf" if looks_like_hf_weight_dir(t.load) else "dcp"
+        if t.load and t.load_format == "hf" and (not t.no_load_optim or not t.no_load_rng):
+            raise ValueError(
+                "HF checkpoint loading only restores model weights. Please set both "
+                "no_load_optim=True and no_load_rng=True when load_format is 'hf'."
+            )
 
     def get_model(self):
         args = self.args

@@ -1,0 +1,77 @@
+"""How many processes per node and how many nodes the delivered launch script asks for: the user's, never the
+similar example's (an example sized for a 122B MoE model asks 8 nodes of 16).
+
+Order: the spec's ``launch.nproc_per_node`` / ``launch.nnodes`` where the user wrote them; else the accelerators the
+target runtime probe found at G0 (NPUs, else CUDA devices) on one node; on a host without one, the rank count G6
+runs (at least 2: the distributed gate's own size)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+
+def launch_size(launch: Any, runtime: dict[str, Any] | None) -> dict[str, Any]:
+    """``{"nproc_per_node", "nnodes", "why"}`` for the delivered launch script."""
+    given = getattr(launch, "model_fields_set", set())
+    runtime = runtime or {}
+    if "nproc_per_node" in given:
+        nproc, why = launch.nproc_per_node, f"nproc_per_node {launch.nproc_per_node} from the spec's launch settings"
+    else:
+        npus = int(runtime.get("npu_count") or 0)
+        cudas = int((runtime.get("cuda") or {}).get("count") or 0)
+        if npus or cudas:
+            nproc = npus or cudas
+            why = f"nproc_per_node {nproc}: the {nproc} {'NPU' if npus else 'CUDA device'}(s) the runtime probe found"
+        else:
+            nproc = max(2, getattr(launch, "nproc_per_node", 2))
+            why = f"nproc_per_node {nproc}: no accelerator found by the runtime probe, the rank count G6 runs"
+    nnodes = getattr(launch, "nnodes", 1)
+    why += f"; nnodes {nnodes} " + ("from the spec's launch settings" if "nnodes" in given else "(the default: one node)")
+    # the distributed gate's own rank count (G6 launches max(2, launch.nproc_per_node) on the host it runs on)
+    return {"nproc_per_node": nproc, "nnodes": nnodes, "why": why,
+            "gate_ranks": max(2, getattr(launch, "nproc_per_node", 2))}
+
+
+# the per-node process count and node count, as the framework's launch scripts spell them
+_NPROC_VARS = ("NPUS_PER_NODE", "GPUS_PER_NODE", "NPROC_PER_NODE")
+_NODES_VARS = ("NNODES",)
+
+
+def _set_var(text: str, names: tuple[str, ...], value: int) -> tuple[str, int]:
+    total = 0
+    for name in names:
+        # NAME=8, export NAME=8, NAME=${NAME:-8}: the number is replaced, an environment override stays possible
+        pattern = re.compile(rf"^(\s*(?:export\s+)?{name}=(?:\$\{{{name}:-)?)\d+", re.M)
+        text, n = pattern.subn(lambda m: f"{m.group(1)}{value}", text)
+        total += n
+    return text, total
+
+
+def size_launch_script(text: str, size: dict[str, Any]) -> str:
+    """``text`` with its per-node process count and node count set to ``size``; raises ValueError when the script
+    names neither (a launch script whose size cannot be set is not delivered with the example's size)."""
+    text, n_proc = _set_var(text, _NPROC_VARS, size["nproc_per_node"])
+    if not n_proc:
+        text, n_proc = re.subn(r"(--nproc[_-]per[_-]node[ =])\d+", lambda m: f"{m.group(1)}{size['nproc_per_node']}",
+                               text)
+    text, n_nodes = _set_var(text, _NODES_VARS, size["nnodes"])
+    if not n_nodes:
+        text, n_nodes = re.subn(r"(--nnodes[ =])\d+", lambda m: f"{m.group(1)}{size['nnodes']}", text)
+    if not n_proc or not n_nodes:
+        missing = [w for w, n in (("processes per node", n_proc), ("node count", n_nodes)) if not n]
+        raise ValueError(f"the launch script sets no {' or '.join(missing)} that can be sized")
+    return text
+
+
+def script_size(text: str) -> tuple[int | None, int | None]:
+    """(processes per node, nodes) a launch script asks for, read the way ``size_launch_script`` writes them."""
+    def first(names: tuple[str, ...], flag: str) -> int | None:
+        for name in names:
+            m = re.search(rf"^\s*(?:export\s+)?{name}=(?:\$\{{{name}:-)?(\d+)", text, re.M)
+            if m:
+                return int(m.group(1))
+        m = re.search(rf"{flag}[ =](\d+)", text)
+        return int(m.group(1)) if m else None
+
+    return first(_NPROC_VARS, r"--nproc[_-]per[_-]node"), first(_NODES_VARS, "--nnodes")

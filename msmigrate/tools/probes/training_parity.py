@@ -1,0 +1,415 @@
+"""Probe (gate G4, training parity): K optimizer steps of the source and of the migrated model, compared step by
+step. Runs in the target runtime; imports nothing from msmigrate.
+
+    python training_parity.py --model <source folder> --target <root> --plugin <entry> ... --model-id <id>
+                              --model-name-or-path <source folder> --config <delivered yaml> [--steps 20]
+
+One shared random init, as in ``model_parity.py``: the SOURCE class on a shrunk copy of the source config with a fixed
+seed, its state dict loaded (strict) into the PLUGIN class resolved in the target's registry. Same samples in the same
+order: the target's own pipeline (the delivered config's dataset, collator and ``build_mm_dataloader`` with
+``micro_batch_size``), ``steps × gradient_accumulation_steps`` micro batches drawn once and fed to both sides.
+
+- Target side, the target trainer's path: the engine's loss function on the model (``features.loss_cfg``), each micro
+  batch's ``output.loss / gradient_accumulation_steps`` backpropagated, the global grad norm clipped at ``clip_grad``
+  over the parameters that have a gradient, the optimizer the target's own ``Trainer.get_optimizer`` builds from the
+  delivered config.
+- Source side: the source's training step. Today that is the HF class's own loss with a plain AdamW over every
+  trainable parameter; ``--source-step module:function`` plugs in a source's own training step instead (the seam
+  for the source-oracle work): ``function(model, micro_batches, settings) -> [{"loss", "grad_norm"}, ...]`` where
+  the first record may carry ``grads`` ({name: tensor} before clipping) for the step-1 gradient parity.
+
+Both sides use the delivered optimizer settings (lr, weight decay, betas, eps, clip_grad) at a CONSTANT learning rate:
+a warmup or decay in the delivered config is set aside on both sides (recorded), so only the step itself is compared.
+fp32, CPU, one process, dropout 0 (as ``model_parity``).
+
+Checks (tolerances, fp32): per-step loss |Δ| ≤ ``LOSS_RTOL``·max(1, |loss|) and global grad norm |Δ| ≤
+``GRAD_NORM_RTOL``·max(1e-6, norm). fp32 carries 24 mantissa bits (unit roundoff 6e-8); the two sides run the same
+weights through kernels that may sum in another order (another attention path, a fused op), which leaves ~1e-6
+relative differences in a forward of a few layers; Adam's update is normalised per element, so such a difference
+moves the weights by ~lr·1e-6 per step and the curves stay within ~1e-5 relative over tens of steps. 1e-4 on the loss
+leaves a decade of headroom and is still three decades below any real defect (a wrong loss scale, a lost gradient,
+labels off by one all move the loss or the norm by percent). The grad norm sums squares over every parameter, so a
+small relative error in many elements compounds: 1e-3. (In bf16 — 8 mantissa bits, unit roundoff 4e-3 — the same
+argument gives ~1e-2 on the loss and ~5e-2 on the norm; this probe always runs fp32.) Step 1 per parameter group
+(the name up to its first layer index, at most three parts: ``model.visual.blocks``, ``lm_head``): every
+parameter the source trains gets a gradient in the migrated model, and max |Δgrad| ≤ ``GRAD_RTOL``·max |grad| of the
+group (1e-3, same argument). The first group that differs is named, with the ratio of the gradient norms (a uniform
+ratio ≠ 1 over all groups is a loss scale). Learning: the migrated model's loss on a fixed batch (the first micro
+batch) must fall by at least ``LEARN_FRACTION`` (0.5 %) of its start value within the K steps: the same batch,
+the same weights and no dropout make the loss of a model that does not learn move by nothing but fp32 noise (~1e-6
+relative), so 0.5 % is three decades above it, and low enough for a delivered lr of 1e-5 (the real qwen2_vl
+example's: its fixed-batch loss falls 1.1 % in 20 steps on the shrunk model; the stand-in's lr 1e-4: 8 %). A lower
+lr needs more steps (``launch.parity_steps``). The target optimizer must
+hold every parameter that gets a gradient (an optimizer that skips a group is named with the group).
+"""
+import math
+import os
+import sys
+import time
+
+from _model_build import add_source_args, emit, forward_params, shrink_config
+from _meta_init import build
+
+LOSS_RTOL = 1e-4
+GRAD_NORM_RTOL = 1e-3
+GRAD_RTOL = 1e-3
+LEARN_FRACTION = 0.005
+
+
+def parse(argv):
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    add_source_args(ap)
+    ap.add_argument("--config", required=True, help="the delivered training YAML")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--shrink-layers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--media-token-id", type=int)
+    ap.add_argument("--source-step", help="module:function, a source's own training step (see the module doc)")
+    ap.add_argument("--learn-fraction", type=float, default=LEARN_FRACTION)
+    return ap.parse_args(argv)
+
+
+def group_of(name):
+    """A parameter's group: its name up to the first layer index (or without the parameter's own name), at most
+    three parts — ``model.visual.blocks.0.attn.qkv.weight`` → ``model.visual.blocks``, ``model.visual.merger.mlp.0.
+    weight`` → ``model.visual.merger``, ``lm_head.weight`` → ``lm_head``."""
+    parts = name.split(".")
+    cut = next((i for i, p in enumerate(parts) if p.isdigit()), len(parts) - 1)
+    return ".".join(parts[:max(1, min(cut, 3))])
+
+
+def settings_from(cfg):
+    t = cfg.training
+    return {"lr": float(t.lr), "weight_decay": float(getattr(t, "weight_decay", 0.0) or 0.0),
+            "betas": (float(getattr(t, "adam_beta1", 0.9)), float(getattr(t, "adam_beta2", 0.999))),
+            "eps": float(getattr(t, "adam_eps", 1e-8)), "clip_grad": float(getattr(t, "clip_grad", 0.0) or 0.0),
+            "gradient_accumulation_steps": int(getattr(t, "gradient_accumulation_steps", 1) or 1),
+            "micro_batch_size": int(getattr(t, "micro_batch_size", 1) or 1),
+            "schedule_set_aside": {k: getattr(t, k, None) for k in ("lr_warmup_ratio", "lr_decay_style", "lr_min")}}
+
+
+def engine_batch(batch):
+    """What the engine's ``move_to_device`` keeps (top-level tensors, lists of tensors, scalars), floats in fp32."""
+    import torch
+
+    out = {}
+    for key, value in dict(batch).items():
+        if isinstance(value, torch.Tensor):
+            out[key] = value.float() if value.is_floating_point() else value
+        elif isinstance(value, list) and all(isinstance(v, torch.Tensor) for v in value):
+            out[key] = list(value)
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            out[key] = value
+    return out
+
+
+def micro_batches(cfg, dataset, collate_fn, model, count):
+    """``count`` micro batches in the order the target's dataloader draws them (its batch sampler, cycled when the
+    dataset is short), collated by its collator."""
+    from mindspeed_mm.fsdp.data import build_mm_dataloader
+    from mindspeed_mm.fsdp.distributed.parallel_state import get_parallel_state
+
+    param = cfg.data.dataloader_param
+    param = {**(param.to_dict() if hasattr(param, "to_dict") else dict(param)),
+             "batch_size": int(getattr(cfg.training, "micro_batch_size", 1) or 1),
+             "seed": getattr(cfg.training, "seed", 1024)}
+    loader = build_mm_dataloader(dataset, param, process_group=get_parallel_state().get_dp_group(),
+                                 dataset_param=cfg.data.dataset_param, model=model)
+    # the loader's own sampler order and collator, in this process: iterating the loader would start its workers
+    # (the real one pins memory through CUDA there), which a CPU probe has no use for
+    collate = getattr(loader, "collate_fn", None) or collate_fn
+    out = []
+    while len(out) < count:
+        before = len(out)
+        for indices in loader.batch_sampler:
+            out.append(engine_batch(collate([dataset[i] for i in indices])))
+            if len(out) == count:
+                break
+        if len(out) == before:
+            raise RuntimeError("the target's dataloader yields no batch")
+    return out
+
+
+def fixed_loss(model, batch, loss_func=None):
+    import torch
+
+    if loss_func is not None:
+        model.loss_function = loss_func
+    with torch.no_grad():
+        return float(model(**batch, use_cache=False).loss.detach())
+
+
+def train(model, batches, settings, optimizer, loss_func_for=None, forward_keys=None):
+    """The engine's step, K times: per micro batch ``loss / ga`` backward; clip over parameters with a gradient;
+    optimizer step at a constant lr. Returns per-step records; the first carries ``grads`` (before clipping)."""
+    import torch
+
+    ga, clip = settings["gradient_accumulation_steps"], settings["clip_grad"]
+    records = []
+    for step in range(len(batches) // ga):
+        optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for batch in batches[step * ga:(step + 1) * ga]:
+            if forward_keys is not None:
+                batch = {k: v for k, v in batch.items() if k in forward_keys}
+            if loss_func_for is not None:
+                func = loss_func_for(batch)
+                if func is not None:
+                    model.loss_function = func
+            loss = model(**batch, use_cache=False).loss / ga
+            loss.backward()
+            total += float(loss.detach())
+        params = [p for p in model.parameters() if p.grad is not None]
+        record = {"loss": total}
+        if step == 0:
+            record["grads"] = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf")) if params else None
+        record["grad_norm"] = float(norm) if norm is not None else 0.0
+        optimizer.step()
+        records.append(record)
+    return records
+
+
+def plain_adamw(model, settings):
+    import torch
+
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=settings["lr"],
+                             betas=settings["betas"], eps=settings["eps"], weight_decay=settings["weight_decay"])
+
+
+def target_optimizer(cfg, model):
+    """The optimizer the target's trainer builds for this config (its ``Trainer.get_optimizer``), at a constant lr;
+    fused kernels off (CPU)."""
+    from types import SimpleNamespace
+
+    from mindspeed_mm.fsdp.train.trainer import Trainer
+
+    if hasattr(cfg.training, "adam_fused"):
+        cfg.training.adam_fused = False
+    return Trainer.get_optimizer(SimpleNamespace(args=cfg, model=model))
+
+
+def load_source_step(spec):
+    import importlib
+
+    module, _, func = spec.partition(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def grad_parity(source_grads, target_grads, source_names):
+    """Per group at step 1: parameters, how many got no gradient in the migrated model, max |Δ| relative to the
+    group's largest source gradient, and the norm ratio target / source."""
+    import torch
+
+    groups = {}
+    for name in source_names:
+        if name not in source_grads:
+            continue  # the source trains it not (frozen there): nothing to compare
+        g = groups.setdefault(group_of(name), {"params": 0, "missing": [], "dmax": 0.0, "gmax": 0.0,
+                                                "src_sq": 0.0, "tgt_sq": 0.0})
+        g["params"] += 1
+        s = source_grads[name]
+        g["gmax"] = max(g["gmax"], float(s.abs().max()) if s.numel() else 0.0)
+        g["src_sq"] += float((s.double() ** 2).sum())
+        t = target_grads.get(name)
+        if t is None or t.shape != s.shape:
+            g["missing"].append(name)
+            continue
+        g["tgt_sq"] += float((t.double() ** 2).sum())
+        g["dmax"] = max(g["dmax"], float(torch.nan_to_num((t - s).abs(), nan=float("inf")).max()) if s.numel() else 0.0)
+    out = []
+    for name, g in groups.items():
+        rel = g["dmax"] / g["gmax"] if g["gmax"] > 0 else (0.0 if g["dmax"] == 0 else float("inf"))
+        ratio = math.sqrt(g["tgt_sq"] / g["src_sq"]) if g["src_sq"] > 0 else None
+        out.append({"group": name, "params": g["params"], "no_grad": len(g["missing"]),
+                    "no_grad_names": g["missing"][:3], "max_rel_dgrad": rel, "norm_ratio": ratio,
+                    "ok": not g["missing"] and rel <= GRAD_RTOL})
+    return out
+
+
+def shifted_once_more(batch):
+    import torch
+
+    labels = batch.get("labels")
+    if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
+        return None
+    pad = torch.full_like(labels[:, :1], -100)
+    return {**batch, "labels": torch.cat([labels[:, 1:], pad], dim=1)}
+
+
+def loss_cause(source, batches, src_loss, tgt_loss):
+    """Why the step-1 losses (mean over the step's micro batches, at the initial weights) differ, where one
+    explanation fits within the tolerance: labels shifted one more time, or a constant loss scale."""
+    shifted = [shifted_once_more(b) for b in batches]
+    if shifted and all(b is not None for b in shifted):
+        twice = sum(fixed_loss(source, b) for b in shifted) / len(shifted)
+        if abs(twice - tgt_loss) <= LOSS_RTOL * max(1.0, abs(tgt_loss)):
+            return (f"labels are shifted twice: the migrated loss {tgt_loss:.6g} equals the source's loss with the "
+                    f"labels moved one more position ({twice:.6g})")
+    if src_loss:
+        ratio = tgt_loss / src_loss
+        if abs(ratio - 1) > LOSS_RTOL:
+            return f"the migrated loss is {ratio:.4g}× the source's (a loss scale or another loss)"
+    return None
+
+
+def main(argv):
+    args = parse(argv)
+    start = time.monotonic()
+    target = os.path.abspath(args.target)
+    os.environ.setdefault("NON_MEGATRON", "true")
+    os.chdir(target)
+    sys.path.insert(0, target)
+    try:
+        import torch
+        from data_check import load_pipeline
+        from model_parity import (caller_set_media_ids, no_dropout, plugin_class, required_params, source_class,
+                                  training_mode)
+        from sharded_reference import engine_loss_func
+
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        src_cls, src_cfg = source_class(args)
+        params, takes_kwargs = forward_params(src_cls)
+        if "labels" not in params and not takes_kwargs:
+            emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
+                  "why_not": "the source's own forward takes no labels: its loss cannot be computed on the target "
+                             "pipeline's batches (a source training step must be plugged in: --source-step)",
+                  "problems": [], "seconds": round(time.monotonic() - start, 2)})
+            return 0
+        plg_cls, plg_cfg = plugin_class(args)  # imports the plugins and sets up the single rank
+        cfg, dataset, collate_fn = load_pipeline(args.config)
+        settings = settings_from(cfg)
+        for c in (src_cfg, plg_cfg):
+            shrink_config(c, args.shrink_layers)
+            no_dropout(c)
+        torch.manual_seed(args.seed)
+        source = build(src_cls, src_cfg)
+        plugin = build(plg_cls, plg_cfg)
+        missing, unexpected = plugin.load_state_dict(source.state_dict(), strict=False)
+        if missing or unexpected:
+            emit({"passed": False, "problems": [f"the plugin's parameters are not the source's: missing "
+                                                f"{list(missing)[:5]}, unexpected {list(unexpected)[:5]}"]})
+            return 0
+        for m in (source, plugin):
+            training_mode(m)
+            caller_set_media_ids(m, args.media_token_id)
+        ga = settings["gradient_accumulation_steps"]
+        batches = micro_batches(cfg, dataset, collate_fn, plugin, args.steps * ga)
+        src_keys = None if takes_kwargs else set(params)
+        fixed = batches[0]
+        src_first = {k: v for k, v in fixed.items() if src_keys is None or k in src_keys}
+        unfed = required_params(type(source), src_first)
+        why_not = f"the source's own forward requires {unfed}, which the target pipeline's batch does not carry" \
+            if unfed else None
+        if not why_not:
+            try:
+                fixed_loss(source, src_first)
+            except Exception as exc:  # probe boundary: the target's batch is not the source's own input format
+                why_not = f"the source's own forward fails on the target pipeline's batch: {type(exc).__name__}: {exc}"
+        if why_not:  # G1 says the same through its own probe; nothing to train side by side
+            emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
+                  "why_not": why_not[:600], "problems": [], "seconds": round(time.monotonic() - start, 2)})
+            return 0
+        loss_func_for = lambda b: engine_loss_func(cfg, b)  # noqa: E731  (the engine sets it per batch)
+        fixed_before = fixed_loss(plugin, fixed, loss_func_for(fixed))
+        tgt_opt = target_optimizer(cfg, plugin)
+        held = {id(p) for group in tgt_opt.param_groups for p in group["params"]}
+        opt_name = type(tgt_opt).__name__
+        opt_groups = [{"params": len(g["params"]), "weight_decay": g.get("weight_decay"), "lr": g.get("lr")}
+                      for g in tgt_opt.param_groups]
+        target_recs = train(plugin, batches, settings, tgt_opt, loss_func_for)
+        unheld = [n for n, p in plugin.named_parameters() if n in target_recs[0]["grads"] and id(p) not in held]
+        fixed_after = fixed_loss(plugin, fixed, loss_func_for(fixed))
+        if args.source_step:
+            source_recs = load_source_step(args.source_step)(source, batches, settings)
+            source_step = args.source_step
+        else:
+            source_recs = train(source, batches, settings, plain_adamw(source, settings), None, src_keys)
+            source_step = "HF class loss + torch.optim.AdamW (no source training code plugged in)"
+        source_names = [n for n, _ in source.named_parameters()]
+        groups = (grad_parity(source_recs[0]["grads"], target_recs[0]["grads"], source_names)
+                  if source_recs and "grads" in source_recs[0] else [])
+        cause = None
+        s0, t0 = source_recs[0]["loss"], target_recs[0]["loss"]
+        if abs(s0 - t0) > LOSS_RTOL * max(1.0, abs(s0)):
+            # a fresh source copy at the initial weights explains the difference (the trained one has moved)
+            source_recs[0].pop("grads", None)
+            target_recs[0].pop("grads", None)
+            del tgt_opt, source, plugin  # memory for the fresh copy
+            torch.manual_seed(args.seed)
+            fresh = build(src_cls, src_cfg)
+            training_mode(fresh)
+            caller_set_media_ids(fresh, args.media_token_id)
+            first = [{k: v for k, v in b.items() if src_keys is None or k in src_keys} for b in batches[:ga]]
+            cause = loss_cause(fresh, first, s0, t0)
+    except Exception as exc:  # probe boundary: the failure is the result
+        import traceback
+
+        traceback.print_exc()
+        emit({"error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    problems = verdict(source_recs, target_recs, groups, fixed_before, fixed_after, args.learn_fraction, cause)
+    if unheld:
+        skipped = sorted({group_of(n) for n in unheld})
+        problems.insert(0, f"the target optimizer skips parameter group{'s' * (len(skipped) > 1)} "
+                           f"{', '.join(skipped)}: {len(unheld)} parameters get a gradient but are in none of its "
+                           f"param groups (e.g. {unheld[0]}), so they never train")
+    emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}",
+          "plugin_class": f"{plg_cls.__module__}.{plg_cls.__qualname__}", "source_step": source_step,
+          "steps": len(target_recs), "settings": settings, "target_optimizer": opt_name,
+          "target_param_groups": opt_groups,
+          "source": {"loss": [r["loss"] for r in source_recs], "grad_norm": [r["grad_norm"] for r in source_recs]},
+          "target": {"loss": [r["loss"] for r in target_recs], "grad_norm": [r["grad_norm"] for r in target_recs]},
+          "grad_groups": groups, "fixed_batch": {"before": fixed_before, "after": fixed_after,
+                                                 "fall": (fixed_before - fixed_after) / abs(fixed_before)
+                                                 if fixed_before else None},
+          "tolerance": {"loss_rtol": LOSS_RTOL, "grad_norm_rtol": GRAD_NORM_RTOL, "grad_rtol": GRAD_RTOL,
+                        "learn_fraction": args.learn_fraction, "dtype": "float32"},
+          "first_loss_cause": cause, "dtype": "float32", "device": "cpu",
+          "passed": not problems, "problems": problems, "seconds": round(time.monotonic() - start, 2)})
+    return 0
+
+
+def verdict(source_recs, target_recs, groups, before, after, fraction, cause):
+    problems = []
+    bad = next((g for g in groups if not g["ok"]), None)
+    if bad is not None:
+        if bad["no_grad"]:
+            without = [g["group"] for g in groups if g["no_grad"]]
+            problems.append(f"step 1: parameter group {bad['group']} gets no gradient in the migrated model for "
+                            f"{bad['no_grad']} of its {bad['params']} parameters (e.g. {bad['no_grad_names'][0]}), "
+                            f"the source trains them (groups without gradient: {', '.join(without)}): a frozen "
+                            "module, or an output detached before the loss")
+        else:
+            ratios = {round(g["norm_ratio"], 4) for g in groups if g["norm_ratio"]}
+            scale = (f"; every group's gradient is {next(iter(ratios)):.4g}× the source's: a loss scale (a loss "
+                     "divided by the accumulation steps twice?)" if len(ratios) == 1 and ratios != {1.0} else "")
+            problems.append(f"step 1: parameter group {bad['group']} gradient differs from the source's (max "
+                            f"|Δ| {bad['max_rel_dgrad']:.3g} of its largest gradient, tol {GRAD_RTOL:g}; norm "
+                            f"ratio {bad['norm_ratio'] if bad['norm_ratio'] is None else round(bad['norm_ratio'], 4)})"
+                            f"{scale}")
+    if not groups:
+        problems.append("step 1: no gradients to compare (the source step recorded none)")
+    for i, (s, t) in enumerate(zip(source_recs, target_recs), 1):
+        if not (abs(s["loss"] - t["loss"]) <= LOSS_RTOL * max(1.0, abs(s["loss"]))):
+            problems.append(f"step {i}: loss {t['loss']:.7g} vs source {s['loss']:.7g} (tol {LOSS_RTOL:g}·max(1, "
+                            f"|loss|))" + (f": {cause}" if i == 1 and cause else ""))
+            break
+    for i, (s, t) in enumerate(zip(source_recs, target_recs), 1):
+        if not (abs(s["grad_norm"] - t["grad_norm"]) <= GRAD_NORM_RTOL * max(1e-6, abs(s["grad_norm"]))):
+            problems.append(f"step {i}: global grad norm {t['grad_norm']:.6g} vs source {s['grad_norm']:.6g} "
+                            f"(tol {GRAD_NORM_RTOL:g} relative)")
+            break
+    if len(source_recs) != len(target_recs):
+        problems.append(f"{len(target_recs)} target steps vs {len(source_recs)} source steps")
+    if not (before - after >= fraction * abs(before)):
+        problems.append(f"no learning: the loss on a fixed batch went {before:.6g} → {after:.6g} in "
+                        f"{len(target_recs)} steps (needs to fall by ≥ {fraction:.1%}; a lower lr needs more steps: "
+                        "launch.parity_steps)")
+    return problems
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

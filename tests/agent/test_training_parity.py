@@ -1,0 +1,137 @@
+"""G4's training parity: K steps of the source class (its own loss, plain AdamW) against the migrated model in the
+target trainer's step, and the mutations that pass G1 (its forward runs without gradients, on the initial weights)
+and a finite, non-constant G4 loss, but must fail here, each named by its cause.
+
+One real migration (rules policy, real probes, G0–G3 approved, the launch rejected) gives a green stand-in target;
+each mutation copies it at the run's commit, edits the generated plugin / the delivered config / the trainer, and
+runs the check itself (``training_parity_check``) with a small K. Every check is a probe in the target runtime."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from standin_migration import copy_at_head, edit, migrate_qwen2_vl
+
+from msmigrate.agent.report import plot_training_parity, render_report
+from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary, training_parity_check
+from msmigrate.tools.runtime import PROBES_DIR
+
+PLUGIN = "mindspeed_mm/fsdp/models/qwen2_vl/modeling_qwen2_vl.py"
+TRAINER = "mindspeed_mm/fsdp/train/trainer.py"
+STEPS = 6
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory):
+    return migrate_qwen2_vl(tmp_path_factory.mktemp("training_parity"), {"gate_train_iters": 5, "parity_steps": STEPS})
+
+
+def _append_to_plugin(target: Path, code: str) -> None:
+    path = target / PLUGIN
+    path.write_text(path.read_text() + code)
+
+
+def _frozen_vision(target: Path) -> None:
+    _append_to_plugin(target, "\n    def __init__(self, config):\n        super().__init__(config)\n"
+                              "        self.model.visual.requires_grad_(False)  # 'saves memory'\n")
+
+
+def _detached_projector(target: Path) -> None:
+    _append_to_plugin(target, "\n    def __init__(self, config):\n        super().__init__(config)\n"
+                              "        self.model.visual.merger.register_forward_hook(lambda m, a, out: out.detach())\n")
+
+
+def _loss_divided_twice(target: Path) -> None:
+    # the logged value stays right (the plugin reports the loss it was given); only the backward sees the second
+    # division by the accumulation steps, as when a plugin scales the loss it returns for backward only
+    _append_to_plugin(target, "\n    def forward(self, *args, **kwargs):\n"
+                              "        out = super().forward(*args, **kwargs)\n"
+                              "        if out.loss is not None:\n"
+                              "            out.loss = out.loss.detach() + (out.loss - out.loss.detach()) / 2\n"
+                              "        return out\n")
+
+
+def _labels_shifted_twice(target: Path) -> None:
+    # only on the training path (gradients on): G1's no-grad forward on the initial weights never sees it
+    _append_to_plugin(target, "\n    def forward(self, *args, labels=None, **kwargs):\n"
+                              "        if labels is not None and torch.is_grad_enabled():\n"
+                              "            labels = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], 1)\n"
+                              "        return super().forward(*args, labels=labels, **kwargs)\n")
+
+
+def _optimizer_skips_merger(target: Path) -> None:
+    edit(target / TRAINER, "params = [p for p in self.model.parameters() if p.requires_grad]",
+          "params = [p for n, p in self.model.named_parameters() if p.requires_grad and '.merger.' not in n]")
+
+
+def _no_learning(target: Path) -> None:
+    cfg = next((target / "examples" / "qwen2_vl").glob("*.yaml"))
+    edit(cfg, "lr: 0.0001", "lr: 1.0e-09")
+
+
+def _run(migrated, name, mutate=None):
+    deps, state = copy_at_head(migrated, name)
+    if mutate:
+        mutate(deps.ctx.target)
+    return training_parity_check(deps, state)
+
+
+@pytest.mark.integration
+def test_green_migration_trains_like_the_source(migrated, tmp_path):
+    ev, problems, record = _run(migrated, "green")
+    assert record["status"] == "pass" and not problems, record["problems"]
+    assert record["steps"] == STEPS and len(record["source"]["loss"]) == STEPS == len(record["target"]["loss"])
+    assert record["max_dloss"] <= 1e-4 and record["max_rel_dgrad_norm"] <= 1e-3
+    assert all(g["ok"] and g["no_grad"] == 0 for g in record["grad_groups"])
+    assert {g["group"] for g in record["grad_groups"]} >= {"model.visual.blocks", "model.visual.merger", "lm_head"}
+    assert record["fixed_batch"]["fall"] >= record["tolerance"]["learn_fraction"] == 0.005
+    assert record["settings"]["lr"] == 1e-4 and record["settings"]["clip_grad"] == 1.0
+    assert parity_summary(record).startswith(f"pass: {STEPS} steps")
+    # the report: both curves in one PNG, the per-step figures and the per-group table
+    gates = {"G4": {"gate": "G4", "passed": True, "summary": "", "evidence": [ev], "parity": {"training": record}}}
+    assert plot_training_parity(record, tmp_path / "training_parity.png")
+    assert (tmp_path / "training_parity.png").stat().st_size > 0
+    text = render_report({"gates": gates, "plan": migrated["state"]["plan"]}, "", False)
+    assert "Training parity (G4): pass" in text and "![training parity](training_parity.png)" in text
+    assert "| 1 | " in text and "| model.visual.merger |" in text
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name, mutate, cause", [
+    ("frozen_vision_tower", _frozen_vision, "parameter group model.visual.patch_embed gets no gradient"),
+    ("detached_projector", _detached_projector, "groups without gradient: model.visual.patch_embed, "
+                                                "model.visual.blocks, model.visual.merger"),
+    ("loss_divided_twice", _loss_divided_twice, "every group's gradient is 0.5× the source's: a loss scale"),
+    ("labels_shifted_twice", _labels_shifted_twice, "labels are shifted twice"),
+    ("optimizer_skips_group", _optimizer_skips_merger, "the target optimizer skips parameter group "
+                                                        "model.visual.merger"),
+    ("no_learning", _no_learning, "no learning: the loss on a fixed batch"),
+])
+def test_training_parity_catches_mutation(migrated, name, mutate, cause):
+    _, problems, record = _run(migrated, name, mutate)
+    assert record["status"] == "fail", record
+    assert any(cause in p for p in problems), problems
+
+
+def test_parameter_groups_and_verdict_without_a_runtime():
+    """The probe's pure parts: grouping, and a verdict that names the first group without gradient."""
+    sys.path.insert(0, str(PROBES_DIR))
+    try:
+        import training_parity as tp
+    finally:
+        sys.path.remove(str(PROBES_DIR))
+    assert tp.group_of("model.visual.blocks.0.attn.qkv.weight") == "model.visual.blocks"
+    assert tp.group_of("model.visual.merger.mlp.0.weight") == "model.visual.merger"
+    assert tp.group_of("lm_head.weight") == "lm_head"
+    recs = [{"loss": 2.0, "grad_norm": 1.0}, {"loss": 1.9, "grad_norm": 1.0}]
+    groups = [{"group": "a", "params": 2, "no_grad": 0, "no_grad_names": [], "max_rel_dgrad": 0.0,
+               "norm_ratio": 1.0, "ok": True},
+              {"group": "b", "params": 3, "no_grad": 3, "no_grad_names": ["b.w"], "max_rel_dgrad": 0.0,
+               "norm_ratio": 0.0, "ok": False}]
+    problems = tp.verdict(recs, recs, groups, 2.0, 1.9, 0.01, None)
+    assert len(problems) == 1 and "parameter group b gets no gradient" in problems[0]
+    assert tp.verdict(recs, recs, groups[:1], 2.0, 1.9999, 0.01, None)[0].startswith("no learning")
+    drift = [{"loss": 2.001, "grad_norm": 1.0}, recs[1]]
+    assert "step 1: loss 2.001 vs source 2" in tp.verdict(recs, drift, groups[:1], 2.0, 1.9, 0.01, None)[0]

@@ -1,0 +1,69 @@
+"""Where a config's weights come from (agent/weights_load.py), the overlay that keeps one-process gates on the same
+weights, the check that a launch's log shows the load, and the log lines it reads (the real trainer's texts)."""
+
+from __future__ import annotations
+
+from msmigrate.agent.routes.fsdp2.weights_load import (delivered_weights, single_process_weights, weights_origin,
+                                          weights_problems)
+from msmigrate.tools.log_parser import parse_log
+
+
+def _hf(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model.safetensors.index.json").write_text("{}")
+    return folder
+
+
+def test_origins(tmp_path):
+    hf = _hf(tmp_path)
+    assert weights_origin({"training": {"load": str(hf), "init_model_with_meta_device": True}}) == ("hf-load", str(hf))
+    assert weights_origin({"training": {"load": str(tmp_path / "ckpt")}})[0] == "dcp-load"
+    assert weights_origin({"training": {"load": str(hf), "load_format": "dcp"}})[0] == "dcp-load"
+    assert weights_origin({"model": {"model_name_or_path": "m"}, "training": {}}) == ("from_pretrained", "m")
+    assert weights_origin({"training": {"init_model_with_meta_device": True}}) == ("random", None)
+
+
+def test_delivered_entries_follow_the_source(tmp_path):
+    hf = _hf(tmp_path)
+    assert delivered_weights(hf) == {"init_model_with_meta_device": True, "load": str(hf), "load_format": "auto",
+                                     "no_load_optim": True, "no_load_rng": True}
+    assert delivered_weights(tmp_path / "bin_only") == {"init_model_with_meta_device": False, "load": None}
+
+
+def test_single_process_gates_keep_the_weights_of_a_from_pretrained_config(tmp_path):
+    hf = _hf(tmp_path)
+    assert single_process_weights({"model": {"model_name_or_path": str(hf)}, "training": {}})["load"] == str(hf)
+    assert single_process_weights({"training": {"load": str(hf), "init_model_with_meta_device": True}}) == {}
+
+
+LOADED = ("[Rank 0 | Local Rank 0] 2026-12-06 07:04:32,634 INFO [mindspeed_mm.fsdp.checkpoint.hf_utils:48] => Loading HF "
+          "safetensors -> FSDP DTensors via every-rank-read (online): dir=/data/model arch=X layers=2 tie_emb=False\n")
+MISSING = ("[Rank 0 | Local Rank 0] 2026-12-06 07:04:32,637 WARNING [mindspeed_mm.fsdp.checkpoint.hf_utils:90] => 2 "
+           "parameter key(s) absent from the HF checkpoint and left uninitialized: ['a.weight', 'b.weight'].\n")
+
+
+def parse_log_text(text: str):
+    return parse_log(text.splitlines(keepends=True))
+
+
+def test_a_launch_must_show_the_load_and_leave_nothing_out(tmp_path):
+    cfg = {"training": {"load": str(_hf(tmp_path)), "init_model_with_meta_device": True}}
+    ok = parse_log_text(LOADED).to_dict()
+    assert ok["hf_weights_loaded"] == "/data/model" and weights_problems(cfg, ok, "G4") == []
+    missing = parse_log_text(LOADED + MISSING).to_dict()
+    assert "2 parameter key(s) absent from the HF checkpoint" in weights_problems(cfg, missing, "G4")[0]
+    assert "no 'Loading HF safetensors' line" in weights_problems(cfg, parse_log_text("").to_dict(), "G4")[0]
+    assert weights_problems({"training": {}}, parse_log_text("").to_dict(), "G4") == []
+
+
+def test_g3_refuses_a_random_init_of_a_source_with_weights(tmp_path):
+    from msmigrate.agent.routes.fsdp2.gates.config_gate import weights_findings
+
+    hf = _hf(tmp_path)
+    config = tmp_path / "c.yaml"
+    config.write_text("training:\n  init_model_with_meta_device: true\n")
+    assert "[random-init]" in weights_findings(config, hf)[0]
+    assert weights_findings(config, tmp_path / "no_weights") == []
+    config.write_text(f"training:\n  init_model_with_meta_device: true\n  load: {hf}\n")
+    assert weights_findings(config, hf) == []
