@@ -14,9 +14,11 @@ The share of those votes that named the labelled owner (``vote_correct`` of ``vo
 prompt shows it with the lexical neighbours, so the LLM knows how little a neighbour's wording is worth.
 
 The same run records, per failure case, how its regex hits on the tuning half agree with the owner labels
-(``regex_cases``: hits, agree). A case whose message was owned by another phase in a share of its hits above
-1 - --target is treated by the classifier as not decisive (the match goes to the LLM as its first candidate).
-The held-out half is never read here.
+(``regex_cases``: hits, agree, decisive). A case is *not decisive* (the classifier turns its match into an
+abstention whose first candidate it is) only when its hits show it misses --target: when even the optimistic end of
+its agreement's one-sided Wilson interval (``--confidence``, default 0.9) is below --target. A few hits with one
+disagreement (5 of 6, 6 of 7) do not show that; they used to (any share below --target did), which discarded far
+more right answers than wrong ones on the held-out half (issue 37). The held-out half is never read here.
 
     python scripts/calibrate_classifier.py [--target 0.9] [--min-support 3] [--out PATH] [--dry-run]
 """
@@ -25,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from statistics import NormalDist
 from pathlib import Path
 
 from msmigrate.knowledge.catalog import load_catalog
@@ -71,6 +75,26 @@ def regex_reliability(split: str = "tuning", max_round: int | None = None) -> di
     return dict(sorted(cases.items()))
 
 
+def wilson_upper(agree: int, hits: int, confidence: float) -> float:
+    """The upper end of the one-sided Wilson score interval of a success share: how high the true agreement of a
+    case could plausibly be, given ``agree`` of ``hits`` (small samples get a wide interval)."""
+    if hits == 0:
+        return 1.0
+    z = NormalDist().inv_cdf(confidence)
+    share = agree / hits
+    centre = share + z * z / (2 * hits)
+    spread = z * math.sqrt(share * (1 - share) / hits + z * z / (4 * hits * hits))
+    return min(1.0, (centre + spread) / (1 + z * z / hits))
+
+
+def with_decisiveness(regex_cases: dict[str, dict[str, int]], target: float,
+                      confidence: float) -> dict[str, dict[str, object]]:
+    """Each case's record with ``decisive``: False only when its tuning hits show it below the target."""
+    return {case: {**rec, "decisive": rec["agree"] == rec["hits"] or
+                   wilson_upper(rec["agree"], rec["hits"], confidence) >= target}
+            for case, rec in regex_cases.items()}
+
+
 def calibrate(votes: list[tuple[float, bool, str]], target: float, min_support: int, population: str = "all",
               max_round: int | None = None, regex_cases: dict[str, dict[str, int]] | None = None) -> dict:
     ordered = sorted(votes, key=lambda v: -v[0])
@@ -93,6 +117,7 @@ def calibrate(votes: list[tuple[float, bool, str]], target: float, min_support: 
             "vote_correct": sum(ok for _, ok, _ in votes),
             "bins": [b for b in bins if threshold is not None and b["margin"] >= threshold],
             "regex_cases": regex_cases or {},
+            "regex_rule": "not decisive when the one-sided Wilson upper bound of agree/hits is below target",
             "note": "written by scripts/calibrate_classifier.py from the tuning half only (leave-one-source-out)"}
 
 
@@ -104,12 +129,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="tuning excerpts whose votes calibrate the threshold")
     parser.add_argument("--max-round", type=int, default=None,
                         help="use only corpus rounds up to this one (later rounds stay untouched by any tuning)")
+    parser.add_argument("--confidence", type=float, default=0.9,
+                        help="one-sided confidence of the interval that must fall below --target before a case's "
+                             "regex is treated as not decisive")
     parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
     parser.add_argument("--dry-run", action="store_true", help="print, do not write")
     args = parser.parse_args(argv)
-    regex_cases = regex_reliability("tuning", args.max_round)
+    regex_cases = with_decisiveness(regex_reliability("tuning", args.max_round), args.target, args.confidence)
+    for case, rec in regex_cases.items():
+        if rec["agree"] < rec["hits"]:
+            print(f"  regex {case}: {rec['agree']}/{rec['hits']} -> {'decisive' if rec['decisive'] else 'NOT decisive'}"
+                  f" (upper bound {wilson_upper(rec['agree'], rec['hits'], args.confidence):.3f})")
     votes = lexical_votes("tuning", args.population, args.max_round, regex_cases, args.target)
-    result = calibrate(votes, args.target, args.min_support, args.population, args.max_round, regex_cases)
+    result = {**calibrate(votes, args.target, args.min_support, args.population, args.max_round, regex_cases),
+              "confidence": args.confidence}
     for margin, ok, name in sorted(votes, key=lambda v: -v[0]):
         print(f"  {margin:6.3f} {'ok ' if ok else 'BAD'} {name}")
     print(f"tuning votes: {len(votes)}; threshold: {result['min_margin']}; precision: {result['precision']}")

@@ -187,6 +187,23 @@ def _from_codes(codes: list[str], catalog: Catalog, root: RootCause) -> Classifi
     return None
 
 
+_FINDING_LINE = re.compile(r"^\s*\[([a-z0-9-]+)\] ")
+
+
+def _finding_code_of_line(text: str, found: re.Match[str]) -> str | None:
+    """The validator finding code a gate's problem line starts with (``[code] path: message``), for the line a
+    match is on; None for any other line."""
+    start = text.rfind("\n", 0, found.start()) + 1
+    head = _FINDING_LINE.match(text[start:found.end()])
+    return head.group(1) if head else None
+
+
+def _explains(entry: KnowledgeEntry, codes: list[str]) -> bool:
+    """Whether a case explains one of the validator's finding codes (then its message match is the finer answer)."""
+    return any(FINDING_CODE_CASES.get(code) == entry.id or canonical_finding_code(code) in entry.meta["finding_codes"]
+               for code in codes)
+
+
 _FRAME_LINE = re.compile(r'^\s*File "[^"]+", line \d+')
 
 
@@ -201,10 +218,12 @@ def lexical(evidence: str, catalog: Catalog, exclude_source: str | None = None) 
 
 
 def ambiguous_cases(calibration: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Cases whose regex hits on the tuning half disagreed with the owner label too often to be trusted alone."""
+    """Cases whose regex hits on the tuning half disagreed with the owner label too often to be trusted alone: as
+    the calibration decided (``decisive``: its hits show the case below the precision target,
+    scripts/calibrate_classifier.py), else (an older calibration file) any share below the target."""
     target = calibration.get("target", 0.9)
     return {case: rec for case, rec in calibration.get("regex_cases", {}).items()
-            if rec["agree"] < rec["hits"] and rec["agree"] / rec["hits"] < target}
+            if rec["agree"] < rec["hits"] and not rec.get("decisive", rec["agree"] / rec["hits"] >= target)}
 
 
 def accept_vote(vote: OwnerVote | None, calibration: dict[str, Any]) -> float | None:
@@ -243,6 +262,13 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
         root.facts = list(dict.fromkeys(said))
     generic: Classification | None = None
     ambiguous: Classification | None = None
+    coded = _from_codes(codes, catalog, root) if use_regex else None
+    line_code = _finding_code_of_line(searched, hits[0][2]) if hits else None
+    if line_code in codes and not _explains(hits[0][0], [line_code]):
+        # the message matched the validator's own finding line, and that line's exact code names another case: the
+        # code outranks the pattern (a `dataset_type` that is not registered is not a `model_id` that is not
+        # registered because both lines say "not registered")
+        return _from_codes([line_code], catalog, root) or coded
     if hits:
         entry, pattern, found = hits[0]
         candidates = [{"case_id": e.id, "priority": e.meta.get("priority", 50), "stage": "regex"}
@@ -278,7 +304,6 @@ def classify(log_text: str = "", finding_codes: Iterable[str] = (), catalog: Cat
         # shows a real root cause that nothing explains, naming the wrapper would be a confident guess: unknown
         generic = None if any(not s.wrapper for s in root.signals) else result
 
-    coded = _from_codes(codes, catalog, root) if use_regex else None
     if coded is not None:
         return coded
 

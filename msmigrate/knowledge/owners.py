@@ -18,8 +18,9 @@ OWNER_SEMANTICS: dict[str, str] = {
               "attention implementation, paths, trust_remote_code, FSDP / recompute / wrap patterns, optimizer "
               "settings",
     "environment": "what no migration artifact controls: installed package versions (torch, torch_npu, CANN, "
-                   "transformers, framework), drivers and devices, host memory, network and ports, accelerator "
-                   "runtime variables, cluster / multi-node setup",
+                   "transformers, framework), drivers, the devices present (their count and kind; how much device "
+                   "memory a run uses is the settings': config), host memory, disks and mounts, network and ports, "
+                   "accelerator runtime variables, cluster / multi-node setup",
 }
 OWNERS: tuple[str, ...] = tuple(OWNER_SEMANTICS)
 
@@ -71,9 +72,11 @@ DECIDING_FACTS: tuple[str, ...] = (
     "for another architecture): config when a setting of the run asks for it and can ask for another; model when "
     "the model's own code hard-codes it; environment when the installed build lacks the device's support (a torch "
     "or kernel built without its architecture).",
-    "Out of memory on the device: config (batch, sequence length, sharding, offload, recompute) unless one tensor "
-    "is absurdly large (corrupt sizes: model or data). A process killed by the host (SIGKILL, exit code -9, a "
-    "killed DataLoader worker): environment (host memory) unless the log shows the setting that exhausts it.",
+    "Out of memory on the device: config (batch, sequence length, sharding, offload, recompute), on any device "
+    "and whatever its size. An allocation larger than any device (more than 1 EB, a corrupted size) is no shortage: "
+    "the owner is whose code computed the size (a library kernel: environment; the model's or the data path's own "
+    "code: model or data). A process killed by the host (SIGKILL, exit code -9, a killed DataLoader worker): "
+    "environment (host memory) unless the log shows the setting that exhausts it.",
     "Shapes and counts that disagree between the batch and the model (image tokens vs features, labels vs logits): "
     "data when the samples, template or collator produce them; config when the log shows a sequence limit cut the "
     "sample; model when the model's own forward computes the wrong shape.",

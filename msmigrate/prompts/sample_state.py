@@ -240,6 +240,10 @@ def sample_classify_failure() -> dict[str, Any]:
                     "torch_npu: 2.7.1 (imports)",
                     "device: npu x8; npu-smi lists 8 NPU(s): 910B3 (health OK), HBM 65536 MB each, 3200 MB already "
                     "in use on the busiest"],
+        "run_context": ["frame in this run's data artifact: mindspeed_mm/fsdp/data/datasets/huggingface.py:212",
+                        "the run's context points to data (frames): the innermost frame of this run's own code is "
+                        "mindspeed_mm/fsdp/data/datasets/huggingface.py:212 (the data path); the fix changes that "
+                        "file"],
     }
 
 

@@ -18,12 +18,16 @@ from msmigrate.tools.yaml_validator import schema_from_target, validate_config
 PROBE_ENV = {"NON_MEGATRON": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
+# A refusal, not a failure of the code: the classify node asks again when a gate reports it (never classifies it)
+UNAPPROVED = "running the code written in this run needs the user's approval, which is asked"
+
+
 def unapproved(ctx: RunContext) -> ToolResult | None:
     """With approval on, code this run wrote runs only after the user said yes (asked when the phase ends, at its
     gate); until then every check that would import it is refused — an error observation, not a crash."""
     if ctx.approval and not ctx.code_approved:
-        return ToolResult.failure("running the code written in this run needs the user's approval, which is asked "
-                                  "when the phase ends (at its gate); finish the phase without this check")
+        return ToolResult.failure(f"{UNAPPROVED} when the phase ends (at its gate); finish the phase without this "
+                                  "check")
     return None
 
 

@@ -3,6 +3,8 @@ interrupt payloads, reject, approve, edit."""
 
 from __future__ import annotations
 
+import json
+
 from agent_fakes import FakeGates, ScriptedPolicy, make_run
 
 
@@ -145,3 +147,40 @@ def test_a_launch_edit_survives_a_resume_in_a_new_process(fast_prepare, tmp_path
     finally:
         again.close()
 
+
+
+def test_a_gate_refused_for_want_of_approval_is_asked_again_never_classified(fast_prepare, tmp_path):
+    """A gate whose checks were refused because the approval is missing (a resumed process that lost it) is no
+    failure of the code: the user is asked again, nothing is classified, no repair phase runs over their files."""
+    from msmigrate.tools.target_checks import UNAPPROVED
+
+    gates = FakeGates({"G1": [f"plugin does not build on meta: {UNAPPROVED} when the phase ends"]})
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates, approval=True)
+    try:
+        out = run.drive()
+        out = run.drive(resume_value={"action": "approve"})
+        assert out["interrupt"]["kind"] == "code_execution" and out["interrupt"]["phase"] == "model"
+        assert gates.calls == ["G1"]
+        out = run.drive(resume_value={"action": "approve"})
+        assert out["interrupt"]["kind"] == "launch" and gates.calls == ["G1", "G1", "G2", "G3"]
+        kinds = [json.loads(line)["kind"] for line in (run.ctx.run_dir / "trajectory.jsonl").read_text().splitlines()]
+        assert "approval_missing" in kinds and "classify" not in kinds
+    finally:
+        run.close()
+
+
+def test_gates_run_with_the_approval_the_state_holds(fast_prepare, tmp_path):
+    """run_gates restores the user's answer from the state: the verify node re-running a stale G1 in a resumed
+    process (whose context starts unapproved) ran it as unapproved."""
+    from msmigrate.agent.nodes.work import run_gates
+
+    seen = []
+    gates = FakeGates()
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), gates, approval=True)
+    run.deps.gates["G1"] = lambda deps, state: seen.append(deps.ctx.code_approved) or gates.gate("G1")(deps, state)
+    try:
+        run.ctx.code_approved = False  # what a new process starts with
+        run_gates(run.deps, {"code_approval": {"approved": True, "phase": "model"}, "plan": {}}, "model")
+        assert seen == [True]
+    finally:
+        run.close()

@@ -57,3 +57,16 @@ def test_a_device_lacking_what_the_run_asks_for_is_decided_by_who_asks_and_runti
     assert "config when a setting of the run asks for it" in fact and "model when the model's own code hard-codes" in fact
     assert "environment when the installed build lacks the device's support" in fact
     assert "HIP / ROCm, XLA / TPU, Habana, oneCCL, MPS" in _fact("An Ascend / CANN error code")
+
+
+def test_one_definition_of_device_memory_ownership():
+    """Device OOM is config (the settings decide device memory use) in the definitions, the deciding facts and
+    every catalog case about memory; the host's memory and an impossible allocation by a library are environment."""
+    from msmigrate.knowledge.catalog import load_catalog
+    from msmigrate.knowledge.owners import DECIDING_FACTS, OWNER_SEMANTICS
+
+    assert "device memory a run uses is the settings': config" in OWNER_SEMANTICS["environment"]
+    assert any(f.startswith("Out of memory on the device: config") for f in DECIDING_FACTS)
+    owners = {e.id: e.meta["owner"] for e in load_catalog().failures()}
+    assert owners["device-oom"] == "config"
+    assert owners["host-oom-killed"] == "environment" and owners["allocation-size-corrupt"] == "environment"

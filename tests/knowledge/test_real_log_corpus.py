@@ -68,11 +68,26 @@ def test_shipped_calibration_is_reproduced_from_the_tuning_half():
     spec.loader.exec_module(module)
     shipped = json.loads(CALIBRATION_FILE.read_text())
     population, max_round = shipped["population"], shipped["max_round"]
-    regex_cases = module.regex_reliability("tuning", max_round)
+    regex_cases = module.with_decisiveness(module.regex_reliability("tuning", max_round), shipped["target"],
+                                           shipped["confidence"])
     votes = module.lexical_votes("tuning", population, max_round, regex_cases, shipped["target"])
     again = module.calibrate(votes, shipped["target"], shipped["min_support"], population, max_round, regex_cases)
     assert again["min_margin"] == shipped["min_margin"] and again["votes"] == shipped["votes"]
     assert again["regex_cases"] == shipped["regex_cases"]
+
+
+def test_a_case_right_five_of_six_times_is_decisive_and_one_shown_below_target_is_not():
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "calibrate_classifier.py"
+    spec = importlib.util.spec_from_file_location("calibrate_classifier", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cases = module.with_decisiveness({"a": {"hits": 6, "agree": 5}, "b": {"hits": 7, "agree": 6},
+                                      "c": {"hits": 12, "agree": 7}, "d": {"hits": 1, "agree": 0},
+                                      "e": {"hits": 3, "agree": 3}}, 0.9, 0.9)
+    assert [c for c, rec in cases.items() if rec["decisive"]] == ["a", "b", "e"]
 
 
 def test_owner_semantics_are_written_once_and_rendered_in_the_prompt():

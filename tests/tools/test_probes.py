@@ -483,3 +483,31 @@ def test_fresh_path_still_names_the_skipped_bare_parameter_with_the_standins_sto
     assert fresh["materialize"] == "to_empty_if_needed" and fresh["init"] == "init_model_weights", fresh
     assert (fresh["first_nonfinite_kind"], fresh["first_nonfinite"]) == ("parameter", "extra.class_embedding"), fresh
     assert out["meta_load"]["finite"] and not res.ok and res.error.startswith("fresh init (no load"), res.error
+
+
+def test_forward_params_sees_through_a_wrapper_forward():
+    """A plugin override `forward(self, *args, **kwargs)` that passes everything on takes what its base class's
+    forward names (the trainer calls it with the whole batch); the probes used to build an empty batch for it."""
+    spec = importlib.util.spec_from_file_location("_model_build_for_test", PROBES_DIR / "_model_build.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(PROBES_DIR))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(PROBES_DIR))
+
+    class Base:
+        def forward(self, input_ids=None, pixel_values=None, labels=None, **kwargs):
+            return None
+
+    class Wrapper(Base):
+        def forward(self, *args, **kwargs):
+            return super().forward(*args, **kwargs)
+
+    class Narrow(Base):
+        def forward(self, input_ids=None, labels=None):
+            return None
+
+    assert module.forward_params(Wrapper) == (["input_ids", "pixel_values", "labels"], True)
+    assert module.forward_params(Narrow) == (["input_ids", "labels"], False)
+    assert module.forward_params(Base) == (["input_ids", "pixel_values", "labels"], True)

@@ -259,6 +259,16 @@ VARIANTS = [
      "parallel.fully_shard_parallel_size", None),
     ("weak-lr", v_set("training.lr", 0.0), "weakened-zero-lr", "training.lr", None),
     ("weak-freeze-all", v_set("model.freeze", ["model", "lm_head"]), "weakened-all-frozen", "model.freeze", None),
+    # value ranges (ranges.py): the target's own post-init checks where it states one, else generic rules
+    ("micro-batch-zero", v_set("training.micro_batch_size", 0), "value-out-of-range", "training.micro_batch_size",
+     "positive"),
+    ("grad-accum-zero", v_set("training.gradient_accumulation_steps", 0), "value-out-of-range",
+     "training.gradient_accumulation_steps", "positive"),
+    ("cutoff-negative", v_set("data.dataset_param.basic_parameters.cutoff_len", -1), "value-out-of-range",
+     "data.dataset_param.basic_parameters.cutoff_len", None),
+    ("warmup-percent", v_set("training.lr_warmup_ratio", 10), "value-out-of-range", "training.lr_warmup_ratio", "0.1"),
+    ("gc-interval-negative", v_set("training.manual_gc_interval", -2), "value-out-of-range",
+     "training.manual_gc_interval", "manual_gc_interval < 0"),
 ]
 
 
@@ -275,6 +285,22 @@ def test_broken_variant_is_caught(schema, target_root, vid, mutate, code, path, 
         assert hint in (found[0]["suggestion"] or ""), found[0]
     if path.split(".")[0] in cfg and path != "data.dataloader_param.drop_last":
         assert found[0]["line"] is not None
+
+
+def test_range_checks_come_from_the_target_where_it_states_them(schema, target_root):
+    """The real snapshot's TrainingArguments check `val_micro_batch_size <= 0` in its post-init: reported with the
+    target's own message; a value the target accepts (`val_interval: 0`, `num_workers: 0`) is not flagged."""
+    cfg = copy.deepcopy(BASE)
+    cfg["training"].update(val_interval=0)
+    cfg["data"]["dataloader_param"]["num_workers"] = 0
+    assert not [f for f in run(cfg, schema, target_root).data["findings"] if f["code"] == "value-out-of-range"]
+    checks = schema["fields"]["training"]["type"].get("checks") or []
+    if not any("val_micro_batch_size" in c["when"] for c in checks):
+        pytest.skip("this schema's TrainingArguments states no val_micro_batch_size check")
+    cfg["training"]["val_micro_batch_size"] = 0
+    found = [f for f in run(cfg, schema, target_root).data["findings"] if f["code"] == "value-out-of-range"]
+    assert [f["path"] for f in found] == ["training.val_micro_batch_size"], found
+    assert "the target rejects this" in found[0]["message"] and "val_micro_batch_size" in found[0]["message"]
 
 
 def test_missing_data_section_lists_all_required_keys(schema):

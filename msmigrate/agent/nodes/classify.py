@@ -16,8 +16,11 @@ from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.run_settings import run_settings
 from msmigrate.agent.runtime_facts import runtime_facts
 from msmigrate.agent.state import EXIT_GATE_FAILED, gates_before
+from msmigrate.agent.failure_artifacts import run_artifacts, run_facts_owner, where_to_fix
 from msmigrate.knowledge.catalog import load_catalog
 from msmigrate.knowledge.classifier import Classification, classify, load_calibration
+from msmigrate.knowledge.failure_context import ContextVerdict, context_owner, run_frames
+from msmigrate.tools.target_checks import UNAPPROVED
 
 # Environment failures are fixed where the launch settings and script live.
 OWNER_TO_PHASE = {"model": "model", "data": "data", "config": "config", "environment": "config"}
@@ -35,6 +38,11 @@ MAX_WARNINGS_SHOWN = 5
 # changed one of the two tentative tuning answers, from right to wrong, and none of the held-out ones
 # (benchmarks/RESULTS.md).
 REVIEW_TENTATIVE = False
+# How sure a context rule is (failure_context.py): a frame in the run's own code, the YAML loader's error, a key named
+# in the error line and a host errno say whose artifact it is; the last change only says what changed before it.
+CONTEXT_CONFIDENCE = {"frames": 0.8, "config-loading": 0.85, "key": 0.8, "host": 0.8, "runtime": 0.8,
+                      "last-change": 0.5,
+                      "plugin-import": 0.85, "registration": 0.9}
 
 
 # How check_forward / G1's forward probe (tools/probes/forward_smoke.py, PATH_NAMES) names the meta-init path that
@@ -100,7 +108,7 @@ def deterministic_view(verdict: Classification) -> dict[str, Any]:
 
 
 def llm_evidence(gate: str, verdict: Classification, settings: list[dict[str, str]] | None = None,
-                 runtime: list[str] | None = None) -> dict[str, Any]:
+                 runtime: list[str] | None = None, context: list[str] | None = None) -> dict[str, Any]:
     """What the LLM is shown besides the excerpt: the root cause, the deterministic stages' answer with its
     confidence, the closest cases with their owners and how each was found, and (inside a run) the run's own
     settings files (agent/run_settings.py), which hold the fact that decides config more often than the log does,
@@ -147,6 +155,8 @@ def llm_evidence(gate: str, verdict: Classification, settings: list[dict[str, st
         evidence["settings"] = settings
     if runtime:  # likewise only inside a run that probed its runtime
         evidence["runtime"] = runtime
+    if context:  # the run's own context: frames in its artifacts, keys of its YAML, what decides (failure_context)
+        evidence["run_context"] = context
     return evidence
 
 
@@ -169,6 +179,12 @@ def make_classify_node(deps: RunDeps):
     def node(state: dict[str, Any]) -> dict[str, Any]:
         failed = last_failed_gate(state)
         text = failed.get("failure_text", "")
+        if UNAPPROVED in f"{failed.get('summary', '')}\n{text}":
+            # the gate was refused its run, not failed by the code: ask the user again (the work node's pending
+            # branch), never classify it or send a repair over the user's files
+            phase = _gate_phase(failed["gate"])
+            deps.trajectory.append("approval_missing", gate=failed["gate"], phase=phase)
+            return {"phase": phase, "code_approval": {"pending": phase}, "last_failure": None}
         # the gate's own verdict (its problem lines, joined in the summary) is evidence besides the run's output
         verdict = classify(text, failed.get("finding_codes", []), gate_verdict=[failed.get("summary", "")])
         primary = verdict.root_cause.get("primary") or {}
@@ -181,11 +197,22 @@ def make_classify_node(deps: RunDeps):
         }
         opinion = None
         route_to = None  # set when an LLM abstention rules out the failed gate's phase
+        artifacts, changed_last = run_artifacts(deps.ctx, state, failed)
+        said = f"{failed.get('summary', '')}\n{text}"
+        context = context_owner(said, artifacts, changed_last) if verdict.method == "none" else None
+        decided = run_facts_owner(said, artifacts, state, deps.ctx)
+        if decided is not None and decided.owner != verdict.owner:
+            # the run's own facts decide against the case's usual owner (whose registration, whose import)
+            failure.update(context_failure(decided, failed["gate"], primary, None, overrode=True),
+                           overrode=f"{verdict.case_id or verdict.owner} ({verdict.method}, confidence "
+                                    f"{verdict.confidence})")
+            verdict = Classification(None, decided.owner, 1.0, "regex", "")  # decided: nothing left for the LLM
         if asks_llm(verdict):
             view = PolicyView(phase="classify", state=state, messages=[], tools=[], ctx=deps.ctx)
             settings = run_settings(deps.ctx.target, deps.ctx.model_name)
-            opinion = deps.policy.classify(text, view, evidence=llm_evidence(failed["gate"], verdict, settings,
-                                                                             runtime_facts(state.get("runtime"))))
+            opinion = deps.policy.classify(text, view, evidence=llm_evidence(
+                failed["gate"], verdict, settings, runtime_facts(state.get("runtime")),
+                context_lines(said, artifacts, context)))
         if verdict.tentative:  # reviewed: the LLM's owner overrides; its abstention (or no LLM) leaves it standing
             if opinion and opinion.get("owner"):
                 failure.update(opinion, overrode=f"{verdict.case_id or verdict.owner} ({verdict.method}, "
@@ -193,9 +220,11 @@ def make_classify_node(deps: RunDeps):
             elif opinion:
                 failure.update({k: v for k, v in opinion.items() if k in ("tokens", "requests", "prompt_chars")},
                                llm_review=opinion.get("diagnosis", "")[:600])
-        elif verdict.method == "none":
+        elif verdict.method == "none" and not failure.get("overrode"):
             if opinion and opinion.get("owner"):
                 failure.update(opinion)
+            elif context is not None:  # the run's own context decides where the excerpt did not
+                failure.update(context_failure(context, failed["gate"], primary, opinion))
             elif opinion:  # the LLM abstained: routed like a deterministic abstention, its reason kept
                 phase_of_gate = _gate_phase(failed["gate"])
                 fits = opinion.get("fits") or []
@@ -216,6 +245,12 @@ def make_classify_node(deps: RunDeps):
                                diagnosis=f"Unknown failure: no failure case fits and no LLM verdict; returning to "
                                          f"{phase_of_gate}, the phase whose gate ({failed['gate']}) failed. "
                                          f"Root cause: {primary.get('text') or 'none found in the log'}")
+        pointer = where_to_fix(failure.get("owner") or phase_owner(route_to, failed["gate"]), deps.ctx, state, said,
+                               artifacts)
+        if pointer and pointer not in failure.get("diagnosis", ""):
+            # an owner's files first (the report shows the diagnosis cut); with no owner, the routing note first
+            failure["diagnosis"] = (f"{pointer} {failure.get('diagnosis', '')}" if failure.get("owner") else
+                                    f"{failure.get('diagnosis', '')} {pointer}").strip()
         recurred = recurrence(state, failed, failure)
         if recurred:
             failure.update(recurred)
@@ -264,6 +299,36 @@ def recurrence(state: dict[str, Any], failed: dict[str, Any], failure: dict[str,
             f"reproduces it) before finishing; the case's general advice, already followed once: "
             + failure.get("diagnosis", ""))
     return {"diagnosis": said, "recurrence": len(same) + 1}
+
+
+def context_lines(text: str, artifacts: Any, verdict: ContextVerdict | None) -> list[str]:
+    """The run's context for the LLM: the frames of the failure in this run's artifacts and what the context rules
+    make of them (knowledge/failure_context.py). [] when there is none."""
+    lines = [f"frame in this run's {owner} artifact: {path}:{line}" for path, line, owner in
+             run_frames(text, artifacts)[-5:]]
+    if verdict is not None:
+        lines.append(f"the run's context points to {verdict.owner} ({verdict.rule}): {verdict.reason}")
+    return lines
+
+
+def context_failure(context: ContextVerdict, gate: str, primary: dict[str, Any],
+                    opinion: dict[str, Any] | None, overrode: bool = False) -> dict[str, Any]:
+    """The failure record when the run's context decides an owner the deterministic stages (and the LLM, when it
+    was asked) left open: the owner, the rule that decided and the file or key to change, in the diagnosis."""
+    llm = f" The LLM abstained: {opinion.get('diagnosis', '')[:300]}" if opinion else ""
+    decides = (f"the run's own facts decide against that case's usual owner ({context.rule})" if overrode else
+               f"No failure case decides the owner; the run's context does ({context.rule})")
+    usage = {k: v for k, v in (opinion or {}).items() if k in ("tokens", "requests", "prompt_chars")}
+    return {**usage, "owner": context.owner, "method": "context", "confidence": CONTEXT_CONFIDENCE[context.rule],
+            "autofix": None,  # a case's autofix edits its own owner's artifact, not the one the context decided
+            "context": context.to_dict(),
+            "diagnosis": f"{decides}: {context.reason}. Failed gate {gate}; root cause: "
+                         f"{primary.get('text') or 'none found in the log'}.{llm}"}
+
+
+def phase_owner(route_to: str | None, gate: str) -> str:
+    """The owner whose files an unowned failure goes back to (the phase it is routed to)."""
+    return route_to or _gate_phase(gate)
 
 
 def _gate_phase(gate: str) -> str:

@@ -91,6 +91,9 @@ def proved_here(gates: dict[str, Any], name: str, commit: str | None) -> bool:
 def run_gates(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[str, Any]:
     """Run the phase's gates in order, after any earlier gate whose proof this phase's edits made stale; stop at
     the first failure. Returns the state update."""
+    # the user's answer, restored for every node that runs gates (verify re-running a stale G1 after a resume in a
+    # new process used to run it as unapproved, record the refusal as a G1 failure and send it to the model phase)
+    deps.ctx.code_approved = bool((state.get("code_approval") or {}).get("approved"))
     gates = dict(state.get("gates", {}))
     history = list(state.get("gate_history", []))
     counters = dict(state.get("counters", {}))

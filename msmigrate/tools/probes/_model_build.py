@@ -201,13 +201,22 @@ def instantiate(cls, config, meta):
 
 
 def forward_params(cls):
-    """(names of forward's named parameters, accepts **kwargs)."""
-    try:
-        params = inspect.signature(cls.forward).parameters.values()
-    except (TypeError, ValueError):
-        return [], False
-    names = [p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"]
-    return names, any(p.kind == p.VAR_KEYWORD for p in params)
+    """(names of forward's named parameters, accepts **kwargs). A forward that names nothing and passes
+    ``*args, **kwargs`` on (a wrapper over its base class's forward, as a plugin override often is) takes what the
+    next forward up the class hierarchy names: the trainer calls it with the whole batch."""
+    for klass in getattr(cls, "__mro__", (cls,)):
+        forward = klass.__dict__.get("forward") if klass is not cls else getattr(cls, "forward", None)
+        if forward is None:
+            continue
+        try:
+            params = list(inspect.signature(forward).parameters.values())
+        except (TypeError, ValueError):
+            return [], False
+        names = [p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"]
+        var_kw = any(p.kind == p.VAR_KEYWORD for p in params)
+        if names or not var_kw:
+            return names, var_kw
+    return [], True
 
 
 def parse(argv, extra=None):

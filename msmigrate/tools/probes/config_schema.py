@@ -22,13 +22,16 @@ Defaults are never produced by instantiating sub-models (their ``model_post_init
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import enum
 import importlib
+import inspect
 import json
 import os
 import sys
 import traceback
+import textwrap
 import types
 import typing
 
@@ -99,8 +102,60 @@ def _factory_default(factory):
     return False, None
 
 
-def _field_node(annotation, required: bool, default, factory, description, stack) -> dict:
+_BOUNDS = ("gt", "ge", "lt", "le")
+
+
+def _constraints(items) -> dict:
+    """Numeric bounds a field declares (pydantic ``Field(ge=...)`` / annotated_types metadata, or dataclass field
+    metadata with the same names)."""
+    found = {}
+    for item in items:
+        for bound in _BOUNDS:
+            value = item.get(bound) if isinstance(item, dict) else getattr(item, bound, None)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                found[bound] = value
+    return found
+
+
+def _post_init_checks(cls) -> list:
+    """The value checks the class's own ``model_post_init`` / ``__post_init__`` makes before it raises: each
+    ``if <condition>: raise ...`` (nested ``if``s joined with ``and``) as the condition's source and the message's
+    source. The caller evaluates a condition on a YAML's values only when every name in it is a field; the class
+    is never instantiated (its post-init reads the launch environment)."""
+    checks = []
+    for name in ("model_post_init", "__post_init__"):
+        method = cls.__dict__.get(name)
+        if method is None:
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        func = tree.body[0] if tree.body and isinstance(tree.body[0], ast.FunctionDef) else None
+        if func is not None:
+            _collect_checks(func.body, [], checks)
+    return checks
+
+
+def _collect_checks(body, conditions, checks) -> None:
+    for stmt in body:
+        if not isinstance(stmt, ast.If):
+            continue
+        here = conditions + [ast.unparse(stmt.test)]
+        raised = next((s for s in stmt.body if isinstance(s, ast.Raise)), None)
+        if raised is not None and raised.exc is not None:
+            args = getattr(raised.exc, "args", [])
+            message = ast.unparse(args[0]) if args else ""
+            checks.append({"when": " and ".join(f"({c})" for c in here), "message": message})
+        _collect_checks(stmt.body, here, checks)
+        if stmt.orelse:
+            _collect_checks(stmt.orelse, conditions + [f"not ({ast.unparse(stmt.test)})"], checks)
+
+
+def _field_node(annotation, required: bool, default, factory, description, stack, bounds=None) -> dict:
     node = {"type": describe_type(annotation, stack), "required": required}
+    if bounds:
+        node["constraints"] = bounds
     if factory is not None:
         known, value = _factory_default(factory)
         node["default_factory"] = getattr(factory, "__name__", repr(factory))
@@ -129,7 +184,7 @@ def describe_class(cls, stack: tuple = ()) -> dict:
             required = info.is_required()
             fields[name] = _field_node(
                 info.annotation, required, None if required else info.default, factory,
-                info.description or extra.get("help"), stack)
+                info.description or extra.get("help"), stack, _constraints(info.metadata))
     else:  # plain dataclass (e.g. training.quantization_plan)
         node["extra"] = "forbid"
         try:
@@ -141,8 +196,11 @@ def describe_class(cls, stack: tuple = ()) -> dict:
             required = f.default is dataclasses.MISSING and factory is None
             fields[f.name] = _field_node(
                 hints.get(f.name, f.type), required, None if required else f.default, factory,
-                f.metadata.get("help"), stack)
+                f.metadata.get("help"), stack, _constraints([dict(f.metadata)]))
     node["fields"] = fields
+    checks = _post_init_checks(cls)
+    if checks:
+        node["checks"] = checks
     return node
 
 

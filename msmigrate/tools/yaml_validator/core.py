@@ -11,6 +11,7 @@ from msmigrate.tools.yaml_validator.crossrefs import crossref_checks, inventory_
 from msmigrate.tools.yaml_validator.entry_point import GENERIC_TRAINER, entry_point_of, names_read_by
 from msmigrate.tools.yaml_validator.findings import Finding
 from msmigrate.tools.yaml_validator.patterns import ModuleTree, pattern_checks, pattern_syntax_checks
+from msmigrate.tools.yaml_validator.ranges import range_checks
 from msmigrate.tools.yaml_validator.schema import root_node
 from msmigrate.tools.yaml_validator.semantics import get, semantic_checks
 from msmigrate.tools.yaml_validator.yaml_lines import load_yaml
@@ -55,6 +56,8 @@ def validate_config(
                                 tuple(extra_allowed))
         findings += checker.check(data)
         findings += semantic_checks(data, device=device, min_train_iters=min_train_iters)
+        said = {f.path for f in findings if f.severity == "error"}  # one error a key: the more specific one first
+        findings += range_checks(data, root_node(schema), said)
         if inventory is None and target_root is not None:
             inventory = inventory_from_target(Path(target_root))
         findings += crossref_checks(data, inventory, Path(target_root) if target_root else None)

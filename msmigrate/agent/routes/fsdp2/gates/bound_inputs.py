@@ -41,5 +41,10 @@ def bound_config(deps: Any, config: Path) -> Path:
         return config
     dest = deps.ctx.run_dir / "probes" / f"bound_{config.name}"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    path, _ = materialize_config(config, overrides, dest)
+    try:
+        path, _ = materialize_config(config, overrides, dest)
+    except (yaml.YAMLError, ValueError):
+        # a YAML that does not load is the gate's finding, not a crash of the run: the gate's own load of the
+        # file itself reports it (the framework's parser error), and the failure is classified like any other
+        return config
     return path

@@ -6,6 +6,7 @@ that ships its weights from a random init. The launch script must run that YAML.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,18 @@ from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
 from msmigrate.tools.target_checks import config_check, module_tree
+
+
+# a Python file a launch line runs: `torchrun ... path/to/trainer.py`, `python path/x.py` (a relative path: the
+# target's own entry point; an absolute one or a variable is the user's business)
+_ENTRY = re.compile(r"(?:torchrun|python3?|-m torch\.distributed\.run)\b[^\n]*?\s([\w./-]+\.py)\b")
+
+
+def missing_entries(script_text: str, target: Path) -> list[str]:
+    """The relative .py entry points the launch script runs that the target does not have."""
+    joined = script_text.replace("\\\n", " ")
+    return [e for e in dict.fromkeys(m.group(1) for m in _ENTRY.finditer(joined))
+            if not e.startswith("/") and not (Path(target) / e).is_file()]
 
 
 def weights_findings(config: Path, source: Path) -> list[str]:
@@ -44,6 +57,11 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         problems.append(f"{plan['script_path']} does not exist")
     elif plan["config_path"] not in script.read_text(errors="replace"):
         problems.append(f"{plan['script_path']} does not launch {plan['config_path']}")
+    else:
+        for entry in missing_entries(script.read_text(errors="replace"), ctx.target):
+            problems.append(f"[launch-entry-missing] {plan['script_path']}: it runs {entry}, which is not a file of "
+                            f"the target")
+            codes.append("launch-entry-missing")
     findings: list[dict] = []
     if config.is_file():
         tree_file = state["gates"].get("G1", {}).get("module_tree_file")
@@ -57,7 +75,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         res = config_check(ctx, bound, tree=tree, device=None)
         findings = res.data.get("findings", [])
         errors = [f for f in findings if f["severity"] == "error"]
-        codes = sorted({f["code"] for f in errors})
+        codes = sorted({*codes, *(f["code"] for f in errors)})
         problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in errors]
         if not res.ok and not errors:
             problems.append(res.error or "validator failed")

@@ -76,6 +76,30 @@ def apply_action(cfg: dict[str, Any], action: dict[str, Any], tree: dict[str, An
     return None
 
 
+# findings about a key's value (not its place): the repair re-derives the value
+_VALUE_FINDINGS = ("value-out-of-range", "weakened-train-iters", "weakened-zero-lr")
+
+
+def restore_values(cfg: dict[str, Any], findings: list[dict[str, Any]],
+                   reference: dict[str, Any] | None) -> list[str]:
+    """A key whose value G3 rejects (out of range, weakened) gets the value the config is derived with (the draft a
+    first visit writes from the similar example); a key the draft does not set is removed, so the target's own
+    default applies (a default the range check accepts: it flags a key only against a positive default or the
+    target's own check)."""
+    done = []
+    for f in findings:
+        if f.get("severity") != "error" or f.get("code") not in _VALUE_FINDINGS or get_path(cfg, f["path"]) is None:
+            continue
+        wanted = get_path(reference, f["path"]) if reference else None
+        if wanted is not None and wanted != get_path(cfg, f["path"]):
+            set_path(cfg, f["path"], wanted)
+            done.append(f"set {f['path']} = {wanted!r} (the value the config is derived with; {f['code']})")
+        elif f.get("code") == "value-out-of-range":  # (a draft derived from this very YAML repeats the value)
+            delete_path(cfg, f["path"])
+            done.append(f"deleted {f['path']} (out of range; the target's default applies)")
+    return done
+
+
 def apply_findings(cfg: dict[str, Any], findings: list[dict[str, Any]]) -> list[str]:
     """Move misplaced / misspelled keys to the path the validator suggests (only when it names exactly one path)."""
     done = []
@@ -90,10 +114,10 @@ def apply_findings(cfg: dict[str, Any], findings: list[dict[str, Any]]) -> list[
 
 
 def apply_failure(cfg: dict[str, Any], failure: dict[str, Any] | None, findings: list[dict[str, Any]],
-                  tree: dict[str, Any] | None) -> list[str]:
+                  tree: dict[str, Any] | None, reference: dict[str, Any] | None = None) -> list[str]:
     if not failure:
         return []
     actions = failure.get("autofix") or []
     actions = [actions] if isinstance(actions, dict) else list(actions)
     done = [d for d in (apply_action(cfg, a, tree) for a in actions) if d]
-    return done + apply_findings(cfg, findings)
+    return done + apply_findings(cfg, findings) + restore_values(cfg, findings, reference)

@@ -25,7 +25,11 @@ def _dump(cfg: dict[str, Any]) -> str:
 
 
 def _findings(state: dict[str, Any]) -> list[dict[str, Any]]:
-    ev = state.get("gates", {}).get("G3", {}).get("evidence") or [{}]
+    """G3's findings: from its current record, else its last run in the history (routing back to the config phase
+    drops the config phase's own gates from ``gates``: they are to be proved again)."""
+    record = state.get("gates", {}).get("G3") or next(
+        (r for r in reversed(state.get("gate_history") or []) if r.get("gate") == "G3"), {})
+    ev = record.get("evidence") or [{}]
     return (ev[-1].get("metrics") or {}).get("findings") or []
 
 
@@ -36,7 +40,9 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
     failure = state.get("last_failure")
     if current.is_file() and failure:
         cfg = rt.load(current.read_text(encoding="utf-8"))
-        fixes = apply_failure(cfg, failure, _findings(state), tree)
+        baseline, _, _ = load_baseline(ctx.target, plan["similar_case"])
+        fresh = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree)
+        fixes = apply_failure(cfg, failure, _findings(state), tree, reference=fresh)
         if not fixes:
             return (f"No deterministic fix for {failure.get('case_id') or failure.get('diagnosis', '')[:120]}; "
                     "leaving the config as it is.", [])

@@ -1,0 +1,315 @@
+"""Failure routing judged inside runs: one green migration, one injected fault per copy, the gates, the verdict.
+
+    python benchmarks/bench_fault_routing.py                         # every fault (msmigrate/testbeds/faults)
+    python benchmarks/bench_fault_routing.py --only config-micro-batch-zero,data-records-empty
+    python benchmarks/bench_fault_routing.py --repair                # + the repair subset: a full rules run
+
+The green migration is built once (the demo: rules policy, a bundled fixture, a fresh stand-in target) and kept
+under ``--workdir`` for later invocations. Each fault gets a copy of the target and the source, its edits are
+committed in the copy (a run branches from the checkout's HEAD), and the gates run on it as ``msmigrate verify``
+runs them (no policy, inputs bound to the spec's source), stopping at the first classification: that is where
+verify sends the failure. Scored per fault, from the run's trajectory and gate records:
+
+- routed right: the phase the classify node sent the failure to is the true owner's phase (environment → config,
+  where the launch settings live: ``OWNER_TO_PHASE``);
+- owner named / abstained / confidently wrong: what the classification said (an LLM answer counts as named);
+  confidently wrong is a wrong owner named at a confidence >= the classifier's decisive level;
+- fix named: the report's row of the failed gate or its last-failure line (the diagnosis, as the report cuts it)
+  names a file or key the fix changes (``Fault.fix``);
+- missed: no gate failed at all;
+- repaired (``--repair``, faults marked ``repair``): a full ``rules`` run on a faulted copy ends green.
+
+Results go to ``--out`` (JSON) and a table on stdout. Wall time: about 20-60 s per fault on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from msmigrate.agent.config import RunSpec, Settings
+from msmigrate.agent.nodes.classify import OWNER_TO_PHASE
+from msmigrate.agent.runner import Run, new_run_id
+from msmigrate.knowledge.classifier import DECISIVE_CONFIDENCE
+from msmigrate.testbeds.faults import Fault, FaultError, Layout, all_faults, apply, wrap_runtime
+
+GREEN_MARK = "green.json"
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout
+
+
+def build_green(workdir: Path, model: str) -> dict[str, Any]:
+    """The green migration, once: the demo's run, its work branch then checked out in the target itself."""
+    mark = workdir / GREEN_MARK
+    if mark.is_file():
+        return json.loads(mark.read_text())
+    from msmigrate.faces.demo import run_demo
+
+    state = run_demo(model, workdir)
+    if state.get("exit_status") != "success":
+        raise SystemExit(f"the green migration did not end green: {state.get('exit_status')} "
+                         f"{state.get('exit_detail')}")
+    target = workdir / "target"
+    run_id = state["run_id"]
+    git(target, "reset", "--hard", f"msmigrate/{run_id}")
+    added = git(target, "diff", "--name-only", f"msmigrate/{run_id}/base", "HEAD").split()
+    plugin_files = [p for p in added if p.endswith(".py")]
+    green = {"model": model, "run_id": run_id, "target": str(target), "source": str(workdir / "sources" / model),
+             "plugin": str(Path(plugin_files[0]).parent),
+             "modeling": next(p for p in plugin_files if not p.endswith("__init__.py")),
+             "config": next(p for p in added if p.endswith(".yaml")),
+             "launch": next(p for p in added if p.endswith(".sh"))}
+    mark.write_text(json.dumps(green, indent=1))
+    return green
+
+
+def copy_for(green: dict[str, Any], fault: Fault, folder: Path) -> Layout:
+    if folder.exists():
+        shutil.rmtree(folder)
+    target, source = folder / "target", folder / "source"
+    shutil.copytree(green["target"], target, symlinks=True)
+    shutil.copytree(green["source"], source, symlinks=True)
+    git(target, "worktree", "prune")
+    return Layout(root=target, plugin=green["plugin"], modeling=green["modeling"], config=green["config"],
+                  launch=green["launch"], data=source / "data" / "train.json")
+
+
+def fix_names(fault: Fault, layout: Layout) -> list[str]:
+    """The fault's fix, placeholders resolved to what a report would print (file names, the plugin's path)."""
+    names = {"modeling": Path(layout.modeling).name, "plugin": layout.plugin, "config": Path(layout.config).name,
+             "launch": Path(layout.launch).name}
+    return [f.format(**names) for f in fault.fix]
+
+
+def faulted_spec(green: dict[str, Any], fault: Fault, layout: Layout, folder: Path, policy: str) -> RunSpec:
+    model_type = json.loads((layout.data.parent.parent / "config.json").read_text()).get("model_type", "")
+    runtime = wrap_runtime(fault.runtime, sys.executable, folder / "runtime", model_type) if fault.runtime else None
+    spec = RunSpec(source=layout.data.parent.parent, target=layout.root, model_name=green["model"], policy=policy,
+                   runtime_python=runtime, bind_inputs=True if policy == "none" else None)
+    if policy == "none":  # as `msmigrate verify`, stopping at the first classification (where verify routes it)
+        spec = spec.model_copy(update={"budgets": spec.budgets.model_copy(update={"phase_attempts": 0})})
+    return spec
+
+
+def score(fault: Fault, layout: Layout, state: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    records = [json.loads(line) for line in (run_dir / "trajectory.jsonl").read_text().splitlines() if line.strip()]
+    first = next((r for r in records if r.get("kind") == "classify"), None)
+    out: dict[str, Any] = {"id": fault.id, "owner": fault.owner, "surface": fault.surface,
+                           "exit_status": state.get("exit_status")}
+    if first is None:  # no gate failure classified: missed (all green), or the run stopped before routing it
+        detail = str(state.get("exit_detail") or "")
+        out.update(missed=state.get("exit_status") == "success", routed=None, named=None, gate=None,
+                   detail=detail[:300], stopped=state.get("exit_status") != "success",
+                   fix_named=any(w in detail for w in fix_names(fault, layout)))
+        return out
+    failed = next((r for r in reversed(records) if r.get("kind") == "gate" and r.get("gate") == first.get("gate")
+                   and not r.get("passed")), {})
+    said = report_failure_lines(run_dir / "verification_report.md", first.get("gate", ""))
+    wanted = fix_names(fault, layout)
+    named = first.get("owner")
+    out.update(missed=False, gate=first.get("gate"), route=first.get("route"), named=named,
+               method=first.get("method"), case_id=first.get("case_id"), confidence=first.get("confidence"),
+               routed=first.get("route") == OWNER_TO_PHASE[fault.owner],
+               owner_named=named == fault.owner, abstained=named is None,
+               confidently_wrong=bool(named) and named != fault.owner and
+               float(first.get("confidence") or 0) >= DECISIVE_CONFIDENCE,
+               wrong=bool(named) and named != fault.owner,
+               fix_named=any(w in said for w in wanted), fix_wanted=wanted,
+               diagnosis=str(first.get("diagnosis", ""))[:400], gate_summary=str(failed.get("summary", ""))[:300])
+    return out
+
+
+def report_failure_lines(report: Path, gate: str) -> str:
+    """What the report tells the user about the failure: the failed gate's row of the gate table and the last
+    failure line (the diagnosis as the report cuts it); not the rest (its decisions list names every file)."""
+    if not report.is_file():
+        return ""
+    lines = report.read_text(encoding="utf-8").splitlines()
+    return "\n".join(line for line in lines if line.startswith(f"| {gate} |") or
+                     line.lower().startswith("- last failure:"))
+
+
+def run_fault(green: dict[str, Any], fault: Fault, work: Path, policy: str = "none") -> dict[str, Any]:
+    folder = work / fault.id / policy
+    layout = copy_for(green, fault, folder)
+    try:
+        apply(fault, layout)
+    except FaultError as exc:
+        return {"id": fault.id, "owner": fault.owner, "error": str(exc)}
+    git(layout.root, "add", "-A")
+    git(layout.root, "-c", "user.name=fault", "-c", "user.email=fault@localhost", "commit", "-qm",
+        f"fault {fault.id}", "--allow-empty")
+    spec = faulted_spec(green, fault, layout, folder, policy)
+    run_id = new_run_id(green["model"])
+    started = time.monotonic()
+    with Run(spec, run_id, Settings(runs_dir=folder / "runs")) as run:
+        state = run.drive()
+    run_dir = folder / "runs" / run_id
+    if policy == "none":
+        result = {**score(fault, layout, state, run_dir), "run_dir": str(run_dir)}
+    else:
+        result = {"id": fault.id, "owner": fault.owner, "repaired": state.get("exit_status") == "success",
+                  "exit_status": state.get("exit_status"), "detail": str(state.get("exit_detail") or "")[:300]}
+    result["seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def totals(results: list[dict[str, Any]]) -> dict[str, Any]:
+    scored = [r for r in results if "error" not in r]
+    caught = [r for r in scored if r.get("gate")]
+    n = len(scored)
+
+    def count(key: str) -> int:
+        return sum(1 for r in caught if r.get(key))
+
+    stopped = [r for r in scored if not r.get("gate") and not r.get("missed")]
+    return {"faults": n, "not_applied": len(results) - n, "missed": sum(1 for r in scored if r.get("missed")),
+            # stopped before any gate failure was classified (the precheck refused the inputs): no routing to score
+            "stopped_before_routing": len(stopped),
+            "caught": len(caught), "routed_right": count("routed"), "owner_named": count("owner_named"),
+            "abstained": count("abstained"), "wrong_owner": count("wrong"),
+            "confidently_wrong": count("confidently_wrong"),
+            "fix_named": count("fix_named") + sum(1 for r in stopped if r.get("fix_named")),
+            "by_owner": {o: {"n": sum(1 for r in scored if r["owner"] == o),
+                             "routed": sum(1 for r in caught if r["owner"] == o and r.get("routed")),
+                             "named": sum(1 for r in caught if r["owner"] == o and r.get("owner_named"))}
+                         for o in OWNER_TO_PHASE}}
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = [f"{'fault':36} {'owner':11} {'gate':4} {'said':11} {'route':7} {'ok':3} {'fix':3} case / detail"]
+    for r in results:
+        if "error" in r:
+            lines.append(f"{r['id']:36} {r['owner']:11} NOT APPLIED: {r['error'][:80]}")
+        elif "repaired" in r:
+            lines.append(f"{r['id']:36} {r['owner']:11} repair run: {r['exit_status']} {r.get('detail', '')[:80]}")
+        elif not r.get("gate"):
+            lines.append(f"{r['id']:36} {r['owner']:11} {'-':4} {'MISSED' if r.get('missed') else r['exit_status']}"
+                         f" {r.get('detail', '')[:80]}")
+        else:
+            lines.append(f"{r['id']:36} {r['owner']:11} {r['gate']:4} {str(r['named'] or 'unknown'):11} "
+                         f"{r['route']:7} {'yes' if r['routed'] else 'NO':3} {'yes' if r['fix_named'] else 'no':3} "
+                         f"{r.get('case_id') or r.get('method')}")
+    return "\n".join(lines)
+
+
+def _report_of(results_file: Path, result: dict[str, Any]) -> Path | None:
+    """The verify run's report of a result (its run_dir, or where the bench puts it next to the results file)."""
+    if result.get("run_dir"):
+        found = Path(result["run_dir"]) / "verification_report.md"
+        return found if found.is_file() else None
+    found = sorted((results_file.parent / "faults" / result["id"] / "none" / "runs").glob("*/verification_report.md"))
+    return found[-1] if found else None
+
+
+def rescore(workdir: Path) -> Path:
+    """Score every verify run already under WORKDIR/faults (an interrupted bench: results.json is written at the
+    end) from its trajectory, report and evidence.json; writes WORKDIR/rescored.json and returns its path."""
+    green = json.loads((workdir / "green" / GREEN_MARK).read_text())
+    faults = {f.id: f for f in all_faults()}
+    results = []
+    for evidence in sorted((workdir / "faults").glob("*/none/runs/*/evidence.json")):
+        run_dir, fault = evidence.parent, faults.get(evidence.parents[3].name)
+        if fault is None:
+            continue
+        folder = evidence.parents[2]
+        layout = Layout(root=folder / "target", plugin=green["plugin"], modeling=green["modeling"],
+                        config=green["config"], launch=green["launch"], data=folder / "source" / "data" / "train.json")
+        state = json.loads(evidence.read_text())
+        results.append({**score(fault, layout, state, run_dir), "run_dir": str(run_dir)})
+    out = workdir / "rescored.json"
+    out.write_text(json.dumps({"results": results}, indent=1))
+    return out
+
+
+def summarize(paths: list[Path]) -> int:
+    """Re-total a results file: the owner of each fault as defined now, routed / named re-derived from what the
+    run recorded (route, named owner), so an earlier run is scored by the same rules as a new one."""
+    faults = {f.id: f for f in all_faults()}
+    merged: dict[tuple[str, bool], dict[str, Any]] = {}
+    path_of: dict[str, Path] = {}
+    for path in paths:
+        for r in json.loads(path.read_text())["results"]:
+            merged[(r.get("id"), "repaired" in r)] = r
+            path_of[r.get("id")] = path
+    results = [r for (fid, _), r in merged.items() if fid in faults]
+    for r in results:
+        if "repaired" in r or "error" in r:
+            continue
+        r["owner"] = faults[r["id"]].owner
+        report = _report_of(path_of[r["id"]], r)
+        if r.get("gate") and report is not None:  # the fix check as this version makes it: on the report
+            wanted = [w.format(modeling="modeling_", plugin="mindspeed_mm/fsdp/models/", config="_config.yaml",
+                               launch="finetune_") for w in faults[r["id"]].fix]
+            r["fix_named"] = any(w in report_failure_lines(report, r["gate"]) for w in wanted)
+        if r.get("gate"):
+            named = r.get("named")
+            r.update(routed=r.get("route") == OWNER_TO_PHASE[r["owner"]], owner_named=named == r["owner"],
+                     wrong=bool(named) and named != r["owner"],
+                     confidently_wrong=bool(named) and named != r["owner"] and
+                     float(r.get("confidence") or 0) >= DECISIVE_CONFIDENCE)
+        elif not r.get("missed"):
+            r["stopped"] = True
+            r["fix_named"] = any(w in r.get("detail", "") for w in faults[r["id"]].fix)
+    print(table(results))
+    summary = totals([r for r in results if "repaired" not in r])
+    repaired = [r for r in results if "repaired" in r]
+    if repaired:
+        summary["repaired"] = f"{sum(1 for r in repaired if r['repaired'])}/{len(repaired)}"
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, default=Path("fault_workdir"))
+    parser.add_argument("--model", default="qwen2_vl", help="the bundled fixture the green migration is built from")
+    parser.add_argument("--only", default="", help="comma-separated fault ids")
+    parser.add_argument("--repair", action="store_true", help="also run the repair subset (full rules runs)")
+    parser.add_argument("--out", type=Path, default=None, help="JSON results (default: WORKDIR/results.json)")
+    parser.add_argument("--summarize", type=Path, nargs="+", default=None, help="print the table and totals of "
+                        "results files (merged by fault id, a later file wins; this version's scoring and the "
+                        "faults' owners as defined now) and exit")
+    parser.add_argument("--rescore", type=Path, default=None, help="score the verify runs already under this "
+                        "workdir (an interrupted bench) into WORKDIR/rescored.json and exit")
+    args = parser.parse_args(argv)
+    if args.summarize:
+        return summarize(args.summarize)
+    if args.rescore:
+        print(rescore(args.rescore.resolve()))
+        return 0
+    workdir = args.workdir.resolve()
+    green = build_green(workdir / "green", args.model)
+    wanted = {s for s in args.only.split(",") if s}
+    faults = [f for f in all_faults() if not wanted or f.id in wanted]
+    results = []
+    for fault in faults:
+        result = run_fault(green, fault, workdir / "faults")
+        results.append(result)
+        print(table([result]).splitlines()[-1], flush=True)
+    if args.repair:
+        for fault in [f for f in faults if f.repair]:
+            result = run_fault(green, fault, workdir / "faults", policy="rules")
+            results.append(result)
+            print(table([result]).splitlines()[-1], flush=True)
+    summary = totals([r for r in results if "repaired" not in r])
+    repaired = [r for r in results if "repaired" in r]
+    if repaired:
+        summary["repaired"] = f"{sum(1 for r in repaired if r['repaired'])}/{len(repaired)}"
+    out = args.out or workdir / "results.json"
+    out.write_text(json.dumps({"summary": summary, "results": results}, indent=1))
+    print(table(results))
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""This run's artifacts for the classify node's context rules (knowledge/failure_context.py): the plugin package,
+the data path, the YAML and launch script from the plan; the training records from the run context; the YAML's
+keys; and the phase whose artifact this run's own commits changed last before the failing gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact,
+                                                 keys_named, keys_valued, plugin_import_owner, registration_owner,
+                                                 yaml_keys, yaml_values)
+from msmigrate.tools.repo_reader.target_inventory import target_inventory
+from msmigrate.tools.worktree import git
+
+
+def run_artifacts(ctx: Any, state: dict[str, Any], failed: dict[str, Any]) -> tuple[Artifacts, str | None]:
+    plan = state.get("plan") or {}
+    target = Path(ctx.target)
+    model = tuple(p for p in [plan.get("plugin_dir")] if p)
+    data = tuple(dict.fromkeys(p for p in [plan.get("data_plugin"), *_data_code(target, plan)] if p))
+    config = tuple(p for p in [plan.get("config_path"), plan.get("script_path")] if p)
+    records_dir = Path(ctx.data_path).parent if getattr(ctx, "data_path", None) else Path(ctx.source) / "data"
+    records = tuple(str(p) for p in dict.fromkeys([records_dir, records_dir.resolve()]))
+    loaded = _yaml_data(target, plan.get("config_path")) or {}  # (a YAML that does not load: no keys)
+    artifacts = Artifacts(model=model, data=data, config=config, records=records, yaml_keys=yaml_keys(loaded),
+                          yaml_values=yaml_values(loaded))
+    return artifacts, _changed_last(target, ctx, artifacts, failed)
+
+
+# (the YAML key, the plan's key, the inventory's list, the owner whose artifact registers such ids)
+REGISTRIES = (("model.model_id", "model_id", "model_ids", "model"),
+              ("data.dataset_param.dataset_type", "dataset_type", "dataset_types", "data"),
+              ("data.dataset_param.basic_parameters.template", "template", "templates", "data"),
+              ("data.dataloader_param.collate_param.collator_id", "collator", "collators", "data"))
+
+
+def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx: Any) -> ContextVerdict | None:
+    """Facts of this run that decide an owner even against a matched case: whose import failed (the source's
+    architecture, or a name only the plugin asks for) and which side of a registry lookup left the plan (the plan's
+    id in the YAML but registered nowhere, or another id in the YAML)."""
+    plan = state.get("plan") or {}
+    text += _import_sites(Path(ctx.target), plan.get("plugin_dir"), text)
+    said = plugin_import_owner(text, artifacts, plan.get("hf_class"), plan.get("model_type"))
+    if said is not None:
+        return said
+    inventory = target_inventory(Path(ctx.target))
+    data = _yaml_data(Path(ctx.target), plan.get("config_path"))
+    if not inventory.ok or data is None:
+        return None
+    facts = []
+    for key, plan_key, kind, registrar in REGISTRIES:
+        value = _get(data, key)
+        if not isinstance(value, str):
+            continue
+        entries = inventory.data.get(kind) or []
+        if kind == "model_ids":  # the plugin's own registrations decide the plugin's side
+            plugin = plan.get("plugin_dir") or ""
+            entries = [e for e in entries if str(e.get("file", "")).startswith(plugin + "/")] if plugin else []
+        where = entries[0]["file"] if entries and kind == "model_ids" else \
+            (plan.get("plugin_dir") if registrar == "model" else "the data path")
+        facts.append(RegistryFact(key, value, plan.get(plan_key), tuple(e["id"] for e in entries), registrar,
+                                  where or ""))
+    return registration_owner(text, facts)
+
+
+def _get(data: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
+
+
+def _yaml_data(target: Path, config: str | None) -> Any:
+    if not config or not (target / config).is_file():
+        return None
+    try:
+        return yaml.safe_load((target / config).read_text(encoding="utf-8"))
+    except yaml.YAMLError:
+        return None
+
+
+def _import_sites(target: Path, plugin: str | None, text: str) -> str:
+    """When a probe reports a failed import without its traceback, the plugin's own import lines that name the
+    missing module or name, as frames (``File "...", line N``), so the context rules see whose code imports it."""
+    found = IMPORT_FAILED.search(text)
+    if not found or not plugin or not (target / plugin).is_dir():
+        return ""
+    missing = found.group("name") or found.group("missing") or found.group("lazy") or ""
+    sites = []
+    for path in sorted((target / plugin).rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if "import" in line and missing.rsplit(".", 1)[-1] in line:
+                sites.append(f'\n  File "{path.relative_to(target)}", line {number}, in <module>')
+    return "".join(sites[:3])
+
+
+def where_to_fix(owner: str | None, ctx: Any, state: dict[str, Any], text: str = "",
+                 artifacts: Artifacts | None = None) -> str:
+    """The run's own files an owner's fix goes in, named for the diagnosis (a case's advice is general; the user
+    needs this run's file): the plugin's modules (model); the template, mm_plugin and collator this run uses, each at
+    its registration, and the training records (data); the YAML and launch script (config); the runtime interpreter
+    (environment). '' when the owner is unknown."""
+    plan, target = state.get("plan") or {}, Path(ctx.target)
+    if owner == "model" and plan.get("plugin_dir") and (target / plan["plugin_dir"]).is_dir():
+        files = sorted(str(p.relative_to(target)) for p in (target / plan["plugin_dir"]).glob("*.py"))
+        return f"The model plugin's files: {', '.join(files)}." if files else ""
+    if owner == "data":
+        inventory = target_inventory(target)
+        named = []
+        for kind, key in (("templates", "template"), ("mm_plugins", "mm_plugin"), ("collators", "collator")):
+            entry = next((e for e in (inventory.data.get(kind) or []) if inventory.ok and e.get("id") == plan.get(key)),
+                         None)
+            if entry:
+                named.append(f"{key} {entry['id']}{' (' + entry['target'] + ')' if entry.get('target') else ''} at "
+                             f"{entry['file']}:{entry.get('line')}")
+        records = getattr(ctx, "data_path", None) or Path(ctx.source) / "data"
+        named.append(f"the training records under {records}")
+        return "This run's data path: " + "; ".join(named) + "."
+    if owner == "config":
+        files = [p for p in (plan.get("config_path"), plan.get("script_path")) if p]
+        keys = list(dict.fromkeys(keys_named(text, artifacts) + keys_valued(text, artifacts)))[:4] \
+            if artifacts is not None else []
+        said = f" (the failure names {', '.join(keys)})" if keys else ""
+        return f"This run's settings: {', '.join(files)}{said}." if files else ""
+    if owner == "environment":
+        return f"The target runtime: {getattr(ctx, 'runtime_python', '')} (its installed packages and host)."
+    return ""
+
+
+def _data_code(target: Path, plan: dict[str, Any]) -> list[str]:
+    """Where the run's template, mm_plugin and collator are defined (the target's static inventory): the folder of
+    the template and mm_plugin modules (the data utilities they share: formatters, conversion, the seq2seq collator)
+    and the registered collator's own file (not its folder: the framework's sampler and loader live there)."""
+    inventory = target_inventory(target)
+    if not inventory.ok:
+        return []
+    wanted = {"templates": plan.get("template"), "mm_plugins": plan.get("mm_plugin"), "collators": plan.get("collator")}
+    found = []
+    for kind, ident in wanted.items():
+        for entry in inventory.data.get(kind) or []:
+            if entry.get("id") == ident and entry.get("file"):
+                found.append(entry["file"] if kind == "collators" else str(Path(entry["file"]).parent))
+    return found
+
+
+def _changed_last(target: Path, ctx: Any, artifacts: Artifacts, failed: dict[str, Any]) -> str | None:
+    """The owner of the newest file this run's own commits (since its base tag, up to the failed gate's commit)
+    changed among its artifacts; None when the run committed nothing (``msmigrate verify``) or nothing of them."""
+    base = f"refs/tags/{ctx.work_branch}/base" if hasattr(ctx, "work_branch") else None
+    if base is None or not (target / ".git").exists():
+        return None
+    upto = failed.get("target_commit") or "HEAD"
+    log = git(target, "log", "--name-only", "--format=", f"{base}..{upto}", check=False)
+    if log.returncode != 0:
+        return None
+    for path in (p.strip() for p in log.stdout.splitlines()):
+        owner = artifacts.owner_of(path) if path else None
+        if owner:
+            return owner
+    return None

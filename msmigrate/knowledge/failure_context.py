@@ -1,0 +1,290 @@
+"""A failed gate read with the run's own context: which of this run's artifacts the failure passes through.
+
+The excerpt alone often leaves two owners possible; inside a run, facts that decide are on disk. This module maps
+them onto the owner definitions (:mod:`msmigrate.knowledge.owners`) — a rule here states a definition applied to
+the run, never a table fitted to logs:
+
+- **frames**: every ``file:line`` the failure text names (Python tracebacks, the probes' ``raised in … called
+  from …`` notes) mapped to this run's artifacts — the model plugin package (model), the data path (the dataset
+  plugin and the target's data package with its templates, mm_plugins and collators, the training records and media:
+  data), the training YAML and launch script (config). The innermost such frame is the run's own code nearest the
+  error; frames of installed packages or of the framework's other code decide nothing.
+- **config loading**: a failure raised while the framework loads the YAML (a YAML parser error, the framework's
+  argument classes rejecting a value) is config, whichever gate's probe loaded it first (G1 and G2 load the YAML
+  before G3 validates it).
+- **keys**: a key of the run's YAML named in the failure's error line (a specific key: with an underscore or a dot,
+  not a word like ``model``) points at the setting: config.
+- **the runtime**: an installed package that cannot work in the target runtime (a release another package
+  rejects, an extension built against another numpy ABI, a missing symbol): environment.
+- **the host**: an operating-system error of the host the run's files cannot cause (disk full, read-only file
+  system, a network interface that does not exist, the process killed by SIGKILL) with no frame of the run's own
+  code: environment.
+- **last change**: the phase whose artifact this run changed last before the failing gate (its own commits only;
+  a verify run has none), when nothing above decides.
+
+Each answer names what to change (the file and line, or the key), for the diagnosis.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+# `File "/x/y.py", line 12, in f` (tracebacks) and `/x/y.py:12 in f` (the probes' raised-in / called-from notes)
+_FRAME = re.compile(r'File "(?P<a>[^"]+)", line (?P<al>\d+)|(?P<b>[\w./\\-]+\.(?:py|yaml|yml|sh|json))'
+                    r':(?P<bl>\d+)')
+_SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python\d")
+# the YAML parser's own errors, and the framework's argument classes rejecting what the YAML gave them
+_YAML_LOAD = re.compile(r"yaml\.(?:scanner|parser|constructor|composer)\.\w+Error|found character '\\t'|"
+                        r"while (?:scanning|parsing) a (?:block|simple|plain)|mapping values are not allowed here")
+_ARGS_REJECTED = re.compile(r"\d+ validation errors? for \w*Arguments|validation error for \w*Arguments")
+# operating-system errors of the host: the errno names of a full / read-only / failing disk, a missing interface
+_HOST = re.compile(r"\[Errno (?:28|30|122|5)\]|No space left on device|Read-only file system|Disk quota exceeded|"
+                   r"Input/output error|[Nn]o (?:such )?(?:network )?interface|Unable to find address for|"
+                   r"getifaddrs|ifname|died with <?Signals\.SIGKILL|exitcode\s*:\s*-9\b|signal 9 \(SIGKILL\)")
+# an installed package that cannot work in this runtime: a release another package rejects, an extension built
+# against another ABI, a shared library of another system release
+_RUNTIME_BROKEN = re.compile(r"is required for a normal functioning of this module, but found|"
+                             r"compiled using NumPy 1\.x cannot be run in NumPy 2|Importing the numpy C-extensions "
+                             r"failed|undefined symbol: |version `GLIBC\w*_[\d.]+' not found")
+_GENERIC_KEYS = {"model", "data", "training", "parallel", "features", "tools", "template", "dataset", "plugin",
+                 "images", "messages", "load", "save", "seed", "lr", "stage", "role_tag", "content_tag"}
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    """This run's artifacts, as paths relative to the target root (``records``: absolute paths of the data)."""
+    model: tuple[str, ...] = ()
+    data: tuple[str, ...] = ()
+    config: tuple[str, ...] = ()
+    records: tuple[str, ...] = ()
+    yaml_keys: dict[str, str] = field(default_factory=dict)  # leaf key -> dotted path of the run's YAML
+    yaml_values: dict[str, str] = field(default_factory=dict)  # dotted path -> the YAML's scalar value, as text
+
+    def owner_of(self, path: str) -> str | None:
+        """model / data / config for a file of this run, None for any other file (installed, framework, stdlib)."""
+        norm = path.replace("\\", "/")
+        if any(norm == r or norm.startswith(r.rstrip("/") + "/") for r in self.records):
+            return "data"
+        if _SITE.search(norm):
+            return None
+        for owner, roots in (("model", self.model), ("config", self.config), ("data", self.data)):
+            for root in roots:
+                root = root.strip("/")
+                if norm == root or norm.endswith("/" + root) or f"/{root}/" in f"/{norm}" or \
+                        norm.startswith(root + "/"):
+                    return owner
+        return None
+
+
+@dataclass(frozen=True)
+class ContextVerdict:
+    owner: str
+    rule: str  # frames | config-loading | key | host | last-change
+    reason: str  # in words, naming the file:line or the key to change
+
+    def to_dict(self) -> dict[str, str]:
+        return {"owner": self.owner, "rule": self.rule, "reason": self.reason}
+
+
+def frames(text: str) -> list[tuple[str, int]]:
+    """Every (file, line) the text names, in order."""
+    found = []
+    for m in _FRAME.finditer(text):
+        path, line = (m.group("a"), m.group("al")) if m.group("a") else (m.group("b"), m.group("bl"))
+        found.append((path, int(line)))
+    return found
+
+
+_QUOTED_PATH = re.compile(r"""['"](/[^'"\n]+)['"]""")
+
+
+def run_frames(text: str, artifacts: Artifacts) -> list[tuple[str, int, str]]:
+    """The frames in this run's own artifacts: (file, line, owner), in text order; a quoted path of the training
+    records or media (a file an error names) counts as a data frame (line 0)."""
+    found = [(p, n, o) for p, n in frames(text) for o in [artifacts.owner_of(p)] if o]
+    named = [(m.group(1), 0, "data") for m in _QUOTED_PATH.finditer(text)
+             if artifacts.records and artifacts.owner_of(m.group(1)) == "data"]
+    return found + [n for n in named if n[0] not in {f[0] for f in found}]
+
+
+_INPUT_DUMP = re.compile(r"\[type=[^\]]*\]|input_value=\{.*")  # pydantic echoes the whole section it was given
+
+
+def _error_lines(text: str) -> list[str]:
+    return [_INPUT_DUMP.sub("", line).strip() for line in text.splitlines()
+            if re.search(r"(?i)\b\w*(?:error|exception)\b|failed|not registered|invalid", line)]
+
+
+def keys_valued(text: str, artifacts: Artifacts) -> list[str]:
+    """Keys of the run's YAML whose value an error line quotes (`Learning rate 0.0001 < minimum lr 0.001` names
+    lr and lr_min by their values): numbers with a decimal point or exponent and names of 4+ characters; a value
+    several keys share names none of them."""
+    said = "\n".join(_error_lines(text))
+    by_value: dict[str, list[str]] = {}
+    for dotted, value in artifacts.yaml_values.items():
+        if re.fullmatch(r"-?\d*\.\d+(?:e-?\d+)?|-?\d+e-?\d+|[A-Za-z][\w.-]{3,}", value) and \
+                value.lower() not in ("true", "false", "none", "null", "auto"):
+            by_value.setdefault(value, []).append(dotted)
+    return [keys[0] for value, keys in by_value.items() if len(keys) == 1 and
+            re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w-])", said)]
+
+
+def keys_named(text: str, artifacts: Artifacts) -> list[str]:
+    """Specific keys of the run's YAML the failure's error lines name (a dotted path, or a leaf with '_')."""
+    said = "\n".join(_error_lines(text))
+    named = []
+    for leaf, dotted in artifacts.yaml_keys.items():
+        if leaf in _GENERIC_KEYS or ("_" not in leaf and "." not in dotted):
+            continue
+        if re.search(rf"(?<![\w.]){re.escape(dotted)}(?![\w])", said) or \
+                ("_" in leaf and re.search(rf"(?<![\w]){re.escape(leaf)}(?![\w])", said)):
+            named.append(dotted)
+    return named
+
+
+def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = None) -> ContextVerdict | None:
+    """The owner the run's context decides for a failure text, or None when it decides nothing."""
+    if _YAML_LOAD.search(text) or _ARGS_REJECTED.search(text):
+        keys = keys_named(text, artifacts)
+        where = f" (key {', '.join(keys[:3])})" if keys else ""
+        what = "the YAML parser rejected it" if _YAML_LOAD.search(text) else \
+            "the framework's argument classes rejected a value"
+        return ContextVerdict("config", "config-loading",
+                              f"the failure is raised while loading the training YAML{where}: {what}; fix "
+                              f"{_names(artifacts.config[:1]) or 'the YAML'}{where}")
+    own = run_frames(text, artifacts)
+    if own:
+        path, line, owner = own[-1]
+        return ContextVerdict(owner, "frames",
+                              f"the innermost frame of this run's own code is {path}:{line} ({_what(owner)}); "
+                              f"the fix changes that file")
+    keys = keys_named(text, artifacts)
+    if keys:
+        return ContextVerdict("config", "key", f"the error names the setting {', '.join(keys[:3])} of "
+                                               f"{_names(artifacts.config[:1]) or 'the YAML'}: change it there")
+    broken = _RUNTIME_BROKEN.search(text)
+    if broken:
+        return ContextVerdict("environment", "runtime",
+                              f"an installed package of the target runtime cannot work there (`{broken.group(0)}`), "
+                              f"with no frame of the run's own code: install matching releases in the runtime")
+    host = _HOST.search(text)
+    if host:
+        return ContextVerdict("environment", "host",
+                              f"an operating-system error of the host (`{host.group(0)}`) with no frame of the run's "
+                              f"own code: fix the host (disk, mount, network interface, memory), not the migration")
+    if changed_last:
+        return ContextVerdict(changed_last, "last-change",
+                              f"nothing in the failure decides; the last change of this run before the failing gate "
+                              f"was the {changed_last} phase's")
+    return None
+
+
+def _names(paths: Iterable[str]) -> str:
+    return ", ".join(paths)
+
+
+def _what(owner: str) -> str:
+    return {"model": "the model plugin", "data": "the data path", "config": "the training settings"}[owner]
+
+
+def yaml_values(data: Any, prefix: str = "") -> dict[str, str]:
+    """Dotted path -> scalar value as text, for a loaded YAML mapping (lists are left out)."""
+    out: dict[str, str] = {}
+    if isinstance(data, dict):
+        for key, value in data.items():
+            dotted = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, dict):
+                out.update(yaml_values(value, dotted))
+            elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+                out[dotted] = str(value)
+    return out
+
+
+def yaml_keys(data: Any, prefix: str = "") -> dict[str, str]:
+    """Leaf key -> dotted path for a loaded YAML mapping (the first path wins for a leaf name used twice)."""
+    out: dict[str, str] = {}
+    if isinstance(data, dict):
+        for key, value in data.items():
+            dotted = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, dict):
+                for leaf, path in yaml_keys(value, dotted).items():
+                    out.setdefault(leaf, path)
+            else:
+                out.setdefault(str(key), dotted)
+    return out
+
+
+IMPORT_FAILED = re.compile(r"cannot import name '(?P<name>[\w.]+)' from '(?P<mod>[\w.]+)'|"
+                            r"No module named '(?P<missing>[\w.]+)'|"
+                            r"Could not import module '(?P<lazy>[\w.]+)'")  # transformers' lazy import, cause hidden
+_ID_UNREGISTERED = re.compile(r"ID '(?P<id>[^']+)' is not registered|model_id '(?P<id2>[^']+)' is not registered")
+
+
+def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | None,
+                        model_type: str | None) -> ContextVerdict | None:
+    """An import the run's own plugin makes fails. Environment when what is missing is the source's own
+    architecture (its class, or the library module of its model type): installing the release that has it is the
+    fix. Model otherwise: the plugin imports a name the installed library does not have, so the plugin must change
+    (owners.py: code written for another release: the plugin the migration writes is model)."""
+    found = IMPORT_FAILED.search(text)
+    own = run_frames(text, artifacts)
+    if not found or not own or own[-1][2] != "model":
+        return None
+    path, line, _ = own[-1]
+    missing = found.group("name") or found.group("missing") or found.group("lazy") or ""
+    module = found.group("mod") or found.group("missing") or ""
+    parts = set(module.split("."))
+    if (architecture and missing == architecture) or (model_type and model_type in parts):
+        return ContextVerdict("environment", "plugin-import",
+                              f"the plugin's import at {path}:{line} needs `{missing}`, the source's own "
+                              f"architecture, which the installed library lacks: install a release that has it "
+                              f"(transformers)")
+    return ContextVerdict("model", "plugin-import",
+                          f"the plugin's import at {path}:{line} asks for `{missing}` from `{module}`, which the "
+                          f"installed library does not have and the source's architecture does not need: change "
+                          f"that import in {path}")
+
+
+@dataclass(frozen=True)
+class RegistryFact:
+    """One registry lookup the YAML asks for: its key, the YAML's value, the value the run's plan chose, the ids the
+    target registers, which owner's artifact registers such ids (model: the plugin; data: templates, collators,
+    datasets) and where."""
+    key: str
+    value: str
+    planned: str | None
+    registered: tuple[str, ...]
+    registrar: str
+    where: str = ""
+
+
+_LOOKUP_FAILED = re.compile(r"not registered|does not exist|not found|[Uu]nknown|No \w+(?: \w+)? is registered|"
+                            r"[Aa]vailable|not supported|KeyError")
+
+
+def registration_owner(text: str, facts: Iterable[RegistryFact]) -> ContextVerdict | None:
+    """A lookup of a name the YAML sets failed. When the YAML names what the plan chose and the target registers
+    no such id, the artifact that should register it must change (the plugin: model; the data path: data). When
+    the YAML names another value than the plan's and the plan's is registered, the YAML must change: config.
+    Otherwise (no plan, or both sides unregistered) undecided."""
+    if not _LOOKUP_FAILED.search(text):
+        return None
+    for fact in facts:
+        if not fact.value or not re.search(rf"(?<![\w.-]){re.escape(fact.value)}(?![\w-])", text):
+            continue
+        if fact.value in fact.registered or not fact.planned:
+            continue
+        where = f" in {fact.where}" if fact.where else ""
+        if fact.value == fact.planned:
+            listed = ", ".join(fact.registered[:8]) or "none"
+            return ContextVerdict(fact.registrar, "registration",
+                                  f"the YAML's {fact.key} '{fact.value}' is what this migration chose, and nothing "
+                                  f"registers it (registered: {listed}): fix the registration{where}")
+        if fact.planned in fact.registered:
+            return ContextVerdict("config", "registration",
+                                  f"the YAML sets {fact.key} '{fact.value}', which nothing registers, while this "
+                                  f"migration chose '{fact.planned}', which is registered: set {fact.key} to "
+                                  f"'{fact.planned}' in the YAML")
+    return None

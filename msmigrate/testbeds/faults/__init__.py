@@ -1,0 +1,34 @@
+"""Single faults injected into a green migration, each with its true owner and what its fix changes.
+
+The fault-routing benchmark (``benchmarks/bench_fault_routing.py``) builds one green migration, copies it per
+fault, applies the fault and runs the gates on the copy: what the classifier and the report then say is scored
+against the fault's ``owner`` and ``fix``. The faults are written from how users break a migration (a typo in a
+registration, a YAML value out of range, a template edited by hand, a runtime with an older library, a host whose
+disk is full), not from what the failure catalog already matches.
+
+A fault is text edits on the migration's files, addressed through placeholders that :class:`Layout` resolves for
+the copy (``{plugin}`` the plugin package, ``{modeling}`` its model module, ``{config}`` the YAML, ``{launch}`` the
+launch script, ``{data}`` the source's training records, ``{mm_plugin}`` / ``{template}`` / ``{collator}`` /
+``{registry}`` the target's data path), and for environment faults a wrapped target runtime (:class:`Runtime`: an
+interpreter script that sets variables and preloads a ``sitecustomize`` simulating the host or library state,
+with the message the real condition prints).
+"""
+
+from __future__ import annotations
+
+from msmigrate.testbeds.faults.injection import (OWNERS, Fault, FaultError, Layout, Replace, Runtime, SetLine, apply,
+                                                 wrap_runtime)
+
+
+def all_faults() -> list[Fault]:
+    from msmigrate.testbeds.faults import config, data, environment, model
+
+    faults = [*model.FAULTS, *data.FAULTS, *config.FAULTS, *environment.FAULTS]
+    ids = [f.id for f in faults]
+    if len(ids) != len(set(ids)):
+        raise ValueError("fault ids must be unique")
+    return faults
+
+
+__all__ = ["Fault", "FaultError", "Layout", "Replace", "Runtime", "SetLine", "all_faults", "apply", "wrap_runtime",
+           "OWNERS"]

@@ -1,0 +1,136 @@
+"""The run's context decides an owner the excerpt leaves open: frames in the run's own artifacts, the YAML loader,
+keys of the run's YAML, host errors, the last change; whose import failed; whose registration misses the id."""
+
+from __future__ import annotations
+
+from msmigrate.knowledge.failure_context import (Artifacts, RegistryFact, context_owner, keys_named,
+                                                 plugin_import_owner, registration_owner, run_frames, yaml_keys)
+
+ART = Artifacts(model=("mindspeed_mm/fsdp/models/tiny_vl",),
+                data=("mindspeed_mm/fsdp/data/datasets/huggingface", "mindspeed_mm/fsdp/data/data_utils/func_utils",
+                      "mindspeed_mm/fsdp/data/dataloader/data_collator.py"),
+                config=("examples/tiny_vl/tiny_vl_config.yaml", "examples/tiny_vl/finetune_tiny_vl.sh"),
+                records=("/data/src/data",),
+                yaml_keys=yaml_keys({"training": {"micro_batch_size": 1, "gradient_accumulation_steps": 1, "lr": 1e-4},
+                                     "model": {"model_id": "tiny_vl"}}))
+
+TRACEBACK = '''Traceback (most recent call last):
+  File "/runs/x/worktree/mindspeed_mm/fsdp/train/trainer.py", line 40, in train
+    loss = model(**batch).loss
+  File "/runs/x/worktree/mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py", line 31, in forward
+    out.loss = out.loss + 0.0 * self.mm_projector.weight.sum()
+  File "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1940, in __getattr__
+    raise AttributeError
+AttributeError: 'TinyVL' object has no attribute 'mm_projector'
+'''
+
+
+def test_the_innermost_frame_of_the_runs_own_code_decides():
+    verdict = context_owner(TRACEBACK, ART)
+    assert verdict.owner == "model" and verdict.rule == "frames"
+    assert "modeling_tiny_vl.py:31" in verdict.reason
+    collator = TRACEBACK.replace("mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py",
+                                 "mindspeed_mm/fsdp/data/data_utils/func_utils/collator.py")
+    assert context_owner(collator, ART).owner == "data"
+
+
+def test_framework_and_installed_frames_decide_nothing():
+    sampler = ('  File "/w/mindspeed_mm/fsdp/data/dataloader/sampler.py", line 12, in __iter__\n'
+               '  File "/venv/lib/python3.11/site-packages/torch/utils/data/sampler.py", line 3, in x\n'
+               "ZeroDivisionError: integer division or modulo by zero")
+    assert run_frames(sampler, ART) == [] and context_owner(sampler, ART) is None
+
+
+def test_the_probes_raised_in_called_from_note_is_read_as_frames():
+    note = ("forward smoke failed: TypeError: bad (raised in /venv/lib/python3.11/site-packages/torch/nn/functional.py"
+            ":2615 in embedding; called from mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py:24 in forward)")
+    assert context_owner(note, ART).owner == "model"
+
+
+def test_a_record_or_media_file_is_data():
+    text = "FileNotFoundError: [Errno 2] No such file\n  File \"/data/src/data/train.json\", line 1"
+    assert context_owner(text, ART).owner == "data"
+
+
+def test_config_loading_failures_are_config_in_any_gate():
+    yaml_error = "yaml.scanner.ScannerError: while scanning for the next token\nfound character '\\t' that cannot start"
+    assert context_owner(yaml_error, ART).rule == "config-loading"
+    pydantic = "pydantic_core._pydantic_core.ValidationError: 1 validation error for TrainingArguments\nlr\n  Input"
+    assert context_owner(pydantic, ART).owner == "config"
+
+
+def test_a_specific_key_of_the_runs_yaml_named_in_the_error_line_is_config():
+    text = "ValueError: gradient_accumulation_steps must be positive"
+    assert keys_named(text, ART) == ["training.gradient_accumulation_steps"]
+    assert context_owner(text, ART).owner == "config"
+    assert context_owner("ValueError: lr is wrong", ART) is None  # a word like `lr` is not specific enough
+
+
+def test_host_errors_without_run_frames_are_environment():
+    for text in ("OSError: [Errno 28] No space left on device: '/ckpt/__0_0.distcp'",
+                 "OSError: [Errno 30] Read-only file system: '/ckpt/.metadata'",
+                 "RuntimeError: [enforce fail at gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find "
+                 "address for: ens1f0np0"):
+        assert context_owner(text, ART).owner == "environment", text
+
+
+def test_the_last_change_decides_only_when_nothing_else_does():
+    assert context_owner("RuntimeError: something odd", ART, changed_last="data").rule == "last-change"
+    assert context_owner(TRACEBACK, ART, changed_last="data").owner == "model"
+
+
+def test_a_plugin_import_of_a_name_the_library_lacks_is_model_unless_it_is_the_sources_architecture():
+    wrong = ("ImportError: cannot import name 'PreTrainedModelWithHeads' from 'transformers.modeling_utils'\n"
+             '  File "mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py", line 3, in <module>')
+    assert plugin_import_owner(wrong, ART, "TinyVLForConditionalGeneration", "tiny_vl").owner == "model"
+    older = ("ModuleNotFoundError: No module named 'transformers.models.tiny_vl'\n"
+             '  File "mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py", line 3, in <module>')
+    assert plugin_import_owner(older, ART, "TinyVLForConditionalGeneration", "tiny_vl").owner == "environment"
+    assert plugin_import_owner(wrong.splitlines()[0], ART, None, None) is None  # no frame of the plugin
+
+
+def test_an_unregistered_id_is_owned_by_the_side_that_left_the_plan():
+    text = "KeyError: \"ID 'tiny_vl' is not registered.\""
+    plugin = registration_owner(text, [RegistryFact("model.model_id", "tiny_vl", "tiny_vl", ("hf_tiny_vl",),
+                                                    "model", "m/modeling.py")])
+    assert plugin.owner == "model" and "m/modeling.py" in plugin.reason
+    yaml_side = registration_owner("KeyError: \"ID 'tinyvl' is not registered.\"",
+                                   [RegistryFact("model.model_id", "tinyvl", "tiny_vl", ("tiny_vl",), "model")])
+    assert yaml_side.owner == "config" and "model.model_id" in yaml_side.reason
+    collator = registration_owner("ValueError: No data collator is registered as qwen2_vl. Available collators: "
+                                  "llm_pretrain, qwen3vl.",
+                                  [RegistryFact("data.dataloader_param.collate_param.collator_id", "qwen2_vl",
+                                                "qwen3vl", ("llm_pretrain", "qwen3vl"), "data")])
+    assert collator.owner == "config"
+    template = registration_owner("ValueError: Template tiny does not exist.",
+                                  [RegistryFact("data.dataset_param.basic_parameters.template", "tiny", "tiny",
+                                                ("qwen2vl",), "data")])
+    assert template.owner == "data"
+    registered = [RegistryFact("model.model_id", "tiny_vl", "tiny_vl", ("tiny_vl",), "model")]
+    assert registration_owner(text, registered) is None
+
+
+def test_keys_are_named_by_the_values_an_error_line_quotes():
+    from msmigrate.knowledge.failure_context import keys_valued, yaml_values
+
+    data = {"training": {"lr": 0.0001, "lr_min": 0.001, "seed": 42, "micro_batch_size": 1, "stage": "sft"}}
+    art = Artifacts(yaml_values=yaml_values(data))
+    line = "  Value error, Learning rate 0.0001 < minimum lr 0.001. Check scheduler configuration."
+    assert keys_valued(line, art) == ["training.lr", "training.lr_min"]
+    assert keys_valued("RuntimeError: rank 1 of 42 failed", art) == []  # an integer names nothing
+
+
+def test_a_package_that_cannot_work_in_the_runtime_is_environment():
+    for text in ("ImportError: tokenizers>=0.23.1,<0.24.0 is required for a normal functioning of this module, but "
+                 "found tokenizers==0.10.3.",
+                 "ImportError: numpy.core.multiarray failed to import (A module that was compiled using NumPy 1.x "
+                 "cannot be run in NumPy 2.0.2 as it may crash)"):
+        verdict = context_owner(text, ART)
+        assert (verdict.owner, verdict.rule) == ("environment", "runtime"), text
+
+
+def test_a_lazy_import_of_the_sources_own_architecture_is_environment():
+    text = ("ModuleNotFoundError: Could not import module 'TinyVLForConditionalGeneration'. Are this object's "
+            "requirements defined correctly?\n"
+            '  File "mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py", line 2, in <module>')
+    assert plugin_import_owner(text, ART, "TinyVLForConditionalGeneration", "tiny_vl").owner == "environment"
