@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.nodes.classify import OWNER_TO_PHASE
 from msmigrate.agent.runner import Run, new_run_id
+from msmigrate.core.git import git_out
 from msmigrate.knowledge.classifier import DECISIVE_CONFIDENCE
 from msmigrate.testbeds.faults import Fault, FaultError, Layout, all_faults, apply, wrap_runtime
 
@@ -43,7 +43,7 @@ GREEN_MARK = "green.json"
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout
+    return git_out(cwd, *args)  # the one git helper: scrubbed environment, no hooks (the target is a copy we made)
 
 
 def build_green(workdir: Path, model: str) -> dict[str, Any]:
