@@ -27,6 +27,9 @@ def test_questions_are_answered_from_state():
     assert "template: qwen2vl" in text and "data branch: A" in text and "template qwen2vl fits" in text
     assert "missing_mm_token_type_ids" in answer("what failed?", STATE)
     assert "G1 PASS, G2 FAIL" in answer("which gates passed?", STATE)
+    # a PASS whose commit left the branch (after /undo) is not called a PASS in an answer either
+    stale = answer("which gates passed?", STATE, {"G1": "it ran on commit abc, which the work branch no longer holds"})
+    assert "G1 stale, re-run (it ran on commit abc" in stale and "G1 PASS" not in stale
     assert "launches 2" in answer("how many launches so far?", STATE)
     assert "use sdpa | keep lr" in answer("what instructions did I give?", STATE)
     assert "not decided yet" in answer("which template?", {"phase": "prepare"})

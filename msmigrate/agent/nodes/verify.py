@@ -13,9 +13,10 @@ from msmigrate.agent.nodes.work import proved_here, run_gates
 from msmigrate.agent.state import EXIT_BUDGET, EXIT_REJECTED, PHASE_GATES
 from msmigrate.tools.file_writer import target_commit
 
-EDITABLE_LAUNCH_KEYS = {"nproc_per_node", "device", "gate_train_iters", "timeout_s", "master_addr", "nnodes", "node_rank",
-                        "backend", *(f"slurm.{k}" for k in ("partition", "account", "qos", "gres", "time",
-                                                            "cpus_per_task", "mem", "constraint", "exclusive"))}
+EDITABLE_LAUNCH_KEYS = {"nproc_per_node", "device", "gate_train_iters", "parity_steps", "timeout_s", "master_addr",
+                        "nnodes", "node_rank", "backend",
+                        *(f"slurm.{k}" for k in ("partition", "account", "qos", "gres", "time", "cpus_per_task", "mem",
+                                                 "constraint", "exclusive"))}
 
 
 def apply_launch_edits(deps: RunDeps, edits: dict[str, Any]) -> None:

@@ -18,8 +18,16 @@ def _plan_fact(plan: dict[str, Any], key: str, label: str) -> str:
     return f"{label}: {plan[key]}" if plan.get(key) is not None else f"{label}: not decided yet (no plan)"
 
 
-def answer(text: str, state: dict[str, Any]) -> str:
-    """The state's answer to a question; several topics may match, each adds its line."""
+def _gate_word(record: dict[str, Any], stale_why: str | None) -> str:
+    if not record.get("passed"):
+        return "FAIL"
+    return f"stale, re-run ({stale_why})" if stale_why else "PASS"
+
+
+def answer(text: str, state: dict[str, Any], stale: dict[str, str] | None = None) -> str:
+    """The state's answer to a question; several topics may match, each adds its line. ``stale`` (gate -> why, from
+    ``gate_currency.stale_gates``) keeps a PASS whose commit left the branch from being called a PASS here too."""
+    stale = stale or {}
     q = text.lower()
     plan = state.get("plan") or {}
     out: list[str] = []
@@ -43,7 +51,7 @@ def answer(text: str, state: dict[str, Any]) -> str:
                    f"{str(f.get('diagnosis', ''))[:400]}" if f else "no gate failure pending")
     if "gate" in q or "pass" in q:
         gates = state.get("gates", {})
-        out.append("gates: " + (", ".join(f"{g} {'PASS' if r.get('passed') else 'FAIL'}" for g, r in sorted(gates.items()))
+        out.append("gates: " + (", ".join(f"{g} {_gate_word(r, stale.get(g))}" for g, r in sorted(gates.items()))
                                 or "none run yet"))
     if "launch" in q or "token" in q or "step" in q or "cost" in q:
         c = state.get("counters", {})

@@ -28,6 +28,7 @@ from msmigrate.faces.run_hook import start_run
 from msmigrate.faces.chat.input_pump import CTRL_C, EOF_MARK, InputPump
 from msmigrate.faces.chat.render import EventPrinter, approval_view, make_console
 from msmigrate.agent.config import RunSpec, Settings, closest, launch_edit_error
+from msmigrate.agent.gate_currency import stale_gates
 from msmigrate.agent.nodes.verify import EDITABLE_LAUNCH_KEYS
 from msmigrate.agent.runner import Run
 from msmigrate.agent.state import EXIT_AWAITING_APPROVAL, EXIT_STOPPED
@@ -203,7 +204,7 @@ class ChatSession:
             return True
         state = self.run.snapshot()
         if is_question(line):
-            self.console.print(escape(answer(line, state)))
+            self.console.print(escape(answer(line, state, stale_gates(self.run.ctx, state))))
             return True
         self.driver.add_instruction(line)
         if not self.driver.busy:
