@@ -312,4 +312,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from results_md import recorded  # benchmarks/ is the script's own folder, first on sys.path
+
+    with recorded("bench_fault_routing"):
+        rc = main()
+    sys.exit(rc)
