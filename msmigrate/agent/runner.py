@@ -385,7 +385,7 @@ class Run:
         trajectory, and appended to the report)."""
         if self.ctx.checkout is None or not self.snapshot().get("exit_status"):
             return None
-        kept = release_worktree(self.ctx.checkout, self.ctx.target)
+        kept = release_worktree(self.ctx.checkout, self.ctx.target, list(self.ctx.editable_paths))
         if kept:
             self.trajectory.append("worktree_kept", path=str(self.ctx.target), why=kept)
             self.deps.emit("worktree_kept", path=str(self.ctx.target), why=kept)

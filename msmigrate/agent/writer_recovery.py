@@ -41,8 +41,13 @@ def settle_worktree(ctx: Any, trajectory: Any, why: str, plan: dict[str, Any] | 
                    f"A write of this run reached the disk and its commit did not.\n\n{TRAILER}: {ctx.run_id}")
         # only where the run writes (its editable paths): anything else in the tree is not the run's to deliver
         sha, committed, removed = commit_uncommitted(Path(ctx.target), message, AUTHOR, list(ctx.editable_paths))
-        # anything else is not the run's to commit, and a gate run on it would prove what the branch does not hold
-        foreign = uncommitted(Path(ctx.target))
+        # anything else is not the run's to commit: a tracked file changed outside the editable paths would make the
+        # gate prove what the branch does not hold. Untracked files there are outputs of the target's own runs (the
+        # real framework's dataset cache under ``cache_dir/``, logs): never part of a commit, so no gate proves
+        # them; they are listed in the trajectory, not refused.
+        dirt = uncommitted(Path(ctx.target))
+        foreign = [(code, name) for code, name in dirt if code != "??"]
+        outputs = [name for code, name in dirt if code == "??"]
     except (WorktreeError, subprocess.SubprocessError, OSError) as exc:
         return f"the work tree {ctx.target} could not be checked: {exc}"
     if removed:
@@ -51,6 +56,10 @@ def settle_worktree(ctx: Any, trajectory: Any, why: str, plan: dict[str, Any] | 
     if sha:
         trajectory.append("writer_recovered", what="files on disk but not in git committed", commit=sha,
                           paths=committed[:50], why=why)
+    if outputs:
+        trajectory.append("untracked_outputs", what="files the branch does not hold, outside the editable paths "
+                          "(not part of the delivery; no gate proves them)", paths=outputs[:20], count=len(outputs),
+                          why=why)
     if foreign:
         names = ", ".join(f"{code.strip()} {name}" for code, name in foreign[:10])
         return (f"the work tree {ctx.target} holds changes outside the run's editable paths that git does not "

@@ -137,11 +137,13 @@ def open_worktree(checkout: Path, run_id: str, run_dir: Path) -> Worktree:
         return Worktree(checkout, path, branch, base, created=True)
 
 
-def release_worktree(checkout: Path, path: Path) -> str | None:
+def release_worktree(checkout: Path, path: Path, editable: list[str] | None = None) -> str | None:
     """Remove the run's work tree (its branch stays); None when it was removed (or is no work tree of ``checkout``),
     else why it was left. Only a path registered as a work tree of ``checkout`` and not the main checkout itself is
     ever removed, and never one that holds anything git does not (files written but not committed, a lock of a
-    writer): the work tree may then hold the only copy of an edit, so it is left where it is."""
+    writer): the work tree may then hold the only copy of an edit, so it is left where it is. ``editable``: the
+    run's editable paths; an untracked file outside them is an output of the target's own runs (a dataset cache),
+    never an edit of the run (its writes go only there), so it does not keep the tree."""
     checkout, path = Path(checkout).resolve(), Path(path).resolve()
     if path == checkout:
         return f"{path} is the user's checkout, never removed"
@@ -152,6 +154,8 @@ def release_worktree(checkout: Path, path: Path) -> str | None:
             git(checkout, "worktree", "prune")
         return None
     dirt = uncommitted(path)
+    if editable is not None:
+        dirt = [(code, name) for code, name in dirt if code != "??" or _under(name, editable)]
     locks = held_locks(path)
     if dirt or locks:
         what = [*(f"{code} {name}" for code, name in dirt[:20]), *(f"lock {lock}" for lock in locks)]
@@ -168,6 +172,11 @@ def release_worktree(checkout: Path, path: Path) -> str | None:
 # the resumed run must not build on blindly: git's lock files (every later commit is refused while they exist), a
 # file written on disk but never committed (the branch does not hold it), and the temporary file of a write that
 # never reached its rename. The helpers below find them; the runner decides and records what it did.
+
+def _under(name: str, paths: list[str]) -> bool:
+    """``name`` (a path relative to the work tree) is one of ``paths`` or inside one of them (a folder path)."""
+    return any(name == p.rstrip("/") or name.startswith(p.rstrip("/") + "/") for p in paths)
+
 
 TMP_SUFFIX = ".msmigrate-tmp"  # safe_fs.write_text's temporary files
 _REGENERATED = ("__pycache__/",)  # written by importing the code, never an edit: not dirt

@@ -39,6 +39,27 @@ def test_a_dirty_work_tree_is_left_where_it_is(tmp_path):
     assert release_worktree(checkout, wt.path) is None and not wt.path.exists()
 
 
+
+def test_outputs_of_the_targets_runs_outside_the_editable_paths_do_not_keep_the_tree(tmp_path):
+    """The real framework's dataset loader writes ``cache_dir/`` into the tree it trains from: an untracked file
+    outside the run's editable paths is never an edit of the run, so it does not keep the work tree; an untracked
+    file inside them (a write whose commit never happened) and a changed tracked file still do."""
+    checkout = _target(tmp_path)
+    wt = open_worktree(checkout, "r3", tmp_path / "run")
+    editable = ["examples/m/", "mindspeed_mm/fsdp/models/m/"]
+    (wt.path / "examples" / "m").mkdir(parents=True)
+    (wt.path / "examples" / "m" / "m.yaml").write_text("x: 1\n")  # the run's own write, uncommitted
+    (wt.path / "cache_dir" / "json").mkdir(parents=True)
+    (wt.path / "cache_dir" / "json" / "train.arrow").write_bytes(b"\0")
+    kept = release_worktree(checkout, wt.path, editable)
+    assert kept and "examples/m/m.yaml" in kept and "cache_dir" not in kept
+    (wt.path / "examples" / "m" / "m.yaml").unlink()
+    (wt.path / "a.txt").write_text("changed outside\n")
+    kept = release_worktree(checkout, wt.path, editable)
+    assert kept and "M a.txt" in kept
+    subprocess.run(["git", "-C", str(wt.path), "checkout", "--", "a.txt"], check=True)
+    assert release_worktree(checkout, wt.path, editable) is None and not wt.path.exists()
+
 def test_a_lock_is_cleared_only_when_its_writer_is_gone(tmp_path):
     checkout = _target(tmp_path)
     wt = open_worktree(checkout, "r2", tmp_path / "run")
