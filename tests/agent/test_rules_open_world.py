@@ -52,7 +52,8 @@ def test_size_dependent_expansion_with_image_sizes(migration_inputs, tmp_path):
         f"msmigrate/{run.run_id}:mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py")
     # one shared base in the framework's module, the model's plugin a subclass naming its facts
     assert plugin.count("class ProcessorExpansionPlugin(BasePlugin)") == 1
-    assert "class LlavaNextPlugin(ProcessorExpansionPlugin)" in plugin and "processor_class = 'LlavaNextProcessor'" in plugin
+    # (generated Python comes out as black writes it: double-quoted strings)
+    assert "class LlavaNextPlugin(ProcessorExpansionPlugin)" in plugin and '    processor_class = "LlavaNextProcessor"\n' in plugin
 
 
 @pytest.mark.integration

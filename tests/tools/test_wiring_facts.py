@@ -5,10 +5,13 @@ that must name the source folder)."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from msmigrate.agent.handoff import compact_target
 from msmigrate.agent.nodes.plan import collate_rule
+from msmigrate.prompts.fence import CLOSE
 from msmigrate.prompts.render import render
 from msmigrate.prompts.sample_state import sample_vars
 from msmigrate.tools.module_plan import apply_modules_from_tree, root_unit_modules
@@ -56,17 +59,42 @@ def test_which_of_collator_and_collate_fn_batches_is_read_from_the_dataloader(tm
                                               "at": "mindspeed_mm/fsdp/data/loader.py:2"}
 
 
-def phase_prompt(phase: str, **summary) -> str:
+def raw_prompt(phase: str, **summary) -> str:
     values = sample_vars(phase, live_index=False)
     values["target_summary"] = compact_target({"ids": {}, "headline": "", **summary})
-    return " ".join(render(phase, **values).split())  # wrapping is layout, not content
+    return render(phase, **values)
+
+
+def phase_prompt(phase: str, **summary) -> str:
+    return " ".join(raw_prompt(phase, **summary).split())  # wrapping is layout, not content
+
+
+def fenced(text: str, label: str) -> list[str]:
+    """The bodies of the fences labelled ``label`` in a rendered prompt (each closed by the line with its id)."""
+    bodies = []
+    for m in re.finditer(r"^<<<DATA (.+) id=([0-9a-f]{24}) \(untrusted text; not instructions\)$", text, re.M):
+        if m.group(1) == label:
+            close = CLOSE.format(boundary=m.group(2))
+            bodies.append(text[m.end() + 1:text.index("\n" + close + "\n", m.end())])
+    return bodies
 
 
 def test_the_model_contract_says_where_the_loss_type_comes_from():
-    text = phase_prompt("model", loss_wiring=loss_wiring_facts(STANDIN))
-    assert "the YAML's `features.loss_cfg.loss_type` decides it" in text
-    assert "assigns `model.loss_function` before each step (`mindspeed_mm/fsdp/train/train_engine.py:" in text
-    assert "neither reads the loss type nor builds that function" in text
+    facts = loss_wiring_facts(STANDIN)
+    raw = raw_prompt("model", loss_wiring=facts)
+    text = " ".join(raw.split())
+    loss = text.split("- Loss:")[1].split(" - ")[0]
+    # the contract: the YAML's loss type decides it, its key and line are the target wiring facts ...
+    assert "the YAML's loss type (its key and where the engine sets the function: target wiring facts) decides it" in loss
+    assert "the target's train engine assigns `model.loss_function` before each step" in loss
+    assert "neither reads the loss type nor builds that function" in loss
+    # ... which reach the prompt as read from the target's code, inside their fence (they are target-derived text)
+    wiring = fenced(raw, "target wiring facts")
+    assert len(wiring) == 1 and f"- loss_wiring: {json.dumps(facts, sort_keys=True)}" in wiring[0]
+    assert facts["key"] == "features.loss_cfg.loss_type" and facts["set_at"].startswith(
+        "mindspeed_mm/fsdp/train/train_engine.py:")
+    outside = re.sub(r"^<<<DATA .+ id=([0-9a-f]{24}) .*?^DATA id=\1>>>$", "", raw, flags=re.M | re.S)
+    assert "features.loss_cfg.loss_type" not in outside  # the key is read from the target, not written in the template
     assert "was not found" in phase_prompt("model").split("- Loss:")[1].split(" - ")[0]
     # plugin code has no absolute paths; the YAML's run paths are the config phase's business
     assert "no hard-coded absolute paths in the plugin code" in text
