@@ -54,8 +54,10 @@ def _loss_divided_twice(target: Path) -> None:
 
 
 def _labels_shifted_twice(target: Path) -> None:
-    # only on the training path (gradients on): G1's no-grad forward on the initial weights never sees it
+    # only on the training path (gradients on): G1's no-grad forward on the initial weights never sees it. The
+    # generated plugin imports no torch at module level (it needs none), so the mutation brings its own import.
     _append_to_plugin(target, "\n    def forward(self, *args, labels=None, **kwargs):\n"
+                              "        import torch\n\n"
                               "        if labels is not None and torch.is_grad_enabled():\n"
                               "            labels = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], 1)\n"
                               "        return super().forward(*args, labels=labels, **kwargs)\n")
@@ -67,8 +69,17 @@ def _optimizer_skips_merger(target: Path) -> None:
 
 
 def _no_learning(target: Path) -> None:
+    # through a YAML parser, not a text anchor: the delivered YAML is written by a round-trip editor that keeps the
+    # example's own formatting (``lr: 1.0e-4``, ``lr: 0.0001``, ...); only training.lr's value matters here
+    from ruamel.yaml import YAML
+
     cfg = next((target / "examples" / "qwen2_vl").glob("*.yaml"))
-    edit(cfg, "lr: 0.0001", "lr: 1.0e-09")
+    yaml = YAML()  # round trip: every other key and its formatting stay as delivered
+    data = yaml.load(cfg.read_text())
+    assert float(data["training"]["lr"]) == 1e-4, f"training.lr in {cfg}: {data['training'].get('lr')!r}"
+    data["training"]["lr"] = 1e-9
+    with cfg.open("w") as fh:
+        yaml.dump(data, fh)
 
 
 def _run(migrated, name, mutate=None):

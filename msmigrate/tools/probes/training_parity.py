@@ -255,6 +255,25 @@ def loss_cause(source, batches, src_loss, tgt_loss):
     return None
 
 
+def build_pair(src_cls, src_cfg, plg_cls, plg_cfg, seed, attention):
+    """The source and the plugin from one seed. A source class without the requested attention path (remote code
+    with no SDPA, e.g. InternVisionModel) raises a ValueError naming the attention implementation at build: as in
+    ``model_parity``, both sides are then built eager, like with like, and the parity runs. -> (source, plugin,
+    the attention implementation used)."""
+    import torch
+
+    try:
+        torch.manual_seed(seed)
+        return build(src_cls, src_cfg), build(plg_cls, plg_cfg), attention
+    except ValueError as exc:
+        if "attention implementation" not in str(exc) and "attn_implementation" not in str(exc):
+            raise
+    for cfg in (src_cfg, plg_cfg):
+        cfg._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    return build(src_cls, src_cfg), build(plg_cls, plg_cfg), "eager"
+
+
 def main(argv):
     args = parse(argv)
     start = time.monotonic()
@@ -284,9 +303,8 @@ def main(argv):
         for c in (src_cfg, plg_cfg):
             shrink_config(c, args.shrink_layers)
             no_dropout(c)
-        torch.manual_seed(args.seed)
-        source = build(src_cls, src_cfg)
-        plugin = build(plg_cls, plg_cfg)
+        source, plugin, attention = build_pair(src_cls, src_cfg, plg_cls, plg_cfg, args.seed,
+                                               args.attn_implementation)
         missing, unexpected = plugin.load_state_dict(source.state_dict(), strict=False)
         if missing or unexpected:
             emit({"passed": False, "problems": [f"the plugin's parameters are not the source's: missing "
@@ -367,7 +385,7 @@ def main(argv):
                                                  if fixed_before else None},
           "tolerance": {"loss_rtol": LOSS_RTOL, "grad_norm_rtol": GRAD_NORM_RTOL, "grad_rtol": GRAD_RTOL,
                         "learn_fraction": args.learn_fraction, "dtype": "float32"},
-          "first_loss_cause": cause, "dtype": "float32", "device": "cpu",
+          "first_loss_cause": cause, "dtype": "float32", "device": "cpu", "attention": attention,
           "passed": not problems, "problems": problems, "seconds": round(time.monotonic() - start, 2)})
     return 0
 
