@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 from msmigrate.tools.yaml_validator.findings import Finding, join_path
 from msmigrate.tools.yaml_validator.schema import model_of
+from msmigrate.tools.yaml_validator.semantics import _num  # one reading of a YAML number for every check
 
 CODE = "value-out-of-range"
 _COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
@@ -42,19 +43,6 @@ _RATE_NAME = re.compile(r"^(lr|lr_\w+|\w+_lr|weight_decay)$")
 
 class _Unknown(Exception):
     """A name the YAML does not decide (a value computed at launch, a call): the check is not evaluated."""
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
 
 
 def _dotted(node: ast.AST) -> str:
@@ -88,8 +76,8 @@ class _Values:
             if sub is not None:
                 node, section = sub, value if isinstance(value, dict) else {}
         self.read.append(dotted)
-        if isinstance(value, str) and _number(value) is not None:  # YAML reads 1e-4 (no dot) as a string
-            return _number(value)
+        if isinstance(value, str) and _num(value) is not None:  # YAML reads 1e-4 (no dot) as a string
+            return _num(value)
         return value
 
     def set_in_yaml(self, dotted: str) -> bool:
@@ -185,7 +173,7 @@ def range_checks(data: dict, schema_root: dict, said: set[str] = frozenset()) ->
         for name, fnode in node.get("fields", {}).items():
             if name not in section:
                 continue
-            value = _number(section[name]) if not isinstance(section[name], bool) else None
+            value = _num(section[name]) if not isinstance(section[name], bool) else None
             bounds = fnode.get("constraints") or {}
             if bounds:
                 stated.add(name)
@@ -203,7 +191,7 @@ def range_checks(data: dict, schema_root: dict, said: set[str] = frozenset()) ->
 
 def _generic(path: str, name: str, value: float, fnode: dict) -> list[Finding]:
     kind = _scalar_kind(fnode["type"])
-    default = _number(fnode.get("default"))
+    default = _num(fnode.get("default"))
     # a positive default says 0 is not "off" for this key; without a default only the plain size names count
     sized = default > 0 if default is not None else bool(_PLAIN_SIZE.search(name))
     if kind == "int" and _SIZE_NAME.search(name) and value <= 0 and sized:
