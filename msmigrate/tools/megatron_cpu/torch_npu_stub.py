@@ -166,6 +166,9 @@ def _point_cuda_at_cpu(torch):
         space.get_rng_state = lambda *a, **k: torch.get_rng_state()
         space.set_rng_state = lambda state, *a, **k: torch.set_rng_state(state)
     cuda.nvtx = types.SimpleNamespace(range_push=_returns(None), range_pop=_returns(None), range=_null_context)
+    # pinning host memory speeds a copy to the accelerator; here the host is the device (the data JSON's
+    # pin_memory: true makes the DataLoader pin for the "npu" device, which has no hooks registered)
+    torch.Tensor.pin_memory = lambda self, *a, **k: self
     torch.Tensor.cuda = lambda self, *a, **k: self
     torch.Tensor.npu = lambda self, *a, **k: self
     torch.nn.Module.cuda = lambda self, *a, **k: self
