@@ -90,7 +90,14 @@ def run(a):
     args = get_args()
     merge_mm_args(args)
     facts.update(stage="build", init_seconds=round(time.time() - t0, 1))
-    model = entry["model_provider"]()
+    # as the launch builds it: Megatron's get_model calls model_provider and wraps the result (Float16Module for
+    # bf16/fp16, then DDP whose grad buffers receive the gradients as main_grad)
+    from megatron.core.enums import ModelType
+    from megatron.training.training import get_model
+    from megatron.training.utils import unwrap_model
+
+    wrapped = get_model(entry["model_provider"], ModelType.encoder_or_decoder)[0]
+    model = unwrap_model(wrapped)
     facts.update(model_class=type(model).__name__, parameters=sum(p.numel() for p in model.parameters()),
                  trainable=sum(p.numel() for p in model.parameters() if p.requires_grad),
                  dtypes=sorted({str(p.dtype) for p in model.parameters()}))
@@ -105,13 +112,14 @@ def run(a):
     facts["batch_keys"] = sorted(k for k, v in batch.items() if v is not None)
     facts["input_ids_shape"] = list(batch["input_ids"].shape)
     facts["stage"] = "forward"
-    out = model(**batch)
+    out = wrapped(**batch)
     loss = out["loss_dict"]["loss"]
     logits = out["logits"]
     facts.update(loss=float(loss), logits_shape=list(logits.shape), finite=bool(torch.isfinite(logits).all()))
     facts["stage"] = "backward"
     loss.backward()
-    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    grads = [getattr(p, "main_grad", None) if getattr(p, "main_grad", None) is not None else p.grad
+             for p in model.parameters() if p.requires_grad]
     facts.update(params_with_grad=sum(g is not None for g in grads),
                  grads_finite=all(bool(torch.isfinite(g).all()) for g in grads if g is not None),
                  grads_nonzero=sum(bool(g is not None and g.abs().sum() > 0) for g in grads))
