@@ -99,8 +99,30 @@ def real_step(runtime_python: str, target: Path, flags: dict[str, Any], *, load:
     return res
 
 
+# Machine epsilon of the dtype the delivered model computes in (the model JSON's params_dtype via the launch's
+# --bf16/--fp16). The source runs in float32; the logits may differ by rounding accumulated over the layers, allowed
+# as ULPS epsilons at the scale of the source's largest logit.
+EPS = {"torch.bfloat16": 2.0 ** -8, "torch.float16": 2.0 ** -11, "torch.float32": 2.0 ** -23}
+ULPS = 8
+
+
+def parity_tolerance(dtypes: list[str], ref_abs_max: float) -> float:
+    eps = max((EPS.get(d, EPS["torch.float32"]) for d in dtypes), default=EPS["torch.float32"])
+    return ULPS * eps * max(ref_abs_max, 1.0)
+
+
 def problems_of(payload: dict[str, Any]) -> list[str]:
     problems = []
+    parity = payload.get("parity")
+    if parity is not None:
+        if parity.get("error"):
+            problems.append(f"logit parity not measured: {parity['error']}")
+        else:
+            tol = parity_tolerance(payload.get("dtypes") or [], parity["ref_abs_max"])
+            parity["tolerance"] = tol
+            if not parity["max_abs_diff"] <= tol:
+                problems.append(f"logits differ from the source's: max |diff| {parity['max_abs_diff']:.4g} over "
+                                f"{parity['positions']} positions, tolerance {tol:.4g}")
     if not payload.get("finite"):
         problems.append("the logits are not finite")
     if not payload.get("params_with_grad"):
