@@ -270,6 +270,9 @@ def install():
     npu.amp = _module("torch_npu.npu.amp")
     if not hasattr(torch, "npu"):
         torch._register_device_module("npu", npu)
+    # The renamed PrivateUse1 backend makes torch report "npu" as this machine's accelerator (dist.barrier builds
+    # its device from it, and PrivateUse1 has no hooks here): the accelerator torch sees is the CPU.
+    torch._C._get_accelerator = _returns(torch.device("cpu"))
     root = _module("torch_npu", __version__=VERSION, npu=npu,
                    **{name: _traced(name, fn) for name, fn in REFERENCES.items()})
     root.contrib = _module("torch_npu.contrib")
