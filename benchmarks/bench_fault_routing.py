@@ -3,9 +3,12 @@
     python benchmarks/bench_fault_routing.py                         # every fault (msmigrate/testbeds/faults)
     python benchmarks/bench_fault_routing.py --only config-micro-batch-zero,data-records-empty
     python benchmarks/bench_fault_routing.py --repair                # + the repair subset: a full rules run
+    python benchmarks/bench_fault_routing.py --target real --only ...  # on the real MindSpeed-MM (real runtime)
 
-The green migration is built once (the demo: rules policy, a bundled fixture, a fresh stand-in target) and kept
-under ``--workdir`` for later invocations. Each fault gets a copy of the target and the source, its edits are
+The green migration is built once (the demo: rules policy, a bundled fixture, a fresh stand-in target; with
+``--target real``, the same rules run into a copy of the real MindSpeed-MM checkout with its real runtime, the source
+written by that runtime) and kept under ``--workdir`` for later invocations. A fault whose anchor is not in the
+target (a stand-in data-path edit on the real checkout) is reported as not applied, never scored. Each fault gets a copy of the target and the source, its edits are
 committed in the copy (a run branches from the checkout's HEAD), and the gates run on it as ``msmigrate verify``
 runs them (no policy, inputs bound to the spec's source), stopping at the first classification: that is where
 verify sends the failure. Scored per fault, from the run's trajectory and gate records:
@@ -46,14 +49,18 @@ def git(cwd: Path, *args: str) -> str:
     return git_out(cwd, *args)  # the one git helper: scrubbed environment, no hooks (the target is a copy we made)
 
 
-def build_green(workdir: Path, model: str) -> dict[str, Any]:
-    """The green migration, once: the demo's run, its work branch then checked out in the target itself."""
+def build_green(workdir: Path, model: str, real: dict[str, str] | None = None) -> dict[str, Any]:
+    """The green migration, once: the demo's run (``real``: a rules run into a copy of the real checkout, with its
+    runtime), its work branch then checked out in the target itself."""
     mark = workdir / GREEN_MARK
     if mark.is_file():
         return json.loads(mark.read_text())
-    from msmigrate.faces.demo import run_demo
+    if real is None:
+        from msmigrate.faces.demo import run_demo
 
-    state = run_demo(model, workdir)
+        state = run_demo(model, workdir)
+    else:
+        state = run_real(model, workdir, Path(real["checkout"]), real["runtime_python"])
     if state.get("exit_status") != "success":
         raise SystemExit(f"the green migration did not end green: {state.get('exit_status')} "
                          f"{state.get('exit_detail')}")
@@ -61,14 +68,43 @@ def build_green(workdir: Path, model: str) -> dict[str, Any]:
     run_id = state["run_id"]
     git(target, "reset", "--hard", f"msmigrate/{run_id}")
     added = git(target, "diff", "--name-only", f"msmigrate/{run_id}/base", "HEAD").split()
-    plugin_files = [p for p in added if p.endswith(".py")]
+    plugin_files = [p for p in added if p.endswith(".py") and "/models/" in p]
     green = {"model": model, "run_id": run_id, "target": str(target), "source": str(workdir / "sources" / model),
              "plugin": str(Path(plugin_files[0]).parent),
              "modeling": next(p for p in plugin_files if not p.endswith("__init__.py")),
              "config": next(p for p in added if p.endswith(".yaml")),
-             "launch": next(p for p in added if p.endswith(".sh"))}
+             "launch": next(p for p in added if p.endswith(".sh")),
+             "runtime_python": real["runtime_python"] if real else None}
     mark.write_text(json.dumps(green, indent=1))
     return green
+
+
+def run_real(model: str, workdir: Path, checkout: Path, runtime_python: str) -> dict[str, Any]:
+    """The rules migration into a copy of the real MindSpeed-MM checkout (its git history kept), the source built
+    by the real runtime's transformers: what tests/realmm/test_migrate_real.py runs, in-process."""
+    from msmigrate.testbeds.fixtures.in_runtime import build_source_in_runtime
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    target = workdir / "target"
+    if not target.exists():
+        shutil.copytree(checkout, target, symlinks=True)
+    source = workdir / "sources" / model
+    if not (source / "config.json").is_file():
+        build_source_in_runtime(model, source, runtime_python)
+    spec = RunSpec(source=source, target=target, model_name=model, policy="rules", runtime_python=runtime_python)
+    with Run(spec, new_run_id(model), Settings(runs_dir=workdir.resolve() / "runs")) as run:
+        return run.drive()
+
+
+def real_paths(checkout: Path | None, runtime: str | None) -> dict[str, str]:
+    """The real checkout and runtime: given, or where scripts/real_target.sh caches them."""
+    cache = Path.home() / ".cache" / "msmigrate"
+    found = {"checkout": str(checkout or cache / "real-target" / "MindSpeed-MM"),
+             "runtime_python": runtime or str(cache / "real-runtime" / "bin" / "python")}
+    if not (Path(found["checkout"]) / ".git").exists() or not Path(found["runtime_python"]).exists():
+        raise SystemExit(f"no real checkout / runtime at {found} (build them with scripts/real_target.sh, or give "
+                         f"--real-checkout and --real-runtime)")
+    return found
 
 
 def copy_for(green: dict[str, Any], fault: Fault, folder: Path) -> Layout:
@@ -91,7 +127,9 @@ def fix_names(fault: Fault, layout: Layout) -> list[str]:
 
 def faulted_spec(green: dict[str, Any], fault: Fault, layout: Layout, folder: Path, policy: str) -> RunSpec:
     model_type = json.loads((layout.data.parent.parent / "config.json").read_text()).get("model_type", "")
-    runtime = wrap_runtime(fault.runtime, sys.executable, folder / "runtime", model_type) if fault.runtime else None
+    base = green.get("runtime_python")  # the real runtime; the stand-in runs in this interpreter
+    runtime = wrap_runtime(fault.runtime, base or sys.executable, folder / "runtime", model_type) \
+        if fault.runtime else base
     spec = RunSpec(source=layout.data.parent.parent, target=layout.root, model_name=green["model"], policy=policy,
                    runtime_python=runtime, bind_inputs=True if policy == "none" else None)
     if policy == "none":  # as `msmigrate verify`, stopping at the first classification (where verify routes it)
@@ -273,6 +311,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path("fault_workdir"))
     parser.add_argument("--model", default="qwen2_vl", help="the bundled fixture the green migration is built from")
     parser.add_argument("--only", default="", help="comma-separated fault ids")
+    parser.add_argument("--target", choices=("standin", "real"), default="standin", help="the stand-in target, or a "
+                        "copy of the real MindSpeed-MM checkout run by its real runtime (use its own --workdir)")
+    parser.add_argument("--real-checkout", type=Path, default=None, help="the real checkout (default: "
+                        "~/.cache/msmigrate/real-target/MindSpeed-MM)")
+    parser.add_argument("--real-runtime", default=None, help="its runtime's python (default: "
+                        "~/.cache/msmigrate/real-runtime/bin/python)")
     parser.add_argument("--repair", action="store_true", help="also run the repair subset (full rules runs)")
     parser.add_argument("--out", type=Path, default=None, help="JSON results (default: WORKDIR/results.json)")
     parser.add_argument("--summarize", type=Path, nargs="+", default=None, help="print the table and totals of "
@@ -287,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         print(rescore(args.rescore.resolve()))
         return 0
     workdir = args.workdir.resolve()
-    green = build_green(workdir / "green", args.model)
+    real = real_paths(args.real_checkout, args.real_runtime) if args.target == "real" else None
+    green = build_green(workdir / "green", args.model, real)
     wanted = {s for s in args.only.split(",") if s}
     faults = [f for f in all_faults() if not wanted or f.id in wanted]
     results = []
