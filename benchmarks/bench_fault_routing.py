@@ -222,6 +222,24 @@ def totals(results: list[dict[str, Any]]) -> dict[str, Any]:
                          for o in OWNER_TO_PHASE}}
 
 
+def grouped_totals(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The totals of the faults written with the changes, and apart (``heldout``) those of the held-out group
+    (faults/heldout.py: written blind, never run while the classifier changed); repaired counts per group too."""
+    heldout = {f.id for f in all_faults() if f.heldout}
+    summary: dict[str, Any] = {}
+    for group, rows in (("main", [r for r in results if r.get("id") not in heldout]),
+                        ("heldout", [r for r in results if r.get("id") in heldout])):
+        if not rows:
+            continue
+        part = totals([r for r in rows if "repaired" not in r])
+        repaired = [r for r in rows if "repaired" in r]
+        if repaired:
+            part["repaired"] = f"{sum(1 for r in repaired if r['repaired'])}/{len(repaired)}"
+            part["not_repaired"] = [r["id"] for r in repaired if not r["repaired"]]
+        summary[group] = part
+    return summary
+
+
 def table(results: list[dict[str, Any]]) -> str:
     lines = [f"{'fault':36} {'owner':11} {'gate':4} {'said':11} {'route':7} {'ok':3} {'fix':3} case / detail"]
     for r in results:
@@ -298,10 +316,7 @@ def summarize(paths: list[Path]) -> int:
             r["stopped"] = True
             r["fix_named"] = any(w in r.get("detail", "") for w in faults[r["id"]].fix)
     print(table(results))
-    summary = totals([r for r in results if "repaired" not in r])
-    repaired = [r for r in results if "repaired" in r]
-    if repaired:
-        summary["repaired"] = f"{sum(1 for r in repaired if r['repaired'])}/{len(repaired)}"
+    summary = grouped_totals(results)
     print(json.dumps(summary, indent=1))
     return 0
 
@@ -345,10 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             result = run_fault(green, fault, workdir / "faults", policy="rules")
             results.append(result)
             print(table([result]).splitlines()[-1], flush=True)
-    summary = totals([r for r in results if "repaired" not in r])
-    repaired = [r for r in results if "repaired" in r]
-    if repaired:
-        summary["repaired"] = f"{sum(1 for r in repaired if r['repaired'])}/{len(repaired)}"
+    summary = grouped_totals(results)
     out = args.out or workdir / "results.json"
     out.write_text(json.dumps({"summary": summary, "results": results}, indent=1))
     print(table(results))

@@ -26,7 +26,7 @@ def run_artifacts(ctx: Any, state: dict[str, Any], failed: dict[str, Any]) -> tu
     records = tuple(str(p) for p in dict.fromkeys([records_dir, records_dir.resolve()]))
     loaded = _yaml_data(target, plan.get("config_path")) or {}  # (a YAML that does not load: no keys)
     artifacts = Artifacts(model=model, data=data, config=config, records=records, yaml_keys=yaml_keys(loaded),
-                          yaml_values=yaml_values(loaded))
+                          yaml_values=yaml_values(loaded), frozen=_frozen(loaded) if loaded else None)
     return artifacts, _changed_last(target, ctx, artifacts, failed)
 
 
@@ -64,6 +64,16 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
         facts.append(RegistryFact(key, value, plan.get(plan_key), tuple(e["id"] for e in entries), registrar,
                                   where or ""))
     return registration_owner(text, facts)
+
+
+def _frozen(data: Any) -> tuple[str, ...]:
+    """What the YAML's model.freeze freezes: a list of module names, or a mapping whose true entries are."""
+    said = _get(data, "model.freeze")
+    if isinstance(said, dict):
+        return tuple(str(k) for k, v in said.items() if v)
+    if isinstance(said, (list, tuple)):
+        return tuple(str(v) for v in said if v)
+    return (str(said),) if isinstance(said, str) and said else ()
 
 
 def _get(data: Any, dotted: str) -> Any:

@@ -19,6 +19,9 @@ the run, never a table fitted to logs:
 - **the host**: an operating-system error of the host the run's files cannot cause (disk full, read-only file
   system, a network interface that does not exist, the process killed by SIGKILL) with no frame of the run's own
   code: environment.
+- **the loss's graph**: backward refused a loss with no autograd graph. Only two artifacts can cut it: the YAML
+  freezing every trainable part (config) or the model's forward returning a loss not computed from its parameters
+  (model); the YAML's own freeze list says which.
 - **last change**: the phase whose artifact this run changed last before the failing gate (its own commits only;
   a verify run has none), when nothing above decides.
 
@@ -48,6 +51,8 @@ _HOST = re.compile(r"\[Errno (?:28|30|122|5)\]|No space left on device|Read-only
 _RUNTIME_BROKEN = re.compile(r"is required for a normal functioning of this module, but found|"
                              r"compiled using NumPy 1\.x cannot be run in NumPy 2|Importing the numpy C-extensions "
                              r"failed|undefined symbol: |version `GLIBC\w*_[\d.]+' not found")
+# autograd refusing a loss that has no graph (torch's wording for backward on a tensor without grad_fn)
+_NO_GRAPH = re.compile(r"does not require grad and does not have a grad_fn")
 _GENERIC_KEYS = {"model", "data", "training", "parallel", "features", "tools", "template", "dataset", "plugin",
                  "images", "messages", "load", "save", "seed", "lr", "stage", "role_tag", "content_tag"}
 
@@ -61,6 +66,7 @@ class Artifacts:
     records: tuple[str, ...] = ()
     yaml_keys: dict[str, str] = field(default_factory=dict)  # leaf key -> dotted path of the run's YAML
     yaml_values: dict[str, str] = field(default_factory=dict)  # dotted path -> the YAML's scalar value, as text
+    frozen: tuple[str, ...] | None = None  # what the YAML freezes (model.freeze); None: no YAML was read
 
     def owner_of(self, path: str) -> str | None:
         """model / data / config for a file of this run, None for any other file (installed, framework, stdlib)."""
@@ -81,7 +87,7 @@ class Artifacts:
 @dataclass(frozen=True)
 class ContextVerdict:
     owner: str
-    rule: str  # frames | config-loading | key | host | last-change
+    rule: str  # frames | config-loading | key | loss-graph | runtime | host | last-change | plugin-import | registration
     reason: str  # in words, naming the file:line or the key to change
 
     def to_dict(self) -> dict[str, str]:
@@ -160,6 +166,8 @@ def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = No
         return ContextVerdict(owner, "frames",
                               f"the innermost frame of this run's own code is {path}:{line} ({_what(owner)}); "
                               f"the fix changes that file")
+    if _NO_GRAPH.search(text) and artifacts.frozen is not None:
+        return loss_graph_owner(artifacts)
     keys = keys_named(text, artifacts)
     if keys:
         return ContextVerdict("config", "key", f"the error names the setting {', '.join(keys[:3])} of "
@@ -179,6 +187,21 @@ def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = No
                               f"nothing in the failure decides; the last change of this run before the failing gate "
                               f"was the {changed_last} phase's")
     return None
+
+
+def loss_graph_owner(artifacts: Artifacts) -> ContextVerdict:
+    """The loss reached backward without a graph: the YAML froze the parameters (config), or, when it freezes
+    nothing, the model's forward returned a loss its parameters do not compute (model)."""
+    config = _names(artifacts.config[:1]) or "the YAML"
+    if artifacts.frozen:
+        return ContextVerdict("config", "loss-graph",
+                              f"backward got a loss with no autograd graph and {config} freezes "
+                              f"{', '.join(artifacts.frozen[:4])} (model.freeze): unfreeze what must train")
+    plugin = _names(artifacts.model[:1]) or "the model plugin"
+    return ContextVerdict("model", "loss-graph",
+                          f"backward got a loss with no autograd graph while {config} freezes nothing "
+                          f"(model.freeze is empty): the model's forward returned a loss cut from its parameters "
+                          f"(detached, replaced, or computed without them); fix the forward in {plugin}")
 
 
 def _names(paths: Iterable[str]) -> str:

@@ -134,3 +134,17 @@ def test_a_lazy_import_of_the_sources_own_architecture_is_environment():
             "requirements defined correctly?\n"
             '  File "mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py", line 2, in <module>')
     assert plugin_import_owner(text, ART, "TinyVLForConditionalGeneration", "tiny_vl").owner == "environment"
+
+
+def test_a_loss_without_graph_goes_to_the_forward_unless_the_yaml_freezes_something():
+    from msmigrate.knowledge.failure_context import Artifacts, context_owner
+
+    text = "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn"
+    nothing = Artifacts(model=("mindspeed_mm/fsdp/models/m",), config=("examples/m/m.yaml",), frozen=())
+    said = context_owner(text, nothing)
+    assert (said.owner, said.rule) == ("model", "loss-graph") and "mindspeed_mm/fsdp/models/m" in said.reason
+    frozen = Artifacts(model=("mindspeed_mm/fsdp/models/m",), config=("examples/m/m.yaml",),
+                       frozen=("model.visual", "model.language_model"))
+    said = context_owner(text, frozen)
+    assert (said.owner, said.rule) == ("config", "loss-graph") and "model.visual" in said.reason
+    assert context_owner(text, Artifacts(frozen=None)) is None  # no YAML read: nothing decides
