@@ -20,7 +20,8 @@ verify sends the failure. Scored per fault, from the run's trajectory and gate r
 - fix named: the report's row of the failed gate or its last-failure line (the diagnosis, as the report cuts it)
   names a file or key the fix changes (``Fault.fix``);
 - missed: no gate failed at all;
-- repaired (``--repair``, faults marked ``repair``): a full ``rules`` run on a faulted copy ends green.
+- repaired (``--repair`` / ``--repair-only``; the faults in what the rules policy writes itself, ``rules_owned``:
+  plugin, YAML, launch script): a full ``rules`` run on a faulted copy ends green.
 
 Results go to ``--out`` (JSON) and a table on stdout. Wall time: about 20-60 s per fault on 2 cores.
 """
@@ -135,6 +136,16 @@ def faulted_spec(green: dict[str, Any], fault: Fault, layout: Layout, folder: Pa
     if policy == "none":  # as `msmigrate verify`, stopping at the first classification (where verify routes it)
         spec = spec.model_copy(update={"budgets": spec.budgets.model_copy(update={"phase_attempts": 0})})
     return spec
+
+
+# The artifacts the rules policy writes itself in a transformers-native migration: the plugin, the YAML and the
+# launch script (its data phase reuses an existing template on branch A; the records and the runtime are the user's)
+RULES_WRITES = ("plugin", "yaml", "launch")
+
+
+def rules_owned(fault: Fault) -> bool:
+    """In the repair subset: a fault whose fix is in an artifact the rules policy writes (or one marked ``repair``)."""
+    return fault.repair or fault.surface in RULES_WRITES
 
 
 def score(fault: Fault, layout: Layout, state: dict[str, Any], run_dir: Path) -> dict[str, Any]:
@@ -333,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real-runtime", default=None, help="its runtime's python (default: "
                         "~/.cache/msmigrate/real-runtime/bin/python)")
     parser.add_argument("--repair", action="store_true", help="also run the repair subset (full rules runs)")
+    parser.add_argument("--repair-only", action="store_true", help="run only the repair subset")
     parser.add_argument("--out", type=Path, default=None, help="JSON results (default: WORKDIR/results.json)")
     parser.add_argument("--summarize", type=Path, nargs="+", default=None, help="print the table and totals of "
                         "results files (merged by fault id, a later file wins; this version's scoring and the "
@@ -351,12 +363,12 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {s for s in args.only.split(",") if s}
     faults = [f for f in all_faults() if not wanted or f.id in wanted]
     results = []
-    for fault in faults:
+    for fault in [] if args.repair_only else faults:
         result = run_fault(green, fault, workdir / "faults")
         results.append(result)
         print(table([result]).splitlines()[-1], flush=True)
-    if args.repair:
-        for fault in [f for f in faults if f.repair]:
+    if args.repair or args.repair_only:
+        for fault in [f for f in faults if rules_owned(f)]:
             result = run_fault(green, fault, workdir / "faults", policy="rules")
             results.append(result)
             print(table([result]).splitlines()[-1], flush=True)
