@@ -19,6 +19,8 @@ verify sends the failure. Scored per fault, from the run's trajectory and gate r
   confidently wrong is a wrong owner named at a confidence >= the classifier's decisive level;
 - fix named: the report's row of the failed gate or its last-failure line (the diagnosis, as the report cuts it)
   names a file or key the fix changes (``Fault.fix``);
+- fix in the diagnosis: the whole diagnosis the classify node hands the owner phase (an LLM policy's prompt shows
+  it uncut) names a file or key the fix changes;
 - missed: no gate failed at all;
 - repaired (``--repair`` / ``--repair-only``; the faults in what the rules policy writes itself, ``rules_owned``:
   plugin, YAML, launch script): a full ``rules`` run on a faulted copy ends green.
@@ -172,6 +174,8 @@ def score(fault: Fault, layout: Layout, state: dict[str, Any], run_dir: Path) ->
                float(first.get("confidence") or 0) >= DECISIVE_CONFIDENCE,
                wrong=bool(named) and named != fault.owner,
                fix_named=any(w in said for w in wanted), fix_wanted=wanted,
+               # the whole diagnosis: what the owner phase's prompt shows an LLM policy (prompts' failure_block)
+               fix_in_diagnosis=any(w in str(first.get("diagnosis", "")) for w in wanted),
                diagnosis=str(first.get("diagnosis", ""))[:400], gate_summary=str(failed.get("summary", ""))[:300])
     return out
 
@@ -227,6 +231,7 @@ def totals(results: list[dict[str, Any]]) -> dict[str, Any]:
             "abstained": count("abstained"), "wrong_owner": count("wrong"),
             "confidently_wrong": count("confidently_wrong"),
             "fix_named": count("fix_named") + sum(1 for r in stopped if r.get("fix_named")),
+            "fix_in_diagnosis": count("fix_in_diagnosis"),
             "by_owner": {o: {"n": sum(1 for r in scored if r["owner"] == o),
                              "routed": sum(1 for r in caught if r["owner"] == o and r.get("routed")),
                              "named": sum(1 for r in caught if r["owner"] == o and r.get("owner_named"))}
