@@ -118,9 +118,23 @@ def run_frames(text: str, artifacts: Artifacts) -> list[tuple[str, int, str]]:
 _INPUT_DUMP = re.compile(r"\[type=[^\]]*\]|input_value=\{.*")  # pydantic echoes the whole section it was given
 
 
+_PYDANTIC_HEAD = re.compile(r"\d+ validation errors? for ")
+_PYDANTIC_LOC = re.compile(r"[A-Za-z_][\w.\[\]]*")  # a field location line under that header (`training.lr`)
+
+
 def _error_lines(text: str) -> list[str]:
-    return [_INPUT_DUMP.sub("", line).strip() for line in text.splitlines()
-            if re.search(r"(?i)\b\w*(?:error|exception)\b|failed|not registered|invalid", line)]
+    """The lines that state the error, and under pydantic's `N validation errors for X` header the field
+    location lines it prints on their own (the key the error is about)."""
+    said, in_pydantic = [], False
+    for line in text.splitlines():
+        if re.search(r"(?i)\b\w*(?:error|exception)\b|failed|not registered|invalid", line):
+            said.append(_INPUT_DUMP.sub("", line).strip())
+            in_pydantic = bool(_PYDANTIC_HEAD.search(line)) or (in_pydantic and line[:1].isspace())
+        elif in_pydantic and _PYDANTIC_LOC.fullmatch(line.strip()) and not line[:1].isspace():
+            said.append(line.strip())
+        elif in_pydantic and not line[:1].isspace():
+            in_pydantic = False
+    return said
 
 
 def keys_valued(text: str, artifacts: Artifacts) -> list[str]:
@@ -142,10 +156,9 @@ def keys_named(text: str, artifacts: Artifacts) -> list[str]:
     said = "\n".join(_error_lines(text))
     named = []
     for leaf, dotted in artifacts.yaml_keys.items():
-        if leaf in _GENERIC_KEYS or ("_" not in leaf and "." not in dotted):
-            continue
-        if re.search(rf"(?<![\w.]){re.escape(dotted)}(?![\w])", said) or \
-                ("_" in leaf and re.search(rf"(?<![\w]){re.escape(leaf)}(?![\w])", said)):
+        # the whole dotted path is specific even for a generic leaf (`training.lr`); a leaf alone only with a '_'
+        if "." in dotted and re.search(rf"(?<![\w.]){re.escape(dotted)}(?![\w])", said) or \
+                (leaf not in _GENERIC_KEYS and "_" in leaf and re.search(rf"(?<![\w]){re.escape(leaf)}(?![\w])", said)):
             named.append(dotted)
     return named
 

@@ -148,3 +148,15 @@ def test_a_loss_without_graph_goes_to_the_forward_unless_the_yaml_freezes_someth
     said = context_owner(text, frozen)
     assert (said.owner, said.rule) == ("config", "loss-graph") and "model.visual" in said.reason
     assert context_owner(text, Artifacts(frozen=None)) is None  # no YAML read: nothing decides
+
+
+def test_pydantic_field_locations_name_the_key_even_a_generic_leaf():
+    from msmigrate.knowledge.failure_context import Artifacts, keys_named
+
+    text = ("pydantic_core._pydantic_core.ValidationError: 1 validation error for Arguments\n"
+            "training.lr\n"
+            "  Input should be a valid number, unable to parse string as a number [type=float_parsing]\n\n"
+            "The above exception was the direct cause of the following exception:\n"
+            "seed\n")
+    artifacts = Artifacts(yaml_keys={"lr": "training.lr", "seed": "training.seed", "model_id": "model.model_id"})
+    assert keys_named(text, artifacts) == ["training.lr"]  # not `seed`: that line is outside the pydantic block
