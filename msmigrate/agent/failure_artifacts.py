@@ -4,6 +4,7 @@ keys; and the phase whose artifact this run's own commits changed last before th
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -118,16 +119,19 @@ def where_to_fix(owner: str | None, ctx: Any, state: dict[str, Any], text: str =
         return f"The model plugin's files: {', '.join(files)}." if files else ""
     if owner == "data":
         inventory = target_inventory(target)
-        named = []
+        named, files = [], []
         for kind, key in (("templates", "template"), ("mm_plugins", "mm_plugin"), ("collators", "collator")):
             entry = next((e for e in (inventory.data.get(kind) or []) if inventory.ok and e.get("id") == plan.get(key)),
                          None)
             if entry:
+                files.append(entry["file"])
                 named.append(f"{key} {entry['id']}{' (' + entry['target'] + ')' if entry.get('target') else ''} at "
-                             f"{entry['file']}:{entry.get('line')}")
+                             f"{Path(entry['file']).name}:{entry.get('line')}")
+        # file names with their common folder once: the report cuts the diagnosis, and the records come last
+        under = f" (under {os.path.commonpath(files)}/)" if len(files) > 1 and os.path.commonpath(files) else \
+            (f" ({str(Path(files[0]).parent)}/)" if files else "")
         records = getattr(ctx, "data_path", None) or Path(ctx.source) / "data"
-        named.append(f"the training records under {records}")
-        return "This run's data path: " + "; ".join(named) + "."
+        return "This run's data path: " + "; ".join(named) + under + f"; the training records {records}."
     if owner == "config":
         files = [p for p in (plan.get("config_path"), plan.get("script_path")) if p]
         keys = list(dict.fromkeys(keys_named(text, artifacts) + keys_valued(text, artifacts)))[:4] \
