@@ -283,6 +283,23 @@ def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | Non
                           f"that import in {path}")
 
 
+_REMEDY = re.compile(r"\b(?:raise|lower|set|change) `?(?P<key>[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+)`?")
+
+
+def gate_remedy_owner(gate_lines: str, artifacts: Artifacts) -> ContextVerdict | None:
+    """The failed gate's own check measured the cause and says which setting to change (``raise
+    data.dataset_param.basic_parameters.cutoff_len to at least 95``): a whole dotted key of this run's YAML in the
+    gate's problem lines (not in the run's output) is the fix, so config, whichever case the output's error matches
+    (a cut sample then fails in the model as too few media tokens)."""
+    keys = set(artifacts.yaml_keys.values())
+    for m in _REMEDY.finditer(gate_lines):
+        if m.group("key") in keys:
+            config = _names(artifacts.config[:1]) or "the YAML"
+            return ContextVerdict("config", "gate-remedy",
+                                  f"the gate's own check names the setting to change: {m.group(0)} in {config}")
+    return None
+
+
 @dataclass(frozen=True)
 class RegistryFact:
     """One registry lookup the YAML asks for: its key, the YAML's value, the value the run's plan chose, the ids the

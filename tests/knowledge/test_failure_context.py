@@ -160,3 +160,16 @@ def test_pydantic_field_locations_name_the_key_even_a_generic_leaf():
             "seed\n")
     artifacts = Artifacts(yaml_keys={"lr": "training.lr", "seed": "training.seed", "model_id": "model.model_id"})
     assert keys_named(text, artifacts) == ["training.lr"]  # not `seed`: that line is outside the pydantic block
+
+
+def test_a_setting_the_gate_check_says_to_change_decides_config():
+    from msmigrate.knowledge.failure_context import Artifacts, gate_remedy_owner
+
+    artifacts = Artifacts(config=("examples/m/m.yaml",),
+                          yaml_keys={"cutoff_len": "data.dataset_param.basic_parameters.cutoff_len"})
+    gate = ("cutoff_len 16 cuts the media tokens of 3 of 3 samples with media: sample 0 keeps 2 of its 16 media "
+            "tokens; raise data.dataset_param.basic_parameters.cutoff_len to at least 60")
+    said = gate_remedy_owner(gate, artifacts)
+    assert (said.owner, said.rule) == ("config", "gate-remedy") and "cutoff_len" in said.reason
+    assert gate_remedy_owner("raise training.not_a_key to 3", artifacts) is None  # not a key of this YAML
+    assert gate_remedy_owner("the loss is not finite", artifacts) is None
