@@ -341,7 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=Path("fault_workdir"))
     parser.add_argument("--model", default="qwen2_vl", help="the bundled fixture the green migration is built from")
-    parser.add_argument("--only", default="", help="comma-separated fault ids")
+    parser.add_argument("--only", default="", help="comma-separated fault ids, run in that order")
+    parser.add_argument("--group", choices=("all", "heldout", "main"), default="all", help="only the held-out "
+                        "group (faults/heldout.py) or only the rest")
     parser.add_argument("--target", choices=("standin", "real"), default="standin", help="the stand-in target, or a "
                         "copy of the real MindSpeed-MM checkout run by its real runtime (use its own --workdir)")
     parser.add_argument("--real-checkout", type=Path, default=None, help="the real checkout (default: "
@@ -366,7 +368,14 @@ def main(argv: list[str] | None = None) -> int:
     real = real_paths(args.real_checkout, args.real_runtime) if args.target == "real" else None
     green = build_green(workdir / "green", args.model, real)
     wanted = {s for s in args.only.split(",") if s}
-    faults = [f for f in all_faults() if not wanted or f.id in wanted]
+    by_id = {f.id: f for f in all_faults()}
+    unknown = [i for i in args.only.split(",") if i and i not in by_id]
+    if unknown:
+        raise SystemExit(f"unknown fault ids: {', '.join(unknown)}")
+    if args.group != "all":
+        by_id = {i: f for i, f in by_id.items() if f.heldout == (args.group == "heldout")}
+    # --only runs its faults in the order given (a long run on shared cores does the ones that matter first)
+    faults = [by_id[i] for i in dict.fromkeys(args.only.split(",")) if i in by_id] if wanted else list(by_id.values())
     results = []
     for fault in [] if args.repair_only else faults:
         result = run_fault(green, fault, workdir / "faults")
