@@ -14,6 +14,7 @@ from msmigrate.agent.report_actions import next_actions, risks
 from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary
 from msmigrate.agent.routes.megatron.report import GATE_TITLES as MEGATRON_GATE_TITLES, megatron_section
 from msmigrate.agent.state import PHASE_GATES
+from msmigrate.agent.throughput import throughput_lines, throughput_rows
 from msmigrate.core.git import GitError, branch_exists, git_out, is_repo
 from msmigrate.core.secret_mask import mask_text
 from msmigrate.core.text_clip import clip
@@ -287,6 +288,7 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool, where: dict[
     if metrics:
         lines += ["", "## Training metrics", "", "| launch | steps | first loss | last loss | median step ms | samples/s "
                   "| weights |", "|---|---|---|---|---|---|---|", *metrics]
+        lines += throughput_lines(gates)
     jobs = [f"| {g} {ev.get('label', '')} | {ev['job_id']} | {ev.get('nodes')} | {ev.get('job_state')} | "
             f"{ev.get('exit_code')} |" for g in ("G4", "G5", "G6") for ev in gates.get(g, {}).get("evidence", [])
             if ev.get("job_id")]
@@ -333,6 +335,7 @@ def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
         "gates": gates,
         "gate_history": state.get("gate_history", []),
         "counters": state.get("counters", {}),
+        "throughput": [{"launch": label, **figures} for label, figures in throughput_rows(gates)],
         **({"delivery_review": state["delivery_review"]} if "delivery_review" in state else {}),
     }
     (run_dir / "evidence.json").write_text(mask_text(json.dumps(evidence, indent=2, default=str)))

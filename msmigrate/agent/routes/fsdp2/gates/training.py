@@ -249,12 +249,18 @@ def gate_distributed(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     if not problems and gbs is not None and gbs < mbs * nproc:
         problems.append(f"global batch size {gbs} < {nproc} ranks × micro batch: ranks did not form one DP group")
     evidence, parity = [ev], None
+    training = None
     if not problems:  # sharded parity: the first step's loss against one process on the same global batch
         ev_p, found, parity = sharded_parity_check(deps, res.data.get("config_path"), nproc, losses)
         evidence.append(ev_p)
         problems += found
+    if not problems:  # K steps sharded over the ranks against the single-process source (G4's check, N ranks)
+        ev_t, found, training = training_parity_check(deps, state, nproc=nproc)
+        evidence.append(ev_t)
+        problems += [p.replace("training parity:", f"training parity ({nproc} ranks):", 1) for p in found]
     record = _record("G6", problems, evidence, f"{nproc} ranks ({res.data.get('device')}), {s.get('steps')} steps, "
                      f"global batch {gbs}, loss {s.get('first_loss')} → {s.get('last_loss')}; sharded parity "
-                     f"{parity_summary(parity)}", res, 0 if res.data.get("reused") else 1)
-    record["parity"] = {"sharded": parity} if parity else {}
+                     f"{parity_summary(parity)}; {nproc}-rank training parity {parity_summary(training)}", res,
+                     0 if res.data.get("reused") else 1)
+    record["parity"] = {k: v for k, v in (("sharded", parity), ("training", training)) if v}
     return record
