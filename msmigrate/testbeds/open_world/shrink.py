@@ -33,8 +33,7 @@ _EXPERT_COUNT = re.compile(r"^(num_experts|n_routed_experts|num_local_experts|mo
 _EXPERTS_PER_TOKEN = re.compile(r"^(num_experts_per_tok|top_k|moe_topk|num_experts_per_token|moe_k)$")
 _SHARED_EXPERTS = re.compile(r"shared_experts$")
 _GROUPS = re.compile(r"^(n_group|topk_group)$")
-_LAYER_INDEX = re.compile(r"layer(_index|_indexes|_indices|_ids)?$|layers_(index|indexes|indices|ids)$"
-                          r"|(indexes|indices)$")
+_LAYER_INDEX = re.compile(r"(layer|layers|indexes|indices|index|_ids)$")
 _VOCAB = re.compile(r"^(\w+_)?vocab_size$")
 _SKIP = {"torch_dtype", "dtype", "architectures", "auto_map", "transformers_version", "id2label", "label2id"}
 
@@ -84,6 +83,17 @@ def _head_dim(cfg: PretrainedConfig) -> int | None:
     if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and hidden % heads == 0:
         return hidden // heads
     return None
+
+
+def _is_layer_index(key: str, value: Any) -> bool:
+    """A field that points at layers: an int named ``*layer`` / ``*layer_index``, or a list of ints named
+    ``*layers`` / ``*indexes`` / ``*indices`` (``vision_feature_layers``, ``deepstack_visual_indexes`` …)."""
+    if "token" in key or not _LAYER_INDEX.search(key):
+        return False
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "layer" in key
+    return isinstance(value, (list, tuple)) and bool(value) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value)
 
 
 def _remap_index(idx: int, old_n: int, new_n: int) -> int:
@@ -154,8 +164,8 @@ def _shrink_one(cfg: PretrainedConfig, path: str, report: ShrinkReport, vocab: i
             new = 1
         elif key in ("depths",) and isinstance(value, list):
             new = [min(v, 1) for v in value]
-        elif ("layer" in key and _LAYER_INDEX.search(key) or key.endswith("layers") and isinstance(value, list)) \
-                and (old_layers or max_layers) and not (isinstance(value, list) and len(value) == old_layers):
+        elif _is_layer_index(key, value) and (old_layers or max_layers) \
+                and not (isinstance(value, list) and len(value) == old_layers):
             new = _shrink_index_value(value, old_layers or max_layers, new_layers)
         elif isinstance(value, list) and old_layers and len(value) == old_layers and old_layers > new_layers:
             new = value[:new_layers]  # one entry per layer (layer_types, per-layer sizes …)
