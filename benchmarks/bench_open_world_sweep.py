@@ -160,6 +160,55 @@ def table_markdown(lines: list[FamilyLine], header: str) -> str:
     return "\n".join([header, "", *rows, "", *[f"- {t}" for t in totals(lines)], ""])
 
 
+def runtime_versions(python: str) -> str:
+    """torch / transformers / torchvision as the runtime python imports them (torchvision: why not, if not)."""
+    probe = subprocess.run([python, "-c", "import torch, transformers; v = [torch.__version__, "
+                            "transformers.__version__]\ntry:\n import torchvision; v.append(torchvision.__version__)"
+                            "\nexcept Exception as e: v.append('none(' + type(e).__name__ + ')')\nprint(*v)"],
+                           capture_output=True, text=True, env=ENV)
+    torch_v, tf_v, tv_v = (probe.stdout.split() + ["?", "?", "?"])[:3]
+    return f"torch {torch_v}, transformers {tf_v}, torchvision {tv_v}"
+
+
+def make_runtime(dest: Path, torch_req: str, torchvision_req: str) -> str:
+    """A user's runtime with torchvision: a venv holding ``torch_req`` and ``torchvision_req`` (one build: pip
+    resolves the torch a torchvision wheel pins) that sees this project's venv for everything else. Returns its
+    python."""
+    python = dest / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(dest)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", torch_req, torchvision_req], check=True)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    ours = subprocess.run([sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    # appended after the runtime's own site-packages: its torch / torchvision win, the rest comes from ours
+    Path(site, "zz_chain_project_venv.pth").write_text(f"import site; site.addsitedir({ours!r})\n",
+                                                       encoding="utf-8")
+    return str(python)
+
+
+def _header(runtime: str) -> str:
+    return (f"# Open-world sweep\n\nRules policy, stand-in target, one trial per family; runtime {runtime}. "
+            "Written by `benchmarks/bench_open_world_sweep.py`; a family's work folder keeps its source, "
+            "build.json, spec, run folder and the run's stderr.")
+
+
+def _replay(path: Path, table: str, runtime_python: str) -> list[FamilyLine]:
+    """A finished (or interrupted) sweep's lines again, with totals: a long sweep recorded after the fact."""
+    records = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    runtime = (records[0].get("runtime", "") if records else "") or runtime_versions(runtime_python)
+    lines = [FamilyLine(**{k: v for k, v in r.items() if k in FamilyLine.__dataclass_fields__}) for r in records]
+    print(f"{len(lines)} families from {path}; runtime {runtime}")
+    for line in lines:
+        print(line.text())
+    for text in totals(lines):
+        print(text)
+    if table:
+        Path(table).write_text(table_markdown(lines, _header(runtime)), encoding="utf-8")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> list[FamilyLine]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--families", default="", help="comma-separated model types (default: all, mapping order)")
@@ -169,16 +218,22 @@ def main(argv: list[str] | None = None) -> list[FamilyLine]:
     ap.add_argument("--runtime-python", default=os.environ.get("MSMIGRATE_SWEEP_RUNTIME_PYTHON", sys.executable),
                     help="the python the sources are built and the gates run in (env MSMIGRATE_SWEEP_RUNTIME_PYTHON)")
     ap.add_argument("--table", default=str(TABLE), help="markdown table of the lines ('' for none)")
+    ap.add_argument("--make-runtime", default="", help="create (or update) a venv with torch + torchvision here and "
+                    "use it as the runtime python")
+    ap.add_argument("--runtime-torch", default="torch==2.14.1", help="with --make-runtime: the torch requirement")
+    ap.add_argument("--runtime-torchvision", default="torchvision==0.29.1",
+                    help="with --make-runtime: the torchvision requirement (the release built for that torch)")
+    ap.add_argument("--from-lines", default="", help="print and tabulate a finished sweep's lines.jsonl, run nothing")
     args = ap.parse_args(argv)
+    if args.make_runtime:
+        args.runtime_python = make_runtime(Path(args.make_runtime), args.runtime_torch, args.runtime_torchvision)
+    if args.from_lines:
+        return _replay(Path(args.from_lines), args.table, args.runtime_python)
     families = [f for f in args.families.split(",") if f] or all_families()
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="msmigrate-sweep-"))
     out.mkdir(parents=True, exist_ok=True)
-    probe = subprocess.run([args.runtime_python, "-c", "import torch, transformers; v = [torch.__version__, "
-                            "transformers.__version__]\ntry:\n import torchvision; v.append(torchvision.__version__)"
-                            "\nexcept Exception as e: v.append('none (' + type(e).__name__ + ')')\nprint(*v)"],
-                           capture_output=True, text=True, env=ENV)
-    torch_v, tf_v, tv_v = (probe.stdout.split() + ["?", "?", "?"])[:3]
-    print(f"runtime {args.runtime_python}: torch {torch_v}, transformers {tf_v}, torchvision {tv_v}")
+    runtime = runtime_versions(args.runtime_python)
+    print(f"runtime {args.runtime_python}: {runtime}")
     print(f"{len(families)} families, jobs {args.jobs}, limit {args.limit_s:.0f} s each, work in {out}")
     lines: list[FamilyLine] = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
@@ -188,13 +243,11 @@ def main(argv: list[str] | None = None) -> list[FamilyLine]:
             lines.append(line)
             print(line.text(), flush=True)
             with (out / "lines.jsonl").open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(vars(line)) + "\n")
+                fh.write(json.dumps({**vars(line), "runtime": runtime}) + "\n")
     for text in totals(lines):
         print(text)
     if args.table:
-        header = (f"# Open-world sweep\n\nRules policy, stand-in target, one trial per family; runtime torch {torch_v}, "
-                  f"transformers {tf_v}, torchvision {tv_v}. Written by `benchmarks/bench_open_world_sweep.py`.")
-        Path(args.table).write_text(table_markdown(lines, header), encoding="utf-8")
+        Path(args.table).write_text(table_markdown(lines, _header(runtime)), encoding="utf-8")
     return lines
 
 
