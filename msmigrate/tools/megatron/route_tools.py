@@ -111,7 +111,7 @@ def convert_weights(ctx: RunContext, tp: int = 1, pp: int = 1, output_dir: str =
     else:
         notes.append(f"no converter in the target imports transformers.models.{model_type}: msmigrate's layout "
                      "round trip (the layout convention only; the real weights need a converter)")
-    own = converter_roundtrip(ctx.runtime_python, ctx.source)
+    own = converter_roundtrip(ctx.runtime_python, ctx.source, tp=tp)
     if own.error or own.problems:
         return ToolResult.failure(own.error or "; ".join(own.problems), converter_used="msmigrate",
                                   facts=own.facts, notes=notes)

@@ -18,7 +18,7 @@ import re
 import sys
 import time
 
-from _model_build import emit, forward_params, instantiate, parse, resolve, shrink_config
+from _model_build import emit, error_with_place, forward_params, instantiate, parse, resolve, shrink_config
 
 
 def embeddings_tied(model):
@@ -53,7 +53,7 @@ def main(argv):
             shrink_config(config, args.shrink_layers)
         model = instantiate(cls, config, meta=True)
     except Exception as exc:  # probe boundary: the failure is the result
-        emit({"error": f"{type(exc).__name__}: {exc}"})
+        emit({"error": error_with_place(exc)})  # where it was raised: whose file decides the owner
         return 1
     names, classes, no_split, accepts_pkv, var_kwargs = [], {}, [], {}, {}
     for name, module in model.named_modules():

@@ -44,7 +44,7 @@ def main(argv):
         from transformers import AutoTokenizer
 
         from _data_parity import trained_targets
-        from _own_pipeline import _full_runs, _to_list, own_batches
+        from _own_pipeline import _full_runs, _to_list, own_batches, source_media_flags
 
         with open(args.facts, encoding="utf-8") as fh:
             facts = json.load(fh)
@@ -59,7 +59,7 @@ def main(argv):
             targets, _ = trained_targets(labels, convention)
             records.append({"record": i, "tokens": len(ids), "trained": len(targets),
                             "trained_text": stretches(tok, ids, targets),
-                            "media_runs": [n for _, n in _full_runs(ids, lambda t: t < 0)],
+                            "media_runs": [n for _, n in _full_runs(ids, source_media_flags(batch, ids))],
                             "keys": {k: type(v).__name__ for k, v in batch.items()}})
     except Exception as exc:  # probe boundary: the failure is the result
         import traceback
