@@ -11,6 +11,7 @@ from msmigrate.agent.exit_line import ALL_GATES, STALE, headline, todo_for
 from msmigrate.agent.gate_currency import gate_currency
 from msmigrate.agent.routes.fsdp2.delivery_review import review_delivery, review_section
 from msmigrate.agent.report_actions import next_actions, risks
+from msmigrate.agent.routes.fsdp2.gates.hf_export import export_summary
 from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary
 from msmigrate.agent.routes.megatron.report import GATE_TITLES as MEGATRON_GATE_TITLES, megatron_section
 from msmigrate.agent.state import PHASE_GATES
@@ -228,9 +229,19 @@ def _parity_section(gates: dict[str, Any]) -> list[str]:
                   ["", f"Training parity (G4): {parity_summary(training)}."])
         if training_parity_record(gates):
             lines += ["", "![training parity](training_parity.png)"]
+    export = gates.get("G4", {}).get("hf_export")
+    if export:
+        lines += ["", f"HF weights out (G4): {export_summary(export)}; folder `{export.get('export_dir')}` "
+                  f"({', '.join(export.get('files') or [])}), from checkpoint `{export.get('checkpoint')}`; converter: "
+                  f"{export.get('converter')}; source loss {export.get('source_loss')} vs trained target "
+                  f"{export.get('target_loss')}."]
     sharded = (gates.get("G6", {}).get("parity") or {}).get("sharded")
     if sharded:
         lines += ["", f"Sharded: {parity_summary(sharded)}."]
+    ranks = (gates.get("G6", {}).get("parity") or {}).get("training")
+    if ranks:
+        lines += ["", f"Training parity on {ranks.get('nproc')} ranks (G6): {parity_summary(ranks)}; "
+                  f"{ranks.get('sharding')}."]
     return ["", "## Parity with the source", "", *lines] if lines else []
 
 

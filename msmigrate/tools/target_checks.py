@@ -178,6 +178,25 @@ def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, confi
     return res
 
 
+def hf_export(ctx: RunContext, *, plugins: list[str], model_id: str, checkpoint: Path, out: Path, config_path: Path,
+              trust_remote_code: bool = False, media_token_id: int | None = None) -> ToolResult:
+    """The gate run's DCP checkpoint exported to an HF folder (the target's converter for the model id where it has
+    one, else safetensors + the source's non-weight files), loaded into the source class and compared with the
+    trained target model (``probes/hf_export.py``). ``ok`` means the probe ran; ``result.passed`` is the verdict."""
+    if (refused := unapproved(ctx)) is not None:
+        return refused
+    args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--checkpoint", str(checkpoint),
+                                                  "--out", str(out), "--config", str(config_path)]
+    if media_token_id is not None:
+        args += ["--media-token-id", str(media_token_id)]
+    if trust_remote_code:
+        args += ["--trust-remote-code"]
+    res = run_probe(ctx.runtime_python, "hf_export", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=600)
+    if res.ok:
+        res.data["saved"] = _save(ctx, f"hf_export_{model_id}", res.data["result"])
+    return res
+
+
 def config_check(ctx: RunContext, config_path: Path, *, tree: dict | None, device: str | None = None) -> ToolResult:
     """The strict validator with the schema from the target's own argument models (cached per commit)."""
     if (refused := unapproved(ctx)) is not None:  # the schema probe imports the target, plugins included

@@ -118,19 +118,25 @@ def label_alignment_problems(data_convention: Any, loss_alignment: Any) -> list[
     return []
 
 
+def media_token_id(state: dict[str, Any]) -> int | None:
+    """The media token id a source forward on the target's batches needs: the plan's, else (a source processor that
+    does not expand media, e.g. InternVL's remote code, whose caller sets img_context_token_id) the one G2's data
+    parity read from the target's media spans, as G2 gives its forward and model parity; without it the source's
+    forward cannot place its image features."""
+    media = (state["plan"].get("media_expansion") or {}).get("media_token_id")
+    if media is None:
+        g2 = ((state.get("gates") or {}).get("G2") or {}).get("parity") or {}
+        media = (g2.get("data") or {}).get("media_token_id")
+    return media
+
+
 def training_parity_check(deps: Any, state: dict[str, Any],
                           nproc: int = 1) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """(evidence item, problems, parity record) for G4: K steps, source vs migrated model (module doc); ``nproc`` > 1
     for G6: the migrated model sharded over that many ranks, the source one process."""
     plan, ctx = state["plan"], deps.ctx
     t0 = time.time()
-    media = (plan.get("media_expansion") or {}).get("media_token_id")
-    if media is None:
-        # no media id in the plan (a source processor that does not expand media, e.g. InternVL's remote code, whose
-        # caller sets img_context_token_id): the one G2's data parity read from the target's media spans, as G2 gives
-        # its forward and model parity; without it the source's forward cannot place its image features
-        g2 = ((state.get("gates") or {}).get("G2") or {}).get("parity") or {}
-        media = (g2.get("data") or {}).get("media_token_id")
+    media = media_token_id(state)
     res = training_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
                           config_path=ctx.target / plan["config_path"], steps=deps.spec.launch.parity_steps,
                           trust_remote_code=plan["route"] == "custom", media_token_id=media, nproc=nproc)

@@ -23,7 +23,9 @@ from msmigrate.agent.launch_slots import launch_slots
 from msmigrate.agent.stop_grace import StopGrace
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_overrides
 from msmigrate.agent.gates.evidence import evidence_item
-from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary, sharded_parity_check, training_parity_check
+from msmigrate.agent.routes.fsdp2.gates.hf_export import export_summary, hf_export_check
+from msmigrate.agent.routes.fsdp2.gates.parity import (media_token_id, parity_summary, sharded_parity_check,
+                                                       training_parity_check)
 from msmigrate.agent.routes.fsdp2.weights_load import single_process_weights, weights_note, weights_problems
 from msmigrate.tools.cpu_shim import UNINITIALISED_MARK
 from msmigrate.tools.launcher import LaunchSpec, launch
@@ -181,16 +183,23 @@ def gate_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     res, ev, losses = run_launch(deps, state, "G4", "single-process", 1, _g4_overrides(deps, state))
     problems = training_problems(res, losses, "single-process")
     s = res.data.get("summary", {})
-    evidence, parity = [ev], None
+    evidence, parity, export = [ev], None, None
     if not problems:
         ev_p, found, parity = training_parity_check(deps, state)
         evidence.append(ev_p)
         problems += found
+    if not problems and s.get("checkpoints_saved"):
+        # HF weights out: G4's saved checkpoint exported, loaded into the source class, logits vs the trained model
+        ev_x, found, export = hf_export_check(deps, state, g4_checkpoint(deps), media_token_id(state))
+        evidence.append(ev_x)
+        problems += found
     record = _record("G4", problems, evidence, f"{s.get('steps')} steps, loss {s.get('first_loss'):.4g} → "
                      f"{s.get('last_loss'):.4g} ({s.get('loss_trend')}); training parity "
-                     f"{parity_summary(parity)}" if not problems else "", res,
+                     f"{parity_summary(parity)}; HF export {export_summary(export)}" if not problems else "", res,
                      0 if res.data.get("reused") else 1)
     record["parity"] = {"training": parity} if parity else {}
+    if export:
+        record["hf_export"] = export
     return record
 
 
