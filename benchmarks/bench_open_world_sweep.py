@@ -81,16 +81,16 @@ def build_source(family: str, dest: Path, runtime_python: str, limit_s: float) -
 
 
 def first_failed_gate(evidence_path: Path, summary: dict) -> tuple[str, str]:
-    """The first gate that did not pass, with its own summary line where evidence.json has it."""
-    gates = summary.get("gates") or {}
-    failed = sorted(g for g, ok in gates.items() if ok is False)
+    """The gate the run ended on and its own summary: the last failed record of evidence.json's gate history
+    (the gates table keeps only gates that passed), else the first gate the summary marks failed."""
     if evidence_path.is_file():
         ev = json.loads(evidence_path.read_text(encoding="utf-8"))
-        records = ev.get("gates") or {}
-        for gate in sorted(records):
-            if not records[gate].get("passed"):
-                return gate, records[gate].get("summary") or ""
-    return (failed[0] if failed else "—"), ""
+        failed = [r for r in ev.get("gate_history") or [] if r.get("passed") is False]
+        if failed:
+            return failed[-1].get("gate", "—"), failed[-1].get("summary") or ""
+    gates = summary.get("gates") or {}
+    marked = sorted(g for g, ok in gates.items() if ok is False)
+    return (marked[0] if marked else "—"), ""
 
 
 def run_family(family: str, out: Path, runtime_python: str, limit_s: float) -> FamilyLine:

@@ -16,6 +16,7 @@ import importlib.util
 import inspect
 import json
 import math
+import shutil
 import sys
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -168,7 +169,7 @@ def _tiny_tokenizer(cfg, tokens):
                            unk="<unk>", named_tokens=dict(tokens.named))
 
 
-def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool) -> None:
+def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool, images: bool) -> None:
     import torch
     from transformers import AutoModelForImageTextToText
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -192,7 +193,8 @@ def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool) 
 
     result.stage = "config"
     vocab = (len(tok) + 63) // 64 * 64
-    report = shrink_config(cfg, vocab)
+    report = shrink_config(cfg, vocab, images=images)
+    result.details["image_sizes_shrunk"] = any(k.endswith("image_size") for k in report.changes)
     result.details["token_fields"] = _bind_token_ids(cfg, tok, tokens)
     result.details["shrunk_fields"] = len(report.changes)
 
@@ -308,19 +310,31 @@ def build_family(model_type: str, dest: Path | str) -> BuildResult:
     if dest.exists() and any(dest.iterdir()):
         raise FileExistsError(f"destination is not empty: {dest}")
     dest.mkdir(parents=True, exist_ok=True)
-    result = BuildResult(family=model_type)
     torchvision = has_torchvision()
-    result.details["torchvision"] = torchvision
-    try:  # a batch item: any failure of the family's own code is that family's result, never the sweep's
-        _write(model_type, dest, result, torchvision)
-        result.stage = "verify"
-        result.loss = _verify_candidates(dest, result.details.pop("candidate_templates"), result)
-    except Exception as exc:  # noqa: BLE001
-        result.reason = _reason(exc)
-        result.details["traceback"] = traceback.format_exc(limit=-3)
+    first: BuildResult | None = None
+    for images in (True, False):  # shrunk image sizes first; the family's own where those break the build
+        result = BuildResult(family=model_type)
+        result.details["torchvision"] = torchvision
+        try:  # a batch item: any failure of the family's own code is that family's result, never the sweep's
+            _write(model_type, dest, result, torchvision, images)
+            result.stage = "verify"
+            result.loss = _verify_candidates(dest, result.details.pop("candidate_templates"), result)
+        except Exception as exc:  # noqa: BLE001
+            result.reason = _reason(exc)
+            result.details["traceback"] = traceback.format_exc(limit=-3)
+            first = first or result
+            if not result.details.get("image_sizes_shrunk"):
+                break  # nothing else to try
+            shutil.rmtree(dest)
+            dest.mkdir(parents=True)
+            continue
+        if first is not None:
+            result.details["shrunk_image_sizes_failed"] = first.reason
+        result.ok, result.stage = True, "done"
         return result
-    result.ok, result.stage = True, "done"
-    return result
+    if first is not result:
+        result.details["shrunk_image_sizes_failed"] = first.reason
+    return result  # the family's own image sizes failed too: that attempt's stage and reason are the telling ones
 
 
 def _reason(exc: BaseException) -> str:
