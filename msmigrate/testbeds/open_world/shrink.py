@@ -149,6 +149,7 @@ def _shrink_one(cfg: PretrainedConfig, path: str, report: ShrinkReport, vocab: i
     old_layers = _layer_count(cfg)
     old_head_dim = _head_dim(cfg)
     old_heads = getattr(cfg, "num_attention_heads", None)
+    old_hidden = getattr(cfg, "hidden_size", None)
     items = [(k, v) for k, v in vars(cfg).items() if not k.startswith("_") and k not in _SKIP
              and not isinstance(v, PretrainedConfig)]
     new_layers = min(old_layers, LAYERS) if old_layers else LAYERS
@@ -187,6 +188,13 @@ def _shrink_one(cfg: PretrainedConfig, path: str, report: ShrinkReport, vocab: i
         if new is not value:
             setattr(cfg, key, new)
             report.note(f"{path}{key}", value, new)
+    # an explicit head_dim that merely stored hidden / heads follows the new hidden / heads
+    explicit, heads, hidden = getattr(cfg, "head_dim", None), getattr(cfg, "num_attention_heads", None), \
+        getattr(cfg, "hidden_size", None)
+    if isinstance(explicit, int) and isinstance(old_hidden, int) and isinstance(old_heads, int) and old_heads \
+            and explicit * old_heads == old_hidden and isinstance(heads, int) and heads and isinstance(hidden, int):
+        cfg.head_dim = hidden // heads
+        report.note(f"{path}head_dim", explicit, cfg.head_dim)
     # rotary sections follow the head dim (explicit or hidden / heads) the shrink produced
     new_head_dim = _head_dim(cfg)
     for key in ("rope_parameters", "rope_scaling"):
