@@ -156,10 +156,11 @@ def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_re
 
 
 def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, config_path: Path, steps: int,
-                    trust_remote_code: bool = False, media_token_id: int | None = None) -> ToolResult:
+                    trust_remote_code: bool = False, media_token_id: int | None = None, nproc: int = 1) -> ToolResult:
     """``steps`` optimizer steps of the source class and of the plugin class in the target trainer's step, same
-    weights, batches and optimizer settings, fp32 on CPU (``probes/training_parity.py``). ``ok`` means the probe
-    ran; ``result.passed`` is the verdict (None: not comparable)."""
+    weights, batches and optimizer settings, fp32 on CPU (``probes/training_parity.py``); ``nproc`` > 1: the plugin
+    sharded over that many torchrun ranks against the single-process source. ``ok`` means the probe ran;
+    ``result.passed`` is the verdict (None: not comparable)."""
     if (refused := unapproved(ctx)) is not None:
         return refused
     args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--shrink-layers", "2",
@@ -168,9 +169,31 @@ def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, confi
         args += ["--media-token-id", str(media_token_id)]
     if trust_remote_code:
         args += ["--trust-remote-code"]
+    if nproc > 1:
+        args += ["--ranks", str(nproc), "--rank-timeout", "540"]  # not --nproc: torchrun would read it as its own
     res = run_probe(ctx.runtime_python, "training_parity", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=600)
     if res.ok:
-        res.data["saved"] = _save(ctx, f"training_parity_{model_id}", res.data["result"])
+        suffix = f"_{nproc}ranks" if nproc > 1 else ""
+        res.data["saved"] = _save(ctx, f"training_parity_{model_id}{suffix}", res.data["result"])
+    return res
+
+
+def hf_export(ctx: RunContext, *, plugins: list[str], model_id: str, checkpoint: Path, out: Path, config_path: Path,
+              trust_remote_code: bool = False, media_token_id: int | None = None) -> ToolResult:
+    """The gate run's DCP checkpoint exported to an HF folder (the target's converter for the model id where it has
+    one, else safetensors + the source's non-weight files), loaded into the source class and compared with the
+    trained target model (``probes/hf_export.py``). ``ok`` means the probe ran; ``result.passed`` is the verdict."""
+    if (refused := unapproved(ctx)) is not None:
+        return refused
+    args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--checkpoint", str(checkpoint),
+                                                  "--out", str(out), "--config", str(config_path)]
+    if media_token_id is not None:
+        args += ["--media-token-id", str(media_token_id)]
+    if trust_remote_code:
+        args += ["--trust-remote-code"]
+    res = run_probe(ctx.runtime_python, "hf_export", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=600)
+    if res.ok:
+        res.data["saved"] = _save(ctx, f"hf_export_{model_id}", res.data["result"])
     return res
 
 
