@@ -139,7 +139,8 @@ def training_parity_check(deps: Any, state: dict[str, Any],
     media = media_token_id(state)
     res = training_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
                           config_path=ctx.target / plan["config_path"], steps=deps.spec.launch.parity_steps,
-                          trust_remote_code=plan["route"] == "custom", media_token_id=media, nproc=nproc)
+                          trust_remote_code=plan["route"] == "custom", media_token_id=media, nproc=nproc,
+                          source_training=plan.get("source_training"))
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail",
               **{k: r.get(k) for k in ("steps", "source", "target", "grad_groups", "fixed_batch", "tolerance",
