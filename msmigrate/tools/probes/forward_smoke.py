@@ -27,6 +27,7 @@ import sys
 import time
 
 from _model_build import emit, error_with_place, forward_params, instantiate, parse, resolve, shrink_config
+from _data_parity import render_messages
 from _processor import load_processor
 
 
@@ -67,15 +68,12 @@ def sample_batch(folder, data_path, config, params, trust_remote_code):
     images = [Image.open(p if os.path.isabs(p) else os.path.join(root, p)).convert("RGB")
               for p in sample.get("images") or []]
     proc = load_processor(folder, trust_remote_code)[0]
-    messages = []
-    for m in sample["messages"]:
-        parts = m["content"].split("<image>")
-        content = [{"type": "text", "text": parts[0]}] if parts[0] else []
-        for text in parts[1:]:
-            content += [{"type": "image"}] + ([{"type": "text", "text": text}] if text else [])
-        messages.append({"role": m["role"], "content": content})
-    text = proc.apply_chat_template(messages, tokenize=False)
-    batch = dict(proc(text=[text], images=images or None, return_tensors="pt"))
+    # the template from whatever carries it (the processor's, else its tokenizer's), as data parity renders it
+    text = render_messages(proc, sample["messages"], False)
+    tok = getattr(proc, "tokenizer", proc)
+    bos = getattr(tok, "bos_token", None)
+    kwargs = {"add_special_tokens": False} if bos and text.startswith(bos) else {}
+    batch = dict(proc(text=[text], images=images or None, return_tensors="pt", **kwargs))
     ids = batch["input_ids"]
     labels = ids.clone()
     labels[batch.get("attention_mask", torch.ones_like(ids)) == 0] = -100
