@@ -355,7 +355,17 @@ def main(argv):
             batch = synthetic_batch(config, params, args.seq_len, args.seed)
         calls = count_vision_features(model) if args.media_token_id is not None else None
         model.train()
-        output = model(**batch, use_cache=False)
+        try:
+            output = model(**batch, use_cache=False)
+        except Exception as exc:
+            if sample_error is None:
+                raise
+            # the source's own processing made no batch and the forward cannot take a text-only one: no faithful
+            # batch exists here, which is the finding (not a fault of the plugin the forward ran)
+            emit({"error": f"no faithful batch: the source processor's batch failed ({sample_error}) and the forward "
+                           f"rejects a text-only one ({error_with_place(exc)})", "no_faithful_batch": True,
+                  "batch_source": batch_source, "sample_batch_error": sample_error})
+            return 1
         meta = fresh = None
         if args.model_id and not args.no_meta_load and getattr(output, "loss", None) is not None:
             fresh = guarded_meta_path(cls, config, batch)
