@@ -26,7 +26,8 @@ import math
 import sys
 import time
 
-from _model_build import emit, error_with_place, forward_params, instantiate, parse, resolve, shrink_config
+from _model_build import (emit, error_with_place, forward_params, instantiate, parse, resolve, shrink_config,
+                          to_compute_dtype)
 from _data_parity import render_messages
 from _processor import load_processor
 
@@ -353,6 +354,7 @@ def main(argv):
                 sample_error = f"{type(exc).__name__}: {exc}"
         if batch_source == "synthetic":
             batch = synthetic_batch(config, params, args.seq_len, args.seed)
+        batch = to_compute_dtype(batch, model)
         calls = count_vision_features(model) if args.media_token_id is not None else None
         model.train()
         try:

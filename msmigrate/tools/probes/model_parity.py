@@ -34,7 +34,7 @@ import sys
 import time
 
 from _model_build import (add_source_args, emit, forward_params, import_plugins, model_args_for, registry_dict,
-                          shrink_config)
+                          shrink_config, to_compute_dtype)
 from _meta_init import build, materialize, persistent_keys, retie
 
 LOGIT_TOL = 1e-4
@@ -405,6 +405,7 @@ def main(argv):
                 sample_error = f"{type(exc).__name__}: {exc}"
         if batch_source == "synthetic":
             batch = synthetic_batch(src_cfg, params, args.seq_len, args.seed)
+        batch = to_compute_dtype(batch, source)
         unfed = [] if facts is not None else required_params(type(source), batch)
         # the target pipeline's batch can feed a forward that takes the whole batch as one dict; the synthetic or
         # processor batch of G1 cannot say what that dict must hold (media), so G1 stays "not comparable"
