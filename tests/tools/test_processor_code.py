@@ -71,6 +71,22 @@ def test_branch_c_reason_points_at_the_code(tmp_path):
     assert "declares no image processor" not in out["data_branch_why"]
 
 
+def test_a_loaded_remote_processor_that_makes_its_own_pixels_is_named(tmp_path):
+    """DeepSeek-VL2-style: AutoProcessor reaches and loads the remote processor, which tiles the images in its own
+    methods but has no ``image_processor`` attribute: the branch-C reason names it as the pixel code, not 'the
+    folder declares no image processor'."""
+    from msmigrate.agent.nodes.plan import processor_branch
+    from msmigrate.tools.runtime_processor import RuntimeProcessor
+
+    loaded = RuntimeProcessor(ok=True, loaded=True, processor_class="TilerProcessor", kind="processor",
+                              handles_images=False)
+    plan = {"template": "tiler", "collator": "tiler", "reasons": []}
+    src = folder(tmp_path, {"AutoProcessor": "processing_tiler.TilerProcessor"})
+    why = processor_branch(src, "tiler", loaded, plan)["data_branch_why"]
+    assert "builds the processor around the loaded TilerProcessor itself" in why
+    assert "processing_tiler.py:4; its own methods: crops" in why and "declares no image processor" not in why
+
+
 def test_an_unmeasured_remote_processor_is_pointed_at(tmp_path):
     """Held-out Molmo-style processor: no chat template, images expanded in its own ``process``; the media
     expansion probe measures nothing, so the plan names the code that does it."""

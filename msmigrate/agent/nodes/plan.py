@@ -357,14 +357,25 @@ def processor_branch(source: Any, name: str, runtime_processor: RuntimeProcessor
            f"{loaded} has no image processor, so the target's load_tokenizer gives the huggingface dataset "
            f"processor=None and its mm_plugin cannot make pixel_values; the dataset plugin builds the processor "
            + (f"from the tokenizer and the folder's {image} (preprocessor_config.json, AutoImageProcessor)"
-              if image else (f"itself, as {unreached}" if (unreached := describe_unreached(
-                  declared_processor_code(source))) else "itself (the folder declares no image processor: say in "
-                                                         "its docstring what makes the pixels)"))
+              if image else _pixels_from(source, rp))
            + f", reuses the huggingface pipeline (attr, template {plan['template']}, label masking) and registers "
              f"the template / mm_plugin{' / collator' if plan['collator'] != GENERIC_COLLATOR else ''} entries "
              f"as in B; " + collate_rule(plan["collator"], collate))
     return {"data_branch": "C", "dataset_type": name, "data_plugin": f"mindspeed_mm/fsdp/data/datasets/{name}",
             "data_branch_why": why, "reasons": plan["reasons"] + [why]}
+
+
+def _pixels_from(source: Any, rp: RuntimeProcessor) -> str:
+    """Where the dataset plugin gets its pixels when the folder declares no image processor: a remote processor
+    AutoProcessor cannot reach; the loaded remote processor itself, which makes its image tensors in methods of its
+    own (DeepSeek-VL2's tiles: no ``image_processor`` attribute, still the source's pixel code); else unknown."""
+    code = declared_processor_code(source)
+    if unreached := describe_unreached(code):
+        return f"itself, as {unreached}"
+    if rp.loaded and code and code.get("defined_in") and code.get("class") == rp.processor_class:
+        return (f"around the loaded {rp.processor_class} itself: it has no image_processor attribute but is the "
+                f"source's own pixel code — {describe_unmeasured(code)}")
+    return "itself (the folder declares no image processor: say in its docstring what makes the pixels)"
 
 
 def collate_rule(collator: str, collate: dict[str, Any] | None) -> str:

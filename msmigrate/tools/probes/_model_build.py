@@ -33,6 +33,10 @@ def raised_at(exc):
     import traceback
 
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ is not None else []
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        # the parser's place is the file it could not read; the traceback ends in the import machinery, and the
+        # message names the file by its base name only
+        frames.append(traceback.FrameSummary(exc.filename, exc.lineno, "<module>", line=exc.text or ""))
     if not frames:
         return None
 
