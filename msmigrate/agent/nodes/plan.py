@@ -143,8 +143,18 @@ def source_chat_format(src: dict[str, Any]) -> tuple[ChatFormat | None, str | No
         return None, f"could not derive the chat format from the source's chat template: {exc}"
 
 
-def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[str]]:
+def choose_template(src: dict[str, Any], templates: list[dict[str, Any]],
+                    expansion: MediaExpansion | None = None) -> tuple[dict[str, Any] | None, list[str]]:
+    """The existing template that fits the source, or (None, why). Where the source processor's media expansion
+    was measured, a template's image token must be one the processor WROTE; where that measurement failed, no
+    template is chosen at all (a token's name in the tokenizer says nothing about how an image becomes tokens:
+    per-image numbered ids, a run the processor never writes). Only an unmeasured source is matched by names."""
+    if expansion is not None and not expansion.ok:
+        return None, [f"no existing template is chosen: the source processor's media expansion failed "
+                      f"({expansion.error}), and token names alone do not say how an image becomes tokens"]
     tokens, chat = _source_tokens(src), _chat_template_text(src)
+    # the media tokens a template may use: those the processor wrote where measured, else the tokenizer's
+    media = set(expansion.tokens_written) if expansion is not None else tokens
     fmt = _source_format(src)
     source_turn = _turn(fmt.user, fmt.assistant) if fmt else None
     fits, excluded = [], []
@@ -169,7 +179,7 @@ def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tup
                             "source's chat template never does)")
             continue
         # the first stop word is what ends an assistant turn (it replaces eos); the others are extras
-        if image and image in tokens and stops and (stops[0] in chat or stops[0] in tokens):
+        if image and image in media and stops and (stops[0] in chat or stops[0] in tokens):
             closeness = difflib.SequenceMatcher(None, str(src.get("model_type", "")), t["id"]).ratio()
             # a reasoning template for a model whose chat template never thinks (or vice versa) fits worse
             mismatch = (extra.get("template_class") == "ReasoningTemplate") != ("<think>" in chat)
@@ -197,7 +207,8 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
     failures: list[str] = [str(f) for f in src.get("could_not_derive") or []]  # recorded by the source reader
     fmt, fmt_failure = source_chat_format(src)
     failures += [fmt_failure] if fmt_failure else []
-    chosen = derive("the template choice", choose_template, src, inv.get("templates", []), default=(None, []))
+    chosen = derive("the template choice", choose_template, src, inv.get("templates", []), expansion,
+                    default=(None, []))
     template, why = chosen.value
     failures += [chosen.failure] if chosen.failure else []
     reasons += why
