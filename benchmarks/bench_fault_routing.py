@@ -3,9 +3,12 @@
     python benchmarks/bench_fault_routing.py                         # every fault (msmigrate/testbeds/faults)
     python benchmarks/bench_fault_routing.py --only config-micro-batch-zero,data-records-empty
     python benchmarks/bench_fault_routing.py --repair                # + the repair subset: a full rules run
+    python benchmarks/bench_fault_routing.py --target real --only ...  # on the real MindSpeed-MM (real runtime)
 
-The green migration is built once (the demo: rules policy, a bundled fixture, a fresh stand-in target) and kept
-under ``--workdir`` for later invocations. Each fault gets a copy of the target and the source, its edits are
+The green migration is built once (the demo: rules policy, a bundled fixture, a fresh stand-in target; with
+``--target real``, the same rules run into a copy of the real MindSpeed-MM checkout with its real runtime, the source
+written by that runtime) and kept under ``--workdir`` for later invocations. A fault whose anchor is not in the
+target (a stand-in data-path edit on the real checkout) is reported as not applied, never scored. Each fault gets a copy of the target and the source, its edits are
 committed in the copy (a run branches from the checkout's HEAD), and the gates run on it as ``msmigrate verify``
 runs them (no policy, inputs bound to the spec's source), stopping at the first classification: that is where
 verify sends the failure. Scored per fault, from the run's trajectory and gate records:
@@ -16,8 +19,11 @@ verify sends the failure. Scored per fault, from the run's trajectory and gate r
   confidently wrong is a wrong owner named at a confidence >= the classifier's decisive level;
 - fix named: the report's row of the failed gate or its last-failure line (the diagnosis, as the report cuts it)
   names a file or key the fix changes (``Fault.fix``);
+- fix in the diagnosis: the whole diagnosis the classify node hands the owner phase (an LLM policy's prompt shows
+  it uncut) names a file or key the fix changes;
 - missed: no gate failed at all;
-- repaired (``--repair``, faults marked ``repair``): a full ``rules`` run on a faulted copy ends green.
+- repaired (``--repair`` / ``--repair-only``; the faults in what the rules policy writes itself, ``rules_owned``:
+  plugin, YAML, launch script): a full ``rules`` run on a faulted copy ends green.
 
 Results go to ``--out`` (JSON) and a table on stdout. Wall time: about 20-60 s per fault on 2 cores.
 """
@@ -33,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from msmigrate.agent.config import RunSpec, Settings
+from msmigrate.agent.input_checks import InputError
 from msmigrate.agent.nodes.classify import OWNER_TO_PHASE
 from msmigrate.agent.runner import Run, new_run_id
 from msmigrate.core.git import git_out
@@ -46,14 +53,18 @@ def git(cwd: Path, *args: str) -> str:
     return git_out(cwd, *args)  # the one git helper: scrubbed environment, no hooks (the target is a copy we made)
 
 
-def build_green(workdir: Path, model: str) -> dict[str, Any]:
-    """The green migration, once: the demo's run, its work branch then checked out in the target itself."""
+def build_green(workdir: Path, model: str, real: dict[str, str] | None = None) -> dict[str, Any]:
+    """The green migration, once: the demo's run (``real``: a rules run into a copy of the real checkout, with its
+    runtime), its work branch then checked out in the target itself."""
     mark = workdir / GREEN_MARK
     if mark.is_file():
         return json.loads(mark.read_text())
-    from msmigrate.faces.demo import run_demo
+    if real is None:
+        from msmigrate.faces.demo import run_demo
 
-    state = run_demo(model, workdir)
+        state = run_demo(model, workdir)
+    else:
+        state = run_real(model, workdir, Path(real["checkout"]), real["runtime_python"])
     if state.get("exit_status") != "success":
         raise SystemExit(f"the green migration did not end green: {state.get('exit_status')} "
                          f"{state.get('exit_detail')}")
@@ -61,14 +72,43 @@ def build_green(workdir: Path, model: str) -> dict[str, Any]:
     run_id = state["run_id"]
     git(target, "reset", "--hard", f"msmigrate/{run_id}")
     added = git(target, "diff", "--name-only", f"msmigrate/{run_id}/base", "HEAD").split()
-    plugin_files = [p for p in added if p.endswith(".py")]
+    plugin_files = [p for p in added if p.endswith(".py") and "/models/" in p]
     green = {"model": model, "run_id": run_id, "target": str(target), "source": str(workdir / "sources" / model),
              "plugin": str(Path(plugin_files[0]).parent),
              "modeling": next(p for p in plugin_files if not p.endswith("__init__.py")),
              "config": next(p for p in added if p.endswith(".yaml")),
-             "launch": next(p for p in added if p.endswith(".sh"))}
+             "launch": next(p for p in added if p.endswith(".sh")),
+             "runtime_python": real["runtime_python"] if real else None}
     mark.write_text(json.dumps(green, indent=1))
     return green
+
+
+def run_real(model: str, workdir: Path, checkout: Path, runtime_python: str) -> dict[str, Any]:
+    """The rules migration into a copy of the real MindSpeed-MM checkout (its git history kept), the source built
+    by the real runtime's transformers: what tests/realmm/test_migrate_real.py runs, in-process."""
+    from msmigrate.testbeds.fixtures.in_runtime import build_source_in_runtime
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    target = workdir / "target"
+    if not target.exists():
+        shutil.copytree(checkout, target, symlinks=True)
+    source = workdir / "sources" / model
+    if not (source / "config.json").is_file():
+        build_source_in_runtime(model, source, runtime_python)
+    spec = RunSpec(source=source, target=target, model_name=model, policy="rules", runtime_python=runtime_python)
+    with Run(spec, new_run_id(model), Settings(runs_dir=workdir.resolve() / "runs")) as run:
+        return run.drive()
+
+
+def real_paths(checkout: Path | None, runtime: str | None) -> dict[str, str]:
+    """The real checkout and runtime: given, or where scripts/real_target.sh caches them."""
+    cache = Path.home() / ".cache" / "msmigrate"
+    found = {"checkout": str(checkout or cache / "real-target" / "MindSpeed-MM"),
+             "runtime_python": runtime or str(cache / "real-runtime" / "bin" / "python")}
+    if not (Path(found["checkout"]) / ".git").exists() or not Path(found["runtime_python"]).exists():
+        raise SystemExit(f"no real checkout / runtime at {found} (build them with scripts/real_target.sh, or give "
+                         f"--real-checkout and --real-runtime)")
+    return found
 
 
 def copy_for(green: dict[str, Any], fault: Fault, folder: Path) -> Layout:
@@ -91,12 +131,34 @@ def fix_names(fault: Fault, layout: Layout) -> list[str]:
 
 def faulted_spec(green: dict[str, Any], fault: Fault, layout: Layout, folder: Path, policy: str) -> RunSpec:
     model_type = json.loads((layout.data.parent.parent / "config.json").read_text()).get("model_type", "")
-    runtime = wrap_runtime(fault.runtime, sys.executable, folder / "runtime", model_type) if fault.runtime else None
+    base = green.get("runtime_python")  # the real runtime; the stand-in runs in this interpreter
+    runtime = wrap_runtime(fault.runtime, base or sys.executable, folder / "runtime", model_type) \
+        if fault.runtime else base
     spec = RunSpec(source=layout.data.parent.parent, target=layout.root, model_name=green["model"], policy=policy,
                    runtime_python=runtime, bind_inputs=True if policy == "none" else None)
     if policy == "none":  # as `msmigrate verify`, stopping at the first classification (where verify routes it)
         spec = spec.model_copy(update={"budgets": spec.budgets.model_copy(update={"phase_attempts": 0})})
     return spec
+
+
+# The artifacts the rules policy writes itself in a transformers-native migration: the plugin, the YAML and the
+# launch script (its data phase reuses an existing template on branch A; the records and the runtime are the user's)
+RULES_WRITES = ("plugin", "yaml", "launch")
+
+
+def rules_owned(fault: Fault) -> bool:
+    """In the repair subset: a fault whose fix is in an artifact the rules policy writes (or one marked ``repair``)."""
+    return fault.repair or fault.surface in RULES_WRITES
+
+
+def score_stopped(fault: Fault, layout: Layout, state: dict[str, Any]) -> dict[str, Any]:
+    """A run that classified no gate failure: missed (all green), or stopped before routing (its inputs refused),
+    the fix named when its one line names it."""
+    detail = str(state.get("exit_detail") or "")
+    return {"id": fault.id, "owner": fault.owner, "surface": fault.surface, "exit_status": state.get("exit_status"),
+            "missed": state.get("exit_status") == "success", "routed": None, "named": None, "gate": None,
+            "detail": detail[:300], "stopped": state.get("exit_status") != "success",
+            "fix_named": any(w in detail for w in fix_names(fault, layout))}
 
 
 def score(fault: Fault, layout: Layout, state: dict[str, Any], run_dir: Path) -> dict[str, Any]:
@@ -105,11 +167,7 @@ def score(fault: Fault, layout: Layout, state: dict[str, Any], run_dir: Path) ->
     out: dict[str, Any] = {"id": fault.id, "owner": fault.owner, "surface": fault.surface,
                            "exit_status": state.get("exit_status")}
     if first is None:  # no gate failure classified: missed (all green), or the run stopped before routing it
-        detail = str(state.get("exit_detail") or "")
-        out.update(missed=state.get("exit_status") == "success", routed=None, named=None, gate=None,
-                   detail=detail[:300], stopped=state.get("exit_status") != "success",
-                   fix_named=any(w in detail for w in fix_names(fault, layout)))
-        return out
+        return {**out, **score_stopped(fault, layout, state)}
     failed = next((r for r in reversed(records) if r.get("kind") == "gate" and r.get("gate") == first.get("gate")
                    and not r.get("passed")), {})
     said = report_failure_lines(run_dir / "verification_report.md", first.get("gate", ""))
@@ -123,6 +181,8 @@ def score(fault: Fault, layout: Layout, state: dict[str, Any], run_dir: Path) ->
                float(first.get("confidence") or 0) >= DECISIVE_CONFIDENCE,
                wrong=bool(named) and named != fault.owner,
                fix_named=any(w in said for w in wanted), fix_wanted=wanted,
+               # the whole diagnosis: what the owner phase's prompt shows an LLM policy (prompts' failure_block)
+               fix_in_diagnosis=any(w in str(first.get("diagnosis", "")) for w in wanted),
                diagnosis=str(first.get("diagnosis", ""))[:400], gate_summary=str(failed.get("summary", ""))[:300])
     return out
 
@@ -150,8 +210,16 @@ def run_fault(green: dict[str, Any], fault: Fault, work: Path, policy: str = "no
     spec = faulted_spec(green, fault, layout, folder, policy)
     run_id = new_run_id(green["model"])
     started = time.monotonic()
-    with Run(spec, run_id, Settings(runs_dir=folder / "runs")) as run:
-        state = run.drive()
+    try:
+        with Run(spec, run_id, Settings(runs_dir=folder / "runs")) as run:
+            state = run.drive()
+    except InputError as exc:  # the run refused its inputs before any gate, as `msmigrate verify` exits: scored as
+        # stopped before routing, its one line checked for the fix
+        state = {"exit_status": "input_error", "exit_detail": str(exc)}
+        if policy != "none":
+            return {"id": fault.id, "owner": fault.owner, "repaired": False, "exit_status": "input_error",
+                    "detail": str(exc)[:300]}
+        return {**score_stopped(fault, layout, state), "seconds": round(time.monotonic() - started, 1)}
     run_dir = folder / "runs" / run_id
     if policy == "none":
         result = {**score(fault, layout, state, run_dir), "run_dir": str(run_dir)}
@@ -178,10 +246,29 @@ def totals(results: list[dict[str, Any]]) -> dict[str, Any]:
             "abstained": count("abstained"), "wrong_owner": count("wrong"),
             "confidently_wrong": count("confidently_wrong"),
             "fix_named": count("fix_named") + sum(1 for r in stopped if r.get("fix_named")),
+            "fix_in_diagnosis": count("fix_in_diagnosis"),
             "by_owner": {o: {"n": sum(1 for r in scored if r["owner"] == o),
                              "routed": sum(1 for r in caught if r["owner"] == o and r.get("routed")),
                              "named": sum(1 for r in caught if r["owner"] == o and r.get("owner_named"))}
                          for o in OWNER_TO_PHASE}}
+
+
+def grouped_totals(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The totals of the faults written with the changes, and apart (``heldout``) those of the held-out group
+    (faults/heldout.py: written blind, never run while the classifier changed); repaired counts per group too."""
+    heldout = {f.id for f in all_faults() if f.heldout}
+    summary: dict[str, Any] = {}
+    for group, rows in (("main", [r for r in results if r.get("id") not in heldout]),
+                        ("heldout", [r for r in results if r.get("id") in heldout])):
+        if not rows:
+            continue
+        part = totals([r for r in rows if "repaired" not in r])
+        repaired = [r for r in rows if "repaired" in r]
+        if repaired:
+            part["repaired"] = f"{sum(1 for r in repaired if r['repaired'])}/{len(repaired)}"
+            part["not_repaired"] = [r["id"] for r in repaired if not r["repaired"]]
+        summary[group] = part
+    return summary
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -260,10 +347,7 @@ def summarize(paths: list[Path]) -> int:
             r["stopped"] = True
             r["fix_named"] = any(w in r.get("detail", "") for w in faults[r["id"]].fix)
     print(table(results))
-    summary = totals([r for r in results if "repaired" not in r])
-    repaired = [r for r in results if "repaired" in r]
-    if repaired:
-        summary["repaired"] = f"{sum(1 for r in repaired if r['repaired'])}/{len(repaired)}"
+    summary = grouped_totals(results)
     print(json.dumps(summary, indent=1))
     return 0
 
@@ -272,8 +356,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=Path("fault_workdir"))
     parser.add_argument("--model", default="qwen2_vl", help="the bundled fixture the green migration is built from")
-    parser.add_argument("--only", default="", help="comma-separated fault ids")
+    parser.add_argument("--only", default="", help="comma-separated fault ids, run in that order")
+    parser.add_argument("--group", choices=("all", "heldout", "main"), default="all", help="only the held-out "
+                        "group (faults/heldout.py) or only the rest")
+    parser.add_argument("--target", choices=("standin", "real"), default="standin", help="the stand-in target, or a "
+                        "copy of the real MindSpeed-MM checkout run by its real runtime (use its own --workdir)")
+    parser.add_argument("--real-checkout", type=Path, default=None, help="the real checkout (default: "
+                        "~/.cache/msmigrate/real-target/MindSpeed-MM)")
+    parser.add_argument("--real-runtime", default=None, help="its runtime's python (default: "
+                        "~/.cache/msmigrate/real-runtime/bin/python)")
     parser.add_argument("--repair", action="store_true", help="also run the repair subset (full rules runs)")
+    parser.add_argument("--repair-only", action="store_true", help="run only the repair subset")
     parser.add_argument("--out", type=Path, default=None, help="JSON results (default: WORKDIR/results.json)")
     parser.add_argument("--summarize", type=Path, nargs="+", default=None, help="print the table and totals of "
                         "results files (merged by fault id, a later file wins; this version's scoring and the "
@@ -287,23 +380,28 @@ def main(argv: list[str] | None = None) -> int:
         print(rescore(args.rescore.resolve()))
         return 0
     workdir = args.workdir.resolve()
-    green = build_green(workdir / "green", args.model)
+    real = real_paths(args.real_checkout, args.real_runtime) if args.target == "real" else None
+    green = build_green(workdir / "green", args.model, real)
     wanted = {s for s in args.only.split(",") if s}
-    faults = [f for f in all_faults() if not wanted or f.id in wanted]
+    by_id = {f.id: f for f in all_faults()}
+    unknown = [i for i in args.only.split(",") if i and i not in by_id]
+    if unknown:
+        raise SystemExit(f"unknown fault ids: {', '.join(unknown)}")
+    if args.group != "all":
+        by_id = {i: f for i, f in by_id.items() if f.heldout == (args.group == "heldout")}
+    # --only runs its faults in the order given (a long run on shared cores does the ones that matter first)
+    faults = [by_id[i] for i in dict.fromkeys(args.only.split(",")) if i in by_id] if wanted else list(by_id.values())
     results = []
-    for fault in faults:
+    for fault in [] if args.repair_only else faults:
         result = run_fault(green, fault, workdir / "faults")
         results.append(result)
         print(table([result]).splitlines()[-1], flush=True)
-    if args.repair:
-        for fault in [f for f in faults if f.repair]:
+    if args.repair or args.repair_only:
+        for fault in [f for f in faults if rules_owned(f)]:
             result = run_fault(green, fault, workdir / "faults", policy="rules")
             results.append(result)
             print(table([result]).splitlines()[-1], flush=True)
-    summary = totals([r for r in results if "repaired" not in r])
-    repaired = [r for r in results if "repaired" in r]
-    if repaired:
-        summary["repaired"] = f"{sum(1 for r in repaired if r['repaired'])}/{len(repaired)}"
+    summary = grouped_totals(results)
     out = args.out or workdir / "results.json"
     out.write_text(json.dumps({"summary": summary, "results": results}, indent=1))
     print(table(results))

@@ -4,13 +4,14 @@ keys; and the phase whose artifact this run's own commits changed last before th
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact,
-                                                 keys_named, keys_valued, plugin_import_owner, registration_owner,
+                                                 gate_remedy_owner, keys_named, keys_valued, plugin_import_owner, registration_owner,
                                                  yaml_keys, yaml_values)
 from msmigrate.tools.repo_reader.target_inventory import target_inventory
 from msmigrate.tools.worktree import git
@@ -26,7 +27,7 @@ def run_artifacts(ctx: Any, state: dict[str, Any], failed: dict[str, Any]) -> tu
     records = tuple(str(p) for p in dict.fromkeys([records_dir, records_dir.resolve()]))
     loaded = _yaml_data(target, plan.get("config_path")) or {}  # (a YAML that does not load: no keys)
     artifacts = Artifacts(model=model, data=data, config=config, records=records, yaml_keys=yaml_keys(loaded),
-                          yaml_values=yaml_values(loaded))
+                          yaml_values=yaml_values(loaded), frozen=_frozen(loaded) if loaded else None)
     return artifacts, _changed_last(target, ctx, artifacts, failed)
 
 
@@ -37,11 +38,16 @@ REGISTRIES = (("model.model_id", "model_id", "model_ids", "model"),
               ("data.dataloader_param.collate_param.collator_id", "collator", "collators", "data"))
 
 
-def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx: Any) -> ContextVerdict | None:
+def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx: Any,
+                    gate_lines: str = "") -> ContextVerdict | None:
     """Facts of this run that decide an owner even against a matched case: whose import failed (the source's
-    architecture, or a name only the plugin asks for) and which side of a registry lookup left the plan (the plan's
-    id in the YAML but registered nowhere, or another id in the YAML)."""
+    architecture, or a name only the plugin asks for), which side of a registry lookup left the plan (the plan's
+    id in the YAML but registered nowhere, or another id in the YAML), and a setting the failed gate's own check
+    (``gate_lines``: its problem lines) measured as the cause."""
     plan = state.get("plan") or {}
+    remedy = gate_remedy_owner(gate_lines, artifacts)
+    if remedy is not None:
+        return remedy
     text += _import_sites(Path(ctx.target), plan.get("plugin_dir"), text)
     said = plugin_import_owner(text, artifacts, plan.get("hf_class"), plan.get("model_type"))
     if said is not None:
@@ -64,6 +70,16 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
         facts.append(RegistryFact(key, value, plan.get(plan_key), tuple(e["id"] for e in entries), registrar,
                                   where or ""))
     return registration_owner(text, facts)
+
+
+def _frozen(data: Any) -> tuple[str, ...]:
+    """What the YAML's model.freeze freezes: a list of module names, or a mapping whose true entries are."""
+    said = _get(data, "model.freeze")
+    if isinstance(said, dict):
+        return tuple(str(k) for k, v in said.items() if v)
+    if isinstance(said, (list, tuple)):
+        return tuple(str(v) for v in said if v)
+    return (str(said),) if isinstance(said, str) and said else ()
 
 
 def _get(data: Any, dotted: str) -> Any:
@@ -108,16 +124,19 @@ def where_to_fix(owner: str | None, ctx: Any, state: dict[str, Any], text: str =
         return f"The model plugin's files: {', '.join(files)}." if files else ""
     if owner == "data":
         inventory = target_inventory(target)
-        named = []
+        named, files = [], []
         for kind, key in (("templates", "template"), ("mm_plugins", "mm_plugin"), ("collators", "collator")):
             entry = next((e for e in (inventory.data.get(kind) or []) if inventory.ok and e.get("id") == plan.get(key)),
                          None)
             if entry:
+                files.append(entry["file"])
                 named.append(f"{key} {entry['id']}{' (' + entry['target'] + ')' if entry.get('target') else ''} at "
-                             f"{entry['file']}:{entry.get('line')}")
+                             f"{Path(entry['file']).name}:{entry.get('line')}")
+        # file names with their common folder once: the report cuts the diagnosis, and the records come last
+        under = f" (under {os.path.commonpath(files)}/)" if len(files) > 1 and os.path.commonpath(files) else \
+            (f" ({str(Path(files[0]).parent)}/)" if files else "")
         records = getattr(ctx, "data_path", None) or Path(ctx.source) / "data"
-        named.append(f"the training records under {records}")
-        return "This run's data path: " + "; ".join(named) + "."
+        return "This run's data path: " + "; ".join(named) + under + f"; the training records {records}."
     if owner == "config":
         files = [p for p in (plan.get("config_path"), plan.get("script_path")) if p]
         keys = list(dict.fromkeys(keys_named(text, artifacts) + keys_valued(text, artifacts)))[:4] \

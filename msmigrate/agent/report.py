@@ -11,9 +11,11 @@ from msmigrate.agent.exit_line import ALL_GATES, STALE, headline, todo_for
 from msmigrate.agent.gate_currency import gate_currency
 from msmigrate.agent.routes.fsdp2.delivery_review import review_delivery, review_section
 from msmigrate.agent.report_actions import next_actions, risks
+from msmigrate.agent.routes.fsdp2.gates.hf_export import export_summary
 from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary
 from msmigrate.agent.routes.megatron.report import GATE_TITLES as MEGATRON_GATE_TITLES, megatron_section
 from msmigrate.agent.state import PHASE_GATES
+from msmigrate.agent.throughput import throughput_lines, throughput_rows
 from msmigrate.core.git import GitError, branch_exists, git_out, is_repo
 from msmigrate.core.secret_mask import mask_text
 from msmigrate.core.text_clip import clip
@@ -227,9 +229,19 @@ def _parity_section(gates: dict[str, Any]) -> list[str]:
                   ["", f"Training parity (G4): {parity_summary(training)}."])
         if training_parity_record(gates):
             lines += ["", "![training parity](training_parity.png)"]
+    export = gates.get("G4", {}).get("hf_export")
+    if export:
+        lines += ["", f"HF weights out (G4): {export_summary(export)}; folder `{export.get('export_dir')}` "
+                  f"({', '.join(export.get('files') or [])}), from checkpoint `{export.get('checkpoint')}`; converter: "
+                  f"{export.get('converter')}; source loss {export.get('source_loss')} vs trained target "
+                  f"{export.get('target_loss')}."]
     sharded = (gates.get("G6", {}).get("parity") or {}).get("sharded")
     if sharded:
         lines += ["", f"Sharded: {parity_summary(sharded)}."]
+    ranks = (gates.get("G6", {}).get("parity") or {}).get("training")
+    if ranks:
+        lines += ["", f"Training parity on {ranks.get('nproc')} ranks (G6): {parity_summary(ranks)}; "
+                  f"{ranks.get('sharding')}."]
     return ["", "## Parity with the source", "", *lines] if lines else []
 
 
@@ -287,6 +299,7 @@ def render_report(state: dict[str, Any], diff: str, has_plot: bool, where: dict[
     if metrics:
         lines += ["", "## Training metrics", "", "| launch | steps | first loss | last loss | median step ms | samples/s "
                   "| weights |", "|---|---|---|---|---|---|---|", *metrics]
+        lines += throughput_lines(gates)
     jobs = [f"| {g} {ev.get('label', '')} | {ev['job_id']} | {ev.get('nodes')} | {ev.get('job_state')} | "
             f"{ev.get('exit_code')} |" for g in ("G4", "G5", "G6") for ev in gates.get(g, {}).get("evidence", [])
             if ev.get("job_id")]
@@ -333,6 +346,7 @@ def write_artifacts(deps: Any, state: dict[str, Any]) -> dict[str, str]:
         "gates": gates,
         "gate_history": state.get("gate_history", []),
         "counters": state.get("counters", {}),
+        "throughput": [{"launch": label, **figures} for label, figures in throughput_rows(gates)],
         **({"delivery_review": state["delivery_review"]} if "delivery_review" in state else {}),
     }
     (run_dir / "evidence.json").write_text(mask_text(json.dumps(evidence, indent=2, default=str)))

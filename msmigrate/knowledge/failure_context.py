@@ -19,6 +19,9 @@ the run, never a table fitted to logs:
 - **the host**: an operating-system error of the host the run's files cannot cause (disk full, read-only file
   system, a network interface that does not exist, the process killed by SIGKILL) with no frame of the run's own
   code: environment.
+- **the loss's graph**: backward refused a loss with no autograd graph. Only two artifacts can cut it: the YAML
+  freezing every trainable part (config) or the model's forward returning a loss not computed from its parameters
+  (model); the YAML's own freeze list says which.
 - **last change**: the phase whose artifact this run changed last before the failing gate (its own commits only;
   a verify run has none), when nothing above decides.
 
@@ -48,6 +51,8 @@ _HOST = re.compile(r"\[Errno (?:28|30|122|5)\]|No space left on device|Read-only
 _RUNTIME_BROKEN = re.compile(r"is required for a normal functioning of this module, but found|"
                              r"compiled using NumPy 1\.x cannot be run in NumPy 2|Importing the numpy C-extensions "
                              r"failed|undefined symbol: |version `GLIBC\w*_[\d.]+' not found")
+# autograd refusing a loss that has no graph (torch's wording for backward on a tensor without grad_fn)
+_NO_GRAPH = re.compile(r"does not require grad and does not have a grad_fn")
 _GENERIC_KEYS = {"model", "data", "training", "parallel", "features", "tools", "template", "dataset", "plugin",
                  "images", "messages", "load", "save", "seed", "lr", "stage", "role_tag", "content_tag"}
 
@@ -61,6 +66,7 @@ class Artifacts:
     records: tuple[str, ...] = ()
     yaml_keys: dict[str, str] = field(default_factory=dict)  # leaf key -> dotted path of the run's YAML
     yaml_values: dict[str, str] = field(default_factory=dict)  # dotted path -> the YAML's scalar value, as text
+    frozen: tuple[str, ...] | None = None  # what the YAML freezes (model.freeze); None: no YAML was read
 
     def owner_of(self, path: str) -> str | None:
         """model / data / config for a file of this run, None for any other file (installed, framework, stdlib)."""
@@ -81,7 +87,7 @@ class Artifacts:
 @dataclass(frozen=True)
 class ContextVerdict:
     owner: str
-    rule: str  # frames | config-loading | key | host | last-change
+    rule: str  # frames | config-loading | key | loss-graph | runtime | host | last-change | plugin-import | registration
     reason: str  # in words, naming the file:line or the key to change
 
     def to_dict(self) -> dict[str, str]:
@@ -112,9 +118,23 @@ def run_frames(text: str, artifacts: Artifacts) -> list[tuple[str, int, str]]:
 _INPUT_DUMP = re.compile(r"\[type=[^\]]*\]|input_value=\{.*")  # pydantic echoes the whole section it was given
 
 
+_PYDANTIC_HEAD = re.compile(r"\d+ validation errors? for ")
+_PYDANTIC_LOC = re.compile(r"[A-Za-z_][\w.\[\]]*")  # a field location line under that header (`training.lr`)
+
+
 def _error_lines(text: str) -> list[str]:
-    return [_INPUT_DUMP.sub("", line).strip() for line in text.splitlines()
-            if re.search(r"(?i)\b\w*(?:error|exception)\b|failed|not registered|invalid", line)]
+    """The lines that state the error, and under pydantic's `N validation errors for X` header the field
+    location lines it prints on their own (the key the error is about)."""
+    said, in_pydantic = [], False
+    for line in text.splitlines():
+        if re.search(r"(?i)\b\w*(?:error|exception)\b|failed|not registered|invalid", line):
+            said.append(_INPUT_DUMP.sub("", line).strip())
+            in_pydantic = bool(_PYDANTIC_HEAD.search(line)) or (in_pydantic and line[:1].isspace())
+        elif in_pydantic and _PYDANTIC_LOC.fullmatch(line.strip()) and not line[:1].isspace():
+            said.append(line.strip())
+        elif in_pydantic and not line[:1].isspace():
+            in_pydantic = False
+    return said
 
 
 def keys_valued(text: str, artifacts: Artifacts) -> list[str]:
@@ -136,10 +156,9 @@ def keys_named(text: str, artifacts: Artifacts) -> list[str]:
     said = "\n".join(_error_lines(text))
     named = []
     for leaf, dotted in artifacts.yaml_keys.items():
-        if leaf in _GENERIC_KEYS or ("_" not in leaf and "." not in dotted):
-            continue
-        if re.search(rf"(?<![\w.]){re.escape(dotted)}(?![\w])", said) or \
-                ("_" in leaf and re.search(rf"(?<![\w]){re.escape(leaf)}(?![\w])", said)):
+        # the whole dotted path is specific even for a generic leaf (`training.lr`); a leaf alone only with a '_'
+        if "." in dotted and re.search(rf"(?<![\w.]){re.escape(dotted)}(?![\w])", said) or \
+                (leaf not in _GENERIC_KEYS and "_" in leaf and re.search(rf"(?<![\w]){re.escape(leaf)}(?![\w])", said)):
             named.append(dotted)
     return named
 
@@ -160,6 +179,8 @@ def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = No
         return ContextVerdict(owner, "frames",
                               f"the innermost frame of this run's own code is {path}:{line} ({_what(owner)}); "
                               f"the fix changes that file")
+    if _NO_GRAPH.search(text) and artifacts.frozen is not None:
+        return loss_graph_owner(artifacts)
     keys = keys_named(text, artifacts)
     if keys:
         return ContextVerdict("config", "key", f"the error names the setting {', '.join(keys[:3])} of "
@@ -179,6 +200,21 @@ def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = No
                               f"nothing in the failure decides; the last change of this run before the failing gate "
                               f"was the {changed_last} phase's")
     return None
+
+
+def loss_graph_owner(artifacts: Artifacts) -> ContextVerdict:
+    """The loss reached backward without a graph: the YAML froze the parameters (config), or, when it freezes
+    nothing, the model's forward returned a loss its parameters do not compute (model)."""
+    config = _names(artifacts.config[:1]) or "the YAML"
+    if artifacts.frozen:
+        return ContextVerdict("config", "loss-graph",
+                              f"backward got a loss with no autograd graph and {config} freezes "
+                              f"{', '.join(artifacts.frozen[:4])} (model.freeze): unfreeze what must train")
+    plugin = _names(artifacts.model[:1]) or "the model plugin"
+    return ContextVerdict("model", "loss-graph",
+                          f"backward got a loss with no autograd graph while {config} freezes nothing "
+                          f"(model.freeze is empty): the model's forward returned a loss cut from its parameters "
+                          f"(detached, replaced, or computed without them); fix the forward in {plugin}")
 
 
 def _names(paths: Iterable[str]) -> str:
@@ -245,6 +281,23 @@ def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | Non
                           f"the plugin's import at {path}:{line} asks for `{missing}` from `{module}`, which the "
                           f"installed library does not have and the source's architecture does not need: change "
                           f"that import in {path}")
+
+
+_REMEDY = re.compile(r"\b(?:raise|lower|set|change) `?(?P<key>[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+)`?")
+
+
+def gate_remedy_owner(gate_lines: str, artifacts: Artifacts) -> ContextVerdict | None:
+    """The failed gate's own check measured the cause and says which setting to change (``raise
+    data.dataset_param.basic_parameters.cutoff_len to at least 95``): a whole dotted key of this run's YAML in the
+    gate's problem lines (not in the run's output) is the fix, so config, whichever case the output's error matches
+    (a cut sample then fails in the model as too few media tokens)."""
+    keys = set(artifacts.yaml_keys.values())
+    for m in _REMEDY.finditer(gate_lines):
+        if m.group("key") in keys:
+            config = _names(artifacts.config[:1]) or "the YAML"
+            return ContextVerdict("config", "gate-remedy",
+                                  f"the gate's own check names the setting to change: {m.group(0)} in {config}")
+    return None
 
 
 @dataclass(frozen=True)

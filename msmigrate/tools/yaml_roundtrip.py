@@ -13,11 +13,15 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.compat import ordereddict
 from ruamel.yaml.error import CommentMark
 from ruamel.yaml.scalarstring import PlainScalarString
 from ruamel.yaml.tokens import CommentToken
 
+from msmigrate.tools.yaml_splice import render_with, splice
+
 _INDENT_ATTR = "_roundtrip_indent"
+_SOURCE_ATTR = "_roundtrip_source"  # the text a document was loaded from: dump edits it rather than re-emitting it
 
 
 def _yaml(mapping: int = 2, sequence: int = 4, offset: int = 2) -> YAML:
@@ -41,6 +45,7 @@ def load(text: str) -> CommentedMap:
     if not isinstance(doc, CommentedMap):
         raise ValueError("not a YAML mapping")
     setattr(doc, _INDENT_ATTR, (mapping, sequence, offset))
+    setattr(doc, _SOURCE_ATTR, text)
     return doc
 
 
@@ -71,13 +76,22 @@ def _mapping_indent(text: str) -> int:
 def clone(doc: CommentedMap) -> CommentedMap:
     """A deep copy that keeps comments, anchors, aliases (shared within the copy) and the indentation to write."""
     out = copy.deepcopy(doc)
-    if hasattr(doc, _INDENT_ATTR):
-        setattr(out, _INDENT_ATTR, getattr(doc, _INDENT_ATTR))
+    for attr in (_INDENT_ATTR, _SOURCE_ATTR):
+        if hasattr(doc, attr):
+            setattr(out, attr, getattr(doc, attr))
     return out
 
 
 def dump(doc: Any) -> str:
+    """The text of ``doc``: a loaded document's source with only its edited entries rewritten (byte for byte the
+    source where nothing was edited); the whole document emitted where it has no source or an edit cannot be placed
+    in it (yaml_splice says which)."""
     mapping, sequence, offset = getattr(doc, _INDENT_ATTR, (2, 4, 2))
+    source = getattr(doc, _SOURCE_ATTR, None)
+    if source is not None:
+        text = splice(source, doc, render_with(lambda: _yaml(mapping, sequence, offset)))
+        if text is not None:
+            return text
     out = io.StringIO()
     _yaml(mapping, sequence, offset).dump(doc, out)
     return out.getvalue()
@@ -176,6 +190,21 @@ def put(doc: CommentedMap, section: dict, key: str, value: Any) -> None:
         _replace_identity(doc, old, value)
     section[key] = _commented(value)
     _give_below(*_tail(section, key), below)
+    _follow_merges(section, key)
+
+
+def _follow_merges(section: CommentedMap, key: Any) -> None:
+    """The mappings that merge ``section`` (``<<: *anchor``) and do not set ``key`` themselves see its new value, as
+    a reader of the written YAML does (ruamel copies merged values once, at load)."""
+    for referent in getattr(section, "_ref", []):
+        if not isinstance(referent, CommentedMap) or key in referent._ok:
+            continue
+        source = next((m for m in getattr(referent, "merge", []) if key in m), None)
+        if source is not None:
+            ordereddict.__setitem__(referent, key, source[key])
+        elif ordereddict.__contains__(referent, key):
+            ordereddict.__delitem__(referent, key)
+        _follow_merges(referent, key)
 
 
 def put_mapping(doc: CommentedMap, section: dict, key: str, value: dict) -> None:
@@ -206,6 +235,7 @@ def remove(mapping: dict, key: Any) -> Any:
         # ruamel writes a comment kept on an anchored or aliased scalar before that line: skip such entries
         earlier = [k for k in reversed(keys[:index]) if not _anchor_name(mapping[k])] or [keys[index - 1]]
         _give_below(*_tail(mapping, earlier[0]), below)
+    _follow_merges(mapping, key)
     return value
 
 

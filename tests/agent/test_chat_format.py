@@ -73,6 +73,8 @@ CASES = {
     "phi3_v": (ct.PHI3_V, "<s>", "<|endoftext|>", dict(  # role tags, string content only
         prefix="", user="<|user|>\n{{content}}<|end|>\n<|assistant|>\n", assistant="{{content}}<|end|>\n",
         system="<|system|>\n{{content}}<|end|>\n", default_system="", stop_word="<|end|>", content_form="string")),
+    "qwen_vl_chat": (ct.QWEN_VL_CHAT, "", "<|im_end|>", {  # ChatML, a default system turn, string content only
+        **CHATML, "default_system": "You are a helpful assistant.", "content_form": "string"}),
     "string_chatml": (ct.STRING_CHATML, "", "<|im_end|>", {**CHATML, "default_system": "", "content_form": "string"}),  # encoder-decoder: the answer is not in the prompt text
 }
 

@@ -113,3 +113,33 @@ def test_untied_output_comes_from_the_weights_not_a_renamed_config_flag():
     assert "untie_embeddings_and_output_weights" not in source_fields(tied, "text_decoder")
     untied = {"text_config": {**text, "tie_word_embeddings": False}}
     assert "untie_embeddings_and_output_weights" in source_fields(untied, "text_decoder")
+
+
+def _decoder_shapes(qkv_bias: bool) -> dict:
+    block = {f"model.language_model.layers.0.{m}.weight": [64, 64] for m in
+             ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+              "mlp.up_proj", "mlp.down_proj")}
+    block.update({f"model.language_model.layers.0.{n}.weight": [64] for n in
+                  ("input_layernorm", "post_attention_layernorm")})
+    if qkv_bias:
+        block.update({f"model.language_model.layers.0.self_attn.{x}_proj.bias": [64] for x in "qkv"})
+    return block
+
+
+def test_decoder_is_reused_only_when_it_computes_what_the_source_computes(tmp_path):
+    """A llama language model (no q/k/v bias, 1-D rotary) against the stand-in's qwen2_5_lm, whose example fixes
+    add_qkv_bias true and mrope: no reuse, the differing facts named; the Qwen2.5-shaped one reuses it."""
+    from msmigrate.testbeds.megatron_standin import write_megatron_standin
+    from msmigrate.tools.megatron.registry import registered_ids
+
+    mm = write_megatron_standin(tmp_path / "mm", git_init=False, with_assets=False)
+    text = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "hidden_act": "silu"}
+    llama = {"text_config": {**text, "model_type": "llama"}}
+    m = match_components(llama, mm, registered_ids(mm), shapes=_decoder_shapes(False))["text_decoder"]
+    assert m.model_id is None and m.closest == "qwen2_5_lm", m.why
+    assert any(d.startswith("add_qkv_bias: source False") for d in m.missing), m.missing
+    assert any(d.startswith("position_embedding_type: source 'rope'") for d in m.missing), m.missing
+    qwen = {"text_config": {**text, "rope_scaling": {"type": "mrope", "mrope_section": [2, 1, 1]}}}
+    ok = match_components(qwen, mm, registered_ids(mm), shapes=_decoder_shapes(True))["text_decoder"]
+    assert ok.model_id == "qwen2_5_lm", ok.why

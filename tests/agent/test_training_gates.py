@@ -59,9 +59,17 @@ def _parity(problems: list[str]):
     return check
 
 
+def _export(deps, state, checkpoint, media_token_id=None):
+    """A stand-in for G4's HF export probe (the real one: tests/agent/test_training_parity.py)."""
+    record = {"status": "pass", "tensors": 12, "exact": True, "max_abs_dlogit": 0.0, "converter": "product: test",
+              "checkpoint": str(checkpoint), "problems": []}
+    return {"label": "HF weights out", "metrics": record, "log_excerpt": ""}, [], record
+
+
 def _run(monkeypatch, tmp_path, trainer, parity_problems=()):
     monkeypatch.setattr(training, "launch", trainer)
     monkeypatch.setattr(training, "training_parity_check", _parity(list(parity_problems)))
+    monkeypatch.setattr(training, "hf_export_check", _export)
     deps, state = _deps(tmp_path), {"plan": {"config_path": "examples/x/x.yaml"}, "gates": {}}
     state["gates"]["G4"] = training.gate_functional(deps, state)
     return deps, state["gates"]["G4"], training.gate_reliability(deps, state)
@@ -115,3 +123,6 @@ def test_g4_fails_on_training_parity_after_a_clean_launch(monkeypatch, tmp_path)
 def test_g4_summary_carries_the_training_parity_figures(monkeypatch, tmp_path):
     _, g4, _ = _run(monkeypatch, tmp_path, FakeTrainer())
     assert g4["passed"] and "training parity pass: 20 steps" in g4["summary"]
+    # the export round trip ran on G4's own save folder, and the gate keeps its record
+    assert "HF export pass: 12 tensors bit-exact" in g4["summary"]
+    assert g4["hf_export"]["checkpoint"] == str(training.g4_checkpoint(_deps(tmp_path)))

@@ -82,11 +82,11 @@ def _no_learning(target: Path) -> None:
         yaml.dump(data, fh)
 
 
-def _run(migrated, name, mutate=None):
+def _run(migrated, name, mutate=None, nproc=1):
     deps, state = copy_at_head(migrated, name)
     if mutate:
         mutate(deps.ctx.target)
-    return training_parity_check(deps, state)
+    return training_parity_check(deps, state, nproc=nproc)
 
 
 @pytest.mark.integration
@@ -107,6 +107,28 @@ def test_green_migration_trains_like_the_source(migrated, tmp_path):
     text = render_report({"gates": gates, "plan": migrated["state"]["plan"]}, "", False)
     assert "Training parity (G4): pass" in text and "![training parity](training_parity.png)" in text
     assert "| 1 | " in text and "| model.visual.merger |" in text
+
+
+@pytest.mark.integration
+def test_two_ranks_train_like_the_single_process_source(migrated):
+    """G6's variant: the plugin sharded over 2 torchrun ranks (gloo, the target's FSDP2 applier), each rank on its
+    share of the target dataloader's batches, against the source in one process on both ranks' batches."""
+    ev, problems, record = _run(migrated, "two_ranks", nproc=2)
+    assert record["status"] == "pass" and not problems, record["problems"]
+    assert record["nproc"] == 2 and "FSDP2" in record["sharding"]
+    assert record["steps"] == STEPS and record["max_dloss"] <= 1e-4 and record["max_rel_dgrad_norm"] <= 1e-3
+    assert all(g["ok"] for g in record["grad_groups"]) and record["fixed_batch"]["fall"] >= 0.005
+    assert "2 ranks" in ev["label"]
+    launch = record["launch"]  # the ranks ran under torchrun, and it exited clean
+    assert "torch.distributed.run" in launch["argv"] and launch["argv"][launch["argv"].index("--nproc_per_node") + 1] \
+        == "2" and launch["returncode"] == 0
+
+
+@pytest.mark.integration
+def test_two_ranks_catch_a_frozen_tower(migrated):
+    _, problems, record = _run(migrated, "two_ranks_frozen", _frozen_vision, nproc=2)
+    assert record["status"] == "fail" and record["nproc"] == 2
+    assert any("parameter group model.visual.patch_embed gets no gradient" in p for p in problems), problems
 
 
 @pytest.mark.integration

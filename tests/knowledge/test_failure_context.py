@@ -134,3 +134,42 @@ def test_a_lazy_import_of_the_sources_own_architecture_is_environment():
             "requirements defined correctly?\n"
             '  File "mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py", line 2, in <module>')
     assert plugin_import_owner(text, ART, "TinyVLForConditionalGeneration", "tiny_vl").owner == "environment"
+
+
+def test_a_loss_without_graph_goes_to_the_forward_unless_the_yaml_freezes_something():
+    from msmigrate.knowledge.failure_context import Artifacts, context_owner
+
+    text = "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn"
+    nothing = Artifacts(model=("mindspeed_mm/fsdp/models/m",), config=("examples/m/m.yaml",), frozen=())
+    said = context_owner(text, nothing)
+    assert (said.owner, said.rule) == ("model", "loss-graph") and "mindspeed_mm/fsdp/models/m" in said.reason
+    frozen = Artifacts(model=("mindspeed_mm/fsdp/models/m",), config=("examples/m/m.yaml",),
+                       frozen=("model.visual", "model.language_model"))
+    said = context_owner(text, frozen)
+    assert (said.owner, said.rule) == ("config", "loss-graph") and "model.visual" in said.reason
+    assert context_owner(text, Artifacts(frozen=None)) is None  # no YAML read: nothing decides
+
+
+def test_pydantic_field_locations_name_the_key_even_a_generic_leaf():
+    from msmigrate.knowledge.failure_context import Artifacts, keys_named
+
+    text = ("pydantic_core._pydantic_core.ValidationError: 1 validation error for Arguments\n"
+            "training.lr\n"
+            "  Input should be a valid number, unable to parse string as a number [type=float_parsing]\n\n"
+            "The above exception was the direct cause of the following exception:\n"
+            "seed\n")
+    artifacts = Artifacts(yaml_keys={"lr": "training.lr", "seed": "training.seed", "model_id": "model.model_id"})
+    assert keys_named(text, artifacts) == ["training.lr"]  # not `seed`: that line is outside the pydantic block
+
+
+def test_a_setting_the_gate_check_says_to_change_decides_config():
+    from msmigrate.knowledge.failure_context import Artifacts, gate_remedy_owner
+
+    artifacts = Artifacts(config=("examples/m/m.yaml",),
+                          yaml_keys={"cutoff_len": "data.dataset_param.basic_parameters.cutoff_len"})
+    gate = ("cutoff_len 16 cuts the media tokens of 3 of 3 samples with media: sample 0 keeps 2 of its 16 media "
+            "tokens; raise data.dataset_param.basic_parameters.cutoff_len to at least 60")
+    said = gate_remedy_owner(gate, artifacts)
+    assert (said.owner, said.rule) == ("config", "gate-remedy") and "cutoff_len" in said.reason
+    assert gate_remedy_owner("raise training.not_a_key to 3", artifacts) is None  # not a key of this YAML
+    assert gate_remedy_owner("the loss is not finite", artifacts) is None

@@ -68,6 +68,8 @@ def test_real_converter_tp2_pp2(realmm_snapshot, real_runtime, real_roundtrip, t
                                      extra_paths=[realmm_snapshot / "MindSpeed"])
     assert res.ok, (res.error, res.problems)
     assert res.facts["megatron_files"] == 4  # mp_rank_{00,01}_{000,001}
+    # the real converter's TP split: each rank's shard holds its whole KV groups in per-group order, every layer
+    assert res.facts["qkv_layers_checked"] == 2
 
 
 def test_real_converter_pp2_checks_the_qkv_order_on_every_stage(realmm_snapshot, real_runtime, real_roundtrip,

@@ -66,3 +66,18 @@ def test_a_file_under_the_working_dir_is_named_relative(monkeypatch, tmp_path):
     except KeyError as exc:
         where = _model_build.raised_at(exc)
     assert where["raised_in"] == "plug.py:2 in run"
+
+
+def test_a_syntax_error_is_placed_at_the_file_the_parser_could_not_read(monkeypatch, tmp_path):
+    # the message names the file by its base name and the traceback ends in importlib: the place is the parser's
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "broken_plugin.py").write_text("x = 1\ndef forward(self)\n    return x\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    try:
+        importlib.import_module("pkg.broken_plugin")
+    except SyntaxError as exc:
+        text = _model_build.error_with_place(exc)
+    assert "raised in pkg/broken_plugin.py:2 in <module>" in text, text

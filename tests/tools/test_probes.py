@@ -306,6 +306,12 @@ def test_module_tree_hf_folder(tiny_qwen2vl):
         expected = "past_key_values" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
         assert out["accepts_past_key_values"][cls_name] is expected
     assert out["accepts_past_key_values"]["Linear"] is False
+    # the sizes the report's FLOPs per token read: the shrunk model's own, counted from the built parameters
+    import json as _json
+
+    text = _json.loads((tiny_qwen2vl / "config.json").read_text()).get("text_config") or {}
+    assert out["text_layers"] == 2 and out["text_hidden"] == (text.get("hidden_size") or out["text_hidden"])
+    assert out["param_count"] > out["embedding_params"] > 0
 
 
 def test_module_tree_reads_ties_from_the_built_model(tmp_path, tiny_qwen2vl):

@@ -41,8 +41,8 @@ REVIEW_TENTATIVE = False
 # How sure a context rule is (failure_context.py): a frame in the run's own code, the YAML loader's error, a key named
 # in the error line and a host errno say whose artifact it is; the last change only says what changed before it.
 CONTEXT_CONFIDENCE = {"frames": 0.8, "config-loading": 0.85, "key": 0.8, "host": 0.8, "runtime": 0.8,
-                      "last-change": 0.5,
-                      "plugin-import": 0.85, "registration": 0.9}
+                      "last-change": 0.5, "loss-graph": 0.8,
+                      "plugin-import": 0.85, "registration": 0.9, "gate-remedy": 0.9}
 
 
 # How check_forward / G1's forward probe (tools/probes/forward_smoke.py, PATH_NAMES) names the meta-init path that
@@ -200,7 +200,7 @@ def make_classify_node(deps: RunDeps):
         artifacts, changed_last = run_artifacts(deps.ctx, state, failed)
         said = f"{failed.get('summary', '')}\n{text}"
         context = context_owner(said, artifacts, changed_last) if verdict.method == "none" else None
-        decided = run_facts_owner(said, artifacts, state, deps.ctx)
+        decided = run_facts_owner(said, artifacts, state, deps.ctx, gate_lines=failed.get("summary", ""))
         if decided is not None and decided.owner != verdict.owner:
             # the run's own facts decide against the case's usual owner (whose registration, whose import)
             failure.update(context_failure(decided, failed["gate"], primary, None, overrode=True),
@@ -248,9 +248,12 @@ def make_classify_node(deps: RunDeps):
         pointer = where_to_fix(failure.get("owner") or phase_owner(route_to, failed["gate"]), deps.ctx, state, said,
                                artifacts)
         if pointer and pointer not in failure.get("diagnosis", ""):
-            # an owner's files first (the report shows the diagnosis cut); with no owner, the routing note first
-            failure["diagnosis"] = (f"{pointer} {failure.get('diagnosis', '')}" if failure.get("owner") else
-                                    f"{failure.get('diagnosis', '')} {pointer}").strip()
+            # an owner's files first (the report shows the diagnosis cut); with no owner, the routing note first,
+            # then the files, then the root cause (a long quoted error would push the files past the cut)
+            said = failure.get("diagnosis", "")
+            note, cause = said.split(" Root cause: ", 1) if " Root cause: " in said else (said, "")
+            failure["diagnosis"] = (f"{pointer} {said}" if failure.get("owner") else
+                                    f"{note} {pointer}" + (f" Root cause: {cause}" if cause else "")).strip()
         recurred = recurrence(state, failed, failure)
         if recurred:
             failure.update(recurred)

@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.tools import BaseTool
 
 from msmigrate.core.run_context import RunContext
+from msmigrate.tools.missing_package import install_advice
 
 
 @dataclass
@@ -39,7 +40,8 @@ class PhaseUnsupported(Exception):
 
     def __init__(self, what: str, why: str, todo: str = "run it with --policy llm"):
         super().__init__(f"{what}: {why}")
-        self.what, self.why, self.todo = what, why, todo
+        # a reason that is a package missing from the runtime is fixed by installing it, whatever the policy
+        self.what, self.why, self.todo = what, why, install_advice(why) or todo
 
     @property
     def line(self) -> str:

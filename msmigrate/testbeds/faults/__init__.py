@@ -21,9 +21,9 @@ from msmigrate.testbeds.faults.injection import (OWNERS, Fault, FaultError, Layo
 
 
 def all_faults() -> list[Fault]:
-    from msmigrate.testbeds.faults import config, data, environment, model
+    from msmigrate.testbeds.faults import config, data, environment, heldout, model
 
-    faults = [*model.FAULTS, *data.FAULTS, *config.FAULTS, *environment.FAULTS]
+    faults = [*model.FAULTS, *data.FAULTS, *config.FAULTS, *environment.FAULTS, *heldout.FAULTS]
     ids = [f.id for f in faults]
     if len(ids) != len(set(ids)):
         raise ValueError("fault ids must be unique")

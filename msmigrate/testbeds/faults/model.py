@@ -7,6 +7,8 @@ from msmigrate.testbeds.faults.injection import Fault, Replace
 
 # Every method a fault adds goes after the class attribute the rules policy's plugin starts its class with.
 CLASS_HEAD = "    accepts_loss_kwargs = False\n"
+# Every plugin imports the registry it registers with (the rules policy's plugin imports nothing else for sure)
+REGISTER_IMPORT = "from mindspeed_mm.fsdp.utils.register import model_register\n"
 
 
 def _method(body: str) -> Replace:
@@ -28,8 +30,8 @@ FAULTS = [
           fix=_fix()),
     Fault("model-import-wrong-name", "model", "plugin",
           "the plugin imports a helper class by a name transformers never had (copied from a blog post)",
-          (Replace("{modeling}", "import torch\n",
-                   "import torch\nfrom transformers.modeling_utils import PreTrainedModelWithHeads  # noqa: F401\n"),),
+          (Replace("{modeling}", REGISTER_IMPORT,
+                   REGISTER_IMPORT + "from transformers.modeling_utils import PreTrainedModelWithHeads  # noqa: F401\n"),),
           fix=_fix()),
     Fault("model-forward-drops-labels", "model", "plugin",
           "a forward override that swallows labels, so the model returns no loss",
@@ -81,6 +83,7 @@ FAULTS = [
     Fault("model-config-attribute", "model", "plugin",
           "__init__ adds a head sized by a config attribute this model's config does not have",
           (_method("    def __init__(self, config):\n"
+                   "        import torch\n\n"
                    "        super().__init__(config)\n"
                    "        self.aux_head = torch.nn.Linear(config.projector_hidden_size, 1)\n\n"),),
           fix=_fix("projector_hidden_size")),

@@ -27,8 +27,9 @@ class RoundTripResult:
 
 
 def converter_roundtrip(runtime_python: str, source: Path | None = None, *, layers: int = 2,
-                        head_dim: int = 8, timeout: float = 120.0) -> RoundTripResult:
-    args = ["--layers", str(layers), "--head-dim", str(head_dim)]
+                        head_dim: int = 8, tp: int = 1, timeout: float = 120.0) -> RoundTripResult:
+    """``tp``: the launch's tensor-parallel size; each rank's row block of the fused QKV is checked."""
+    args = ["--layers", str(layers), "--head-dim", str(head_dim), "--tp", str(tp)]
     if source is not None:
         args += ["--config", str(Path(source) / "config.json")]
     res = run_probe(runtime_python, "megatron_qkv_roundtrip", args, probes_dir=PROBES_DIR, timeout=timeout)
@@ -36,5 +37,5 @@ def converter_roundtrip(runtime_python: str, source: Path | None = None, *, laye
     if not res.ok and not payload.get("problems"):
         return RoundTripResult(error=res.error or "probe failed")
     facts = {k: payload.get(k) for k in ("heads", "kv_heads", "head_dim", "layers", "bias", "tensors",
-                                         "megatron_tensors")}
+                                         "megatron_tensors", "tp", "layers_checked")}
     return RoundTripResult(ok=bool(payload.get("ok")), problems=list(payload.get("problems") or []), facts=facts)

@@ -33,6 +33,10 @@ def raised_at(exc):
     import traceback
 
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ is not None else []
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        # the parser's place is the file it could not read; the traceback ends in the import machinery, and the
+        # message names the file by its base name only
+        frames.append(traceback.FrameSummary(exc.filename, exc.lineno, "<module>", line=exc.text or ""))
     if not frames:
         return None
 
@@ -75,31 +79,125 @@ def add_source_args(ap):
 
 
 def shrink_config(config, layers):
-    """Cap every layer count (recursively into sub-configs) at ``layers``; trim per-layer lists to match."""
-    seen = set()
-
-    def visit(cfg):
-        if id(cfg) in seen:
-            return
-        seen.add(id(cfg))
+    """Cap every layer count (recursively into sub-configs) at ``layers`` and keep every field that indexes layers
+    valid after the cut, found by structure rather than by name (``layer_index_fields``): a per-layer list (as long
+    as a count that was cut) is cut with it; a list of layer indices (ints, all within the range of a count of its
+    own config or of a config nested in it — a top-level ``vision_feature_layers`` indexes the vision tower) and a
+    negative index keep their values where they are still in range and map the others proportionally into the new
+    range (distinct stays distinct where it can). Returns the config; ``config._msmigrate_shrunk`` lists what changed."""
+    changed = []
+    indexing = layer_index_fields(config, layers)  # read against the counts before the cut
+    for node, path in _config_nodes(config):
         for key in LAYER_COUNT_KEYS:
-            value = getattr(cfg, key, None)
-            if isinstance(value, int) and value > layers:
-                setattr(cfg, key, layers)
-        for key in ("layer_types", "mlp_only_layers"):
-            value = getattr(cfg, key, None)
-            if isinstance(value, list) and len(value) > layers and key == "layer_types":
-                setattr(cfg, key, value[:layers])
-        depth = getattr(cfg, "depth", None)
-        idx = getattr(cfg, "deepstack_visual_indexes", None)
-        if isinstance(idx, list) and isinstance(depth, int):
-            setattr(cfg, "deepstack_visual_indexes", [i for i in idx if i < depth][: max(1, depth - 1)])
-        for value in list(vars(cfg).values()):
-            if hasattr(value, "to_dict") and hasattr(value, "model_type"):
-                visit(value)
-
-    visit(config)
+            value = _get(node, key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > layers:
+                _set(node, key, layers)
+                changed.append(f"{path}{key}: {value} -> {layers}")
+    for node, path, key, value, new in indexing:
+        _set(node, key, new)
+        changed.append(f"{path}{key}: {value} -> {new}")
+    try:
+        config._msmigrate_shrunk = changed
+    except AttributeError:  # a config that refuses new attributes: the change list is only informative
+        pass
     return config
+
+
+def _is_config(value):
+    """A nested config: a PretrainedConfig, or a dict that carries a layer count of its own (remote code often keeps
+    its sub-configs as dicts)."""
+    if hasattr(value, "to_dict") and hasattr(value, "model_type"):
+        return True
+    return isinstance(value, dict) and any(isinstance(value.get(k), int) for k in LAYER_COUNT_KEYS)
+
+
+def _fields(node):
+    return node if isinstance(node, dict) else vars(node)
+
+
+def _get(node, key):
+    return node.get(key) if isinstance(node, dict) else getattr(node, key, None)
+
+
+def _set(node, key, value):
+    if isinstance(node, dict):
+        node[key] = value
+    else:
+        setattr(node, key, value)
+
+
+def _config_nodes(config, path=""):
+    """(node, dotted path prefix) of the config and every config nested in it, each once, parents first."""
+    seen, out = set(), []
+
+    def visit(node, prefix):
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        out.append((node, prefix))
+        for key, value in list(_fields(node).items()):
+            if _is_config(value):
+                visit(value, f"{prefix}{key}.")
+
+    visit(config, path)
+    return out
+
+
+def _counts(node):
+    """The layer counts a node itself declares (ints; before the cut when read before it)."""
+    return [v for k in LAYER_COUNT_KEYS for v in [_get(node, k)] if isinstance(v, int) and not isinstance(v, bool)]
+
+
+def _is_int_list(value):
+    return isinstance(value, (list, tuple)) and bool(value) and all(
+        isinstance(x, int) and not isinstance(x, bool) for x in value)
+
+
+def _map_index(i, count, layers):
+    """Index ``i`` into ``count`` layers (or hidden states: one more), moved into ``layers``: unchanged where still
+    valid, else proportionally placed; negative indices stay negative (counted from the end)."""
+    if -layers - 1 <= i <= layers - 1:
+        return i
+    if i >= 0:
+        return min(layers - 1, i * layers // max(1, count))
+    return -min(layers + 1, 1 + (-i - 1) * layers // max(1, count))
+
+
+def layer_index_fields(config, layers):
+    """(node, path, key, old, new) for every field that indexes layers and would point past a tower cut to
+    ``layers`` layers, computed against the counts as they are now (call before the counts are cut, as
+    ``shrink_config`` does). Per-layer lists (any element type) are as long as a count of their own config; index
+    lists are flat int lists whose every value lies within a count's range (hidden states included: -count-1 ..
+    count) of their own config or one nested in it (for a config with no tower of its own or below it, an adapter's:
+    of any config in the tree), where that count is larger than ``layers``; negative int
+    scalars in that range are indices counted from the end (a positive int scalar cannot be told from a size, so it
+    is left alone)."""
+    found = []
+    every = [n for sub, _ in _config_nodes(config) for n in _counts(sub) if n > layers]
+    for node, path in _config_nodes(config):
+        own = [n for n in _counts(node) if n > layers]
+        # a config with no tower of its own or below it (an adapter's) indexes a sibling's layers
+        below = [n for sub, _ in _config_nodes(node) for n in _counts(sub) if n > layers] or every
+        for key, value in list(_fields(node).items()):
+            if key in LAYER_COUNT_KEYS or _is_config(value):
+                continue
+            if isinstance(value, (list, tuple)) and value and len(value) in own:
+                found.append((node, path, key, value, type(value)(value[:layers])))  # one entry per layer
+                continue
+            if _is_int_list(value):
+                count = next((n for n in sorted(below) if all(-n - 1 <= i <= n for i in value)), None)
+                if count is None:
+                    continue
+                new = [_map_index(i, count, layers) for i in value]
+                if len(set(value)) == len(value):
+                    new = list(dict.fromkeys(new))  # distinct layers stay distinct (a duplicate would share one)
+                if list(new) != list(value):
+                    found.append((node, path, key, value, type(value)(new)))
+            elif isinstance(value, int) and not isinstance(value, bool) and value < -layers - 1:
+                count = next((n for n in sorted(below) if -n - 1 <= value), None)
+                if count is not None:
+                    found.append((node, path, key, value, _map_index(value, count, layers)))
+    return found
 
 
 def import_plugins(target, plugins):
@@ -198,6 +296,18 @@ def instantiate(cls, config, meta):
     else:
         model = cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
     return model.float()
+
+
+def to_compute_dtype(batch, model):
+    """Floating tensors of ``batch`` (pixels, media features) in the dtype the model computes in: a processor that
+    returns bf16 pixels must not fail an fp32 forward, nor an fp32 one a bf16 forward. Integer tensors (ids, grids,
+    masks) are left as they are."""
+    import torch
+
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+    if dtype is None:
+        return batch
+    return {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in batch.items()}
 
 
 def forward_params(cls):

@@ -23,12 +23,14 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import sys
 
 from _data_parity import IGNORE, label_convention, trained_targets
 
 PATH_NAMES = ("data_path", "data_file", "path", "json_path", "file", "data_args")
 RECORD_NAMES = ("raw_data", "records", "data", "list_data_dict", "samples", "dataset")
+MAX_LEN_NAME = re.compile(r"(model_)?max_(len|length|seq_len|seq_length)")
 
 
 def load_module(source, rel):
@@ -47,8 +49,9 @@ def load_module(source, rel):
 class Provided:
     """What a training script has at hand, loaded only when a parameter asks for it."""
 
-    def __init__(self, source, data_path, trust_remote_code):
+    def __init__(self, source, data_path, trust_remote_code, tokenizer_setup=()):
         self.source, self.data_path, self.trust = source, data_path, trust_remote_code
+        self.tokenizer_setup = list(tokenizer_setup)
         self._cache = {}
 
     def get(self, name):
@@ -63,11 +66,25 @@ class Provided:
             return self._once("processor", lambda: AutoProcessor.from_pretrained(
                 self.source, trust_remote_code=self.trust))
         if "tokenizer" in low:
-            from transformers import AutoTokenizer
-
-            return self._once("tokenizer", lambda: AutoTokenizer.from_pretrained(
-                self.source, trust_remote_code=self.trust))
+            return self._once("tokenizer", self._tokenizer)
+        if MAX_LEN_NAME.fullmatch(low):
+            # the sequence length the source's tokenizer was saved with (its training length)
+            length = self.get("tokenizer").model_max_length
+            if not isinstance(length, int) or length > 1_000_000:
+                raise TypeError(f"no value for the required parameter {name!r} (the source's tokenizer records no "
+                                "model_max_length)")
+            return length
         raise TypeError(f"no value for the required parameter {name!r}")
+
+    def _tokenizer(self):
+        """The source's tokenizer with the settings its training code makes after loading it (``pad_token_id =
+        eod_id`` …: facts ``tokenizer_setup``), replayed as attribute assignments."""
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(self.source, trust_remote_code=self.trust)
+        for step in self.tokenizer_setup:
+            setattr(tok, step["attr"], getattr(tok, step["from_attr"]) if "from_attr" in step else step["value"])
+        return tok
 
     def _once(self, key, make):
         if key not in self._cache:
@@ -97,7 +114,7 @@ def _to_list(value):
 
 def own_batches(source, data_path, facts, n, trust_remote_code=True):
     """[(record index, collated batch)] for the first ``n`` records, built by the source's own dataset + collator."""
-    provided = Provided(source, data_path, trust_remote_code)
+    provided = Provided(source, data_path, trust_remote_code, facts.get("tokenizer_setup") or ())
     module = load_module(source, facts["dataset"]["file"])
     dataset = construct(getattr(module, facts["dataset"]["class"]), provided, "dataset")
     collate = None
@@ -105,25 +122,29 @@ def own_batches(source, data_path, facts, n, trust_remote_code=True):
         c = facts["collator"]
         obj = getattr(module if c["file"] == facts["dataset"]["file"] else load_module(source, c["file"]), c["name"])
         collate = construct(obj, provided, "collator") if inspect.isclass(obj) else obj
+    if collate is None:
+        # no collator of its own: the HF Trainer's default one stacks the dataset's items (what the source trains on)
+        from transformers import default_data_collator as collate
     out = []
     here = os.getcwd()
     os.chdir(os.path.dirname(os.path.abspath(data_path)))  # record paths are relative to the data file, if at all
     try:
         for i in range(min(n, len(dataset))):
             item = dataset[i]
-            out.append((i, dict(collate([item])) if collate is not None else dict(item)))
+            out.append((i, dict(collate([item]))))
     finally:
         os.chdir(here)
     return out
 
 
-def _media_runs(ids, is_media):
-    """(ids with each media run as one marker None, [(start in the collapsed ids, run length)])."""
+def _media_runs(ids, flags):
+    """(ids with each media run as one marker None, [(start in the collapsed ids, run length)]); ``flags[k]`` says
+    whether position k is media."""
     out, runs, k = [], [], 0
     while k < len(ids):
-        if is_media(ids[k]):
+        if flags[k]:
             j = k
-            while j < len(ids) and is_media(ids[j]):
+            while j < len(ids) and flags[j]:
                 j += 1
             runs.append((len(out), j - k))
             out.append(None)
@@ -146,18 +167,39 @@ def _collapsed_index(runs_full, j):
     return j - shift
 
 
-def _full_runs(ids, is_media):
+def _full_runs(ids, flags):
     runs, k = [], 0
     while k < len(ids):
-        if is_media(ids[k]):
+        if flags[k]:
             j = k
-            while j < len(ids) and is_media(ids[j]):
+            while j < len(ids) and flags[j]:
                 j += 1
             runs.append((k, j - k))
             k = j
         else:
             k += 1
     return runs
+
+
+def sequence_mask(batch, length):
+    """The source batch's own marking of media positions: a boolean tensor of input_ids' shape that is neither the
+    attention mask nor the labels (DeepSeek-VL2's ``images_seq_mask``), as a list for its first row; else None."""
+    ids = batch.get("input_ids")
+    for key, value in batch.items():
+        if key in ("input_ids", "attention_mask", "labels") or not hasattr(value, "dtype"):
+            continue
+        if str(value.dtype) == "torch.bool" and ids is not None and tuple(value.shape) == tuple(ids.shape):
+            return [bool(x) for x in _to_list(value)][:length]
+    return None
+
+
+def source_media_flags(own, ids, source_media_id=None):
+    """Which positions of the source's own sequence are media: its batch's sequence mask where it carries one, else
+    negative placeholder ids (or the given media id)."""
+    mask = sequence_mask(own, len(ids))
+    if mask is not None and len(mask) == len(ids):
+        return mask
+    return [t < 0 or (source_media_id is not None and t == source_media_id) for t in ids]
 
 
 def compare_with_target(tok, own, example, convention, target_media_id, source_media_id=None):
@@ -169,14 +211,10 @@ def compare_with_target(tok, own, example, convention, target_media_id, source_m
         ids, labels = ids[:keep], labels[:keep]
     t_ids, t_labels = list(example["input_ids"]), list(example["labels"])
 
-    def src_media(t):
-        return t < 0 or (source_media_id is not None and t == source_media_id)
-
-    def tgt_media(t):
-        return t < 0 or (target_media_id is not None and t == target_media_id)
-
-    s_flat, s_runs = _media_runs(ids, src_media)
-    t_flat, t_runs = _media_runs(t_ids, tgt_media)
+    s_flags = source_media_flags(own, ids, source_media_id)
+    t_flags = [t < 0 or (target_media_id is not None and t == target_media_id) for t in t_ids]
+    s_flat, s_runs = _media_runs(ids, s_flags)
+    t_flat, t_runs = _media_runs(t_ids, t_flags)
     problems = []
     first = next((k for k, (a, b) in enumerate(zip(s_flat, t_flat)) if a != b),
                  None if len(s_flat) == len(t_flat) else min(len(s_flat), len(t_flat)))
@@ -194,7 +232,7 @@ def compare_with_target(tok, own, example, convention, target_media_id, source_m
     t_conv, seen = "aligned", label_convention(t_ids, t_labels)[0]
     s_targets, _ = trained_targets(labels, s_conv)
     t_targets, _ = trained_targets(t_labels, t_conv)
-    s_full, t_full = _full_runs(ids, src_media), _full_runs(t_ids, tgt_media)
+    s_full, t_full = _full_runs(ids, s_flags), _full_runs(t_ids, t_flags)
     s_set = {(_collapsed_index(s_full, j), lab) for j, lab in s_targets.items()}
     t_set = {(_collapsed_index(t_full, j), lab) for j, lab in t_targets.items()}
     only_source, only_target = sorted(s_set - t_set), sorted(t_set - s_set)
@@ -215,9 +253,10 @@ def compare_with_target(tok, own, example, convention, target_media_id, source_m
 
 def media_id_at_source_run(own, example):
     """The target's media token read from its example: the id it writes where the source's own pipeline starts its
-    first media run (negative ids: the text before it is the same in a faithful port). None without a run."""
+    first media run (negative ids, or its batch's sequence mask: the text before it is the same in a faithful port).
+    None without a run."""
     ids, t_ids = _to_list(own["input_ids"]), list(example["input_ids"])
-    start = next((k for k, t in enumerate(ids) if t < 0), None)
+    start = next((k for k, flag in enumerate(source_media_flags(own, ids)) if flag), None)
     if start is None or start >= len(t_ids) or ids[:start] != t_ids[:start]:
         return None
     return t_ids[start]

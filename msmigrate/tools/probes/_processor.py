@@ -19,11 +19,18 @@ def load_processor(folder, trust_remote_code):
     base = getattr(transformers, cls_name or "", None)
     if base is None:
         raise RuntimeError(f"AutoProcessor failed ({first}) and no processor class is recorded")
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
-    image_processor = AutoImageProcessor.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
+        image_processor = AutoImageProcessor.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    except Exception as exc:  # probe boundary: both errors say why (the first often names a missing package)
+        raise RuntimeError(f"AutoProcessor failed ({first}); composing it from its parts failed too: "
+                           f"{type(exc).__name__}: {exc}") from exc
 
     composed = image_only_class(base)
-    extra = dict(kwargs)
+    # transformers 5.x saves each sub-processor's settings inside processor_config.json under its attribute name
+    # ("image_processor": {...}); those were loaded above from the same file and must not reach __init__ twice
+    slots = set(_sub_processor_slots(base)) | {"video_processor", "image_processor", "tokenizer"}
+    extra = {k: v for k, v in kwargs.items() if k not in slots and not _is_sub_processor_entry(v)}
     template = os.path.join(folder, "chat_template.jinja")
     if os.path.isfile(template):
         with open(template, encoding="utf-8") as fh:
@@ -67,6 +74,12 @@ def _sub_processor_slots(cls):
     if hasattr(cls, "get_attributes"):
         return list(cls.get_attributes())
     return list(getattr(cls, "attributes", ["image_processor", "tokenizer"]))
+
+
+def _is_sub_processor_entry(value):
+    """A nested sub-processor's saved settings (a dict naming its own class), whatever attribute holds it."""
+    return isinstance(value, dict) and any(k.endswith(("_processor_type", "processor_class", "tokenizer_class",
+                                                          "feature_extractor_type")) for k in value)
 
 
 def recorded_processor(folder):

@@ -5,7 +5,9 @@ Real framework code assumes the trainer's setup: the qwen3vl forward asks ``get_
 the huggingface dataset enters ``TrainingArguments(...).main_process_first()`` (which needs RANK / MASTER_ADDR and a
 process group). ``start_single_rank`` reproduces that setup for one CPU process: torchrun's environment variables,
 a 1-rank gloo group and the launcher's CPU patches (the same ``cpu_shim.apply_cpu_patches`` the training gates use),
-then the target's own ``init_parallel_state`` with every parallel size 1 — never an edit to the target."""
+then the target's own ``init_parallel_state`` with every parallel size 1 — never an edit to the target. Under torchrun
+(``WORLD_SIZE`` already set, e.g. the 2-rank training parity) the same setup joins torchrun's group instead, with the
+data-parallel and fully-shard sizes equal to the world size, as the trainer's own 2-rank gate launch has them."""
 import importlib.util
 import os
 import socket
@@ -49,6 +51,7 @@ def start_single_rank():
         return done
     init = getattr(parallel_state, "init_parallel_state", None)
     if callable(init):
-        init(data_parallel_size=1, fully_shard_parallel_size=1)
-        done["parallel_state"] = "init_parallel_state(all sizes 1)"
+        world = int(os.environ["WORLD_SIZE"])
+        init(data_parallel_size=world, fully_shard_parallel_size=world)
+        done["parallel_state"] = f"init_parallel_state(data/fully-shard size {world})"
     return done

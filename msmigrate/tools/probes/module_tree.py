@@ -9,14 +9,16 @@ indices as ``{*}`` -> count, e.g. ``model.language_model.layers.{*}: 2``), ``cla
 takes ``past_key_values`` or ``**kwargs``: what a recompute wrapper that injects ``past_key_values=None`` needs,
 contract §13 #29), ``accepts_var_kwargs`` (class -> forward has ``**kwargs``), ``model_class``, ``build``,
 ``tied_parameters`` (groups of parameter names that are one Parameter in the built model) and ``tied_embeddings``
-(the input and output embeddings share their weight). Ties are read from the built model, not from config.json:
+(the input and output embeddings share their weight), ``param_count`` (parameters of the built model, each shared one
+once), ``embedding_params`` (the input embedding's), ``text_layers`` / ``text_hidden`` (the language model's layer count
+and width, from its config: the report's FLOPs per token). Ties are read from the built model, not from config.json:
 a config saved by transformers 4.x leaves ``tie_word_embeddings`` out when it equals the class default (Gemma 3).
 """
 import re
 import sys
 import time
 
-from _model_build import emit, forward_params, instantiate, parse, resolve, shrink_config
+from _model_build import emit, error_with_place, forward_params, instantiate, parse, resolve, shrink_config
 
 
 def embeddings_tied(model):
@@ -29,6 +31,19 @@ def embeddings_tied(model):
     return weight_in is not None and weight_in is weight_out
 
 
+def size_facts(model, config):
+    """Parameter counts (meta tensors have sizes) and the text decoder's depth and width for FLOPs per token."""
+    total = sum(p.numel() for p in model.parameters())
+    try:
+        emb = model.get_input_embeddings()
+    except (AttributeError, NotImplementedError):
+        emb = None
+    weight = getattr(emb, "weight", None)
+    text = getattr(config, "text_config", None) or getattr(config, "llm_config", None) or config
+    return {"param_count": total, "embedding_params": int(weight.numel()) if weight is not None else 0,
+            "text_layers": getattr(text, "num_hidden_layers", None), "text_hidden": getattr(text, "hidden_size", None)}
+
+
 def main(argv):
     args = parse(argv, lambda ap: ap.add_argument("--shrink-layers", type=int, default=0))
     start = time.monotonic()
@@ -38,7 +53,7 @@ def main(argv):
             shrink_config(config, args.shrink_layers)
         model = instantiate(cls, config, meta=True)
     except Exception as exc:  # probe boundary: the failure is the result
-        emit({"error": f"{type(exc).__name__}: {exc}"})
+        emit({"error": error_with_place(exc)})  # where it was raised: whose file decides the owner
         return 1
     names, classes, no_split, accepts_pkv, var_kwargs = [], {}, [], {}, {}
     for name, module in model.named_modules():
@@ -64,7 +79,8 @@ def main(argv):
     emit({
         "names": names, "patterns": patterns, "classes": classes, "no_split_modules": no_split, "accepts_past_key_values": accepts_pkv,
         "accepts_var_kwargs": var_kwargs, "model_class": f"{cls.__module__}.{cls.__qualname__}", "build": how,
-        "tied_parameters": tied, "tied_embeddings": embeddings_tied(model), "num_modules": len(names), "seconds": round(time.monotonic() - start, 2),
+        "tied_parameters": tied, "tied_embeddings": embeddings_tied(model), "num_modules": len(names),
+        **size_facts(model, config), "seconds": round(time.monotonic() - start, 2),
     })
     return 0
 

@@ -13,10 +13,14 @@ order: the target's own pipeline (the delivered config's dataset, collator and `
   batch's ``output.loss / gradient_accumulation_steps`` backpropagated, the global grad norm clipped at ``clip_grad``
   over the parameters that have a gradient, the optimizer the target's own ``Trainer.get_optimizer`` builds from the
   delivered config.
-- Source side: the source's training step. Today that is the HF class's own loss with a plain AdamW over every
-  trainable parameter; ``--source-step module:function`` plugs in a source's own training step instead (the seam
-  for the source-oracle work): ``function(model, micro_batches, settings) -> [{"loss", "grad_norm"}, ...]`` where
-  the first record may carry ``grads`` ({name: tensor} before clipping) for the step-1 gradient parity.
+- Source side: the source's training step. Where the source ships training code (``--source-training``: the plan's
+  facts, ``kind: own``), its own loss path — its ``Trainer.compute_loss`` override where it has one, else the
+  model's ``.loss`` as the HF Trainer calls it (``_own_pipeline.own_forward``) — on each micro batch put into the
+  source's own label convention (a source that pre-shifts its labels gets them pre-shifted), with the HF Trainer's
+  optimizer (AdamW over the trainable parameters) at the delivered settings. Without training code: the HF class's
+  own loss with the same AdamW. ``--source-step module:function`` plugs in any other source step:
+  ``function(model, micro_batches, settings) -> [{"loss", "grad_norm"}, ...]`` where the first record may carry
+  ``grads`` ({name: tensor} before clipping) for the step-1 gradient parity.
 
 Both sides use the delivered optimizer settings (lr, weight decay, betas, eps, clip_grad) at a CONSTANT learning rate:
 a warmup or decay in the delivered config is set aside on both sides (recorded), so only the step itself is compared.
@@ -41,6 +45,14 @@ relative), so 0.5 % is three decades above it, and low enough for a delivered lr
 example's: its fixed-batch loss falls 1.1 % in 20 steps on the shrunk model; the stand-in's lr 1e-4: 8 %). A lower
 lr needs more steps (``launch.parity_steps``). The target optimizer must
 hold every parameter that gets a gradient (an optimizer that skips a group is named with the group).
+
+``--ranks N`` (N > 1): the same check with the migrated model sharded over N ranks (``_ranks.launch_ranks``: the
+probe re-runs itself under torchrun, gloo on CPU). Each rank draws its own micro batches from the target's
+dataloader over the N-rank data-parallel group, the plugin is wrapped by the target's own ``ParallelApplier`` (FSDP2,
+mixed precision set to fp32 on every side), each step's loss is the engine's mean over the ranks and the grad norm
+the sharded one. The source stays ONE process: each step it trains on the N ranks' micro batches of that step
+together, each loss divided by ``N × gradient_accumulation_steps`` — the mean FSDP's gradient reduction computes.
+Same tolerances: the reduction adds one more summation order (gloo's), ~1e-7 relative in fp32.
 """
 import math
 import os
@@ -67,8 +79,18 @@ def parse(argv):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--media-token-id", type=int)
     ap.add_argument("--source-step", help="module:function, a source's own training step (see the module doc)")
+    ap.add_argument("--source-training", help="the plan's source training facts (JSON): its own loss path")
     ap.add_argument("--learn-fraction", type=float, default=LEARN_FRACTION)
+    ap.add_argument("--ranks", type=int, default=1, help="ranks the migrated model is sharded over (torchrun)")
+    ap.add_argument("--rank-timeout", type=int, default=540, help="seconds the --ranks ranks may take")
+    ap.add_argument("--as-rank", action="store_true", help=argparse_suppress())
     return ap.parse_args(argv)
+
+
+def argparse_suppress():
+    import argparse
+
+    return argparse.SUPPRESS  # set by the torchrun relaunch itself
 
 
 def group_of(name):
@@ -141,10 +163,15 @@ def fixed_loss(model, batch, loss_func=None):
         return float(model(**batch, use_cache=False).loss.detach())
 
 
-def train(model, batches, settings, optimizer, loss_func_for=None, forward_keys=None):
+def train(model, batches, settings, optimizer, loss_func_for=None, forward_keys=None, over_ranks=False,
+          loss_of=None):
     """The engine's step, K times: per micro batch ``loss / ga`` backward; clip over parameters with a gradient;
-    optimizer step at a constant lr. Returns per-step records; the first carries ``grads`` (before clipping)."""
+    optimizer step at a constant lr. Returns per-step records; the first carries ``grads`` (before clipping).
+    ``over_ranks``: the model is sharded over the process group (every rank calls this): the logged loss is the mean
+    over the ranks, gradients and the norm are read whole. ``loss_of(model, batch)``: another loss path than
+    ``model(**batch).loss`` (the source's own training code)."""
     import torch
+    from _ranks import full, mean_over_ranks
 
     ga, clip = settings["gradient_accumulation_steps"], settings["clip_grad"]
     records = []
@@ -158,15 +185,16 @@ def train(model, batches, settings, optimizer, loss_func_for=None, forward_keys=
                 func = loss_func_for(batch)
                 if func is not None:
                     model.loss_function = func
-            loss = model(**batch, use_cache=False).loss / ga
+            loss = (loss_of(model, batch) if loss_of is not None else model(**batch, use_cache=False).loss) / ga
             loss.backward()
             total += float(loss.detach())
         params = [p for p in model.parameters() if p.grad is not None]
-        record = {"loss": total}
+        record = {"loss": mean_over_ranks(total) if over_ranks else total}
         if step == 0:
-            record["grads"] = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+            record["grads"] = {n: full(p.grad.detach()).clone() for n, p in model.named_parameters()
+                               if p.grad is not None}
         norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf")) if params else None
-        record["grad_norm"] = float(norm) if norm is not None else 0.0
+        record["grad_norm"] = float(full(norm)) if norm is not None else 0.0
         optimizer.step()
         records.append(record)
     return records
@@ -189,6 +217,67 @@ def target_optimizer(cfg, model):
     if hasattr(cfg.training, "adam_fused"):
         cfg.training.adam_fused = False
     return Trainer.get_optimizer(SimpleNamespace(args=cfg, model=model))
+
+
+def shard(cfg, model):
+    """The plugin wrapped the way the target's trainer wraps it (``Trainer.get_model`` after the build: its
+    ``ParallelApplier``, FSDP2 over the data-parallel ranks), mixed precision fp32 so both sides compute alike."""
+    from mindspeed_mm.fsdp.distributed.torch_parallelize import ParallelApplier
+
+    plan = cfg.parallel.fsdp_plan
+    for key in ("param_dtype", "reduce_dtype", "output_dtype"):
+        if getattr(plan, key, None) is not None:
+            setattr(plan, key, "fp32")
+    return ParallelApplier(cfg.parallel, cfg.training)(model)
+
+
+def source_batches(per_rank, ga):
+    """One process's micro batches for the N ranks' steps: step s takes every rank's micro batches of step s."""
+    steps = min(len(b) for b in per_rank) // ga
+    return [b for s in range(steps) for rank in per_rank for b in rank[s * ga:(s + 1) * ga]]
+
+
+def on_ranks(argv, args):
+    """Re-run this probe on ``args.ranks`` ranks under torchrun; hand on rank 0's result."""
+    from _ranks import launch_ranks
+
+    result, cmd, rc, err = launch_ranks(__file__, argv, args.ranks, args.rank_timeout)
+    if result is None:
+        emit({"error": f"the {args.ranks}-rank run gave no result (torchrun exit {rc}): {err[-1500:]}",
+              "launch": cmd})
+        return 1
+    result["launch"] = {"argv": cmd, "returncode": rc, "nproc": args.ranks}
+    if rc != 0 and not result.get("error"):
+        result["error"] = f"torchrun exited {rc} after the result: {err[-800:]}"
+    emit(result)
+    return 0 if rc == 0 and not result.get("error") else 1
+
+
+def own_loss_of(facts, source_dir):
+    """The source's own loss path on a target micro batch (labels aligned with the ids, as the target feeds them),
+    the labels put back into the source's convention first: pre-shifted sources read label i as token i+1."""
+    import torch
+    from _own_pipeline import IGNORE, own_forward
+
+    def loss_of(model, batch):
+        batch = dict(batch)
+        labels = batch.get("labels")
+        if facts.get("label_convention") == "pre-shifted" and isinstance(labels, torch.Tensor):
+            batch["labels"] = torch.cat([labels[..., 1:], torch.full_like(labels[..., :1], IGNORE)], dim=-1)
+        return own_forward(model, batch, facts, source_dir)[1]
+
+    return loss_of
+
+
+def own_training_facts(path):
+    """The plan's facts when the source ships training code with a loss path to run, else None."""
+    if not path:
+        return None
+    import json
+
+    with open(path, encoding="utf-8") as fh:
+        facts = json.load(fh)
+    return facts if facts.get("kind") == "own" else None
 
 
 def load_source_step(spec):
@@ -274,8 +363,18 @@ def build_pair(src_cls, src_cfg, plg_cls, plg_cfg, seed, attention):
     return build(src_cls, src_cfg), build(plg_cls, plg_cfg), "eager"
 
 
+def say(payload):
+    """The result line, from rank 0 only (the other ranks of a ``--ranks`` run only take part)."""
+    from _ranks import world
+
+    if world()[0] == 0:
+        emit(payload)
+
+
 def main(argv):
     args = parse(argv)
+    if args.ranks > 1 and not args.as_rank:
+        return on_ranks(argv, args)
     start = time.monotonic()
     target = os.path.abspath(args.target)
     os.environ.setdefault("NON_MEGATRON", "true")
@@ -283,6 +382,7 @@ def main(argv):
     sys.path.insert(0, target)
     try:
         import torch
+        from _ranks import gather, world
         from data_check import load_pipeline
         from model_parity import (caller_set_media_ids, no_dropout, plugin_class, required_params, source_class,
                                   training_mode)
@@ -292,12 +392,13 @@ def main(argv):
         src_cls, src_cfg = source_class(args)
         params, takes_kwargs = forward_params(src_cls)
         if "labels" not in params and not takes_kwargs:
-            emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
+            say({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
                   "why_not": "the source's own forward takes no labels: its loss cannot be computed on the target "
                              "pipeline's batches (a source training step must be plugged in: --source-step)",
                   "problems": [], "seconds": round(time.monotonic() - start, 2)})
             return 0
-        plg_cls, plg_cfg = plugin_class(args)  # imports the plugins and sets up the single rank
+        plg_cls, plg_cfg = plugin_class(args)  # imports the plugins and sets up the single rank (or joins torchrun's)
+        rank, nproc = world()
         cfg, dataset, collate_fn = load_pipeline(args.config)
         settings = settings_from(cfg)
         for c in (src_cfg, plg_cfg):
@@ -307,16 +408,21 @@ def main(argv):
                                                args.attn_implementation)
         missing, unexpected = plugin.load_state_dict(source.state_dict(), strict=False)
         if missing or unexpected:
-            emit({"passed": False, "problems": [f"the plugin's parameters are not the source's: missing "
+            say({"passed": False, "problems": [f"the plugin's parameters are not the source's: missing "
                                                 f"{list(missing)[:5]}, unexpected {list(unexpected)[:5]}"]})
             return 0
         for m in (source, plugin):
             training_mode(m)
             caller_set_media_ids(m, args.media_token_id)
+        if nproc > 1:
+            plugin = shard(cfg, plugin)
         ga = settings["gradient_accumulation_steps"]
-        batches = micro_batches(cfg, dataset, collate_fn, plugin, args.steps * ga)
+        batches = micro_batches(cfg, dataset, collate_fn, plugin, args.steps * ga)  # this rank's share
+        per_rank = gather(batches)
+        src_batches = source_batches(per_rank, ga)
+        src_settings = {**settings, "gradient_accumulation_steps": ga * nproc}
         src_keys = None if takes_kwargs else set(params)
-        fixed = batches[0]
+        fixed = per_rank[0][0]  # one fixed batch on every rank
         src_first = {k: v for k, v in fixed.items() if src_keys is None or k in src_keys}
         unfed = required_params(type(source), src_first)
         why_not = f"the source's own forward requires {unfed}, which the target pipeline's batch does not carry" \
@@ -327,7 +433,7 @@ def main(argv):
             except Exception as exc:  # probe boundary: the target's batch is not the source's own input format
                 why_not = f"the source's own forward fails on the target pipeline's batch: {type(exc).__name__}: {exc}"
         if why_not:  # G1 says the same through its own probe; nothing to train side by side
-            emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
+            say({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "passed": None,
                   "why_not": why_not[:600], "problems": [], "seconds": round(time.monotonic() - start, 2)})
             return 0
         loss_func_for = lambda b: engine_loss_func(cfg, b)  # noqa: E731  (the engine sets it per batch)
@@ -337,14 +443,25 @@ def main(argv):
         opt_name = type(tgt_opt).__name__
         opt_groups = [{"params": len(g["params"]), "weight_decay": g.get("weight_decay"), "lr": g.get("lr")}
                       for g in tgt_opt.param_groups]
-        target_recs = train(plugin, batches, settings, tgt_opt, loss_func_for)
+        target_recs = train(plugin, batches, settings, tgt_opt, loss_func_for, over_ranks=nproc > 1)
         unheld = [n for n, p in plugin.named_parameters() if n in target_recs[0]["grads"] and id(p) not in held]
         fixed_after = fixed_loss(plugin, fixed, loss_func_for(fixed))
+        if rank != 0:
+            return 0  # the source side is one process: rank 0's
+        own = own_training_facts(args.source_training)
         if args.source_step:
-            source_recs = load_source_step(args.source_step)(source, batches, settings)
+            source_recs = load_source_step(args.source_step)(source, src_batches, src_settings)
             source_step = args.source_step
+        elif own is not None:
+            trainer = own.get("trainer") or {}
+            source_recs = train(source, src_batches, src_settings, plain_adamw(source, src_settings), None, src_keys,
+                                loss_of=own_loss_of(own, os.path.abspath(args.model)))
+            source_step = ("the source's own training code: " + (
+                f"{trainer.get('file')}:{trainer.get('class')}.compute_loss" if trainer.get("computes_loss")
+                else "the model's .loss as its HF Trainer calls it") +
+                f" (labels {own.get('label_convention') or 'as the target feeds them'}) + torch.optim.AdamW")
         else:
-            source_recs = train(source, batches, settings, plain_adamw(source, settings), None, src_keys)
+            source_recs = train(source, src_batches, src_settings, plain_adamw(source, src_settings), None, src_keys)
             source_step = "HF class loss + torch.optim.AdamW (no source training code plugged in)"
         source_names = [n for n, _ in source.named_parameters()]
         groups = (grad_parity(source_recs[0]["grads"], target_recs[0]["grads"], source_names)
@@ -360,13 +477,14 @@ def main(argv):
             fresh = build(src_cls, src_cfg)
             training_mode(fresh)
             caller_set_media_ids(fresh, args.media_token_id)
-            first = [{k: v for k, v in b.items() if src_keys is None or k in src_keys} for b in batches[:ga]]
+            first = [{k: v for k, v in b.items() if src_keys is None or k in src_keys}
+                     for b in src_batches[:ga * nproc]]
             cause = loss_cause(fresh, first, s0, t0)
     except Exception as exc:  # probe boundary: the failure is the result
         import traceback
 
         traceback.print_exc()
-        emit({"error": f"{type(exc).__name__}: {exc}"})
+        say({"error": f"{type(exc).__name__}: {exc}"})
         return 1
     problems = verdict(source_recs, target_recs, groups, fixed_before, fixed_after, args.learn_fraction, cause)
     if unheld:
@@ -374,7 +492,7 @@ def main(argv):
         problems.insert(0, f"the target optimizer skips parameter group{'s' * (len(skipped) > 1)} "
                            f"{', '.join(skipped)}: {len(unheld)} parameters get a gradient but are in none of its "
                            f"param groups (e.g. {unheld[0]}), so they never train")
-    emit({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}",
+    say({"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}",
           "plugin_class": f"{plg_cls.__module__}.{plg_cls.__qualname__}", "source_step": source_step,
           "steps": len(target_recs), "settings": settings, "target_optimizer": opt_name,
           "target_param_groups": opt_groups,
@@ -385,7 +503,9 @@ def main(argv):
                                                  if fixed_before else None},
           "tolerance": {"loss_rtol": LOSS_RTOL, "grad_norm_rtol": GRAD_NORM_RTOL, "grad_rtol": GRAD_RTOL,
                         "learn_fraction": args.learn_fraction, "dtype": "float32"},
-          "first_loss_cause": cause, "dtype": "float32", "device": "cpu", "attention": attention,
+          "first_loss_cause": cause, "dtype": "float32", "device": "cpu", "attention": attention, "nproc": nproc,
+          "sharding": ("the target's ParallelApplier (FSDP2, fp32) over {} gloo ranks; the source one process on "
+                       "all ranks' micro batches".format(nproc)) if nproc > 1 else "none (one process)",
           "passed": not problems, "problems": problems, "seconds": round(time.monotonic() - start, 2)})
     return 0
 

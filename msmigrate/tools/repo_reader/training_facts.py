@@ -33,7 +33,7 @@ from typing import Any
 TRAINING_DIRS = ("finetune", "train", "training", "scripts")
 TRAINING_FILE = re.compile(r"^(train|finetune|trainer|sft)[\w-]*\.py$|^(dataset|data_utils|collat\w*)\.py$")
 MAX_FILES = 60
-IGNORE_MARKERS = re.compile(r"-100\b|IGNORE_INDEX|ignore_index|IGNORE_TOKEN_ID")
+IGNORE_MARKERS = re.compile(r"-100\b|IGNORE_INDEX|ignore_index|IGNORE_TOKEN_ID|ignore_id")
 LOSS_CALLS = re.compile(r"cross_entropy|CrossEntropyLoss|nll_loss|loss_fct|loss_fn")
 # the loss shifts aligned labels itself: logits[..., :-1, :] against labels[..., 1:]
 LOSS_SHIFT = re.compile(r"\[\s*(\.\.\.|:)\s*,\s*:-1\b|\[\s*(\.\.\.|:)\s*,\s*1:\s*\]|shift_(logits|labels)")
@@ -143,11 +143,42 @@ def _model_loss_shift(folder: Path) -> list[str]:
     return []
 
 
+def _processor_masking(folder: Path) -> list[str]:
+    """The ignore-index lines of the source's own processor/tokenizer code: where a dataset only calls the family's
+    processor (``process_one(…, inference_mode=False)``), the processor decides which positions train."""
+    for path in sorted(folder.glob("processing_*.py")) + sorted(folder.glob("tokenization_*.py")):
+        parsed = _parse(path)
+        if parsed is not None and (lines := _ignore_lines(parsed[0], parsed[1], path.name)):
+            return lines
+    return []
+
+
+def _tokenizer_setup(tree: ast.AST) -> list[dict[str, Any]]:
+    """Assignments the training code makes to a tokenizer after loading it (``tokenizer.pad_token_id =
+    tokenizer.eod_id``): the source's own pipeline runs with them. Only a constant or another attribute of the same
+    tokenizer as the value (replayable without the script's other state): ``{"attr", "from_attr" | "value",
+    "text"}``."""
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and
+                isinstance(node.targets[0], ast.Attribute) and isinstance(node.targets[0].value, ast.Name)):
+            continue
+        name, attr, value = node.targets[0].value.id, node.targets[0].attr, node.value
+        if "tokenizer" not in name.lower():
+            continue
+        text = f"tokenizer.{attr} = {ast.unparse(value).replace(name + '.', 'tokenizer.')}"
+        if isinstance(value, ast.Constant):
+            out.append({"attr": attr, "value": value.value, "text": text})
+        elif isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == name:
+            out.append({"attr": attr, "from_attr": value.attr, "text": text})
+    return out
+
+
 def source_training_facts(folder: Path, forward: dict[str, Any] | None = None) -> dict[str, Any]:
     folder = Path(folder)
     facts: dict[str, Any] = {"kind": "hf", "entry": [], "trainer": None, "dataset": None, "collator": None,
                              "data_keys": [], "label_convention": None, "label_evidence": None, "masking": [],
-                             "loss_at": None, "forward_call": None}
+                             "loss_at": None, "forward_call": None, "tokenizer_setup": []}
     if not folder.is_dir():
         return facts
     loss_shift: list[str] = []
@@ -159,6 +190,7 @@ def source_training_facts(folder: Path, forward: dict[str, Any] | None = None) -
         text, tree = parsed
         rel = path.relative_to(folder).as_posix()
         facts["entry"].append(rel)
+        facts["tokenizer_setup"] += [f for f in _tokenizer_setup(tree) if f not in facts["tokenizer_setup"]]
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
             bases = _base_names(cls)
             loss = _method(cls, "compute_loss")
@@ -200,6 +232,8 @@ def source_training_facts(folder: Path, forward: dict[str, Any] | None = None) -
         facts["label_evidence"] = "no training code in the source: HF's forward loss is the oracle (labels shift inside)"
         return facts
     facts["kind"] = "own"
+    if not facts["masking"]:
+        facts["masking"] = _processor_masking(folder)
     if facts["forward_call"] is None:
         facts["forward_call"] = call_kind_from_signature((forward or {}).get("signature")) or "kwargs"
     if facts["trainer"] is None:
@@ -236,11 +270,16 @@ def contract_text(facts: dict[str, Any]) -> list[str]:
     if facts.get("label_convention"):
         out.append(f"label convention: {facts['label_convention']} ({facts.get('label_evidence')})")
     if facts.get("masking"):
-        out.append("which positions train (the dataset's ignore-index lines): " + " | ".join(facts["masking"][:6]))
+        out.append("which positions train (the ignore-index lines of its dataset, else of its processor): "
+                   + " | ".join(facts["masking"][:6]))
+    if facts.get("tokenizer_setup"):
+        out.append("the training code sets on its tokenizer: " + "; ".join(f["text"] for f in facts["tokenizer_setup"][:4]))
     for rec in (facts.get("measured") or {}).get("records") or []:
         out.append(f"measured on record {rec['record']} by the source's own pipeline: {rec['tokens']} tokens, "
                    f"{rec['trained']} trained — the trained stretches {rec['trained_text']}"
-                   + (f"; media runs {rec['media_runs']}" if rec.get("media_runs") else ""))
+                   + (f"; media runs {rec['media_runs']}" if rec.get("media_runs") else "")
+                   + (f" of {rec['at_media']}" if rec.get("media_runs") and rec.get("at_media") else "")
+                   + (f"; the tag tokens it writes: {rec['tags_written']}" if rec.get("tags_written") else ""))
     if (facts.get("measured") or {}).get("error"):
         out.append(f"could not run the source's own pipeline on the records: {facts['measured']['error']}")
     return out

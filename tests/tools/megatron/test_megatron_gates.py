@@ -55,6 +55,24 @@ def test_converter_gate_round_trip_at_tp2(megatron_standin, tmp_path):
                                     hf_dir=megatron_standin / EXAMPLE["hf_dir"], tp=2)
     assert rec["passed"] and rec["converter_used"] == "target", rec["summary"]
     assert "57 HF tensors" in rec["summary"] and "2 file(s), tp=2" in rec["summary"]
+    # the per-KV-group order is read on every TP rank's shard, not only at tp=1
+    assert "checked on 2 layer(s) at each of 2 TP rank(s)" in rec["summary"], rec["summary"]
+
+
+def test_converter_gate_catches_a_tp_split_wrong_both_ways(standin_copy, tmp_path):
+    ops = standin_copy / "checkpoint/vlm_model/operator.py"
+    # rows dealt to the ranks in turn and woven back: lossless round trip, but no rank holds whole KV groups
+    text = ops.read_text()
+    row = text[text.index("class RowSplit"):text.index("class ColSplit")]
+    wrong = row.replace("return list(value.split(_even(value.shape[0], tp_size, \"dim 0\"), dim=0))",
+                        "return [value[r::tp_size] for r in range(tp_size)]").replace(
+        "return torch.cat(tp_values, dim=0)", "return torch.stack(tp_values, dim=1).flatten(0, 1)")
+    assert wrong != row
+    ops.write_text(text.replace(row, wrong))
+    rec = megatron_converter_record(PY, standin_copy, EXAMPLE["converter"], tmp_path / "w",
+                                    hf_dir=standin_copy / EXAMPLE["hf_dir"], tp=2)
+    assert not rec["passed"], rec["summary"]
+    assert "tp rank" in rec["summary"] and "of linear_qkv.weight are not" in rec["summary"], rec["summary"]
 
 
 def test_converter_gate_catches_a_tp_split_that_is_not_the_inverse(standin_copy, tmp_path):
@@ -114,7 +132,7 @@ def test_converter_gate_catches_a_wrong_qkv_order(standin_copy, tmp_path):
     ops.write_text(text)
     rec = megatron_converter_record(PY, standin_copy, EXAMPLE["converter"], tmp_path / "w",
                                     hf_dir=standin_copy / EXAMPLE["hf_dir"])
-    assert not rec["passed"] and "of linear_qkv are not" in rec["summary"], rec["summary"]
+    assert not rec["passed"] and "of linear_qkv.weight are not" in rec["summary"], rec["summary"]
 
 
 def test_converter_gate_falls_back_to_msmigrates_layout_check(standin_copy, tmp_path):

@@ -49,7 +49,7 @@ def test_plain_concatenation_is_caught_although_it_round_trips(probe, monkeypatc
     monkeypatch.setattr(probe, "unfuse_qkv", unfuse)
     out = probe.check(layers=2, heads=4, kv=2, head_dim=2)
     assert not out["ok"]
-    assert out["problems"][0].startswith("layer 0: rows") and "k head 0" in out["problems"][0]
+    assert out["problems"][0].startswith("layer 0, tp rank 0: rows") and "k head 0" in out["problems"][0]
     assert not any("differs after" in p for p in out["problems"])  # the round trip alone would have passed
 
 
@@ -79,3 +79,21 @@ def test_head_counts_that_do_not_group_are_an_error(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"num_attention_heads": 6, "num_key_value_heads": 4}))
     r = converter_roundtrip(sys.executable, tmp_path)
     assert not r.ok and "not a multiple" in (r.error or "")
+
+
+def test_each_tp_rank_holds_its_own_kv_groups(probe, tmp_path):
+    out = probe.check(layers=2, heads=8, kv=4, head_dim=2, tp=2)
+    assert out["ok"] and out["layers_checked"] == 2 and out["tp"] == 2, out["problems"]
+    # a fusion whose groups come out in reverse: lossless with its inverse, and rank 0 holds groups 2, 3
+    right_fuse, right_unfuse = probe.fuse_qkv, probe.unfuse_qkv
+    probe.fuse_qkv = lambda q, k, v, kv: torch.cat(list(reversed(right_fuse(q, k, v, kv).chunk(kv))))
+    probe.unfuse_qkv = lambda qkv, kv, *a: right_unfuse(torch.cat(list(reversed(qkv.chunk(kv)))), kv, *a)
+    bad = probe.check(layers=1, heads=8, kv=4, head_dim=2, tp=2)  # the fixture loads a fresh module per test
+    assert not bad["ok"] and bad["problems"][0].startswith("layer 0, tp rank 0: rows 0..1"), bad["problems"]
+
+
+def test_kv_heads_that_do_not_split_over_tp_check_nothing_and_fail(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"num_attention_heads": 4, "num_key_value_heads": 1}))
+    r = converter_roundtrip(sys.executable, tmp_path, tp=2)
+    assert not r.ok and "does not divide by tp 2" in r.problems[0] and r.facts["layers_checked"] == 0
+    assert converter_roundtrip(sys.executable, tmp_path, tp=1).ok

@@ -24,6 +24,14 @@ therefore first compared by what it builds (tools/megatron/encoder_structure.py:
 position table, class token, extra convolutions), the source's weights against each registered component's own
 code; only components that build the same thing are then compared by fields. None builds it: a new component is
 needed, with the differing facts named.
+
+The text decoder is likewise compared by what it computes before its fields: the source language model's
+architecture (attention q/k/v bias, norm type, gated MLP, activation — from one block of its saved weights and its
+config, tools/megatron/numerics.py — and the rotary kind, multimodal when its rope settings split sections) against
+the values the component's examples fix (a value every example of the id gives it: that is how the target builds the
+component; a value its examples vary is a setting, not compared). A component that computes something else (a
+``llama`` decoder without q/k/v bias against ``qwen2_5_lm``, whose every example sets ``add_qkv_bias: true``) is not
+reused; the match names the closest and the facts that differ.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from typing import Any
 from msmigrate.tools.megatron.encoder_structure import (EncoderStructure, encoder_structures, source_structure,
                                                         structure_diff, weight_shapes)
 from msmigrate.tools.megatron.encoder_taps import component_taps, converter_taps, source_taps, taps_diff
+from msmigrate.tools.megatron.numerics import source_numerics
 from msmigrate.tools.megatron.parallel_check import text_config
 from msmigrate.tools.megatron.projector_structure import (ProjectorStructure, projector_diff, projector_structures,
                                                           source_projector_of)
@@ -62,6 +71,9 @@ WEIGHT_FEATURES = {r"\.self_attn\.(q_norm|k_norm)\.weight$": "qk_layernorm",
 # when a config.json omits it; "untie" is its negation, so a value-blind rename would invert it)
 FROM_WEIGHTS = {"tie_word_embeddings"}
 ENTRY = "pretrain_vlm.py"
+# the model-JSON fields of a text decoder that say what it computes (not how big it is)
+ARCH_FIELDS = ("add_qkv_bias", "add_bias_linear", "normalization", "gated_linear_unit", "activation_func", "position_embedding_type",
+               "qk_layernorm")
 # the shell variables / flags MindSpeed-MM's example scripts pass the model and data JSON with
 _ASSIGN = re.compile(r"^\s*(MM_MODEL|MM_DATA)\s*=\s*[\"']?([^\"'\s]+)", re.M)
 _FLAG = re.compile(r"--(mm-model|mm-data)\s+[\"']?([^\"'\s$]+)")
@@ -148,7 +160,12 @@ def example_components(target: Path) -> dict[str, dict[str, dict[str, Any]]]:
         for role, sec in sections.items():
             if sec is None:
                 continue
-            entry = out[role].setdefault(sec["model_id"], {"fields": None, "examples": [], "pairs": {}})
+            entry = out[role].setdefault(sec["model_id"], {"fields": None, "examples": [], "pairs": {},
+                                                           "values": None})
+            fixed = {k: sec[k] for k in ARCH_FIELDS if k in sec}
+            # the architecture values every example of the id agrees on (one that varies is a setting)
+            entry["values"] = fixed if entry["values"] is None else {
+                k: v for k, v in entry["values"].items() if k in fixed and fixed[k] == v}
             # a dict field's keys count too: the rotary split sits in rope_scaling in some examples, as in HF
             given = {k for k in sec if k not in NEUTRAL} | {
                 sub for v in sec.values() if isinstance(v, dict) for sub in v if v.get(sub) is not None}
@@ -220,6 +237,51 @@ def match_role(role: str, fields: set[str], registry: dict[str, dict[str, Any]],
     return out
 
 
+def decoder_architecture(cfg: dict[str, Any], shapes: dict[str, list[int]]) -> dict[str, tuple[Any, str]]:
+    """field -> (value, evidence): what the source's language model computes, in the framework's field names."""
+    sub = text_config(cfg) or {}
+    out = {k: (f.value, f.evidence) for k, f in source_numerics(sub, shapes, "text_decoder").items()}
+    rope = sub.get("rope_scaling") or sub.get("rope_parameters") or {}
+    multimodal = isinstance(rope, dict) and bool(rope.get("mrope_section"))
+    out["position_embedding_type"] = ("mrope" if multimodal else "rope",
+                                      "config.json rope settings " + ("split mrope_section" if multimodal else
+                                                                      "without mrope_section"))
+    lm = [n for n in shapes if not any(w in n for w in ("vision", "visual"))]
+    if lm:  # per-head q/k norms show in the weights only
+        qk = "qk_layernorm" in weight_features(lm)
+        out["qk_layernorm"] = (qk, "q_norm/k_norm weights " + ("present" if qk else "absent"))
+    return out
+
+
+def architecture_diff(source: dict[str, tuple[Any, str]], component: dict[str, Any]) -> list[str]:
+    """The facts the component's examples fix to a value the source does not compute (booleans a JSON omits are
+    compared only where the examples give them)."""
+    return [f"{k}: source {v!r} ({ev}), component {component[k]!r}" for k, (v, ev) in sorted(source.items())
+            if k in component and component[k] != v]
+
+
+def match_decoder(fields: set[str], examples: dict[str, dict[str, Any]], registered: set[str] | None,
+                  arch: dict[str, tuple[Any, str]]) -> ComponentMatch:
+    """The text decoder: only the components whose examples compute what the source computes, then by fields."""
+    ids = sorted(i for i in examples if registered is None or i in registered)
+    diffs = {i: architecture_diff(arch, examples[i].get("values") or {}) for i in ids}
+    same = {i for i in ids if not diffs[i]}
+    if not ids or same:
+        out = match_role("text_decoder", fields, examples, same if ids else registered)
+        others = sorted(set(ids) - same)
+        if out.model_id and others:
+            out.why += "; not reused, they compute something else: " + "; ".join(
+                f"{i} ({', '.join(diffs[i])})" for i in others)
+        return out
+    best = min(ids, key=lambda i: (len(diffs[i]), i))
+    out = ComponentMatch(role="text_decoder", candidates=ids, missing=diffs[best], closest=best,
+                         example=examples[best]["examples"][0])
+    out.why = (f"no registered text_decoder computes the source's language model; closest {best} "
+               f"({out.example}) differs in {diffs[best]}: reusing it would change what the layers compute, a new "
+               "text_decoder component (or one chosen by hand) is needed")
+    return out
+
+
 def match_encoder(fields: set[str], examples: dict[str, dict[str, Any]], registered: set[str] | None,
                   source: EncoderStructure | None, structures: dict[str, EncoderStructure]) -> ComponentMatch:
     """The vision encoder: first what it builds (the source's weights against each registered component's code),
@@ -273,6 +335,8 @@ def match_components(cfg: dict[str, Any], target: Path, registered: dict[str, se
         if role == "vision_encoder" and shapes:
             out[role] = match_encoder(fields, examples[role], allowed, source_structure(shapes),
                                       encoder_structures(target))
+        elif role == "text_decoder":
+            out[role] = match_decoder(fields, examples[role], allowed, decoder_architecture(cfg, shapes or {}))
         else:
             out[role] = match_role(role, fields, examples[role], allowed)
     enc = out.get("vision_encoder")

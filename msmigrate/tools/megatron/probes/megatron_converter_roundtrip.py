@@ -19,9 +19,11 @@ for its side effects (patching Megatron), and that module imports torch_npu, abs
 fails on exactly that import, the probe registers an empty module under that name, retries once and reports it
 in ``stubbed``; the loading, merging and op reverts that run are still the target's code.
 
-Checks: same tensor names and bit-identical tensors after the round trip; at TP = 1 (one file per pipeline stage),
-the fused text ``linear_qkv`` rows in MindSpeed-MM's order (per KV group: its query heads, its key
-head, its value head), compared row block by row block with the HF q/k/v (independent of the converter's code).
+Checks: same tensor names and bit-identical tensors after the round trip; on every TP rank (its pipeline stages
+put together), the fused text ``linear_qkv`` rows in MindSpeed-MM's order (rank r holds KV groups r * kv/tp ..;
+per KV group: its query heads, its key head, its value head), compared row block by row block with the HF q/k/v
+(independent of the converter's code, so a split and merge that are wrong the same way both directions fail). No
+text layer checked is a problem, never a pass.
 With virtual pipeline stages (more than one per-VPP list), the framework writes each pipeline rank's virtual
 stages into one file as ``model0``, ``model1``, ... (virtual stage v of rank p is flat stage v * pp + p, its layers
 numbered from 0), and its mm_to_hf reads ``model`` only. So the probe checks that layout itself: it converts the
@@ -172,9 +174,9 @@ def pp_stages(layers, pp):
 
 
 def one_rank_layers(stages, llm_stage_layers):
-    """TP = 1: the stages' text tensors as one dict with the layers at their global index (a stage numbers its
-    layers from 0; its offset is the layer count of the stages before it, the framework's convention), so the
-    fused qkv order is checked on every layer whatever the PP size. ``stages``: the checkpoints in stage order."""
+    """One TP rank's stages as one dict with the text layers at their global index (a stage numbers its layers from
+    0; its offset is the layer count of the stages before it, the framework's convention), so the fused qkv order
+    is checked on every layer whatever the PP size. ``stages``: that rank's checkpoints in stage order."""
     import torch
 
     out, offset = {}, 0
@@ -187,26 +189,88 @@ def one_rank_layers(stages, llm_stage_layers):
     return out
 
 
-def qkv_layout_problems(hf, mg, text_cfg):
+def files_by_tp_rank(files):
+    """The checkpoint files (``release/mp_rank_TT[_PPP]/model_optim_rng.pt``) per TP rank, in stage order."""
+    ranks = {}
+    for f in files:
+        m = re.fullmatch(r"mp_rank_(\d+)(?:_(\d+))?", Path(f).parent.name)
+        if m:
+            ranks.setdefault(int(m.group(1)), []).append((int(m.group(2) or 0), f))
+    return {r: [f for _, f in sorted(fs)] for r, fs in sorted(ranks.items())}
+
+
+def text_qkv_layers(hf, text_cfg):
+    """{layer index: HF q_proj name} of the TEXT decoder: the q_proj/k_proj stack whose layer count is the text
+    config's and whose row counts are its heads x head_dim and KV heads x head_dim (a vision tower's attention may
+    use the same names)."""
     heads = int(text_cfg["num_attention_heads"])
     kv = int(text_cfg.get("num_key_value_heads") or heads)
-    problems, checked = [], 0
+    hd = text_cfg.get("head_dim") or int(text_cfg["hidden_size"]) // heads
+    stacks = {}
     for name, q in hf.items():
         m = re.fullmatch(r"(.*)layers\.(\d+)\.self_attn\.q_proj\.weight", name)
-        fused = mg.get(f"text_decoder.decoder.layers.{m.group(2)}.self_attention.linear_qkv.weight") if m else None
-        if fused is None:
-            continue
-        k, v = hf[name.replace("q_proj", "k_proj")], hf[name.replace("q_proj", "v_proj")]
-        hd, per, row = q.shape[0] // heads, heads // kv, 0
-        for g in range(kv):
-            blocks = [(f"q head {g * per + j}", q[(g * per + j) * hd:][:hd]) for j in range(per)]
-            blocks += [(f"k head {g}", k[g * hd:][:hd]), (f"v head {g}", v[g * hd:][:hd])]
-            for label, want in blocks:
-                if not (fused[row:row + hd].shape == want.shape and bool((fused[row:row + hd] == want).all())):
-                    problems.append(f"layer {m.group(2)}: rows {row}..{row + hd - 1} of linear_qkv are not {label}")
-                    break
-                row += hd
-        checked += 1
+        k = hf.get(name.replace("q_proj", "k_proj"))
+        if m and k is not None and q.shape[0] == heads * hd and k.shape[0] == kv * hd:
+            stacks.setdefault(m.group(1), {})[int(m.group(2))] = name
+    want = int(text_cfg.get("num_hidden_layers") or 0)
+    return next((s for s in stacks.values() if len(s) == want), {})
+
+
+def qkv_layout_problems(hf, mg_by_rank, text_cfg):
+    """Every text layer's fused linear_qkv (weight, and bias where the source has one) on EVERY TP rank against
+    the HF q/k/v, row block by row block: TP rank r holds KV groups r * kv/tp .. (r + 1) * kv/tp - 1, each as its
+    query heads, its key head, its value head. Independent of the converter's code, so a split / merge pair that
+    is wrong in the same way both directions fails here even though the round trip is lossless.
+    Returns (problems, layers checked on every rank)."""
+    heads = int(text_cfg["num_attention_heads"])
+    kv = int(text_cfg.get("num_key_value_heads") or heads)
+    tp = len(mg_by_rank)
+    layers = text_qkv_layers(hf, text_cfg)
+    if not layers:
+        return [f"linear_qkv order checked on 0 layers: no text decoder q_proj/k_proj/v_proj with "
+                f"{heads} heads / {kv} KV heads among the HF tensors"], 0
+    if not tp:
+        return ["linear_qkv order checked on 0 layers: no per-TP-rank checkpoint file (mp_rank_NN) was written"], 0
+    if kv % tp:
+        return [f"num_key_value_heads {kv} does not divide by tp {tp}: the KV groups cannot be split over the TP "
+                "ranks (Megatron splits linear_qkv by whole groups)"], 0
+    local, per = kv // tp, heads // kv
+    problems, checked = [], 0
+    for i, name in sorted(layers.items()):
+        layer_ok = True
+        for kind in ("weight", "bias"):
+            stem = name[:-len("q_proj.weight")]
+            q, k, v = (hf.get(f"{stem}{x}_proj.{kind}") for x in "qkv")
+            if q is None or k is None or v is None:
+                continue
+            hd = q.shape[0] // heads
+            for r, mg in mg_by_rank.items():
+                fused = mg.get(f"text_decoder.decoder.layers.{i}.self_attention.linear_qkv.{kind}")
+                if fused is None:
+                    problems.append(f"layer {i}: tp rank {r} has no linear_qkv.{kind}")
+                    layer_ok = False
+                    continue
+                row, bad = 0, None
+                for g in range(r * local, (r + 1) * local):
+                    blocks = [(f"q head {g * per + j}", q[(g * per + j) * hd:][:hd]) for j in range(per)]
+                    blocks += [(f"k head {g}", k[g * hd:][:hd]), (f"v head {g}", v[g * hd:][:hd])]
+                    for label, want in blocks:
+                        got = fused[row:row + hd]
+                        if not (got.shape == want.shape and bool((got == want).all())):
+                            bad = f"rows {row}..{row + hd - 1} of linear_qkv.{kind} are not {label} (KV group {g})"
+                            break
+                        row += hd
+                    if bad:
+                        break
+                if bad:
+                    problems.append(f"layer {i}, tp rank {r}: {bad}")
+                    layer_ok = False
+                    continue
+                if row != fused.shape[0]:
+                    problems.append(f"layer {i}, tp rank {r}: linear_qkv.{kind} has {fused.shape[0]} rows, "
+                                    f"its {local} KV group(s) {row}")
+                    layer_ok = False
+        checked += layer_ok
     return problems[:5], checked
 
 
@@ -361,9 +425,15 @@ def run(a):
     stages = [torch.load(f, map_location="cpu", weights_only=False) for f in files]
     names = {k for st in stages for key, sd in st.items() if key.startswith("model") and isinstance(sd, dict)
              for k in sd}
-    mg = one_rank_layers(stages, flat["llm_pp_layers"]) if a.tp == 1 and len(files) == len(flat["llm_pp_layers"]) \
-        else {}
-    problems = list(vpp_problems)
+    loaded = dict(zip(files, stages))
+    mg_by_rank = {r: one_rank_layers([loaded[f] for f in fs], flat["llm_pp_layers"])
+                  for r, fs in files_by_tp_rank(files).items()}
+    if sorted(mg_by_rank) != list(range(a.tp)):
+        problems_tp = [f"hf_to_mm wrote checkpoints for TP ranks {sorted(mg_by_rank)}, the launch has tp={a.tp}"]
+    else:
+        problems_tp = []
+    mg = mg_by_rank.get(0, {})
+    problems = list(vpp_problems) + problems_tp
     if not files:
         problems.append(f"hf_to_mm wrote no model_optim_rng.pt under {mm_dir}")
     # a round trip is trivially identical for weights the converter passes through untouched: name them
@@ -376,7 +446,7 @@ def run(a):
                         f"extra {sorted(set(out) - set(hf))[:4]}")
     problems += [f"{n} differs after HF -> Megatron -> HF" for n in hf
                  if n in out and not (hf[n].shape == out[n].shape and torch.equal(hf[n], out[n]))][:10]
-    layout, checked = qkv_layout_problems(hf, mg, text_cfg) if mg else ([], 0)
+    layout, checked = qkv_layout_problems(hf, mg_by_rank, text_cfg)
     problems += layout
     taps_checked = None
     if a.taps and files:

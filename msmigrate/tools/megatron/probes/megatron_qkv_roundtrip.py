@@ -1,6 +1,6 @@
 """Probe (Megatron route, model phase): HF -> Megatron -> HF weight layout round trip on a tiny random decoder.
 
-    python megatron_qkv_roundtrip.py [--config <config.json>] [--layers 2] [--head-dim 8] [--seed 0]
+    python megatron_qkv_roundtrip.py [--config <config.json>] [--layers 2] [--head-dim 8] [--seed 0] [--tp 1]
 
 Torch only, CPU; imports nothing from msmigrate. Head counts come from the source's config.json (its language
 model part) when given, else a small grouped-query default; the widths are shrunk so the tensors stay tiny.
@@ -11,7 +11,9 @@ every head that shares KV head g, then group g's key rows, then its value rows, 
 q_proj / k_proj / v_proj apart, heads in order. The MLP's gate and up projections are stacked (gate first) into
 one linear_fc1. Two checks: the fused matrix has exactly that order (compared row block by row block against the
 HF tensors, so a fusion with the wrong head order fails even if its inverse undoes it), and HF -> Megatron -> HF
-gives bit-identical tensors.
+gives bit-identical tensors. With ``--tp N`` the fused matrix is cut into N contiguous row blocks (a column-parallel
+linear's shards) and each rank's block must hold its own KV groups whole, in that order: the KV heads must divide
+by N, else no TP split keeps the groups whole and the check fails saying so.
 """
 import argparse
 import json
@@ -94,37 +96,46 @@ def to_hf(sd, layers, heads, kv, head_dim):
     return out
 
 
-def layout_problems(hf, mg, layers, heads, kv, head_dim):
-    """Independent of fuse_qkv: walk the fused rows and name the first block that is not the expected head."""
-    per_group = heads // kv
+def layout_problems(hf, mg, layers, heads, kv, head_dim, tp=1):
+    """Independent of fuse_qkv: cut the fused rows into ``tp`` rank shards, walk each and name the first block that
+    is not the expected head; rank r holds KV groups r * kv/tp .. (r + 1) * kv/tp - 1."""
+    per_group, local = heads // kv, kv // tp
     for i in range(layers):
         q = hf[f"model.layers.{i}.self_attn.q_proj.weight"]
         k = hf[f"model.layers.{i}.self_attn.k_proj.weight"]
         v = hf[f"model.layers.{i}.self_attn.v_proj.weight"]
-        fused, row = mg[f"decoder.layers.{i}.self_attention.linear_qkv.weight"], 0
-        for g in range(kv):
-            expected = [(f"q head {g * per_group + j}", q[(g * per_group + j) * head_dim:][:head_dim])
-                        for j in range(per_group)]
-            expected += [(f"k head {g}", k[g * head_dim:][:head_dim]), (f"v head {g}", v[g * head_dim:][:head_dim])]
-            for label, want in expected:
-                if not torch.equal(fused[row:row + head_dim], want):
-                    return [f"layer {i}: rows {row}..{row + head_dim - 1} of linear_qkv are not {label} (group {g})"]
-                row += head_dim
+        fused = mg[f"decoder.layers.{i}.self_attention.linear_qkv.weight"]
+        for r, shard in enumerate(fused.chunk(tp, dim=0)):
+            row = 0
+            for g in range(r * local, (r + 1) * local):
+                expected = [(f"q head {g * per_group + j}", q[(g * per_group + j) * head_dim:][:head_dim])
+                            for j in range(per_group)]
+                expected += [(f"k head {g}", k[g * head_dim:][:head_dim]), (f"v head {g}", v[g * head_dim:][:head_dim])]
+                for label, want in expected:
+                    if not torch.equal(shard[row:row + head_dim], want):
+                        return [f"layer {i}, tp rank {r}: rows {row}..{row + head_dim - 1} of linear_qkv are not "
+                                f"{label} (group {g})"]
+                    row += head_dim
     return []
 
 
-def check(layers=2, heads=4, kv=2, head_dim=8, bias=True, seed=0):
+def check(layers=2, heads=4, kv=2, head_dim=8, bias=True, seed=0, tp=1):
     if heads % kv:
         return {"error": f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}"}
+    if kv % tp:
+        return {"ok": False, "problems": [f"num_key_value_heads {kv} does not divide by tp {tp}: no TP split keeps "
+                                          "the KV groups whole"], "heads": heads, "kv_heads": kv, "tp": tp,
+                "layers_checked": 0}
     hf = tiny_hf_state(layers, heads, kv, head_dim, 2 * heads * head_dim, bias, seed)
     mg = to_megatron(hf, layers, heads, kv)
     back = to_hf(mg, layers, heads, kv, head_dim)
-    problems = layout_problems(hf, mg, layers, heads, kv, head_dim)
+    problems = layout_problems(hf, mg, layers, heads, kv, head_dim, tp)
     if set(back) != set(hf):
         problems.append(f"names differ after the round trip: {sorted(set(hf) ^ set(back))[:4]}")
     problems += [f"{n} differs after HF -> Megatron -> HF" for n in hf if n in back and not torch.equal(hf[n], back[n])]
     return {"ok": not problems, "problems": problems[:10], "tensors": len(hf), "megatron_tensors": len(mg),
-            "heads": heads, "kv_heads": kv, "head_dim": head_dim, "layers": layers, "bias": bias}
+            "heads": heads, "kv_heads": kv, "head_dim": head_dim, "layers": layers, "bias": bias, "tp": tp,
+            "layers_checked": 0 if problems else layers}
 
 
 def main():
@@ -133,9 +144,10 @@ def main():
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--head-dim", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tp", type=int, default=1)
     a = ap.parse_args()
     heads, kv, bias = heads_from_config(a.config) if a.config else (4, 2, True)
-    emit(check(a.layers, heads, kv, a.head_dim, bias, a.seed))
+    emit(check(a.layers, heads, kv, a.head_dim, bias, a.seed, a.tp))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
 from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
 from msmigrate.agent.routes.fsdp2.gates.parity import data_parity_record, model_parity_check, needs_collated_batch, parity_summary
+from msmigrate.tools.media_expansion import TEXT_KEYS
 from msmigrate.tools.target_checks import data_check, forward_check
 
 
@@ -73,6 +74,28 @@ def cutoff_problems(cutoff: dict[str, Any] | None) -> list[str]:
             f"samples with media: {shown}; raise data.dataset_param.basic_parameters.cutoff_len to at least {need}"]
 
 
+def missing_batch_keys(plan: dict[str, Any], batch_keys: Any, forward_params: Any) -> list[str]:
+    """Inputs the source's processor makes with an image and the forward names, that the plan's data contract
+    routes to the batch, yet the collated batch lacks. A forward that takes ``**kwargs`` runs to a finite loss on
+    such a batch (the input defaults to None: no attention mask, no media), so the finite loss alone does not show
+    it; a key the collator renamed is then in the batch under a name the forward does not read."""
+    if not isinstance(batch_keys, dict) or not forward_params:
+        return []
+    made = set((plan.get("media_expansion") or {}).get("keys_with_image") or [])
+    contract = plan.get("data_contract") or {}
+    routed = [k for k in TEXT_KEYS if k != "labels" and k in made] + list(contract.get("mm_input_keys") or [])
+    missing = [k for k in dict.fromkeys(routed) if k in forward_params and k not in batch_keys]
+    if not missing:
+        return []
+    unread = sorted(k for k in batch_keys if k not in forward_params)
+    also = (f"; the batch carries {', '.join(unread)}, which the forward does not name (its **kwargs takes "
+            f"{'it' if len(unread) == 1 else 'them'} and nothing reads {'it' if len(unread) == 1 else 'them'})"
+            if unread else "")
+    return [f"the collated batch lacks {', '.join(missing)}, which the source processor makes and the forward "
+            f"takes: the collator ({plan.get('collator') or 'collate_param.collator_id'}) does not put "
+            f"{'it' if len(missing) == 1 else 'them'} in the batch{also}"]
+
+
 def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx = state["plan"], deps.ctx
     evidence, problems, parity = [], [], None
@@ -105,6 +128,7 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                                        "forward_params": f.get("forward_params")}, **probe_runtime(fwd)))
         if not fwd.ok:
             problems.append(f"the model rejects the collated batch: {fwd.error}")
+        problems += missing_batch_keys(plan, r.get("batch_keys"), f.get("forward_params"))
         t2 = time.time()
         found, parity = data_parity_record(r, f)
         evidence.append(evidence_item("data parity (target pipeline vs source processor)", res.data.get("argv", []),

@@ -15,7 +15,9 @@ Three checks, each part of the gate whose evidence it needs (so no extra launch)
   settings (the delivered YAML's, at a constant lr), fp32 CPU (``probes/training_parity.py``): per-step loss
   (|Δ| ≤ 1e-4 · max(1, |loss|)) and global grad norm (1e-3 relative), step-1 gradient per parameter group (every
   parameter the source trains gets the same gradient, 1e-3 of the group's largest), and learning: the loss on a
-  fixed batch falls by ≥ 0.5 % within the K steps. The probe's docstring argues the tolerances per dtype.
+  fixed batch falls by ≥ 0.5 % within the K steps. The probe's docstring argues the tolerances per dtype. G6 runs
+  the same check with the migrated model sharded over its ranks (torchrun, the target's FSDP2 applier) against the
+  single-process source, same tolerances.
 - G6 ``sharded``: the distributed run's first logged loss vs the single-process loss on the same global batch
   (``probes/sharded_reference.py``). Tolerance: |Δ| ≤ 1e-4 · max(1, |loss|) — the log prints 7 significant digits
   and gloo sums fp32 in a different order than one process does.
@@ -50,10 +52,15 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
     t0 = time.time()
     # where the source ships training code, G1's reference is that code's loss path on its own collated batch
     own = (plan.get("source_training") or {}).get("kind") == "own" and not batch_file
+    # the processor outputs the target's pipeline will not carry (the plan's data contract): each must leave the
+    # source's own loss and logits unchanged on its own processor's batch, or the migration trains another model
+    contract = plan.get("data_contract") or {}
+    dropped = sorted({d["key"] for d in contract.get("dropped") or [] if d.get("key") != "labels"}
+                     | set(contract.get("collator_drops") or []) | set(plan.get("collator_drops") or []))
     res = model_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"], trust_remote_code=custom,
                        sample_data=ctx.data_path if own else (None if custom or batch_file else ctx.data_path),
                        batch_file=batch_file, media_token_id=media_token_id,
-                       source_training=plan.get("source_training") if own else None)
+                       source_training=plan.get("source_training") if own else None, dropped_keys=dropped)
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail",
               "eager": r.get("eager"), "meta": r.get("meta"), "source_loss": r.get("source_loss"),
@@ -63,6 +70,7 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
               "why_not": r.get("why_not"), "unfed": r.get("unfed"), "mode": r.get("mode"),
               "first_divergence": r.get("first_divergence"), "caller_set": r.get("caller_set"),
               "meta_still_nan": r.get("meta_still_nan"), "source_called_as": r.get("source_called_as"),
+              "dropped_outputs": r.get("dropped_outputs"),
               "problems": list(r.get("problems") or ([] if res.ok else [f"model parity probe: {res.error}"]))}
     label = "model parity (plugin vs source class)" + (" on the collated batch" if batch_file else "")
     ev = evidence_item(label, res.data.get("argv", []), res.data.get("returncode"),
@@ -116,33 +124,43 @@ def label_alignment_problems(data_convention: Any, loss_alignment: Any) -> list[
     return []
 
 
-def training_parity_check(deps: Any, state: dict[str, Any]) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
-    """(evidence item, problems, parity record) for G4: K steps, source vs migrated model (module doc)."""
-    plan, ctx = state["plan"], deps.ctx
-    t0 = time.time()
-    media = (plan.get("media_expansion") or {}).get("media_token_id")
+def media_token_id(state: dict[str, Any]) -> int | None:
+    """The media token id a source forward on the target's batches needs: the plan's, else (a source processor that
+    does not expand media, e.g. InternVL's remote code, whose caller sets img_context_token_id) the one G2's data
+    parity read from the target's media spans, as G2 gives its forward and model parity; without it the source's
+    forward cannot place its image features."""
+    media = (state["plan"].get("media_expansion") or {}).get("media_token_id")
     if media is None:
-        # no media id in the plan (a source processor that does not expand media, e.g. InternVL's remote code, whose
-        # caller sets img_context_token_id): the one G2's data parity read from the target's media spans, as G2 gives
-        # its forward and model parity; without it the source's forward cannot place its image features
         g2 = ((state.get("gates") or {}).get("G2") or {}).get("parity") or {}
         media = (g2.get("data") or {}).get("media_token_id")
+    return media
+
+
+def training_parity_check(deps: Any, state: dict[str, Any],
+                          nproc: int = 1) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """(evidence item, problems, parity record) for G4: K steps, source vs migrated model (module doc); ``nproc`` > 1
+    for G6: the migrated model sharded over that many ranks, the source one process."""
+    plan, ctx = state["plan"], deps.ctx
+    t0 = time.time()
+    media = media_token_id(state)
     res = training_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
                           config_path=ctx.target / plan["config_path"], steps=deps.spec.launch.parity_steps,
-                          trust_remote_code=plan["route"] == "custom", media_token_id=media)
+                          trust_remote_code=plan["route"] == "custom", media_token_id=media, nproc=nproc,
+                          source_training=plan.get("source_training"))
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail",
               **{k: r.get(k) for k in ("steps", "source", "target", "grad_groups", "fixed_batch", "tolerance",
                                        "settings", "source_step", "first_loss_cause", "why_not", "source_class",
-                                       "plugin_class", "target_param_groups")},
+                                       "plugin_class", "target_param_groups", "nproc", "sharding", "launch")},
               "problems": list(r.get("problems") or ([] if res.ok else [f"training parity probe: {res.error}"]))}
     src, tgt = record.get("source") or {}, record.get("target") or {}
     if src.get("loss") and tgt.get("loss"):
         record["max_dloss"] = max(abs(a - b) for a, b in zip(src["loss"], tgt["loss"]))
         record["max_rel_dgrad_norm"] = max(abs(a - b) / max(1e-6, abs(a))
                                            for a, b in zip(src["grad_norm"], tgt["grad_norm"]))
-    ev = evidence_item(f"training parity ({record.get('steps') or deps.spec.launch.parity_steps} steps, source vs "
-                       "migrated)", res.data.get("argv", []), res.data.get("returncode"), t0, time.time(),
+    ranks = f", {nproc} ranks" if nproc > 1 else ""
+    ev = evidence_item(f"training parity ({record.get('steps') or deps.spec.launch.parity_steps} steps{ranks}, source "
+                       "vs migrated)", res.data.get("argv", []), res.data.get("returncode"), t0, time.time(),
                        res.data.get("stderr_tail", "") if not res.ok else "", record, **probe_runtime(res))
     return ev, [f"training parity: {p}" for p in record["problems"]], record
 

@@ -23,7 +23,9 @@ from msmigrate.agent.launch_slots import launch_slots
 from msmigrate.agent.stop_grace import StopGrace
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_overrides
 from msmigrate.agent.gates.evidence import evidence_item
-from msmigrate.agent.routes.fsdp2.gates.parity import parity_summary, sharded_parity_check, training_parity_check
+from msmigrate.agent.routes.fsdp2.gates.hf_export import export_summary, hf_export_check
+from msmigrate.agent.routes.fsdp2.gates.parity import (media_token_id, parity_summary, sharded_parity_check,
+                                                       training_parity_check)
 from msmigrate.agent.routes.fsdp2.weights_load import single_process_weights, weights_note, weights_problems
 from msmigrate.tools.cpu_shim import UNINITIALISED_MARK
 from msmigrate.tools.launcher import LaunchSpec, launch
@@ -181,16 +183,23 @@ def gate_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     res, ev, losses = run_launch(deps, state, "G4", "single-process", 1, _g4_overrides(deps, state))
     problems = training_problems(res, losses, "single-process")
     s = res.data.get("summary", {})
-    evidence, parity = [ev], None
+    evidence, parity, export = [ev], None, None
     if not problems:
         ev_p, found, parity = training_parity_check(deps, state)
         evidence.append(ev_p)
         problems += found
+    if not problems and s.get("checkpoints_saved"):
+        # HF weights out: G4's saved checkpoint exported, loaded into the source class, logits vs the trained model
+        ev_x, found, export = hf_export_check(deps, state, g4_checkpoint(deps), media_token_id(state))
+        evidence.append(ev_x)
+        problems += found
     record = _record("G4", problems, evidence, f"{s.get('steps')} steps, loss {s.get('first_loss'):.4g} → "
                      f"{s.get('last_loss'):.4g} ({s.get('loss_trend')}); training parity "
-                     f"{parity_summary(parity)}" if not problems else "", res,
+                     f"{parity_summary(parity)}; HF export {export_summary(export)}" if not problems else "", res,
                      0 if res.data.get("reused") else 1)
     record["parity"] = {"training": parity} if parity else {}
+    if export:
+        record["hf_export"] = export
     return record
 
 
@@ -249,12 +258,18 @@ def gate_distributed(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     if not problems and gbs is not None and gbs < mbs * nproc:
         problems.append(f"global batch size {gbs} < {nproc} ranks × micro batch: ranks did not form one DP group")
     evidence, parity = [ev], None
+    training = None
     if not problems:  # sharded parity: the first step's loss against one process on the same global batch
         ev_p, found, parity = sharded_parity_check(deps, res.data.get("config_path"), nproc, losses)
         evidence.append(ev_p)
         problems += found
+    if not problems:  # K steps sharded over the ranks against the single-process source (G4's check, N ranks)
+        ev_t, found, training = training_parity_check(deps, state, nproc=nproc)
+        evidence.append(ev_t)
+        problems += [p.replace("training parity:", f"training parity ({nproc} ranks):", 1) for p in found]
     record = _record("G6", problems, evidence, f"{nproc} ranks ({res.data.get('device')}), {s.get('steps')} steps, "
                      f"global batch {gbs}, loss {s.get('first_loss')} → {s.get('last_loss')}; sharded parity "
-                     f"{parity_summary(parity)}", res, 0 if res.data.get("reused") else 1)
-    record["parity"] = {"sharded": parity} if parity else {}
+                     f"{parity_summary(parity)}; {nproc}-rank training parity {parity_summary(training)}", res,
+                     0 if res.data.get("reused") else 1)
+    record["parity"] = {k: v for k, v in (("sharded", parity), ("training", training)) if v}
     return record

@@ -45,18 +45,21 @@ def megatron_converter_record(runtime_python: str, target: Path, converter: str,
     used, problems = "target", ([res.error] if res.error else res.problems)
     if res.error and res.facts.get("missing_module"):
         t1 = time.time()
-        own = converter_roundtrip(runtime_python, source)
+        own = converter_roundtrip(runtime_python, source, tp=tp)
         evidence.append(evidence_item("msmigrate layout round trip (fallback)", ["megatron_qkv_roundtrip"],
                                       0 if own.ok else 1, t1, time.time(), own.error or "\n".join(own.problems),
                                       own.facts))
         used = "msmigrate"
         problems = [own.error] if own.error else own.problems
+    if used == "target" and not problems and not res.facts.get("qkv_layers_checked"):
+        # the probe names this itself; kept here too so a probe from an older target runtime cannot pass on nothing
+        problems = ["linear_qkv order checked on 0 layers: the per-KV-group order of the fused QKV was not read"]
     passed = not problems
     if used == "target" and passed:
         f = res.facts
         summary = (f"{converter}: {f.get('hf_tensors')} HF tensors -> Megatron ({f.get('megatron_files')} file(s), "
                    f"tp={f.get('tp')}, pp layers {f.get('llm_pp_layers')}) -> HF, all identical; linear_qkv order "
-                   f"checked on {f.get('qkv_layers_checked')} layer(s)"
+                   f"checked on {f.get('qkv_layers_checked')} layer(s) at each of {f.get('tp')} TP rank(s)"
                    + (f"; VPP layout: {f.get('vpp_stages_checked')} virtual stage(s) in {f.get('vpp_files')} "
                       "file(s) put back equal the single-stage checkpoint" if f.get("vpp_stages_checked") else "")
                    + (f"; per-layer mergers on their tower layers' {taps['attr']} ({f.get('tap_matrices_checked')} "
@@ -71,11 +74,11 @@ def megatron_converter_record(runtime_python: str, target: Path, converter: str,
             "summary": summary, "evidence": evidence, "failure_text": "\n".join(problems)}
 
 
-def own_layout_record(runtime_python: str, source: Path | None, why: str) -> dict[str, Any]:
+def own_layout_record(runtime_python: str, source: Path | None, why: str, tp: int = 1) -> dict[str, Any]:
     """msmigrate's layout round trip (fused QKV by KV group, gate+up) with the source's head counts, saying why the
     target's converter did not run."""
     t0 = time.time()
-    own = converter_roundtrip(runtime_python, source)
+    own = converter_roundtrip(runtime_python, source, tp=tp)
     problems = [own.error] if own.error else own.problems
     ev = evidence_item("msmigrate layout round trip", ["megatron_qkv_roundtrip"], 0 if not problems else 1, t0,
                        time.time(), "\n".join(problems), own.facts)
@@ -92,7 +95,8 @@ def gate_megatron_converter(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     if not converter:
         return own_layout_record(ctx.runtime_python, ctx.source,
                                  f"no weight converter for model_type {plan.get('model_type')!r} in the target (the "
-                                 "plan names none, no checkpoint/ converter imports that config module)")
+                                 "plan names none, no checkpoint/ converter imports that config module)",
+                                 tp=plan.get("converter_tp", 1))
     hf_dir, tiny = plan.get("converter_hf_dir"), plan.get("converter_tiny_config")
     return megatron_converter_record(
         ctx.runtime_python, ctx.target, converter, ctx.run_dir / "megatron_converter", source=ctx.source,

@@ -109,7 +109,8 @@ def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     if plan.get("converter"):
         # the launch's TP x PP (the shards and stages the launch would load): the converter's lossless
         # HF -> Megatron -> HF round trip, the text layers spread over the stages, the encoder on the first
-        tp, pp = int(plan.get("converter_tp") or 1), int(meg["parallel"].get("pp") or 1)
+        tp = int(meg["parallel"].get("tp") or plan.get("converter_tp") or 1)
+        pp = int(meg["parallel"].get("pp") or 1)
         vpp = int(meg["parallel"].get("vpp") or 1)
         at_launch = {**plan, "converter_tp": tp, "converter_pp": pp, "converter_vpp": vpp,
                      "converter_llm_pp_layers": None, "converter_vit_pp_layers": None}
@@ -117,13 +118,14 @@ def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         conv = {**conv, "summary": f"{conv.get('summary', '')} (tp={tp}, pp={pp}, vpp={vpp})"}
     else:
         t0 = time.time()
-        own = converter_roundtrip(ctx.runtime_python, ctx.source)
+        own = converter_roundtrip(ctx.runtime_python, ctx.source, tp=int(meg["parallel"].get("tp") or 1))
         problems = [own.error] if own.error else own.problems
         conv = {"passed": not problems, "converter_used": "msmigrate",
                 "summary": "; ".join(problems[:4]) or (
                     f"the target has no weight converter for model_type {plan.get('model_type')!r} (training on "
                     f"the real weights needs one); msmigrate's layout round trip with the source's heads "
-                    f"({own.facts.get('heads')} heads, {own.facts.get('kv_heads')} KV heads) is bit-identical "
+                    f"({own.facts.get('heads')} heads, {own.facts.get('kv_heads')} KV heads, per-group order on "
+                    f"each of {own.facts.get('tp')} TP rank(s)) is bit-identical "
                     "(layout convention only, not the target's converter)"),
                 "evidence": [evidence_item("msmigrate layout round trip", ["megatron_qkv_roundtrip"],
                                            0 if not problems else 1, t0, time.time(), "\n".join(problems),
