@@ -169,6 +169,17 @@ def _point_cuda_at_cpu(torch):
     # pinning host memory speeds a copy to the accelerator; here the host is the device (the data JSON's
     # pin_memory: true makes the DataLoader pin for the "npu" device, which has no hooks registered)
     torch.Tensor.pin_memory = lambda self, *a, **k: self
+    # Megatron's optimizers sort parameters by Tensor.type() == "torch.cuda.BFloat16Tensor" / ".FloatTensor" ...;
+    # a CPU tensor here is a tensor on "the device", so type() without arguments names it that way
+    plain_type = torch.Tensor.type
+
+    def device_type(self, *args, **kwargs):
+        name = plain_type(self, *args, **kwargs)
+        if args or kwargs or self.device.type != "cpu":
+            return name
+        return name.replace("torch.", "torch.cuda.", 1)
+
+    torch.Tensor.type = device_type
     torch.Tensor.cuda = lambda self, *a, **k: self
     torch.Tensor.npu = lambda self, *a, **k: self
     torch.nn.Module.cuda = lambda self, *a, **k: self
