@@ -254,6 +254,22 @@ def _gloo_everywhere(torch):
     dist.new_group = gloo_group
 
 
+def _record(*args, **kwargs):
+    return types.SimpleNamespace(args=args, **kwargs)
+
+
+class _Profile:
+    """torch_npu.profiler.profile: built always by MM's Profiler, run only when profiling is on (then refused)."""
+
+    def __init__(self, *args, **kwargs):
+        self.settings = kwargs
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Placeholder(f"torch_npu.profiler.profile.{attr}")
+
+
 def placeholder_module(name):
     """A module of the NPU stack the stub has nothing for (``torchair``, ``torch_npu.op_plugin`` ...): importable,
     every name in it a ``Placeholder``."""
@@ -290,7 +306,10 @@ def install():
     root.contrib.transfer_to_npu = _module("torch_npu.contrib.transfer_to_npu")
     root.utils = _module("torch_npu.utils")
     root.utils.collect_env = _module("torch_npu.utils.collect_env")
-    root.profiler = _module("torch_npu.profiler")
+    # MM's Profiler builds its settings whether or not profiling is on; the settings are inert records here, and
+    # only running a profile (profile(...).start/step/stop) is refused as an NPU API
+    settings = {name: _record for name in ("_ExperimentalConfig", "schedule", "tensorboard_trace_handler")}
+    root.profiler = _module("torch_npu.profiler", profile=_Profile, **settings)
     root._C = _module("torch_npu._C")
     # HCCL group options: Megatron fills them per group (hccl_config); gloo groups take none (new_group drops them)
     hccl_options = type("Options", (), {"__doc__": "HCCL process-group options (ignored by gloo)"})
