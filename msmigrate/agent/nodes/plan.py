@@ -53,6 +53,28 @@ def forward_params(src: dict[str, Any]) -> set[str] | None:
     return {p["name"] if isinstance(p, dict) else str(p) for p in params}
 
 
+# what a causal LM's forward takes besides media (transformers' own names, not a family's)
+TEXT_FORWARD_PARAMS = {"input_ids", "attention_mask", "position_ids", "past_key_values", "inputs_embeds", "labels",
+                       "use_cache", "output_attentions", "output_hidden_states", "return_dict", "token_type_ids",
+                       "head_mask", "encoder_hidden_states", "encoder_attention_mask", "cache_position",
+                       "logits_to_keep", "num_logits_to_keep"}
+
+
+def no_media_argument(src: dict[str, Any], architecture: tuple[str, str]) -> str | None:
+    """A remote vision-language forward that names only text inputs (Qwen-VL-Chat's: the ids name each image's path,
+    and the model opens it): a plan fact, since the usual data contract (processor pixels → a forward argument)
+    does not hold."""
+    params = forward_params(src)
+    fwd = src.get("forward") or {}
+    if not src.get("needs_trust_remote_code") or not params or architecture[0] != "decoder" or \
+            not params <= TEXT_FORWARD_PARAMS:
+        return None
+    where = f" ({fwd['file']}:{fwd['line']})" if fwd.get("file") and fwd.get("line") else ""
+    return (f"the source's forward{where} takes no image argument, only {sorted(params)}: its images reach the "
+            "model through the ids or embeddings it builds itself (its own training pipeline's tag tokens, below, "
+            "show what its ids carry); a port must carry them the same way, not as pixel_values")
+
+
 def signature_params(signature: str) -> list[str] | None:
     """Parameter names of ``forward(self, a, b=None, **kwargs)`` (self and the ``*``/``**`` catch-alls left out)."""
     import ast
@@ -196,6 +218,8 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         reasons.append(why_name)
     similar = (inv.get("similar_cases") or [{}])[0]
     reasons.append(f"architecture {architecture[0]}: {architecture[1]}")
+    if no_media := no_media_argument(src, architecture):
+        reasons.append(no_media)
     contract = None
     if expansion is not None and expansion.ok:
         derived = derive("the data contract (processor outputs → forward)", derive_contract, expansion,
