@@ -26,7 +26,7 @@ from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.gates.hf_export import export_summary, hf_export_check
 from msmigrate.agent.routes.fsdp2.gates.parity import (media_token_id, parity_summary, sharded_parity_check,
                                                        training_parity_check)
-from msmigrate.agent.routes.fsdp2.weights_load import single_process_weights, weights_note, weights_problems
+from msmigrate.agent.routes.fsdp2.weights_load import single_process_training, weights_note, weights_problems
 from msmigrate.tools.cpu_shim import UNINITIALISED_MARK
 from msmigrate.tools.launcher import LaunchSpec, launch
 from msmigrate.tools.launcher.run import target_state
@@ -154,13 +154,12 @@ def _record(gate: str, problems: list[str], evidence: list[dict], ok_summary: st
 
 
 def _single_process_overrides(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
-    """One process on CPU builds on the meta device; it starts from the weights the delivered config names (a
-    config that loads them with transformers' from_pretrained gets the same folder as an HF load; a custom class's
-    own from_pretrained has no such equivalent, so it keeps the meta build's init, and the evidence says so)."""
+    """One process on CPU takes the delivered config's own build path and weights (``single_process_training``: a
+    from_pretrained of a safetensors folder becomes the same folder's HF load; a custom class's own from_pretrained
+    has no such equivalent and is kept as written); only the iteration count and the save interval differ."""
     custom = (state.get("plan") or {}).get("route") == "custom"
-    weights = {} if custom else single_process_weights(delivered_config(deps, state))
-    return {"training": {**weights, "train_iters": deps.spec.launch.gate_train_iters,
-                         "init_model_with_meta_device": True, "save_interval": 100000}}
+    weights = single_process_training(delivered_config(deps, state), custom)
+    return {"training": {**weights, "train_iters": deps.spec.launch.gate_train_iters, "save_interval": 100000}}
 
 
 def g4_checkpoint(deps: Any) -> Path:
@@ -227,6 +226,7 @@ def gate_reliability(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         saved = delivered_config(deps, state).get("training") or {}
         load = {"training": {**_single_process_overrides(deps, state)["training"], "train_iters": iters + 2,
                              "load": str(g4_checkpoint(deps)), "load_format": "auto", "save_interval": 100000,
+                             "init_model_with_meta_device": True,  # built on meta, every tensor from the checkpoint
                              "no_load_optim": bool(saved.get("no_save_optim")),
                              "no_load_rng": bool(saved.get("no_save_rng"))}}
         res_l, ev_l, _ = run_launch(deps, state, "G5", "load", 1, load)
