@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from msmigrate.agent.config import RunSpec, Settings
+from msmigrate.agent.input_checks import InputError
 from msmigrate.agent.nodes.classify import OWNER_TO_PHASE
 from msmigrate.agent.runner import Run, new_run_id
 from msmigrate.core.git import git_out
@@ -150,17 +151,23 @@ def rules_owned(fault: Fault) -> bool:
     return fault.repair or fault.surface in RULES_WRITES
 
 
+def score_stopped(fault: Fault, layout: Layout, state: dict[str, Any]) -> dict[str, Any]:
+    """A run that classified no gate failure: missed (all green), or stopped before routing (its inputs refused),
+    the fix named when its one line names it."""
+    detail = str(state.get("exit_detail") or "")
+    return {"id": fault.id, "owner": fault.owner, "surface": fault.surface, "exit_status": state.get("exit_status"),
+            "missed": state.get("exit_status") == "success", "routed": None, "named": None, "gate": None,
+            "detail": detail[:300], "stopped": state.get("exit_status") != "success",
+            "fix_named": any(w in detail for w in fix_names(fault, layout))}
+
+
 def score(fault: Fault, layout: Layout, state: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     records = [json.loads(line) for line in (run_dir / "trajectory.jsonl").read_text().splitlines() if line.strip()]
     first = next((r for r in records if r.get("kind") == "classify"), None)
     out: dict[str, Any] = {"id": fault.id, "owner": fault.owner, "surface": fault.surface,
                            "exit_status": state.get("exit_status")}
     if first is None:  # no gate failure classified: missed (all green), or the run stopped before routing it
-        detail = str(state.get("exit_detail") or "")
-        out.update(missed=state.get("exit_status") == "success", routed=None, named=None, gate=None,
-                   detail=detail[:300], stopped=state.get("exit_status") != "success",
-                   fix_named=any(w in detail for w in fix_names(fault, layout)))
-        return out
+        return {**out, **score_stopped(fault, layout, state)}
     failed = next((r for r in reversed(records) if r.get("kind") == "gate" and r.get("gate") == first.get("gate")
                    and not r.get("passed")), {})
     said = report_failure_lines(run_dir / "verification_report.md", first.get("gate", ""))
@@ -203,8 +210,16 @@ def run_fault(green: dict[str, Any], fault: Fault, work: Path, policy: str = "no
     spec = faulted_spec(green, fault, layout, folder, policy)
     run_id = new_run_id(green["model"])
     started = time.monotonic()
-    with Run(spec, run_id, Settings(runs_dir=folder / "runs")) as run:
-        state = run.drive()
+    try:
+        with Run(spec, run_id, Settings(runs_dir=folder / "runs")) as run:
+            state = run.drive()
+    except InputError as exc:  # the run refused its inputs before any gate, as `msmigrate verify` exits: scored as
+        # stopped before routing, its one line checked for the fix
+        state = {"exit_status": "input_error", "exit_detail": str(exc)}
+        if policy != "none":
+            return {"id": fault.id, "owner": fault.owner, "repaired": False, "exit_status": "input_error",
+                    "detail": str(exc)[:300]}
+        return {**score_stopped(fault, layout, state), "seconds": round(time.monotonic() - started, 1)}
     run_dir = folder / "runs" / run_id
     if policy == "none":
         result = {**score(fault, layout, state, run_dir), "run_dir": str(run_dir)}

@@ -269,21 +269,31 @@ def fixtures_source(
     dest: Path,
     for_runtime: Optional[str] = typer.Option(None, "--for-runtime", help="build inside this Python (the target "
                                               "runtime), so its transformers can read the folder"),
+    realscale: bool = typer.Option(False, "--realscale", help="the published model's configuration with 2 layers "
+                                   "per tower (GBs of random weights in several shards) instead of the tiny one"),
 ) -> None:
-    """Build the tiny offline source model NAME into DEST."""
+    """Build the tiny offline source model NAME into DEST (or its real-scale variant)."""
     from msmigrate.testbeds.fixtures import FIXTURES
+    from msmigrate.testbeds.fixtures.realscale import REALSCALE
 
-    if name not in FIXTURES:
-        console.print(f"[red]unknown fixture {name}[/]; known: {', '.join(sorted(FIXTURES))}")
+    known = REALSCALE if realscale else sorted(FIXTURES)
+    if name not in known:
+        console.print(f"[red]unknown {'real-scale ' if realscale else ''}fixture {name}[/]; known: {', '.join(known)}")
         raise typer.Exit(2)
     if for_runtime:
         from msmigrate.testbeds.fixtures.in_runtime import build_source_in_runtime
 
         try:
-            print(build_source_in_runtime(name, dest, for_runtime))
+            print(build_source_in_runtime(name, dest, for_runtime, timeout=1800.0 if realscale else 600.0,
+                                          realscale=realscale))
         except (RuntimeError, OSError) as exc:
             console.print(f"[red]{exc}[/]", markup=False)
             raise typer.Exit(1)
+        return
+    if realscale:
+        from msmigrate.testbeds.fixtures.realscale import build_realscale_source
+
+        print(build_realscale_source(name, dest))
         return
     from msmigrate.testbeds.fixtures import build_source
 

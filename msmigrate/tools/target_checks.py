@@ -134,12 +134,14 @@ def _facts_file(ctx: RunContext, source_training: dict[str, Any]) -> Path:
 
 def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_remote_code: bool = False,
                  sample_data: Path | None = None, batch_file: str | None = None,
-                 media_token_id: int | None = None, source_training: dict[str, Any] | None = None) -> ToolResult:
+                 media_token_id: int | None = None, source_training: dict[str, Any] | None = None,
+                 dropped_keys: list[str] | None = None) -> ToolResult:
     """The plugin class (eager, and meta init + load) against the source's own class on one shared random init and
     the same batch, fp32 on CPU (``probes/model_parity.py``); ``batch_file``: that batch is a collated one of the
     target's pipeline (G2's); ``source_training`` (the plan's training facts, with ``sample_data``: the source's
-    records): the batch is the source's own dataset + collator's and the reference its own loss path.
-    ``ok`` means the probe ran; ``result.passed`` is the verdict."""
+    records): the batch is the source's own dataset + collator's and the reference its own loss path;
+    ``dropped_keys``: processor outputs the target's pipeline drops, each checked to leave the source's loss and
+    logits on its own processor's batch unchanged. ``ok`` means the probe ran; ``result.passed`` is the verdict."""
     if (refused := unapproved(ctx)) is not None:
         return refused
     args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--shrink-layers", "2"]
@@ -151,6 +153,8 @@ def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_re
         args += ["--batch-file", str(batch_file)]
     if batch_file and media_token_id is not None:
         args += ["--media-token-id", str(media_token_id)]
+    for key in dropped_keys or []:
+        args += ["--dropped-key", key]
     if trust_remote_code:
         args += ["--trust-remote-code"]
     res = run_probe(ctx.runtime_python, "model_parity", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)

@@ -46,6 +46,19 @@ def test_a_draft_that_repeats_the_rejected_value_falls_back_to_the_targets_defau
     assert restore_values(cfg, [finding], {"training": {"micro_batch_size": 0}}) and cfg == {"training": {}}
 
 
+def test_a_consistency_finding_restores_the_drafts_value_or_lets_the_default_apply():
+    # lr_min above lr (G3's [bad-value]): the fault-routing bench's config-lr-min-above-lr stopped unrepaired
+    from msmigrate.agent.routes.fsdp2.rules.autofix import restore_values
+
+    finding = {"severity": "error", "code": "bad-value", "path": "training.lr_min"}
+    cfg = {"training": {"lr": 0.0001, "lr_min": 0.001}}
+    assert restore_values(cfg, [finding], {"training": {"lr": 0.0001, "lr_min": 0.0}}) and \
+        cfg["training"]["lr_min"] == 0.0
+    cfg = {"training": {"lr": 0.0001, "lr_min": 0.001}}
+    assert restore_values(cfg, [finding], {"training": {"lr": 0.0001, "lr_min": 0.001}}) and \
+        cfg == {"training": {"lr": 0.0001}}
+
+
 def test_a_yaml_that_does_not_load_is_gated_as_it_is_not_a_crash(tmp_path):
     """Binding the inputs reads the YAML; a tab-indented line used to raise out of the data gate and end the run
     with an error instead of a failed gate."""

@@ -67,4 +67,4 @@ def test_kill_mid_verify_then_resume_without_duplicate_launch(migration_inputs, 
     assert summary["counters"]["launches"] == attempts, (summary["counters"], starts)
     assert f"training launches: {attempts}" in (run_dir / "verification_report.md").read_text()
     # the delivery the resumed run finished, read as a maintainer reads it
-    assert_mergeable(json.loads((run_dir / "evidence.json").read_text()), target, run_id, source)
+    assert_mergeable(json.loads((run_dir / "evidence.json").read_text()), target, run_id, source, run_dir=run_dir)

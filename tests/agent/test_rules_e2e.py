@@ -84,7 +84,7 @@ def test_rules_migrates_branch_a_model(hostile_rules_run):
     changed = _changed_files(run.target, run.summary["run_id"])
     assert changed and all(f.startswith(("mindspeed_mm/fsdp/models/qwen2_vl/", "examples/qwen2_vl/")) for f in changed)
     # read as a maintainer reads the pull request: trains the user's weights at the size asked, nothing of this run
-    assert_mergeable(evidence, run.target, run.summary["run_id"], Path(_source_of(run.run_dir)))
+    assert_mergeable(evidence, run.target, run.summary["run_id"], Path(_source_of(run.run_dir)), run_dir=run.run_dir)
 
 
 def _misplace_loss_cfg(cfg: dict) -> dict:
@@ -100,7 +100,7 @@ def test_broken_config_is_classified_routed_and_fixed(migration_inputs, tmp_path
     state = run.drive()
     run.close()
     evidence = _assert_green(state, run.run_dir)
-    assert_mergeable(evidence, target, run.run_id, source)
+    assert_mergeable(evidence, target, run.run_id, source, run_dir=run.run_dir)
     first_g3 = next(r for r in evidence["gate_history"] if r["gate"] == "G3")
     assert not first_g3["passed"] and "misplaced-key" in first_g3["finding_codes"]
     routes = [r for r in run.trajectory.records("classify")]

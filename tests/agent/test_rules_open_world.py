@@ -33,7 +33,7 @@ def _green(state, run) -> dict:
     assert state["exit_status"] == "success", state.get("exit_detail")
     evidence = json.loads((run.run_dir / "evidence.json").read_text())
     assert all(evidence["gates"][g]["passed"] for g in ALL_GATES)
-    assert_mergeable(evidence, run.spec.target, run.run_id, run.spec.source)
+    assert_mergeable(evidence, run.spec.target, run.run_id, run.spec.source, run_dir=run.run_dir)
     return evidence
 
 

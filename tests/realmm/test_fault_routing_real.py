@@ -1,9 +1,9 @@
 """benchmarks/bench_fault_routing.py --target real on a few faults: a green rules migration into a copy of a real
 MindSpeed-MM checkout (the real runtime builds the source and runs the gates), one fault per copy, the gates as
-`msmigrate verify` runs them. One fault per kind of surface the real checkout keeps as the stand-in does: the YAML
-(a range G3 must catch before any launch), the plugin (a registration the real registry does not find) and the
-runtime (an interpreter that is not there). Each must reach a gate, go back to its owner's phase and have the
-report name what the fix changes."""
+`msmigrate verify` runs them. One fault per owner: the YAML (a range G3 must catch before any launch), the plugin (a
+registration the real registry does not find), a media file (an image that is an HTML page) — each must reach a
+gate, go back to its owner's phase and have the report name what the fix changes — and the runtime (an interpreter
+that is not there), which the run refuses before any gate, naming runtime_python."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 pytestmark = [pytest.mark.realmm, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
-FAULTS = ("config-grad-accum-zero", "model-register-id-typo", "env-runtime-missing")
+FAULTS = ("config-grad-accum-zero", "model-register-id-typo", "data-image-corrupt", "env-runtime-missing")
 
 
 def test_faults_on_the_real_checkout_go_back_to_their_owner(tmp_path, real_checkout, real_runtime):
@@ -32,8 +32,12 @@ def test_faults_on_the_real_checkout_go_back_to_their_owner(tmp_path, real_check
     assert set(results) == set(FAULTS) and not any("error" in r for r in results.values()), results
     assert results["config-grad-accum-zero"]["gate"] == "G3"
     assert results["model-register-id-typo"]["gate"] == "G1"
-    for fault, r in results.items():
+    assert results["data-image-corrupt"]["gate"] == "G2"
+    for fault in FAULTS[:3]:
+        r = results[fault]
         assert r["routed"] and r["fix_named"] and not r["confidently_wrong"], (fault, r)
+    runtime = results["env-runtime-missing"]
+    assert runtime["stopped"] and runtime["fix_named"] and "runtime_python" in runtime["detail"], runtime
     # the green migration was the real checkout's copy, the checkout itself untouched
     assert subprocess.run(["git", "-C", str(real_checkout), "status", "--porcelain"], capture_output=True,
                           text=True).stdout == ""

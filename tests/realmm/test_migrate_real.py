@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,6 +15,9 @@ import yaml
 from msmigrate.agent.launch_size import script_size
 
 from realmm_helpers import msmigrate, real_target, source_for_runtime
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
+from delivery_checks import assert_mergeable  # noqa: E402
 
 pytestmark = [pytest.mark.realmm, pytest.mark.integration]
 
@@ -57,3 +62,5 @@ def test_rules_migration_into_clean_real_checkout(tmp_path, realmm_tarballs, rea
                              f"finetune_{name}.sh"], capture_output=True, text=True, check=True).stdout
     assert script_size(script) == (2, 1)
     assert subprocess.run(["git", "-C", target, "status", "--porcelain"], capture_output=True, text=True).stdout == ""
+    # the maintainer's review read straight off the branch (tests/agent/delivery_checks.py)
+    assert_mergeable(evidence, Path(target), summary["run_id"], source, run_dir=tmp_path / "runs" / summary["run_id"])

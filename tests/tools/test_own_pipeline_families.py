@@ -185,3 +185,28 @@ def test_deepseek_vl2_a_media_span_without_the_tiles_fails(deepseek):
     del ex["input_ids"][start + 7:start + 27], ex["labels"][start + 7:start + 27]
     result = parity(deepseek, examples, MEDIA)
     assert any("media spans differ" in p and "[7]" in p for p in result["problems"]), result["problems"]
+
+
+@pytest.mark.parametrize("name", ["qwen_vl_chat", "deepseek_vl_v2"])
+def test_the_plans_measured_contract_names_what_the_own_pipeline_writes(name, qwen, deepseek, tmp_path):
+    """The plan's measured facts (probe own_pipeline_facts): the trained stretches, the media runs and what sits in
+    them, and the tag tokens the source's own pipeline writes — measured, not the tokenizer's name-matched list
+    (DeepSeek's ``<|ref|>`` is a media-named token its pipeline never writes; Qwen-VL's image tags are no added
+    tokens of its tokenizer at all)."""
+    from msmigrate.tools.repo_reader.training_facts import measure_own_pipeline
+
+    _, folder, facts, data, _ = {"qwen_vl_chat": qwen, "deepseek_vl_v2": deepseek}[name]
+    measured = measure_own_pipeline(sys.executable, folder, data, facts, tmp_path / "run")
+    first = measured["records"][0]
+    if name == "qwen_vl_chat":
+        assert first["tags_written"] == ["<|im_start|>", "<|im_end|>", "<img>", "<imgpad>", "</img>"]
+        assert first["trained_text"] == ["<|im_end|>\n<|im_start|>", "<|im_end|>\n<|im_start|>",
+                                         "The image shows a grey square on a white background.<|im_end|>\n"]
+        assert first["media_runs"] == []  # the ids name the image: no sequence mask, no negative ids
+    else:
+        assert first["tags_written"] == ["<｜begin▁of▁sentence｜>", "<|User|>", "<image>", "<|Assistant|>",
+                                         "<｜end▁of▁sentence｜>"]
+        assert first["media_runs"] == [27] and first["at_media"] == ["<image>"]
+        assert first["trained_text"] == ["The image shows a grey square on a white background.<｜end▁of▁sentence｜>"]
+    line = contract_text({**facts, "measured": measured})
+    assert any("the tag tokens it writes" in x for x in line)

@@ -71,6 +71,22 @@ def test_branch_c_reason_points_at_the_code(tmp_path):
     assert "declares no image processor" not in out["data_branch_why"]
 
 
+def test_a_loaded_remote_processor_that_makes_its_own_pixels_is_named(tmp_path):
+    """DeepSeek-VL2-style: AutoProcessor reaches and loads the remote processor, which tiles the images in its own
+    methods but has no ``image_processor`` attribute: the branch-C reason names it as the pixel code, not 'the
+    folder declares no image processor'."""
+    from msmigrate.agent.nodes.plan import processor_branch
+    from msmigrate.tools.runtime_processor import RuntimeProcessor
+
+    loaded = RuntimeProcessor(ok=True, loaded=True, processor_class="TilerProcessor", kind="processor",
+                              handles_images=False)
+    plan = {"template": "tiler", "collator": "tiler", "reasons": []}
+    src = folder(tmp_path, {"AutoProcessor": "processing_tiler.TilerProcessor"})
+    why = processor_branch(src, "tiler", loaded, plan)["data_branch_why"]
+    assert "builds the processor around the loaded TilerProcessor itself" in why
+    assert "processing_tiler.py:4; its own methods: crops" in why and "declares no image processor" not in why
+
+
 def test_an_unmeasured_remote_processor_is_pointed_at(tmp_path):
     """Held-out Molmo-style processor: no chat template, images expanded in its own ``process``; the media
     expansion probe measures nothing, so the plan names the code that does it."""
@@ -92,3 +108,20 @@ def test_an_unmeasured_remote_processor_is_pointed_at(tmp_path):
     measured_elsewhere = make_plan(SimpleNamespace(ctx=SimpleNamespace(model_name="tiler", source=tmp_path / "x")),
                                    state, failed)
     assert not any("is remote code (" in r for r in measured_elsewhere["reasons"])
+
+
+def test_a_remote_forward_without_an_image_argument_is_a_plan_fact():
+    """Qwen-VL-Chat-style: the remote forward takes only text inputs (the ids name each image's path); the plan says
+    so instead of implying a pixel_values contract. A forward with an image argument, or native code, says nothing."""
+    from msmigrate.agent.nodes.plan import no_media_argument
+
+    vision = ("decoder", "decoder-only language model with a vision encoder")
+    src = {"needs_trust_remote_code": True, "forward": {"file": "modeling_qwen.py", "line": 163, "signature":
+           "forward(self, input_ids=None, past_key_values=None, attention_mask=None, labels=None, **kwargs)"}}
+    said = no_media_argument(src, vision)
+    assert said.startswith("the source's forward (modeling_qwen.py:163) takes no image argument, only "
+                           "['attention_mask', 'input_ids', 'labels', 'past_key_values']")
+    with_images = {**src, "forward": {"signature": "forward(self, input_ids=None, images=None, labels=None)"}}
+    assert no_media_argument(with_images, vision) is None
+    assert no_media_argument({**src, "needs_trust_remote_code": False}, vision) is None
+    assert no_media_argument(src, ("encoder-decoder", "config.json is_encoder_decoder")) is None

@@ -201,3 +201,88 @@ def test_the_own_pipeline_measured_on_the_records_says_which_positions_train(tmp
     assert first["trained_text"] == ["The image shows a grey square on a white background.<|end|>\n<|endoftext|>"]
     lines = contract_text({**facts, "measured": measured})
     assert any(line.startswith("measured on record 0 by the source's own pipeline: ") for line in lines)
+
+
+NO_COLLATOR_SCRIPT = '''
+import torch
+from torch.utils.data import Dataset
+from transformers import Trainer
+
+IGNORE_TOKEN_ID = -100
+
+
+class LazySupervisedDataset(Dataset):
+    def __init__(self, raw_data, tokenizer, max_len):
+        self.raw_data, self.tokenizer, self.max_len = raw_data, tokenizer, max_len
+
+    def __len__(self):
+        return len(self.raw_data)
+
+    def __getitem__(self, i):
+        ids = self.raw_data[i]["ids"] + [self.tokenizer.pad_token_id] * (self.max_len - len(self.raw_data[i]["ids"]))
+        ids = torch.tensor(ids)
+        return dict(input_ids=ids, labels=ids.clone(), attention_mask=ids.ne(self.tokenizer.pad_token_id))
+
+
+def train(tokenizer):
+    tokenizer.pad_token_id = tokenizer.eod_id
+    tokenizer.padding_side = "right"
+    tokenizer.model_max_length = some_args.length  # not replayable: reads other state
+    Trainer(model=None, train_dataset=LazySupervisedDataset([], tokenizer, 8)).train()
+'''
+
+
+def test_tokenizer_settings_the_training_code_makes_are_read(tmp_path):
+    """Qwen-VL-style: the script sets the pad itself after loading the tokenizer; the settings a replay can make
+    (another attribute of the same tokenizer, a constant) are facts, the rest is left out."""
+    facts = source_training_facts(write(tmp_path, {"finetune.py": NO_COLLATOR_SCRIPT}))
+    assert facts["collator"] is None and facts["dataset"]["class"] == "LazySupervisedDataset"
+    assert facts["tokenizer_setup"] == [
+        {"attr": "pad_token_id", "from_attr": "eod_id", "text": "tokenizer.pad_token_id = tokenizer.eod_id"},
+        {"attr": "padding_side", "value": "right", "text": "tokenizer.padding_side = 'right'"}]
+    assert "the training code sets on its tokenizer: tokenizer.pad_token_id = tokenizer.eod_id" in \
+        "\n".join(contract_text(facts))
+
+
+def test_without_a_collator_the_hf_default_collator_stacks_and_max_len_comes_from_the_tokenizer(tmp_path):
+    """The source's own pipeline as the HF Trainer runs it: no collator of its own means transformers'
+    default_data_collator (a batch dimension), a ``max_len`` parameter takes the tokenizer's saved
+    model_max_length, and the tokenizer gets the script's own settings before the dataset sees it."""
+    import json
+    import sys
+
+    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, models
+
+    from msmigrate.tools.repo_reader.training_facts import source_training_facts as read
+
+    probes = str(Path(__file__).resolve().parents[2] / "msmigrate" / "tools" / "probes")
+    sys.path.insert(0, probes)
+    import _own_pipeline as mod
+
+    folder = write(tmp_path, {"finetune.py": NO_COLLATOR_SCRIPT})
+    vocab = {f"t{i}": i for i in range(16)}
+    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="t0")),
+                                  model_max_length=6)
+    tok.save_pretrained(folder)
+    data = folder / "train.json"
+    data.write_text(json.dumps([{"ids": [5, 6, 7]}]))
+    facts = read(folder)
+    facts["tokenizer_setup"][0] = {"attr": "pad_token_id", "value": 9, "text": "tokenizer.pad_token_id = 9"}
+    [(_, batch)] = mod.own_batches(str(folder), str(data), facts, 1, trust_remote_code=False)
+    assert batch["input_ids"].tolist() == [[5, 6, 7, 9, 9, 9]]  # stacked, padded to 6 with the script's pad
+    assert batch["attention_mask"].tolist() == [[True, True, True, False, False, False]]
+    sys.path.remove(probes)
+
+
+def test_masking_in_the_processor_when_the_dataset_only_calls_it(tmp_path):
+    """DeepSeek-VL2-style: the dataset calls ``processor.process_one(…, inference_mode=False)``; which positions train
+    is decided in the remote processor, so its ignore-id lines are the masking facts."""
+    dataset = ('from torch.utils.data import Dataset\n\n\nclass ConvDataset(Dataset):\n'
+               '    def __getitem__(self, i):\n        return self.processor.process_one(conversations=self.records[i]'
+               '["conversation"], inference_mode=False)\n')
+    processor = "class P:\n    def mask(self, t):\n        t[:3] = self.ignore_id\n        return t\n"
+    facts = source_training_facts(write(tmp_path, {"finetune/dataset.py": dataset,
+                                                   "processing_family.py": processor}))
+    assert facts["data_keys"] == ["conversation"]
+    assert facts["masking"] == ["processing_family.py:3: t[:3] = self.ignore_id"]

@@ -4,8 +4,9 @@ policy calls the same ones). Each runs the core its phase gate runs, so a tool's
 - ``convert_weights`` (model phase): the weight-converter step, HF -> Megatron layout -> HF on a tiny model built
   from the source's config, at the launch's TP (and PP) size; the target's own converter where the target has one
   for the source's model_type, else msmigrate's layout round trip, and the result says which ran;
-- ``check_megatron_data`` (data phase): the data JSON (``--mm-data``) against the files it names and the plan's
-  ``get_batch`` contract (the fields the assembled model's forward consumes);
+- ``check_megatron_data`` (data phase): the data JSON (``--mm-data``) against the files it names, the plan's
+  ``get_batch`` contract (the fields the assembled model's forward consumes) and the source's own chat template
+  (the template the JSON names, as the target registers it: tools/megatron/template_parity.py);
 - ``check_parallel_sizes`` (config phase): TP / PP / CP / VPP and the batch arithmetic against the source's heads,
   KV heads and layers, before a model JSON or launch script is written;
 - ``check_megatron_config`` (config phase): the model JSON and the launch script the way G3 checks them (entry,
@@ -30,6 +31,7 @@ from msmigrate.tools.megatron.config_check import check_megatron_config
 from msmigrate.tools.megatron.converter_roundtrip import target_converter_roundtrip
 from msmigrate.tools.megatron.converters import converter_candidates
 from msmigrate.tools.megatron.data_json import check_data_json
+from msmigrate.tools.megatron.template_parity import template_parity
 from msmigrate.tools.megatron.parallel_check import ParallelSizes, check_parallel_for_source
 from msmigrate.tools.megatron.weight_roundtrip import converter_roundtrip
 
@@ -121,6 +123,13 @@ def convert_weights(ctx: RunContext, tp: int = 1, pp: int = 1, output_dir: str =
 def check_megatron_data(ctx: RunContext, data_json: str) -> ToolResult:
     contract = (ctx.plan or {}).get("batch_contract") or {}
     problems, warnings, facts = check_data_json(ctx.target, data_json, contract)
+    # the chat format against the source's own template, as G2 checks it (a file that did not read has nothing
+    # to compare yet)
+    if not any(p.startswith("cannot read") for p in problems):
+        par = template_parity(ctx.runtime_python, ctx.target, data_json, ctx.source)
+        facts["data_parity"] = par.facts
+        problems += [f"data parity not proven: {par.error}"] if par.error else [
+            f"data parity: {p}" for p in par.problems]
     if problems:
         return ToolResult.failure("; ".join(problems), problems=problems, warnings=warnings, facts=facts)
     return ToolResult.success(facts=facts, warnings=warnings)

@@ -10,9 +10,28 @@ builds the source's dataset + collator).
 """
 import argparse
 import json
+import re
 import sys
 
 MARKER = "MSMIGRATE_PROBE_RESULT "
+# a token written as a tag (<img>, </img>, <|im_start|>, <｜end▁of▁sentence｜>): what a port must write too
+TAG = re.compile(r"^<[^<>\s]{1,40}>$")
+
+
+def tags_written(tok, ids):
+    """The tag-shaped tokens among the ids the source's own pipeline wrote, in order of first use (measured)."""
+    out = []
+    for t in dict.fromkeys(i for i in ids if i >= 0):
+        text = tok.decode([t])
+        if TAG.match(text) and text not in out:
+            out.append(text)
+    return out
+
+
+def at_media(tok, ids, flags):
+    """What the source writes at its media positions: the decoded token(s), negative ids as themselves."""
+    seen = dict.fromkeys(t for t, f in zip(ids, flags) if f)
+    return [str(t) if t < 0 else tok.decode([t]) for t in seen]
 
 
 def emit(payload):
@@ -57,9 +76,11 @@ def main(argv):
                 keep = sum(_to_list(batch["attention_mask"]))
                 ids, labels = ids[:keep], labels[:keep]
             targets, _ = trained_targets(labels, convention)
+            flags = source_media_flags(batch, ids)
             records.append({"record": i, "tokens": len(ids), "trained": len(targets),
                             "trained_text": stretches(tok, ids, targets),
-                            "media_runs": [n for _, n in _full_runs(ids, source_media_flags(batch, ids))],
+                            "media_runs": [n for _, n in _full_runs(ids, flags)],
+                            "tags_written": tags_written(tok, ids), "at_media": at_media(tok, ids, flags),
                             "keys": {k: type(v).__name__ for k, v in batch.items()}})
     except Exception as exc:  # probe boundary: the failure is the result
         import traceback

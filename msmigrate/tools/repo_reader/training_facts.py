@@ -277,7 +277,9 @@ def contract_text(facts: dict[str, Any]) -> list[str]:
     for rec in (facts.get("measured") or {}).get("records") or []:
         out.append(f"measured on record {rec['record']} by the source's own pipeline: {rec['tokens']} tokens, "
                    f"{rec['trained']} trained — the trained stretches {rec['trained_text']}"
-                   + (f"; media runs {rec['media_runs']}" if rec.get("media_runs") else ""))
+                   + (f"; media runs {rec['media_runs']}" if rec.get("media_runs") else "")
+                   + (f" of {rec['at_media']}" if rec.get("media_runs") and rec.get("at_media") else "")
+                   + (f"; the tag tokens it writes: {rec['tags_written']}" if rec.get("tags_written") else ""))
     if (facts.get("measured") or {}).get("error"):
         out.append(f"could not run the source's own pipeline on the records: {facts['measured']['error']}")
     return out

@@ -119,8 +119,8 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
                    "weights; G1 checks msmigrate's layout round trip instead")
     if data_json:
         reasons.append(f"data JSON from {data_json} (the example script's --mm-data): its dataset_type, template and "
-                       "collator are kept — the route's template registry is not read, so the template rests on the "
-                       "matched example's family")
+                       "collator are kept; G2 renders the samples with that template, as the target registers it, "
+                       "against the source's own chat template (a different chat format fails there)")
     numerics = example_numerics(ctx.target, base.example if base else None, cfg, shapes, new_component)
     if numerics.get("differs"):
         reasons.append(f"numerics: the starting point differs from the source in " + "; ".join(

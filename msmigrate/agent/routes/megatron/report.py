@@ -1,6 +1,8 @@
 """The Megatron route's part of ``verification_report.md``: the route and why, the components reused by
 ``model_id`` (or needed), the parallel sizes and what they came to, the files delivered, and exactly what this
-run could not prove — every gate that needs an accelerator says so in its record, and those lines are listed."""
+run could not prove or failed — every gate that needs an accelerator says so in its record, and those lines are
+listed with every gate that failed — and the exact weight conversion command the launch script's ``--load``
+needs (G3's record), which no gate here ran on the real checkpoint."""
 
 from __future__ import annotations
 
@@ -52,13 +54,24 @@ def megatron_section(state: dict[str, Any]) -> list[str]:
     if contract.get("consumed") is not None:
         lines.append(f"- get_batch → {contract.get('forward')}: consumes {contract['consumed']}"
                      + (f"; no parameter for {contract['not_consumed']}" if contract.get("not_consumed") else ""))
+    conv = (gates.get("G3") or {}).get("conversion") or {}
+    if conv.get("command"):
+        lines.append(f"- weight conversion (the script's `--load {conv.get('mm_dir')}`): `{conv['command']}`")
     passed = [g for g in sorted(gates) if gates[g].get("passed")]
     lines += ["", f"Gates passed on this machine: {', '.join(passed) or 'none'}.", "",
-              "What this run could not prove:"]
+              "What this run could not prove, or failed:"]
     for g in sorted(gates):
         why = gates[g].get("needs_accelerator")
         if why:
             lines.append(f"- {g}: {why if isinstance(why, str) else gates[g].get('summary', '')}")
+        elif not gates[g].get("passed"):
+            lines.append(f"- {g} failed: {gates[g].get('summary', '')}")
+    if conv.get("command"):
+        lines.append(f"- the converted weights at `{conv.get('mm_dir')}`: no gate of this run converted the "
+                     "source's checkpoint (G1 ran the same converter on the source's config shrunk to 2 layers per "
+                     f"stack, at the launch's TP/PP); before launching, run exactly: `{conv['command']}`")
+    elif conv.get("error") and plan.get("converter"):
+        lines.append(f"- the weight conversion command: {conv['error']}")
     if not plan.get("converter"):
         lines.append(f"- the weights in the Megatron layout: the target has no converter for model_type "
                      f"{plan.get('model_type')!r} (G1 checked msmigrate's layout convention only); one must be "

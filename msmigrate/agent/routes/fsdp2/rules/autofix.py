@@ -76,8 +76,11 @@ def apply_action(cfg: dict[str, Any], action: dict[str, Any], tree: dict[str, An
     return None
 
 
-# findings about a key's value (not its place): the repair re-derives the value
-_VALUE_FINDINGS = ("value-out-of-range", "weakened-train-iters", "weakened-zero-lr")
+# findings about a key's value (not its place): the repair re-derives the value; of those, the ones where the target's
+# own default is an accepted value when the draft has none to give (a range or a consistency check such as lr_min
+# above lr: the defaults satisfy them), so the key may go
+_VALUE_FINDINGS = ("value-out-of-range", "bad-value", "weakened-train-iters", "weakened-zero-lr")
+_DEFAULT_ACCEPTED = ("value-out-of-range", "bad-value")
 
 
 def restore_values(cfg: dict[str, Any], findings: list[dict[str, Any]],
@@ -94,9 +97,9 @@ def restore_values(cfg: dict[str, Any], findings: list[dict[str, Any]],
         if wanted is not None and wanted != get_path(cfg, f["path"]):
             set_path(cfg, f["path"], wanted)
             done.append(f"set {f['path']} = {wanted!r} (the value the config is derived with; {f['code']})")
-        elif f.get("code") == "value-out-of-range":  # (a draft derived from this very YAML repeats the value)
+        elif f.get("code") in _DEFAULT_ACCEPTED:  # (a draft derived from this very YAML repeats the value)
             delete_path(cfg, f["path"])
-            done.append(f"deleted {f['path']} (out of range; the target's default applies)")
+            done.append(f"deleted {f['path']} ({f['code']}; the target's default applies)")
     return done
 
 

@@ -4,7 +4,9 @@ against heads / query groups / layers, batch arithmetic, sizes copied from the w
 check ran and found no problem; flags no definition file covers are listed, not failed.
 
 Plan keys (agent/routes/megatron/plan.py): ``model_json_path`` and ``script_path`` (relative to the target), ``entry``
-(default pretrain_vlm.py). ``deps.ctx.source`` is the HF folder the JSON describes.
+(default pretrain_vlm.py). ``deps.ctx.source`` is the HF folder the JSON describes. The record also carries the
+weight conversion the script's ``--load`` needs (tools/megatron/convert_command.py: the target's converter command
+with the delivered per-stage layers and TP), which the report hands the user to run.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.tools.megatron.config_check import ENTRY, check_megatron_config
+from msmigrate.tools.megatron.convert_command import conversion_command
 
 
 def megatron_config_record(target: Path, model_json: str, script: str, source: Path | None,
@@ -34,7 +37,23 @@ def megatron_config_record(target: Path, model_json: str, script: str, source: P
             "summary": "; ".join(problems[:5]) or ok_summary, "evidence": [ev], "failure_text": "\n".join(problems)}
 
 
+def with_conversion(rec: dict[str, Any], target: Path, plan: dict[str, Any], source: Path) -> dict[str, Any]:
+    """The weight conversion the delivered script's ``--load`` needs, as the exact command (the report shows it):
+    a script that loads nothing, or loads another folder than the conversion writes, fails the gate."""
+    conv = conversion_command(target, plan.get("converter"), plan["model_json_path"], plan["script_path"], source,
+                              int((plan.get("parallel") or {}).get("tp") or 1), plan.get("converter_output"))
+    rec = {**rec, "conversion": conv.to_dict()}
+    if conv.problems:
+        rec.update(passed=False, summary="; ".join(conv.problems) if rec["passed"] else
+                   f"{rec['summary']}; {'; '.join(conv.problems)}",
+                   failure_text="\n".join(t for t in (rec.get("failure_text"), *conv.problems) if t))
+    elif rec["passed"] and conv.command:
+        rec["summary"] += f"; the script loads {conv.mm_dir}, made by: {conv.command}"
+    return rec
+
+
 def gate_megatron_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx = state["plan"], deps.ctx
-    return megatron_config_record(ctx.target, plan["model_json_path"], plan["script_path"], ctx.source,
-                                  plan.get("entry") or ENTRY)
+    rec = megatron_config_record(ctx.target, plan["model_json_path"], plan["script_path"], ctx.source,
+                                 plan.get("entry") or ENTRY)
+    return with_conversion(rec, ctx.target, plan, ctx.source)

@@ -1,0 +1,229 @@
+"""Shrink a family's default config to a CPU-tiny one by field structure, never by family.
+
+Each (sub-)config is walked once. What a field is comes from its name's shape and its value's type: a count of
+layers (``*_layers`` / ``depth`` ints), of heads (``*heads``), a width (``hidden_size``, ``*_dim`` …), a vocabulary
+size, a mixture-of-experts count, or an index into the layers (``*layer`` / ``*layer_indexes`` …). Every width
+becomes one value (feed-forward widths another), so widths a family's code requires equal stay equal even where the
+family's default sub-configs disagree. Rotary sections that split the old head dimension are
+rescaled to the new one. With ``images=True`` a tower's fixed input size (``image_size`` next to a ``patch_size``) becomes
+``PATCHES_PER_SIDE`` patches a side; the builder then fits the image processor to it, and falls back to the
+family's own image sizes where the shrunk ones break an agreement it cannot see (a fixed token count per image).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers import PretrainedConfig
+
+LAYERS = 2
+HEADS = 2
+EXPERTS = 4
+PATCHES_PER_SIDE = 8  # divisible by every merge / pixel-shuffle / pooling factor seen (2, 4, 8)
+HIDDEN, FFN = 256, 512  # 2 heads of 128: the head dim most families' rotary code and defaults assume
+
+_LAYER_COUNT = re.compile(r"^(num_hidden_layers|num_layers|n_layers?|depth|\w+_layers|num_\w+_layers)$")
+_HEAD_COUNT = re.compile(r"^(\w*_)?(heads|n_head|num_heads)$|^num_\w*heads$")
+_KV_HEADS = re.compile(r"key_value_heads|kv_heads")
+_WIDTH = re.compile(r"^(\w+_)?(hidden_size|hidden_dim|d_model|embed_dim|n_embd|projection_dim|intermediate_size"
+                    r"|ffn_dim|mlp_dim|ffn_hidden_size|output_dim|out_hidden_size|proj_dim|embedding_dim"
+                    r"|moe_intermediate_size|\w*_intermediate_size)$")
+_HEAD_DIM = re.compile(r"^(\w+_)?head_dim$")
+_EXPERT_COUNT = re.compile(r"^(num_experts|n_routed_experts|num_local_experts|moe_num_experts|num_\w*experts)$")
+_EXPERTS_PER_TOKEN = re.compile(r"^(num_experts_per_tok|top_k|moe_topk|num_experts_per_token|moe_k)$")
+_SHARED_EXPERTS = re.compile(r"shared_experts$")
+_GROUPS = re.compile(r"^(n_group|topk_group)$")
+_LAYER_INDEX = re.compile(r"(layer|layers|indexes|indices|index|_ids)$")
+_VOCAB = re.compile(r"^(\w+_)?vocab_size$")
+_SKIP = {"torch_dtype", "dtype", "architectures", "auto_map", "transformers_version", "id2label", "label2id"}
+
+
+@dataclass
+class ShrinkReport:
+    """What was changed, field path -> (old, new): the builder prints it and tests read it."""
+
+    changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    widths: dict[int, int] = field(default_factory=dict)
+
+    def note(self, path: str, old: Any, new: Any) -> None:
+        if old != new:
+            self.changes[path] = (old, new)
+
+
+def shrink_width(key: str, value: int, widths: dict[int, int]) -> int:
+    """The tiny width of field ``key``: every model width becomes HIDDEN and every feed-forward width FFN.
+
+    One value for all widths, not a scaled one per value: a family's default sub-configs need not agree with each
+    other (a vision tower's output width defaulting to one LM size, the text config to another), and any two widths
+    a family's code requires equal are equal in every real checkpoint, so they must be equal in the tiny one."""
+    tiny = FFN if any(w in key for w in ("intermediate", "ffn", "mlp")) else HIDDEN
+    if value <= tiny:
+        return value
+    widths[value] = tiny
+    return tiny
+
+
+def _sub_configs(cfg: PretrainedConfig) -> list[tuple[str, PretrainedConfig]]:
+    return [(k, v) for k, v in vars(cfg).items() if isinstance(v, PretrainedConfig)]
+
+
+def _layer_count(cfg: PretrainedConfig) -> int | None:
+    for key in ("num_hidden_layers", "num_layers", "depth", "n_layer", "n_layers", "encoder_layers"):
+        value = getattr(cfg, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _head_dim(cfg: PretrainedConfig) -> int | None:
+    explicit = getattr(cfg, "head_dim", None)
+    if isinstance(explicit, int) and explicit > 0:
+        return explicit
+    hidden, heads = getattr(cfg, "hidden_size", None), getattr(cfg, "num_attention_heads", None)
+    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and hidden % heads == 0:
+        return hidden // heads
+    return None
+
+
+def _is_layer_index(key: str, value: Any) -> bool:
+    """A field that points at layers: an int named ``*layer`` / ``*layer_index``, or a list of ints named
+    ``*layers`` / ``*indexes`` / ``*indices`` (``vision_feature_layers``, ``deepstack_visual_indexes`` …)."""
+    if "token" in key or not _LAYER_INDEX.search(key):
+        return False
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "layer" in key
+    return isinstance(value, (list, tuple)) and bool(value) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def _remap_index(idx: int, old_n: int, new_n: int) -> int:
+    """A layer index into ``old_n`` layers, moved to the same relative depth of ``new_n`` (negatives count from
+    the end and stay negative, within the new range)."""
+    if idx < 0:
+        return max(idx, -new_n)
+    if old_n <= 1:
+        return 0
+    return min(new_n - 1, round(idx * (new_n - 1) / (old_n - 1)))
+
+
+def _shrink_index_value(value: Any, old_n: int, new_n: int) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return _remap_index(value, old_n, new_n)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool)
+                                                          for v in value):
+        mapped = list(dict.fromkeys(_remap_index(v, old_n, new_n) for v in value))
+        return type(value)(mapped)
+    return value
+
+
+def _rescale_sections(rope: dict, old_half: int, new_half: int) -> dict:
+    """Rotary ``*section*`` lists that split the old head dim's rotary half are rescaled to split the new half."""
+    out = dict(rope)
+    for key, value in rope.items():
+        if "section" in key and isinstance(value, list) and value and all(isinstance(v, int) for v in value) \
+                and sum(value) == old_half and old_half != new_half:
+            scaled = [max(1, v * new_half // old_half) for v in value]
+            scaled[-1] += new_half - sum(scaled)
+            out[key] = scaled
+    return out
+
+
+def _shrink_image_size(cfg: PretrainedConfig, path: str, report: ShrinkReport) -> None:
+    patch, size = getattr(cfg, "patch_size", None), getattr(cfg, "image_size", None)
+    if not isinstance(patch, int) or isinstance(patch, bool) or patch <= 0:
+        return
+    tiny = patch * PATCHES_PER_SIDE
+    if isinstance(size, int) and not isinstance(size, bool) and size > tiny:
+        cfg.image_size = tiny
+        report.note(f"{path}image_size", size, tiny)
+    elif isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, int) and v > tiny for v in size):
+        cfg.image_size = type(size)([tiny, tiny])
+        report.note(f"{path}image_size", size, cfg.image_size)
+
+
+def _shrink_one(cfg: PretrainedConfig, path: str, report: ShrinkReport, vocab: int, max_layers: int) -> None:
+    old_layers = _layer_count(cfg)
+    old_head_dim = _head_dim(cfg)
+    old_heads = getattr(cfg, "num_attention_heads", None)
+    old_hidden = getattr(cfg, "hidden_size", None)
+    items = [(k, v) for k, v in vars(cfg).items() if not k.startswith("_") and k not in _SKIP
+             and not isinstance(v, PretrainedConfig)]
+    new_layers = min(old_layers, LAYERS) if old_layers else LAYERS
+    for key, value in items:
+        new = value
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        if is_int and _LAYER_COUNT.match(key) and value > 0:
+            new = min(value, LAYERS)
+        elif is_int and _KV_HEADS.search(key) and value > 0:
+            new = HEADS if isinstance(old_heads, int) and value == old_heads else 1
+        elif is_int and _HEAD_COUNT.match(key) and value > 0:
+            new = min(value, HEADS)
+        elif isinstance(value, list) and _HEAD_COUNT.match(key) and all(isinstance(v, int) for v in value):
+            new = [min(v, HEADS) for v in value][:max(1, min(len(value), LAYERS))]
+        elif is_int and _WIDTH.match(key) and value > 0:
+            new = shrink_width(key, value, report.widths)
+        elif isinstance(value, list) and _WIDTH.match(key) and value and all(isinstance(v, int) for v in value):
+            new = [shrink_width(key, v, report.widths) for v in value]
+        elif is_int and _VOCAB.match(key) and value > vocab:
+            new = vocab
+        elif is_int and _EXPERT_COUNT.match(key) and value > EXPERTS:
+            new = EXPERTS
+        elif is_int and _EXPERTS_PER_TOKEN.match(key) and value > 2:
+            new = 2
+        elif is_int and _SHARED_EXPERTS.search(key) and value > 1:
+            new = 1
+        elif is_int and _GROUPS.match(key) and value > 1:
+            new = 1
+        elif key in ("depths",) and isinstance(value, list):
+            new = [min(v, 1) for v in value]
+        elif _is_layer_index(key, value) and (old_layers or max_layers) \
+                and not (isinstance(value, list) and len(value) == old_layers):
+            new = _shrink_index_value(value, old_layers or max_layers, new_layers)
+        elif isinstance(value, list) and old_layers and len(value) == old_layers and old_layers > new_layers:
+            new = value[:new_layers]  # one entry per layer (layer_types, per-layer sizes …)
+        if new is not value:
+            setattr(cfg, key, new)
+            report.note(f"{path}{key}", value, new)
+    # an explicit head_dim that merely stored hidden / heads follows the new hidden / heads
+    explicit, heads, hidden = getattr(cfg, "head_dim", None), getattr(cfg, "num_attention_heads", None), \
+        getattr(cfg, "hidden_size", None)
+    if isinstance(explicit, int) and isinstance(old_hidden, int) and isinstance(old_heads, int) and old_heads \
+            and explicit * old_heads == old_hidden and isinstance(heads, int) and heads and isinstance(hidden, int):
+        cfg.head_dim = hidden // heads
+        report.note(f"{path}head_dim", explicit, cfg.head_dim)
+    # rotary sections follow the head dim (explicit or hidden / heads) the shrink produced
+    new_head_dim = _head_dim(cfg)
+    for key in ("rope_parameters", "rope_scaling"):
+        rope = getattr(cfg, key, None)
+        if isinstance(rope, dict) and old_head_dim and new_head_dim:
+            factor = rope.get("partial_rotary_factor", getattr(cfg, "partial_rotary_factor", 1.0)) or 1.0
+            old_half, new_half = int(old_head_dim * factor) // 2, int(new_head_dim * factor) // 2
+            scaled = _rescale_sections(rope, old_half, new_half)
+            if scaled != rope:
+                setattr(cfg, key, scaled)
+                report.note(f"{path}{key}", rope, scaled)
+
+
+def shrink_config(cfg: PretrainedConfig, vocab: int, images: bool = False) -> ShrinkReport:
+    """Shrink ``cfg`` and every sub-config in place; ``vocab`` is the tiny tokenizer's (padded) size; ``images``
+    also shrinks the towers' fixed input sizes."""
+    report = ShrinkReport()
+    tree = [("", cfg)]
+    seen: list[tuple[str, PretrainedConfig]] = []
+    while tree:
+        path, node = tree.pop(0)
+        seen.append((path, node))
+        tree.extend((f"{path}{k}.", v) for k, v in _sub_configs(node))
+    # the top level's layer-index fields (vision_feature_layer …) index a tower below it: take the deepest one
+    max_layers = max((_layer_count(c) or 0) for _, c in seen)
+    # text configs first, so the LM's hidden size fixes the tiny value every equal width maps to
+    seen.sort(key=lambda pc: (0 if "text" in pc[0] else 1, pc[0].count(".")))
+    for path, node in seen:
+        _shrink_one(node, path, report, vocab, max_layers)
+        if images:
+            _shrink_image_size(node, path, report)
+    return report

@@ -1,0 +1,86 @@
+"""benchmarks/bench_open_world_sweep.py: the line per family, the totals and the table, and a fast subset of the real
+sweep (a family that migrates green, one with nothing faithful to build) through the real builder and `msmigrate run`
+with the rules policy on a fresh stand-in target."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks" / "bench_open_world_sweep.py"
+LINE = re.compile(r"^(?P<family>\S+)\s+(?P<status>green|declined|failed G\d|failed —|not buildable|timeout|error)"
+                  r"\s+(?P<detail>\S.*)$")
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_open_world_sweep", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _no_processor_family() -> str:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    return next(m for m in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES if not PROCESSOR_MAPPING_NAMES.get(m))
+
+
+def test_lines_totals_and_table_from_a_recorded_sweep(tmp_path, capsys):
+    bench = _bench()
+    records = [
+        {"family": "a", "status": "green", "detail": "all gates passed with evidence", "template": "t", "seconds": 9},
+        {"family": "b", "status": "declined", "detail": "encoder-decoder", "template": "t", "seconds": 3},
+        {"family": "c", "status": "failed G2", "detail": "[gates_failed] data parity | x", "template": "", "seconds": 5},
+        {"family": "d", "status": "not buildable", "detail": "classes: no processor", "template": "", "seconds": 1},
+    ]
+    lines_file = tmp_path / "lines.jsonl"
+    lines_file.write_text("".join(json.dumps({**r, "runtime": "torch X"}) + "\n" for r in records))
+    table = tmp_path / "table.md"
+    bench.main(["--from-lines", str(lines_file), "--table", str(table)])
+    out = capsys.readouterr().out.splitlines()
+    family_lines = [ln for ln in out if LINE.match(ln)]
+    assert [LINE.match(ln)["family"] for ln in family_lines] == ["a", "b", "c", "d"]
+    assert "families 4: buildable 3, not buildable 1" in out
+    assert "green 1 (33 % of buildable), declined 1, green or declined 2 (67 %), failed 1" in out
+    md = table.read_text()
+    assert "| `c` | failed G2 | [gates_failed] data parity \\| x |" in md and "runtime torch X" in md
+
+
+def test_model_name_is_a_valid_spec_name():
+    bench = _bench()
+    assert bench.model_name("blip-2") == "ow_blip_2"
+    assert bench.model_name("kosmos-2.5") == "ow_kosmos_2_5"
+    assert re.fullmatch(r"[a-z0-9_]{2,40}", bench.model_name("x" * 80))
+
+
+@pytest.mark.integration
+def test_fast_subset_sweeps_a_green_family_and_an_unbuildable_one(tmp_path):
+    """llava builds with its PIL image processor (no torchvision needed) and migrates green; a model type with no
+    processor class is listed as not buildable with the reason."""
+    missing = _no_processor_family()
+    env = {**os.environ, "MSMIGRATE_RESULTS_MD": "0"}
+    done = subprocess.run([sys.executable, str(BENCH), "--families", f"llava,{missing}", "--out", str(tmp_path / "w"),
+                           "--table", str(tmp_path / "t.md"), "--limit-s", "900",
+                           "--runtime-python", sys.executable],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=1500)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = {m["family"]: m for m in map(LINE.match, done.stdout.splitlines()) if m}
+    assert set(lines) == {"llava", missing}, done.stdout
+    assert lines["llava"]["status"] == "green", (lines["llava"].group(0),
+                                                (tmp_path / "w" / "llava" / "run.stderr").read_text()[-3000:])
+    assert lines[missing]["status"] == "not buildable"
+    assert "no processor class" in lines[missing]["detail"]
+    assert "families 2: buildable 1, not buildable 1" in done.stdout
+    assert "| `llava` | green |" in (tmp_path / "t.md").read_text()
+    evidence = next((tmp_path / "w" / "llava" / "runs").glob("*/evidence.json"))
+    assert json.loads(evidence.read_text())["exit_status"] == "success"
