@@ -187,6 +187,13 @@ def gate_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         ev_p, found, parity = training_parity_check(deps, state)
         evidence.append(ev_p)
         problems += found
+    real = None
+    if not problems and any(Path(deps.ctx.source).glob("*.safetensors")):
+        # the same K steps from the user's own checkpoint, cut to its first layers per tower (real weights, not a
+        # random init: a real model is compared on its real weights within CPU memory)
+        ev_r, found, real = training_parity_check(deps, state, real_weights=True)
+        evidence.append(ev_r)
+        problems += [p.replace("training parity:", "training parity (real weights):", 1) for p in found]
     if not problems and s.get("checkpoints_saved"):
         # HF weights out: G4's saved checkpoint exported, loaded into the source class, logits vs the trained model
         ev_x, found, export = hf_export_check(deps, state, g4_checkpoint(deps), media_token_id(state))
@@ -194,9 +201,10 @@ def gate_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         problems += found
     record = _record("G4", problems, evidence, f"{s.get('steps')} steps, loss {s.get('first_loss'):.4g} → "
                      f"{s.get('last_loss'):.4g} ({s.get('loss_trend')}); training parity "
-                     f"{parity_summary(parity)}; HF export {export_summary(export)}" if not problems else "", res,
+                     f"{parity_summary(parity)}; on the real weights cut {parity_summary(real)}; HF export "
+                     f"{export_summary(export)}" if not problems else "", res,
                      0 if res.data.get("reused") else 1)
-    record["parity"] = {"training": parity} if parity else {}
+    record["parity"] = {k: v for k, v in (("training", parity), ("training_real_weights", real)) if v}
     if export:
         record["hf_export"] = export
     return record
