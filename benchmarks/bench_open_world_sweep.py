@@ -43,7 +43,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHON
 @dataclass
 class FamilyLine:
     family: str
-    status: str  # green | declined | failed G<n> | not buildable | timeout | error
+    status: str  # green | declined | failed G<n> | not buildable | timeout | error | buildable (--build-only)
     detail: str
     template: str = ""
     seconds: float = 0.0
@@ -81,19 +81,19 @@ def build_source(family: str, dest: Path, runtime_python: str, limit_s: float) -
 
 
 def first_failed_gate(evidence_path: Path, summary: dict) -> tuple[str, str]:
-    """The first gate that did not pass, with its own summary line where evidence.json has it."""
-    gates = summary.get("gates") or {}
-    failed = sorted(g for g, ok in gates.items() if ok is False)
+    """The gate the run ended on and its own summary: the last failed record of evidence.json's gate history
+    (the gates table keeps only gates that passed), else the first gate the summary marks failed."""
     if evidence_path.is_file():
         ev = json.loads(evidence_path.read_text(encoding="utf-8"))
-        records = ev.get("gates") or {}
-        for gate in sorted(records):
-            if not records[gate].get("passed"):
-                return gate, records[gate].get("summary") or ""
-    return (failed[0] if failed else "—"), ""
+        failed = [r for r in ev.get("gate_history") or [] if r.get("passed") is False]
+        if failed:
+            return failed[-1].get("gate", "—"), failed[-1].get("summary") or ""
+    gates = summary.get("gates") or {}
+    marked = sorted(g for g, ok in gates.items() if ok is False)
+    return (marked[0] if marked else "—"), ""
 
 
-def run_family(family: str, out: Path, runtime_python: str, limit_s: float) -> FamilyLine:
+def run_family(family: str, out: Path, runtime_python: str, limit_s: float, build_only: bool = False) -> FamilyLine:
     started = time.monotonic()
     work = out / family
     if work.exists():
@@ -107,6 +107,9 @@ def run_family(family: str, out: Path, runtime_python: str, limit_s: float) -> F
     template = built.get("template_source", "")
     if not built["ok"]:
         return FamilyLine(family, "not buildable", f"{built['stage']}: {_one_line(built['reason'])}", template,
+                          time.monotonic() - started)
+    if build_only:
+        return FamilyLine(family, "buildable", f"not migrated (--build-only); loss {built.get('loss'):.3f}", template,
                           time.monotonic() - started)
     msm = [sys.executable, "-m", "msmigrate.faces.cli"]
     subprocess.run([*msm, "fixtures", "target", str(work / "target")], check=True, capture_output=True,
@@ -145,9 +148,11 @@ def totals(lines: list[FamilyLine]) -> list[str]:
     green, declined = count(lambda s: s == "green"), count(lambda s: s == "declined")
     failed = count(lambda s: s.startswith("failed") or s in ("timeout", "error"))
     unbuildable = count(lambda s: s == "not buildable")
-    buildable = len(lines) - unbuildable
+    unrun = count(lambda s: s == "buildable")
+    buildable = len(lines) - unbuildable - unrun
     pct = (lambda n: f"{100.0 * n / buildable:.0f} %") if buildable else (lambda n: "—")
-    return [f"families {len(lines)}: buildable {buildable}, not buildable {unbuildable}",
+    return [f"families {len(lines)}: buildable {buildable + unrun}, not buildable {unbuildable}"
+            + (f", built but not migrated {unrun} (percentages below are of the {buildable} migrated)" if unrun else ""),
             f"green {green} ({pct(green)} of buildable), declined {declined}, "
             f"green or declined {green + declined} ({pct(green + declined)}), failed {failed}"]
 
@@ -194,12 +199,21 @@ def _header(runtime: str) -> str:
             "build.json, spec, run folder and the run's stderr.")
 
 
-def _replay(path: Path, table: str, runtime_python: str) -> list[FamilyLine]:
-    """A finished (or interrupted) sweep's lines again, with totals: a long sweep recorded after the fact."""
-    records = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+def _replay(paths: list[Path], table: str, runtime_python: str) -> list[FamilyLine]:
+    """Finished (or interrupted) sweeps' lines again, with totals: a long sweep recorded after the fact, or pieced
+    together from several (a family's last line wins: a migration after a build-only pass)."""
+    by_family: dict[str, dict] = {}
+    for path in paths:
+        for ln in path.read_text(encoding="utf-8").splitlines():
+            if ln.strip():
+                record = json.loads(ln)
+                if record["status"] != "buildable" or record["family"] not in by_family:
+                    by_family.pop(record["family"], None)
+                    by_family[record["family"]] = record
+    records = list(by_family.values())
     runtime = (records[0].get("runtime", "") if records else "") or runtime_versions(runtime_python)
     lines = [FamilyLine(**{k: v for k, v in r.items() if k in FamilyLine.__dataclass_fields__}) for r in records]
-    print(f"{len(lines)} families from {path}; runtime {runtime}")
+    print(f"{len(lines)} families from {', '.join(map(str, paths))}; runtime {runtime}")
     for line in lines:
         print(line.text())
     for text in totals(lines):
@@ -223,12 +237,14 @@ def main(argv: list[str] | None = None) -> list[FamilyLine]:
     ap.add_argument("--runtime-torch", default="torch==2.14.1", help="with --make-runtime: the torch requirement")
     ap.add_argument("--runtime-torchvision", default="torchvision==0.29.1",
                     help="with --make-runtime: the torchvision requirement (the release built for that torch)")
-    ap.add_argument("--from-lines", default="", help="print and tabulate a finished sweep's lines.jsonl, run nothing")
+    ap.add_argument("--build-only", action="store_true", help="build and verify the sources, migrate nothing")
+    ap.add_argument("--from-lines", default="", help="print and tabulate finished sweeps' lines.jsonl files "
+                    "(comma-separated; a family's last line wins), run nothing")
     args = ap.parse_args(argv)
     if args.make_runtime:
         args.runtime_python = make_runtime(Path(args.make_runtime), args.runtime_torch, args.runtime_torchvision)
     if args.from_lines:
-        return _replay(Path(args.from_lines), args.table, args.runtime_python)
+        return _replay([Path(p) for p in args.from_lines.split(",") if p], args.table, args.runtime_python)
     families = [f for f in args.families.split(",") if f] or all_families()
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="msmigrate-sweep-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -237,7 +253,8 @@ def main(argv: list[str] | None = None) -> list[FamilyLine]:
     print(f"{len(families)} families, jobs {args.jobs}, limit {args.limit_s:.0f} s each, work in {out}")
     lines: list[FamilyLine] = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(run_family, f, out, args.runtime_python, args.limit_s) for f in families]
+        futures = [pool.submit(run_family, f, out, args.runtime_python, args.limit_s, args.build_only)
+                   for f in families]
         for fut in futures:
             line = fut.result()
             lines.append(line)

@@ -124,28 +124,37 @@ def data_check(ctx: RunContext, config_path: Path, *, parity_data: Path | None =
     return res
 
 
+def _facts_file(ctx: RunContext, source_training: dict[str, Any]) -> Path:
+    """The plan's source training facts as a file a probe reads."""
+    facts = ctx.run_dir / "probes" / "source_training.json"
+    facts.parent.mkdir(parents=True, exist_ok=True)
+    facts.write_text(json.dumps(source_training), encoding="utf-8")
+    return facts
+
+
 def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_remote_code: bool = False,
                  sample_data: Path | None = None, batch_file: str | None = None,
-                 media_token_id: int | None = None, source_training: dict[str, Any] | None = None) -> ToolResult:
+                 media_token_id: int | None = None, source_training: dict[str, Any] | None = None,
+                 dropped_keys: list[str] | None = None) -> ToolResult:
     """The plugin class (eager, and meta init + load) against the source's own class on one shared random init and
     the same batch, fp32 on CPU (``probes/model_parity.py``); ``batch_file``: that batch is a collated one of the
     target's pipeline (G2's); ``source_training`` (the plan's training facts, with ``sample_data``: the source's
-    records): the batch is the source's own dataset + collator's and the reference its own loss path.
-    ``ok`` means the probe ran; ``result.passed`` is the verdict."""
+    records): the batch is the source's own dataset + collator's and the reference its own loss path;
+    ``dropped_keys``: processor outputs the target's pipeline drops, each checked to leave the source's loss and
+    logits on its own processor's batch unchanged. ``ok`` means the probe ran; ``result.passed`` is the verdict."""
     if (refused := unapproved(ctx)) is not None:
         return refused
     args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--shrink-layers", "2"]
     if sample_data and source_training and source_training.get("kind") == "own" and not batch_file:
-        facts = ctx.run_dir / "probes" / "source_training.json"
-        facts.parent.mkdir(parents=True, exist_ok=True)
-        facts.write_text(json.dumps(source_training), encoding="utf-8")
-        args += ["--source-training", str(facts)]
+        args += ["--source-training", str(_facts_file(ctx, source_training))]
     if sample_data:
         args += ["--sample-data", str(sample_data)]
     if batch_file:
         args += ["--batch-file", str(batch_file)]
     if batch_file and media_token_id is not None:
         args += ["--media-token-id", str(media_token_id)]
+    for key in dropped_keys or []:
+        args += ["--dropped-key", key]
     if trust_remote_code:
         args += ["--trust-remote-code"]
     res = run_probe(ctx.runtime_python, "model_parity", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
@@ -156,10 +165,12 @@ def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_re
 
 
 def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, config_path: Path, steps: int,
-                    trust_remote_code: bool = False, media_token_id: int | None = None, nproc: int = 1) -> ToolResult:
+                    trust_remote_code: bool = False, media_token_id: int | None = None, nproc: int = 1,
+                    source_training: dict[str, Any] | None = None) -> ToolResult:
     """``steps`` optimizer steps of the source class and of the plugin class in the target trainer's step, same
     weights, batches and optimizer settings, fp32 on CPU (``probes/training_parity.py``); ``nproc`` > 1: the plugin
-    sharded over that many torchrun ranks against the single-process source. ``ok`` means the probe ran;
+    sharded over that many torchrun ranks against the single-process source; ``source_training`` (the plan's facts,
+    ``kind: own``): the source side runs the source's own loss path. ``ok`` means the probe ran;
     ``result.passed`` is the verdict (None: not comparable)."""
     if (refused := unapproved(ctx)) is not None:
         return refused
@@ -169,6 +180,8 @@ def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, confi
         args += ["--media-token-id", str(media_token_id)]
     if trust_remote_code:
         args += ["--trust-remote-code"]
+    if source_training and source_training.get("kind") == "own":
+        args += ["--source-training", str(_facts_file(ctx, source_training))]
     if nproc > 1:
         args += ["--ranks", str(nproc), "--rank-timeout", "540"]  # not --nproc: torchrun would read it as its own
     res = run_probe(ctx.runtime_python, "training_parity", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=600)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 import msmigrate
 
@@ -111,3 +112,36 @@ def test_a_tokenizer_only_source_compares_each_media_run_as_its_placeholder(sour
     bad, _ = dp.collapse_media_runs({"input_ids": expanded["input_ids"][:-2] + expanded["input_ids"][-1:],
                                      "labels": expanded["labels"][:-2] + expanded["labels"][-1:]}, mid)
     assert dp.check_sample(proc, sample, images, bad, mid)["problems"]
+
+
+def test_special_tokens_the_template_writes_into_every_answer_do_not_close_it(source, tmp_path):
+    """A template that writes ``<think></think>`` (added special tokens) into every answer and leaves the answer open
+    (the next header ends the turn): one appended eos is still allowed. Before, any added special token in the last
+    answer counted as the source closing it itself, and the right example failed with "an appended eos doubles it"."""
+    import shutil
+
+    from _processor import load_processor
+
+    folder = tmp_path / "glm4v_think"
+    shutil.copytree(source("glm4v")[0], folder)
+    template = (folder / "chat_template.jinja").read_text()
+    # the answer written after its header as <think></think> + content: only the assistant turn changes
+    marker = "<|{{ message['role'] }}|>{{ '\\n' }}"
+    assert marker in template
+    template = template.replace(marker, marker + "{% if message['role'] == 'assistant' %}<think></think>{% endif %}")
+    (folder / "chat_template.jinja").write_text(template)
+    proc = load_processor(str(folder), False)[0]
+    proc.tokenizer.add_special_tokens({"additional_special_tokens": ["<think>", "</think>"]})
+    proc.chat_template = template
+    sample = json.loads((folder / "data" / "train.json").read_text())[0]
+    images = [Image.open(folder / "data" / p).convert("RGB") for p in sample.get("images") or []]
+    ex = right_example(proc, sample, images)
+    assert proc.tokenizer.convert_tokens_to_ids("<think>") in ex["input_ids"]  # the answer holds the special token
+    eos = proc.tokenizer.eos_token_id
+    closed = {"input_ids": ex["input_ids"] + [eos], "labels": ex["labels"] + [eos]}
+    assert dp.check_sample(proc, sample, images, closed, media_id(folder))["problems"] == []
+    assert dp.closed_by_template(proc, sample["messages"], images, ex["input_ids"], dp.source_ids) == 0
+    # and a template that closes its answers is measured as such (LLaVA's </s>)
+    folder, proc, sample, images = source("llava")
+    ex = right_example(proc, sample, images)
+    assert dp.closed_by_template(proc, sample["messages"], images, ex["input_ids"], dp.source_ids) >= 1

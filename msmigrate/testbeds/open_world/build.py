@@ -16,6 +16,7 @@ import importlib.util
 import inspect
 import json
 import math
+import shutil
 import sys
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -98,6 +99,20 @@ def _other_part(param: str, model_type: str, torchvision: bool):
     return None
 
 
+def _config_value_suffix(cfg, suffix: str):
+    """The first int field of the config tree whose name ends with ``suffix`` (``_merge_size``)."""
+    from transformers import PretrainedConfig
+
+    todo = [cfg]
+    while todo:
+        node = todo.pop(0)
+        for key, value in vars(node).items():
+            if key.endswith(suffix) and isinstance(value, int) and not isinstance(value, bool):
+                return value
+        todo.extend(v for v in vars(node).values() if isinstance(v, PretrainedConfig))
+    return None
+
+
 def _config_value(cfg, name: str):
     """``name`` from the config tree (top level first): a processor parameter a real checkpoint sets from it."""
     from transformers import PretrainedConfig
@@ -112,8 +127,15 @@ def _config_value(cfg, name: str):
 
 
 def _fit_image_processor(image_processor, cfg) -> None:
-    """A fixed-size image processor resizes to the vision tower's input size, as a checkpoint's saved processor
-    config does (the classes' defaults and the configs' defaults disagree for some families: 224 vs 336)."""
+    """The image processor as a checkpoint saves it next to its config: its int settings that the config tree also
+    has (``patch_size``, ``temporal_patch_size``; ``merge_size`` as ``spatial_merge_size``) take the config's
+    value, and a fixed-size one resizes to the tower's input size (class defaults and config defaults disagree for
+    some families: patch 14 vs 16, 224 vs 336 pixels)."""
+    for attr, value in list(vars(image_processor).items()):
+        if isinstance(value, int) and not isinstance(value, bool) and attr.endswith("_size") and value > 0:
+            theirs = _config_value(cfg, attr) or _config_value_suffix(cfg, "_" + attr)
+            if isinstance(theirs, int) and not isinstance(theirs, bool) and theirs > 0:
+                setattr(image_processor, attr, theirs)
     side = _config_value(cfg, "image_size")
     if isinstance(side, (list, tuple)) and side:
         side = side[0]
@@ -135,8 +157,10 @@ def _has_class_token(model) -> bool:
     return any(name.rsplit(".", 1)[-1] == "class_embedding" for name, _ in model.named_parameters())
 
 
-def _bind_token_ids(cfg, tok, tokens) -> dict[str, str]:
-    """Point every token-id field of the config at the tiny tokenizer's id of the token it names."""
+def _bind_token_ids(cfg, tok, tokens, processor=None) -> dict[str, str]:
+    """Point every token-id field of the config at the tiny tokenizer's id of the token it names: the processor's
+    own ``X_token`` for a field ``X_token_id`` / ``X_token_index`` where the built processor has one (it is the
+    authority on which token it expands), else the family token or a fresh one of that name."""
     special = {"bos": tok.bos_token_id, "eos": tok.eos_token_id, "pad": tok.pad_token_id,
                "decoder_start": tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id,
                "unk": tok.unk_token_id, "sep": tok.eos_token_id}
@@ -149,7 +173,10 @@ def _bind_token_ids(cfg, tok, tokens) -> dict[str, str]:
                 new = tok.pad_token_id
             token = key
         else:
-            token = token_for_field(key, tokens.named) or fresh_token(key)
+            stem = key.removesuffix("_id").removesuffix("_index").removesuffix("_token")
+            theirs = getattr(processor, f"{stem}_token", None) if processor is not None else None
+            token = theirs if isinstance(theirs, str) and theirs in tok.get_vocab() else \
+                token_for_field(key, tokens.named) or fresh_token(key)
             new = tok.convert_tokens_to_ids(token)
         if isinstance(value, list):
             new = [new] if key in _SPECIAL_FIELDS else [new] * len(value)
@@ -168,7 +195,7 @@ def _tiny_tokenizer(cfg, tokens):
                            unk="<unk>", named_tokens=dict(tokens.named))
 
 
-def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool) -> None:
+def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool, images: bool) -> None:
     import torch
     from transformers import AutoModelForImageTextToText
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -192,7 +219,8 @@ def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool) 
 
     result.stage = "config"
     vocab = (len(tok) + 63) // 64 * 64
-    report = shrink_config(cfg, vocab)
+    report = shrink_config(cfg, vocab, images=images)
+    result.details["image_sizes_shrunk"] = any(k.endswith("image_size") for k in report.changes)
     result.details["token_fields"] = _bind_token_ids(cfg, tok, tokens)
     result.details["shrunk_fields"] = len(report.changes)
 
@@ -230,6 +258,14 @@ def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool) 
     if kwargs.get("image_processor") is not None:
         _fit_image_processor(kwargs["image_processor"], cfg)
     processor = proc_cls(**kwargs)
+    result.details["token_fields"] = _bind_token_ids(cfg, tok, tokens, processor)
+    image_token = getattr(processor, "image_token", None)
+    styles = chat_styles(proc_cls, tokens, image_token if isinstance(image_token, str) else None)
+    result.template_source = styles[0].source
+    processor.chat_template = tok.chat_template = styles[0].template
+    result.details["candidate_templates"] = [s.template for s in styles]
+    torch.manual_seed(0)
+    model = AutoModelForImageTextToText.from_config(cfg)  # again: with the ids the processor writes
 
     result.stage = "save"
     model.save_pretrained(dest)
@@ -308,19 +344,31 @@ def build_family(model_type: str, dest: Path | str) -> BuildResult:
     if dest.exists() and any(dest.iterdir()):
         raise FileExistsError(f"destination is not empty: {dest}")
     dest.mkdir(parents=True, exist_ok=True)
-    result = BuildResult(family=model_type)
     torchvision = has_torchvision()
-    result.details["torchvision"] = torchvision
-    try:  # a batch item: any failure of the family's own code is that family's result, never the sweep's
-        _write(model_type, dest, result, torchvision)
-        result.stage = "verify"
-        result.loss = _verify_candidates(dest, result.details.pop("candidate_templates"), result)
-    except Exception as exc:  # noqa: BLE001
-        result.reason = _reason(exc)
-        result.details["traceback"] = traceback.format_exc(limit=-3)
+    first: BuildResult | None = None
+    for images in (True, False):  # shrunk image sizes first; the family's own where those break the build
+        result = BuildResult(family=model_type)
+        result.details["torchvision"] = torchvision
+        try:  # a batch item: any failure of the family's own code is that family's result, never the sweep's
+            _write(model_type, dest, result, torchvision, images)
+            result.stage = "verify"
+            result.loss = _verify_candidates(dest, result.details.pop("candidate_templates"), result)
+        except Exception as exc:  # noqa: BLE001
+            result.reason = _reason(exc)
+            result.details["traceback"] = traceback.format_exc(limit=-3)
+            first = first or result
+            if not result.details.get("image_sizes_shrunk"):
+                break  # nothing else to try
+            shutil.rmtree(dest)
+            dest.mkdir(parents=True)
+            continue
+        if first is not None:
+            result.details["shrunk_image_sizes_failed"] = first.reason
+        result.ok, result.stage = True, "done"
         return result
-    result.ok, result.stage = True, "done"
-    return result
+    if first is not result:
+        result.details["shrunk_image_sizes_failed"] = first.reason
+    return result  # the family's own image sizes failed too: that attempt's stage and reason are the telling ones
 
 
 def _reason(exc: BaseException) -> str:

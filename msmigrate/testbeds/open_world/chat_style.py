@@ -33,11 +33,13 @@ def _turns(open_role: str, close: str, assistant: str, prefix: str = "") -> str:
             + "{% if add_generation_prompt %}" + _lit(assistant) + "{% endif %}")
 
 
-def image_placeholders(tokens: FamilyTokens) -> list[str]:
-    """What a chat template may write for one image, most likely first: the processor's image token, then its other
-    image-ish named tokens (a begin-of-image token that the processor expands, …)."""
+def image_placeholders(tokens: FamilyTokens, processor_image_token: str | None = None) -> list[str]:
+    """What a chat template may write for one image, most likely first: the built processor's ``image_token``, the
+    family's named image token, then its other image-ish named tokens (a begin-of-image token the processor
+    expands, …)."""
     named = tokens.named
-    first = [named["image_token"]] if "image_token" in named else []
+    first = [processor_image_token] if processor_image_token else []
+    first += [named["image_token"]] if "image_token" in named else []
     rest = [t for k, t in named.items() if k != "image_token" and any(w in k for w in ("image", "img", "boi", "vision"))]
     return list(dict.fromkeys(first + rest)) or ["<image>"]
 
@@ -70,12 +72,12 @@ def infer_style(tokens: FamilyTokens, image: str | None = None) -> ChatStyle:
     return ChatStyle(setter + body, "inferred: USER/ASSISTANT")
 
 
-def chat_styles(processor_cls, tokens: FamilyTokens) -> list[ChatStyle]:
+def chat_styles(processor_cls, tokens: FamilyTokens, processor_image_token: str | None = None) -> list[ChatStyle]:
     """Candidate templates, best first: the shipped one, else the inferred style with each image placeholder."""
     shipped = shipped_template(processor_cls)
     if shipped:
         return [ChatStyle(shipped, "processor default")]
-    return [infer_style(tokens, image) for image in image_placeholders(tokens)]
+    return [infer_style(tokens, image) for image in image_placeholders(tokens, processor_image_token)]
 
 
 __all__ = ["ChatStyle", "chat_styles", "image_placeholders", "infer_style", "shipped_template", "NL"]

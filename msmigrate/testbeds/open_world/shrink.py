@@ -5,8 +5,9 @@ layers (``*_layers`` / ``depth`` ints), of heads (``*heads``), a width (``hidden
 size, a mixture-of-experts count, or an index into the layers (``*layer`` / ``*layer_indexes`` …). Every width
 becomes one value (feed-forward widths another), so widths a family's code requires equal stay equal even where the
 family's default sub-configs disagree. Rotary sections that split the old head dimension are
-rescaled to the new one. Image sizes are left as they are: the processor derives its token counts from them, and a
-tower of width 32 over a few hundred patches is still cheap.
+rescaled to the new one. With ``images=True`` a tower's fixed input size (``image_size`` next to a ``patch_size``) becomes
+``PATCHES_PER_SIDE`` patches a side; the builder then fits the image processor to it, and falls back to the
+family's own image sizes where the shrunk ones break an agreement it cannot see (a fixed token count per image).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from transformers import PretrainedConfig
 LAYERS = 2
 HEADS = 2
 EXPERTS = 4
+PATCHES_PER_SIDE = 8  # divisible by every merge / pixel-shuffle / pooling factor seen (2, 4, 8)
 HIDDEN, FFN = 256, 512  # 2 heads of 128: the head dim most families' rotary code and defaults assume
 
 _LAYER_COUNT = re.compile(r"^(num_hidden_layers|num_layers|n_layers?|depth|\w+_layers|num_\w+_layers)$")
@@ -130,10 +132,24 @@ def _rescale_sections(rope: dict, old_half: int, new_half: int) -> dict:
     return out
 
 
+def _shrink_image_size(cfg: PretrainedConfig, path: str, report: ShrinkReport) -> None:
+    patch, size = getattr(cfg, "patch_size", None), getattr(cfg, "image_size", None)
+    if not isinstance(patch, int) or isinstance(patch, bool) or patch <= 0:
+        return
+    tiny = patch * PATCHES_PER_SIDE
+    if isinstance(size, int) and not isinstance(size, bool) and size > tiny:
+        cfg.image_size = tiny
+        report.note(f"{path}image_size", size, tiny)
+    elif isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, int) and v > tiny for v in size):
+        cfg.image_size = type(size)([tiny, tiny])
+        report.note(f"{path}image_size", size, cfg.image_size)
+
+
 def _shrink_one(cfg: PretrainedConfig, path: str, report: ShrinkReport, vocab: int, max_layers: int) -> None:
     old_layers = _layer_count(cfg)
     old_head_dim = _head_dim(cfg)
     old_heads = getattr(cfg, "num_attention_heads", None)
+    old_hidden = getattr(cfg, "hidden_size", None)
     items = [(k, v) for k, v in vars(cfg).items() if not k.startswith("_") and k not in _SKIP
              and not isinstance(v, PretrainedConfig)]
     new_layers = min(old_layers, LAYERS) if old_layers else LAYERS
@@ -172,6 +188,13 @@ def _shrink_one(cfg: PretrainedConfig, path: str, report: ShrinkReport, vocab: i
         if new is not value:
             setattr(cfg, key, new)
             report.note(f"{path}{key}", value, new)
+    # an explicit head_dim that merely stored hidden / heads follows the new hidden / heads
+    explicit, heads, hidden = getattr(cfg, "head_dim", None), getattr(cfg, "num_attention_heads", None), \
+        getattr(cfg, "hidden_size", None)
+    if isinstance(explicit, int) and isinstance(old_hidden, int) and isinstance(old_heads, int) and old_heads \
+            and explicit * old_heads == old_hidden and isinstance(heads, int) and heads and isinstance(hidden, int):
+        cfg.head_dim = hidden // heads
+        report.note(f"{path}head_dim", explicit, cfg.head_dim)
     # rotary sections follow the head dim (explicit or hidden / heads) the shrink produced
     new_head_dim = _head_dim(cfg)
     for key in ("rope_parameters", "rope_scaling"):
@@ -185,8 +208,9 @@ def _shrink_one(cfg: PretrainedConfig, path: str, report: ShrinkReport, vocab: i
                 report.note(f"{path}{key}", rope, scaled)
 
 
-def shrink_config(cfg: PretrainedConfig, vocab: int) -> ShrinkReport:
-    """Shrink ``cfg`` and every sub-config in place; ``vocab`` is the tiny tokenizer's (padded) size."""
+def shrink_config(cfg: PretrainedConfig, vocab: int, images: bool = False) -> ShrinkReport:
+    """Shrink ``cfg`` and every sub-config in place; ``vocab`` is the tiny tokenizer's (padded) size; ``images``
+    also shrinks the towers' fixed input sizes."""
     report = ShrinkReport()
     tree = [("", cfg)]
     seen: list[tuple[str, PretrainedConfig]] = []
@@ -200,4 +224,6 @@ def shrink_config(cfg: PretrainedConfig, vocab: int) -> ShrinkReport:
     seen.sort(key=lambda pc: (0 if "text" in pc[0] else 1, pc[0].count(".")))
     for path, node in seen:
         _shrink_one(node, path, report, vocab, max_layers)
+        if images:
+            _shrink_image_size(node, path, report)
     return report

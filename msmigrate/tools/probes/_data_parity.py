@@ -52,12 +52,18 @@ def _call(proc, text, images, kwargs):
 
 
 def render(proc, messages, generation_prompt):
-    """The source chat template rendered. A processor composed without its video processor (``_processor``: this
-    runtime lacks torchvision) is rendered through its tokenizer with the processor's template: some processors'
-    own ``apply_chat_template`` reads video settings off the missing part (SmolVLM's ``num_frames``)."""
+    """The source chat template rendered, from whatever carries it: the processor's own template through its
+    ``apply_chat_template``, else the tokenizer's (processors that take no template of their own). A processor
+    composed without its video processor (``_processor``: this runtime lacks torchvision) is rendered through its
+    tokenizer with the processor's template: some processors' own ``apply_chat_template`` reads video settings off
+    the missing part (SmolVLM's ``num_frames``)."""
     tok = getattr(proc, "tokenizer", proc)
-    if tok is not proc and getattr(proc, "video_processor", "absent") is None:
-        return tok.apply_chat_template(messages, chat_template=proc.chat_template, tokenize=False,
+    own = getattr(proc, "chat_template", None) if tok is not proc else None
+    if tok is not proc and (not own or getattr(proc, "video_processor", "absent") is None):
+        template = own or getattr(tok, "chat_template", None)
+        if not template:
+            raise ValueError(f"neither {type(proc).__name__} nor its tokenizer has a chat template")
+        return tok.apply_chat_template(messages, chat_template=template, tokenize=False,
                                        add_generation_prompt=generation_prompt)
     return proc.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
 
@@ -96,11 +102,28 @@ def source_ids(proc, messages, images, generation_prompt):
     return ids
 
 
-def _closing_ids(tok, ids):
-    """Special-token ids in ``ids`` (what closes a turn: an end-of-turn token, eos)."""
-    special = set(getattr(tok, "all_special_ids", []) or [])
-    special.update(getattr(tok, "added_tokens_decoder", {}) or {})
-    return [t for t in ids if t in special]
+def closed_by_template(proc, messages, images, src_full, ids_of):
+    """How many ids the source's template writes after the last answer's own text (an end-of-turn token, an eos, a
+    newline): measured by rendering the same conversation with a sentinel appended to that answer and counting the
+    ids both renders end with. 0: the template leaves the answer open (the next turn's header is what ends it).
+    Nothing here knows which tokens are special: a template that writes special tokens INTO the answer (an empty
+    ``<think></think>``) is read as what it renders."""
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
+    if last is None:
+        return 0
+    probe = [dict(m) for m in messages]
+    probe[last]["content"] = f"{probe[last]['content']} {END_PROBE}"
+    other = ids_of(proc, probe, images, False)
+    n = 0
+    while n < min(len(src_full), len(other)) and src_full[len(src_full) - 1 - n] == other[len(other) - 1 - n]:
+        n += 1
+    return n
+
+
+def _end_ids(tok):
+    """The ids the tokenizer declares as ending a sequence (its eos, one or several)."""
+    eos = getattr(tok, "eos_token_id", None)
+    return set(eos if isinstance(eos, (list, tuple)) else [eos]) - {None}
 
 
 def _first_mismatch(a, b):
@@ -238,25 +261,29 @@ def check_sample(proc, sample, images, example, media_id, ids_of=None):
     media_t, media_s = ids.count(media_id), src_full.count(media_id)
     if media_t != media_s:
         problems.append(f"{media_t} media tokens in the target's ids, the source processor makes {media_s}")
-    # how the sequence ends: as the source's, where the target may add one closing token only when the source
-    # leaves its last answer open (no end-of-turn token of its own, GLM-style); an eos appended after an answer
-    # the template closes itself doubles it. A token trained past the input's end (shifted labels: an eos fed
+    # how the sequence ends: as the source's, where the target may add one end token (the tokenizer's eos) only
+    # when the source's template leaves its last answer open (writes nothing after the answer's own text, GLM-style:
+    # measured by closed_by_template, not read from which tokens are special); an eos appended after an answer the
+    # template closes itself doubles it. A token trained past the input's end (shifted labels: an eos fed
     # only as a label) is part of the sequence. Aligned by the source's last ids, so a difference earlier in the
     # answer (tokenization at a slot boundary: its labels are checked above) does not hide this.
     seq = ids + [targets[j] for j in sorted(targets) if j >= len(ids)]
     tail = src_full[-2:]
     extra = next((m for m in range(4) if len(seq) - m >= len(tail) and seq[len(seq) - m - len(tail): len(seq) - m]
                   == tail), None)
-    last_answer = src_full[regions[-1][1]:] if regions else src_full
     if extra is None:
         problems.append(f"the target's sequence does not end as the source's does (target "
                         f"{tok.decode(seq[-4:], skip_special_tokens=False)!r} vs source "
                         f"{tok.decode(src_full[-4:], skip_special_tokens=False)!r})")
-    elif extra and (extra > 1 or not _closing_ids(tok, seq[-extra:]) or _closing_ids(tok, last_answer)):
-        problems.append(f"the target's sequence goes on after the source's ends: "
-                        f"{tok.decode(seq[-extra:], skip_special_tokens=False)!r} after "
-                        f"{tok.decode(tail, skip_special_tokens=False)!r} (the source closes the answer itself: "
-                        "an appended eos doubles it)")
+    elif extra:
+        closer = closed_by_template(proc, messages, images, src_full, ids_of)
+        why = (f"the source's template closes the answer itself with {closer} id(s): an appended end doubles it"
+               if closer else f"the source leaves the answer open, where at most one end token "
+                              f"({tok.convert_ids_to_tokens(sorted(_end_ids(tok)))}) may follow")
+        if closer or extra > 1 or seq[-1] not in _end_ids(tok):
+            problems.append(f"the target's sequence goes on after the source's ends: "
+                            f"{tok.decode(seq[-extra:], skip_special_tokens=False)!r} after "
+                            f"{tok.decode(tail, skip_special_tokens=False)!r} ({why})")
     return {
         "tokens": len(ids), "trained": len(trained), "masked": len(ids) - len(trained),
         "label_convention": convention, "label_agreement": agree, "labels_unused_by_shift": unused,

@@ -123,6 +123,15 @@ def after_media_once(proc, placeholder, image, exp, pre):
     mid = one[pre + len(exp): at]
     if not mid:
         return None, "nothing between the expansion and the text"
+    # written whatever the text holds (PaliGemma's <bos> after the images: given one already, it writes a second),
+    # or only where the text lacks it (a processor that adds a missing bos): the latter is no fact about the media,
+    # since the rendered conversation holds that token itself
+    mid_text = tok.decode(mid, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    given, _ = ids_of(proc, placeholder + mid_text + SENTINEL, [image])
+    at_given = _find(given, text_ids, pre + len(exp))
+    if given[pre: pre + len(exp)] == exp and given[pre + len(exp): at_given] == mid:
+        return None, (f"ids {mid} follow the expansion only where the text lacks them (the text holding them "
+                      "gets no second copy): the processor adds them when missing, not once after the media")
     two, _ = ids_of(proc, placeholder + SENTINEL + placeholder + SENTINEL, [image, image])
     first = pre + len(exp)
     second_text = _find(two, text_ids, first)

@@ -13,10 +13,14 @@ order: the target's own pipeline (the delivered config's dataset, collator and `
   batch's ``output.loss / gradient_accumulation_steps`` backpropagated, the global grad norm clipped at ``clip_grad``
   over the parameters that have a gradient, the optimizer the target's own ``Trainer.get_optimizer`` builds from the
   delivered config.
-- Source side: the source's training step. Today that is the HF class's own loss with a plain AdamW over every
-  trainable parameter; ``--source-step module:function`` plugs in a source's own training step instead (the seam
-  for the source-oracle work): ``function(model, micro_batches, settings) -> [{"loss", "grad_norm"}, ...]`` where
-  the first record may carry ``grads`` ({name: tensor} before clipping) for the step-1 gradient parity.
+- Source side: the source's training step. Where the source ships training code (``--source-training``: the plan's
+  facts, ``kind: own``), its own loss path — its ``Trainer.compute_loss`` override where it has one, else the
+  model's ``.loss`` as the HF Trainer calls it (``_own_pipeline.own_forward``) — on each micro batch put into the
+  source's own label convention (a source that pre-shifts its labels gets them pre-shifted), with the HF Trainer's
+  optimizer (AdamW over the trainable parameters) at the delivered settings. Without training code: the HF class's
+  own loss with the same AdamW. ``--source-step module:function`` plugs in any other source step:
+  ``function(model, micro_batches, settings) -> [{"loss", "grad_norm"}, ...]`` where the first record may carry
+  ``grads`` ({name: tensor} before clipping) for the step-1 gradient parity.
 
 Both sides use the delivered optimizer settings (lr, weight decay, betas, eps, clip_grad) at a CONSTANT learning rate:
 a warmup or decay in the delivered config is set aside on both sides (recorded), so only the step itself is compared.
@@ -75,6 +79,7 @@ def parse(argv):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--media-token-id", type=int)
     ap.add_argument("--source-step", help="module:function, a source's own training step (see the module doc)")
+    ap.add_argument("--source-training", help="the plan's source training facts (JSON): its own loss path")
     ap.add_argument("--learn-fraction", type=float, default=LEARN_FRACTION)
     ap.add_argument("--ranks", type=int, default=1, help="ranks the migrated model is sharded over (torchrun)")
     ap.add_argument("--rank-timeout", type=int, default=540, help="seconds the --ranks ranks may take")
@@ -158,11 +163,13 @@ def fixed_loss(model, batch, loss_func=None):
         return float(model(**batch, use_cache=False).loss.detach())
 
 
-def train(model, batches, settings, optimizer, loss_func_for=None, forward_keys=None, over_ranks=False):
+def train(model, batches, settings, optimizer, loss_func_for=None, forward_keys=None, over_ranks=False,
+          loss_of=None):
     """The engine's step, K times: per micro batch ``loss / ga`` backward; clip over parameters with a gradient;
     optimizer step at a constant lr. Returns per-step records; the first carries ``grads`` (before clipping).
     ``over_ranks``: the model is sharded over the process group (every rank calls this): the logged loss is the mean
-    over the ranks, gradients and the norm are read whole."""
+    over the ranks, gradients and the norm are read whole. ``loss_of(model, batch)``: another loss path than
+    ``model(**batch).loss`` (the source's own training code)."""
     import torch
     from _ranks import full, mean_over_ranks
 
@@ -178,7 +185,7 @@ def train(model, batches, settings, optimizer, loss_func_for=None, forward_keys=
                 func = loss_func_for(batch)
                 if func is not None:
                     model.loss_function = func
-            loss = model(**batch, use_cache=False).loss / ga
+            loss = (loss_of(model, batch) if loss_of is not None else model(**batch, use_cache=False).loss) / ga
             loss.backward()
             total += float(loss.detach())
         params = [p for p in model.parameters() if p.grad is not None]
@@ -244,6 +251,33 @@ def on_ranks(argv, args):
         result["error"] = f"torchrun exited {rc} after the result: {err[-800:]}"
     emit(result)
     return 0 if rc == 0 and not result.get("error") else 1
+
+
+def own_loss_of(facts, source_dir):
+    """The source's own loss path on a target micro batch (labels aligned with the ids, as the target feeds them),
+    the labels put back into the source's convention first: pre-shifted sources read label i as token i+1."""
+    import torch
+    from _own_pipeline import IGNORE, own_forward
+
+    def loss_of(model, batch):
+        batch = dict(batch)
+        labels = batch.get("labels")
+        if facts.get("label_convention") == "pre-shifted" and isinstance(labels, torch.Tensor):
+            batch["labels"] = torch.cat([labels[..., 1:], torch.full_like(labels[..., :1], IGNORE)], dim=-1)
+        return own_forward(model, batch, facts, source_dir)[1]
+
+    return loss_of
+
+
+def own_training_facts(path):
+    """The plan's facts when the source ships training code with a loss path to run, else None."""
+    if not path:
+        return None
+    import json
+
+    with open(path, encoding="utf-8") as fh:
+        facts = json.load(fh)
+    return facts if facts.get("kind") == "own" else None
 
 
 def load_source_step(spec):
@@ -414,9 +448,18 @@ def main(argv):
         fixed_after = fixed_loss(plugin, fixed, loss_func_for(fixed))
         if rank != 0:
             return 0  # the source side is one process: rank 0's
+        own = own_training_facts(args.source_training)
         if args.source_step:
             source_recs = load_source_step(args.source_step)(source, src_batches, src_settings)
             source_step = args.source_step
+        elif own is not None:
+            trainer = own.get("trainer") or {}
+            source_recs = train(source, src_batches, src_settings, plain_adamw(source, src_settings), None, src_keys,
+                                loss_of=own_loss_of(own, os.path.abspath(args.model)))
+            source_step = ("the source's own training code: " + (
+                f"{trainer.get('file')}:{trainer.get('class')}.compute_loss" if trainer.get("computes_loss")
+                else "the model's .loss as its HF Trainer calls it") +
+                f" (labels {own.get('label_convention') or 'as the target feeds them'}) + torch.optim.AdamW")
         else:
             source_recs = train(source, src_batches, src_settings, plain_adamw(source, src_settings), None, src_keys)
             source_step = "HF class loss + torch.optim.AdamW (no source training code plugged in)"

@@ -52,10 +52,15 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
     t0 = time.time()
     # where the source ships training code, G1's reference is that code's loss path on its own collated batch
     own = (plan.get("source_training") or {}).get("kind") == "own" and not batch_file
+    # the processor outputs the target's pipeline will not carry (the plan's data contract): each must leave the
+    # source's own loss and logits unchanged on its own processor's batch, or the migration trains another model
+    contract = plan.get("data_contract") or {}
+    dropped = sorted({d["key"] for d in contract.get("dropped") or [] if d.get("key") != "labels"}
+                     | set(contract.get("collator_drops") or []) | set(plan.get("collator_drops") or []))
     res = model_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"], trust_remote_code=custom,
                        sample_data=ctx.data_path if own else (None if custom or batch_file else ctx.data_path),
                        batch_file=batch_file, media_token_id=media_token_id,
-                       source_training=plan.get("source_training") if own else None)
+                       source_training=plan.get("source_training") if own else None, dropped_keys=dropped)
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail",
               "eager": r.get("eager"), "meta": r.get("meta"), "source_loss": r.get("source_loss"),
@@ -65,6 +70,7 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
               "why_not": r.get("why_not"), "unfed": r.get("unfed"), "mode": r.get("mode"),
               "first_divergence": r.get("first_divergence"), "caller_set": r.get("caller_set"),
               "meta_still_nan": r.get("meta_still_nan"), "source_called_as": r.get("source_called_as"),
+              "dropped_outputs": r.get("dropped_outputs"),
               "problems": list(r.get("problems") or ([] if res.ok else [f"model parity probe: {res.error}"]))}
     label = "model parity (plugin vs source class)" + (" on the collated batch" if batch_file else "")
     ev = evidence_item(label, res.data.get("argv", []), res.data.get("returncode"),
@@ -139,7 +145,8 @@ def training_parity_check(deps: Any, state: dict[str, Any],
     media = media_token_id(state)
     res = training_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
                           config_path=ctx.target / plan["config_path"], steps=deps.spec.launch.parity_steps,
-                          trust_remote_code=plan["route"] == "custom", media_token_id=media, nproc=nproc)
+                          trust_remote_code=plan["route"] == "custom", media_token_id=media, nproc=nproc,
+                          source_training=plan.get("source_training"))
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail",
               **{k: r.get(k) for k in ("steps", "source", "target", "grad_groups", "fixed_batch", "tolerance",
