@@ -180,7 +180,7 @@ def sharded_parity_check(deps: Any, config_path: str | None, nproc: int,
     res = run_probe(ctx.runtime_python, "sharded_reference",
                     ["--target", str(ctx.target), "--config", str(config_path), "--nproc", str(nproc)],
                     cwd=ctx.target, env_extra={"NON_MEGATRON": "true", "HF_HUB_OFFLINE": "1",
-                                               "TRANSFORMERS_OFFLINE": "1"}, timeout=300)
+                                               "TRANSFORMERS_OFFLINE": "1"}, timeout=ctx.probe_timeout_s)
     r = (res.data.get("result") or {}) if res.data else {}
     first = losses[0]
     record: dict[str, Any] = {"distributed_first_loss": first, "nproc": nproc, "reference_loss": r.get("loss"),
