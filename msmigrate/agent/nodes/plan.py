@@ -531,7 +531,7 @@ def make_plan_node(deps: RunDeps):
             data = ctx.data_path or ctx.source / "data" / "train.json"
             measured = None if src.get("needs_trust_remote_code") else derive(
                 "the media expansion (the source processor on the samples)", derive_media_expansion,
-                ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir)
+                ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir, timeout=ctx.probe_timeout_s)
             expansion = measured.value if measured is not None else None
             plan = make_megatron_plan(deps, state, cfg, backend, None, expansion)
             if measured is not None and measured.failure:  # recorded, shown with the plan's reasons
@@ -555,18 +555,21 @@ def make_plan_node(deps: RunDeps):
         data = ctx.data_path or ctx.source / "data" / "train.json"
         if not src.get("needs_trust_remote_code") and arch[0] == "decoder":
             expansion = derived("the media expansion (the source processor on the samples)", derive_media_expansion,
-                                ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir)
+                                ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir,
+                                timeout=ctx.probe_timeout_s)
         runtime_processor = None
         if src.get("needs_trust_remote_code"):
             # custom code: what AutoProcessor really returns decides whether the huggingface dataset can carry media
             runtime_processor = derived("the processor the runtime loads (AutoProcessor)", probe_runtime_processor,
-                                        ctx.runtime_python, ctx.source, trust_remote_code=True, run_dir=ctx.run_dir)
+                                        ctx.runtime_python, ctx.source, trust_remote_code=True, run_dir=ctx.run_dir,
+                                        timeout=ctx.probe_timeout_s)
             if remote_processor_expands(runtime_processor) and arch[0] == "decoder":
                 # a remote-code processor that handles images is the source's own oracle for the expansion, as a
                 # native one is (MiniCPM-V-style slices: only calling it shows `<image><unk>…</image>` + slices)
                 expansion = derived("the media expansion (the remote processor on the samples)",
                                     derive_media_expansion, ctx.runtime_python, ctx.source, data,
-                                    run_dir=ctx.run_dir, trust_remote_code=True)
+                                    run_dir=ctx.run_dir, trust_remote_code=True,
+                                    timeout=ctx.probe_timeout_s)
         state = {**state, "source_summary": {**src, "could_not_derive": [
             *(src.get("could_not_derive") or []), *failures]}}
         plan = make_plan(deps, state, expansion, arch, runtime_processor)
@@ -575,7 +578,7 @@ def make_plan_node(deps: RunDeps):
             # which positions the source's own pipeline trains, measured on the records (not only its code quoted)
             measured = derived("the source's own pipeline on the records", measure_own_pipeline, ctx.runtime_python,
                                ctx.source, data, own, ctx.run_dir, bool(src.get("needs_trust_remote_code")),
-                               default={"error": "not measured"})
+                               default={"error": "not measured"}, timeout=ctx.probe_timeout_s)
             own = {**own, "measured": measured}
             plan = {**plan, "source_training": own, "source_training_contract": contract_text(own)}
             if failures:
