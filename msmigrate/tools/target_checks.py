@@ -173,11 +173,12 @@ def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_re
 
 def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, config_path: Path, steps: int,
                     trust_remote_code: bool = False, media_token_id: int | None = None, nproc: int = 1,
-                    source_training: dict[str, Any] | None = None) -> ToolResult:
+                    source_training: dict[str, Any] | None = None, real_weights: bool = False) -> ToolResult:
     """``steps`` optimizer steps of the source class and of the plugin class in the target trainer's step, same
     weights, batches and optimizer settings, fp32 on CPU (``probes/training_parity.py``); ``nproc`` > 1: the plugin
     sharded over that many torchrun ranks against the single-process source; ``source_training`` (the plan's facts,
-    ``kind: own``): the source side runs the source's own loss path. ``ok`` means the probe ran;
+    ``kind: own``): the source side runs the source's own loss path; ``real_weights``: both start from the source's
+    own checkpoint cut to 2 layers per tower instead of a random init. ``ok`` means the probe ran;
     ``result.passed`` is the verdict (None: not comparable)."""
     if (refused := unapproved(ctx)) is not None:
         return refused
@@ -189,12 +190,14 @@ def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, confi
         args += ["--trust-remote-code"]
     if source_training and source_training.get("kind") == "own":
         args += ["--source-training", str(_facts_file(ctx, source_training))]
+    if real_weights:
+        args += ["--real-weights"]
     if nproc > 1:
         args += ["--ranks", str(nproc), "--rank-timeout", "540"]  # not --nproc: torchrun would read it as its own
     res = run_probe(ctx.runtime_python, "training_parity", args, cwd=ctx.target, env_extra=PROBE_ENV,
                     timeout=max(TRAINING_PROBE_FLOOR_S, ctx.probe_timeout_s))
     if res.ok:
-        suffix = f"_{nproc}ranks" if nproc > 1 else ""
+        suffix = (f"_{nproc}ranks" if nproc > 1 else "") + ("_real_weights" if real_weights else "")
         res.data["saved"] = _save(ctx, f"training_parity_{model_id}{suffix}", res.data["result"])
     return res
 

@@ -145,7 +145,8 @@ def _fit_image_processor(image_processor, cfg) -> None:
         size = getattr(image_processor, attr, None)
         if size is None:
             continue
-        keys = set(size) if isinstance(size, dict) else set(vars(size)) if hasattr(size, "__dict__") else set()
+        items = size if isinstance(size, dict) else vars(size) if hasattr(size, "__dict__") else {}
+        keys = {k for k, v in items.items() if v is not None}  # a SizeDict lists every key, unset ones as None
         if keys & {"height", "width"}:
             setattr(image_processor, attr, {"height": side, "width": side})
         elif "shortest_edge" in keys and attr == "size" and getattr(image_processor, "crop_size", None):

@@ -136,29 +136,32 @@ def media_token_id(state: dict[str, Any]) -> int | None:
     return media
 
 
-def training_parity_check(deps: Any, state: dict[str, Any],
-                          nproc: int = 1) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+def training_parity_check(deps: Any, state: dict[str, Any], nproc: int = 1,
+                          real_weights: bool = False) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """(evidence item, problems, parity record) for G4: K steps, source vs migrated model (module doc); ``nproc`` > 1
-    for G6: the migrated model sharded over that many ranks, the source one process."""
+    for G6: the migrated model sharded over that many ranks, the source one process; ``real_weights``: both start
+    from the source's own checkpoint cut to its first layers per tower (G4's second run, where the source has
+    safetensors weights)."""
     plan, ctx = state["plan"], deps.ctx
     t0 = time.time()
     media = media_token_id(state)
     res = training_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
                           config_path=ctx.target / plan["config_path"], steps=deps.spec.launch.parity_steps,
                           trust_remote_code=plan["route"] == "custom", media_token_id=media, nproc=nproc,
-                          source_training=plan.get("source_training"))
+                          source_training=plan.get("source_training"), real_weights=real_weights)
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail",
               **{k: r.get(k) for k in ("steps", "source", "target", "grad_groups", "fixed_batch", "tolerance",
                                        "settings", "source_step", "first_loss_cause", "why_not", "source_class",
-                                       "plugin_class", "target_param_groups", "nproc", "sharding", "launch")},
+                                       "plugin_class", "target_param_groups", "nproc", "sharding", "launch", "weights",
+                                       "layers_per_tower")},
               "problems": list(r.get("problems") or ([] if res.ok else [f"training parity probe: {res.error}"]))}
     src, tgt = record.get("source") or {}, record.get("target") or {}
     if src.get("loss") and tgt.get("loss"):
         record["max_dloss"] = max(abs(a - b) for a, b in zip(src["loss"], tgt["loss"]))
         record["max_rel_dgrad_norm"] = max(abs(a - b) / max(1e-6, abs(a))
                                            for a, b in zip(src["grad_norm"], tgt["grad_norm"]))
-    ranks = f", {nproc} ranks" if nproc > 1 else ""
+    ranks = (f", {nproc} ranks" if nproc > 1 else "") + (", real weights cut" if real_weights else "")
     ev = evidence_item(f"training parity ({record.get('steps') or deps.spec.launch.parity_steps} steps{ranks}, source "
                        "vs migrated)", res.data.get("argv", []), res.data.get("returncode"), t0, time.time(),
                        res.data.get("stderr_tail", "") if not res.ok else "", record, **probe_runtime(res))
