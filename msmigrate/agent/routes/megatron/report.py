@@ -2,7 +2,8 @@
 ``model_id`` (or needed), the parallel sizes and what they came to, the files delivered, and exactly what this
 run could not prove or failed — every gate that needs an accelerator says so in its record, and those lines are
 listed with every gate that failed — and the exact weight conversion command the launch script's ``--load``
-needs (G3's record), which no gate here ran on the real checkpoint."""
+needs (G3's record); where G4's CPU preflight ran that conversion for one rank (a real checkout whose runtime builds
+the model here), what it ran and changed."""
 
 from __future__ import annotations
 
@@ -57,6 +58,10 @@ def megatron_section(state: dict[str, Any]) -> list[str]:
     conv = (gates.get("G3") or {}).get("conversion") or {}
     if conv.get("command"):
         lines.append(f"- weight conversion (the script's `--load {conv.get('mm_dir')}`): `{conv['command']}`")
+    pre = (gates.get("G4") or {}).get("cpu_preflight") or {}
+    ran = pre.get("conversion_run") or {}
+    if pre:
+        lines.append(f"- CPU preflight on the real framework (G4): {pre.get('summary', '')}")
     passed = [g for g in sorted(gates) if gates[g].get("passed")]
     lines += ["", f"Gates passed on this machine: {', '.join(passed) or 'none'}.", "",
               "What this run could not prove, or failed:"]
@@ -66,7 +71,12 @@ def megatron_section(state: dict[str, Any]) -> list[str]:
             lines.append(f"- {g}: {why if isinstance(why, str) else gates[g].get('summary', '')}")
         elif not gates[g].get("passed"):
             lines.append(f"- {g} failed: {gates[g].get('summary', '')}")
-    if conv.get("command"):
+    if conv.get("command") and ran.get("ok"):
+        lines.append(f"- the converted weights at `{conv.get('mm_dir')}`: G4 ran this conversion on the source's "
+                     f"weights for one rank only (`{ran.get('command')}`; changed: "
+                     + ", ".join(f"{k} {v[0]} → {v[1]}" for k, v in (ran.get("changed") or {}).items())
+                     + f"); the launch's shards are not written: before launching, run exactly: `{conv['command']}`")
+    elif conv.get("command"):
         lines.append(f"- the converted weights at `{conv.get('mm_dir')}`: no gate of this run converted the "
                      "source's checkpoint (G1 ran the same converter on the source's config shrunk to 2 layers per "
                      f"stack, at the launch's TP/PP); before launching, run exactly: `{conv['command']}`")

@@ -7,7 +7,10 @@ training) so that the same G1..G6 order holds on both routes.
   environment lacks (torch_npu, Megatron-LM) do not fail G1 — the static gates after it still run — they are named
   in the summary, and the training slot reports them as what needs the accelerator. Imports failing in the
   target's own code fail G1.
-- G4 functional: the delivered launch script (training_gate). When the sizes need model parallelism
+- G4 functional: where the target runtime builds the real model on this CPU (megatron.core and megatron.training
+  import under msmigrate's CPU shim; cpu_step_gate.py), first the delivered weight conversion (the target's converter
+  on the source, one rank) and the real step (build by model_provider, strict load, forward parity with the source,
+  backward); a failed step fails G4. Then the delivered launch script (training_gate). When the sizes need model parallelism
   (tp·pp·cp > 1) and the runtime probe found no accelerator, nothing is launched: the record says
   ``needs_accelerator`` with the sizes and the runtime's device (the stand-in, like a CPU box, runs TP=PP=CP=1 only).
 - G5 reliability: the same launch again; passes when its losses equal G4's (same seed → same losses).
@@ -23,6 +26,7 @@ from typing import Any
 
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.megatron.gates.converter_gate import gate_megatron_converter
+from msmigrate.agent.routes.megatron.gates.cpu_step_gate import cpu_preflight_record, with_preflight
 from msmigrate.agent.routes.megatron.gates.imports_gate import megatron_imports_record
 from msmigrate.agent.routes.megatron.gates.new_projector_gate import new_projector_record
 from msmigrate.agent.routes.megatron.gates.training_gate import UNPROVEN_ON_CPU, megatron_training_record
@@ -171,19 +175,30 @@ def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                                                   else "") if t)}
 
 
-def gate_megatron_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
-    ctx, meg = deps.ctx, _meg(state)
+def _launch_record(ctx: Any, meg: dict[str, Any], device: str) -> dict[str, Any]:
     par = meg["parallel"]
     model_parallel = par.get("tp", 1) * par.get("pp", 1) * par.get("cp", 1)
-    device = _device(state)
     if model_parallel > 1 and device in ("cpu", "unknown"):
         why = (f"tp {par.get('tp', 1)} x pp {par.get('pp', 1)} x cp {par.get('cp', 1)} needs model-parallel "
                f"Megatron on an accelerator; the target runtime's device is {device}")
         return {"gate": "G4", "backend": "megatron", "passed": False, "needs_accelerator": why,
                 "not_proven": list(UNPROVEN_ON_CPU), "summary": f"not launched: {why}", "evidence": [],
-                "failure_text": ""}
+                "failure_text": "", "launches": 0}
     rec = megatron_training_record(ctx.runtime_python, ctx.target, meg["script_path"], entry=meg["entry"])
     return {**rec, "gate": "G4", "launches": 0 if rec.get("needs_accelerator") else 1}
+
+
+def gate_megatron_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
+    """Where the target runtime builds the real model on this CPU, the delivered conversion and the real step run
+    first (cpu_step_gate.py); a failed step fails the slot without launching. Then the launch as before."""
+    ctx, meg = deps.ctx, _meg(state)
+    pre = cpu_preflight_record(ctx.runtime_python, ctx.target, ctx.source, {**state["plan"], "megatron": meg},
+                               ctx.run_dir / "cpu_preflight", probe_timeout=ctx.probe_timeout_s)
+    if pre is not None and not pre["passed"]:
+        return {**pre, "gate": "G4", "launches": 0, "cpu_preflight": {k: pre[k] for k in (
+            "readiness", "conversion_run", "real_step", "summary") if k in pre}}
+    launch = _launch_record(ctx, meg, _device(state))
+    return launch if pre is None else with_preflight(pre, launch)
 
 
 def _losses(rec: dict[str, Any]) -> list[float]:
