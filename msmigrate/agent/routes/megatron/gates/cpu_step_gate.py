@@ -76,7 +76,7 @@ def cpu_preflight_record(runtime_python: str, target: Path, source: Path | None,
     if res.ok:
         return {**rec, "passed": True, "summary": f"{converted}; {step_summary(res)}", "failure_text": ""}
     if res.missing_kernel:
-        why = (f"the real step needs torch_npu.{res.missing_kernel}, for which msmigrate's CPU shim has no "
+        why = (f"the real step needs {res.missing_kernel}, for which msmigrate's CPU shim has no "
                f"reference: {'; '.join(problems)}")
         return {**rec, "passed": False, "needs_accelerator": why, "summary": f"{converted}; {why}",
                 "failure_text": ""}

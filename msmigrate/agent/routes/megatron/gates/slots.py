@@ -191,13 +191,15 @@ def _launch_record(ctx: Any, meg: dict[str, Any], device: str) -> dict[str, Any]
 def gate_megatron_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     """Where the target runtime builds the real model on this CPU, the delivered conversion and the real step run
     first (cpu_step_gate.py); a failed step fails the slot without launching. Then the launch as before."""
-    ctx, meg = deps.ctx, _meg(state)
+    ctx, meg, device = deps.ctx, _meg(state), _device(state)
+    # on an accelerator the launch itself runs; the preflight is what a CPU box can do instead
     pre = cpu_preflight_record(ctx.runtime_python, ctx.target, ctx.source, {**state["plan"], "megatron": meg},
-                               ctx.run_dir / "cpu_preflight", probe_timeout=ctx.probe_timeout_s)
+                               ctx.run_dir / "cpu_preflight", probe_timeout=ctx.probe_timeout_s
+                               ) if device in ("cpu", "unknown") else None
     if pre is not None and not pre["passed"]:
         return {**pre, "gate": "G4", "launches": 0, "cpu_preflight": {k: pre[k] for k in (
             "readiness", "conversion_run", "real_step", "summary") if k in pre}}
-    launch = _launch_record(ctx, meg, _device(state))
+    launch = _launch_record(ctx, meg, device)
     return launch if pre is None else with_preflight(pre, launch)
 
 
