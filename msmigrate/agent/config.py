@@ -123,6 +123,9 @@ class LaunchSettings(_UserInput):
                                                    "model (fp32, CPU, one process)")
     timeout_s: float = Field(900.0, gt=0)
     no_output_timeout_s: float = Field(300.0, gt=0)
+    probe_timeout_s: float = Field(300.0, gt=0, description="seconds one runtime probe (G1–G3 checks: module tree, "
+                                   "forward smoke, data check, parity; processor and media probes) may run; raise it "
+                                   "for real-size sources on a slow or loaded host")
 
     def with_edits(self, edits: dict[str, Any]) -> "LaunchSettings":
         """A validated copy with ``edits`` applied; keys are field names or ``slurm.<field>`` (chat approval edits).

@@ -229,6 +229,12 @@ def _parity_section(gates: dict[str, Any]) -> list[str]:
                   ["", f"Training parity (G4): {parity_summary(training)}."])
         if training_parity_record(gates):
             lines += ["", "![training parity](training_parity.png)"]
+    real = (gates.get("G4", {}).get("parity") or {}).get("training_real_weights")
+    if real:
+        w = real.get("weights") if isinstance(real.get("weights"), dict) else {}
+        lines += ["", f"Training parity on the source's own checkpoint (G4), cut to its first "
+                  f"{real.get('layers_per_tower')} layers per tower, {w.get('tensors_loaded')} tensors read from "
+                  f"{len(w.get('shards') or [])} shard(s) of `{w.get('folder')}`: {parity_summary(real)}."]
     export = gates.get("G4", {}).get("hf_export")
     if export:
         lines += ["", f"HF weights out (G4): {export_summary(export)}; folder `{export.get('export_dir')}` "

@@ -158,6 +158,7 @@ class Run:
             runtime_python=spec.runtime_python or settings.runtime_python,
             data_path=spec.data or (spec.source / "data" / "train.json"),
             allow_branch_b=spec.allow_branch_b, extra_editable=list(spec.extra_editable), approval=spec.approval,
+            probe_timeout_s=spec.launch.probe_timeout_s,
         )
         policy = policy or build_policy(spec, settings)  # before the work tree: a policy that fails leaves nothing
         self.worktree_error: str | None = None

@@ -40,6 +40,7 @@ class RunContext:
     checkout: Path | None = None  # the user's MindSpeed-MM checkout the worktree came from (never edited)
     approval: bool = False  # spec.approval: model-written code runs only once the user approved (G1 asks)
     code_approved: bool = False  # the user's answer, restored from the run state at every node visit
+    probe_timeout_s: float = 300.0  # spec.launch.probe_timeout_s: wall-clock limit of one target-runtime probe
 
     @property
     def editable_paths(self) -> list[str]:

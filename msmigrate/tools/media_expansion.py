@@ -126,12 +126,13 @@ def error_line(stderr: str) -> str | None:
 
 
 def derive_media_expansion(runtime_python: str, source: Path, data: Path, *, run_dir: Path | None = None,
-                           trust_remote_code: bool = False, samples: int = 2) -> MediaExpansion:
+                           trust_remote_code: bool = False, samples: int = 2,
+                           timeout: float = 300.0) -> MediaExpansion:
     """Run the probe; an expected failure (no processor, no image in the samples …) is ``ok=False`` + ``error``."""
     args = ["--model", str(source), "--data", str(data), "--samples", str(samples)]
     if trust_remote_code:
         args.append("--trust-remote-code")
-    res = run_probe(runtime_python, "media_expansion", args, env_extra=PROBE_ENV, timeout=300)
+    res = run_probe(runtime_python, "media_expansion", args, env_extra=PROBE_ENV, timeout=timeout)
     raw, saved = save_probe_output(run_dir, "media_expansion", res)
     if not res.ok:
         tail = error_line(res.data.get("stderr_tail") or "") if res.data else None

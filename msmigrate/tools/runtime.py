@@ -22,6 +22,9 @@ from msmigrate.tools.subprocess_env import spawn
 PROBES_DIR = Path(__file__).parent / "probes"
 # A probe prints its JSON result on one line starting with this marker; everything else it prints is log.
 RESULT_MARKER = "MSMIGRATE_PROBE_RESULT "
+# The spec setting that bounds a probe's wall clock: a timed-out probe names it, so the report and the failure
+# classifier (knowledge/failures/probe-timeout.md) send the user to the limit, not to the model's code.
+PROBE_TIMEOUT_SETTING = "launch.probe_timeout_s"
 
 
 @dataclass
@@ -130,7 +133,10 @@ def run_probe(
     base = {"argv": outcome.argv, "returncode": outcome.returncode, "seconds": round(outcome.seconds, 2),
             "runtime_mode": mode, **({"runtime_reason": reason} if reason else {})}
     if outcome.timed_out:
-        return ToolResult.failure(f"probe {probe} timed out after {timeout:.0f}s", **base, stderr_tail=outcome.stderr[-4000:])
+        return ToolResult.failure(
+            f"probe {probe} timed out after {timeout:.0f}s (the runtime probes' time limit; raise "
+            f"{PROBE_TIMEOUT_SETTING} in the spec for a large source or a slow host)",
+            **base, stderr_tail=outcome.stderr[-4000:])
     if not result_lines:
         return ToolResult.failure(
             f"probe {probe} exited {outcome.returncode} without a result", **base, stderr_tail=outcome.stderr[-4000:]

@@ -47,9 +47,9 @@ class RuntimeProcessor:
 
 
 def probe_runtime_processor(runtime_python: str, source: Path, *, trust_remote_code: bool = False,
-                            run_dir: Path | None = None) -> RuntimeProcessor:
+                            run_dir: Path | None = None, timeout: float = 300.0) -> RuntimeProcessor:
     args = [str(source)] + (["--trust-remote-code"] if trust_remote_code else [])
-    res = run_probe(runtime_python, "processor_class", args, env_extra=PROBE_ENV, timeout=300)
+    res = run_probe(runtime_python, "processor_class", args, env_extra=PROBE_ENV, timeout=timeout)
     raw, saved = save_probe_output(run_dir, "processor_class", res)
     if not res.ok:
         return RuntimeProcessor(ok=False, error=res.error, trust_remote_code=trust_remote_code, saved=saved)

@@ -16,6 +16,9 @@ from msmigrate.tools.runtime import run_probe
 from msmigrate.tools.yaml_validator import schema_from_target, validate_config
 
 PROBE_ENV = {"NON_MEGATRON": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+# The probes that train (training parity, HF export) get at least this long: they run many steps, not one forward;
+# a larger spec limit (launch.probe_timeout_s) raises them too
+TRAINING_PROBE_FLOOR_S = 600.0
 
 
 # A refusal, not a failure of the code: the classify node asks again when a gate reports it (never classifies it)
@@ -58,7 +61,8 @@ def module_tree(ctx: RunContext, *, plugins: list[str] | None = None, model_id: 
         args, name = ["--model", str(ctx.source)], "module_tree_source"
     if trust_remote_code:  # the plugin build loads the source's AutoConfig too (custom code needs the flag)
         args += ["--trust-remote-code"]
-    res = run_probe(ctx.runtime_python, "module_tree", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
+    res = run_probe(ctx.runtime_python, "module_tree", args, cwd=ctx.target, env_extra=PROBE_ENV,
+                    timeout=ctx.probe_timeout_s)
     if res.ok:
         res.data["saved"] = _save(ctx, name, res.data["result"])
     return res
@@ -81,7 +85,8 @@ def forward_check(ctx: RunContext, *, plugins: list[str], model_id: str, batch_f
         args += ["--sample-data", str(sample_data)]
     if trust_remote_code:
         args += ["--trust-remote-code"]
-    res = run_probe(ctx.runtime_python, "forward_smoke", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
+    res = run_probe(ctx.runtime_python, "forward_smoke", args, cwd=ctx.target, env_extra=PROBE_ENV,
+                    timeout=ctx.probe_timeout_s)
     if res.ok:
         r = res.data["result"]
         res.data["saved"] = _save(ctx, f"forward_{'batch' if batch_file else 'synthetic'}_{model_id}", r)
@@ -115,7 +120,8 @@ def data_check(ctx: RunContext, config_path: Path, *, parity_data: Path | None =
             facts = out / "source_training.json"
             facts.write_text(json.dumps(source_training), encoding="utf-8")
             args += ["--source-training", str(facts)]
-    res = run_probe(ctx.runtime_python, "data_check", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
+    res = run_probe(ctx.runtime_python, "data_check", args, cwd=ctx.target, env_extra=PROBE_ENV,
+                    timeout=ctx.probe_timeout_s)
     if res.ok:
         res.data["saved"] = _save(ctx, "data_check", res.data["result"])
         missing = res.data["result"].get("media", {}).get("missing")
@@ -134,12 +140,14 @@ def _facts_file(ctx: RunContext, source_training: dict[str, Any]) -> Path:
 
 def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_remote_code: bool = False,
                  sample_data: Path | None = None, batch_file: str | None = None,
-                 media_token_id: int | None = None, source_training: dict[str, Any] | None = None) -> ToolResult:
+                 media_token_id: int | None = None, source_training: dict[str, Any] | None = None,
+                 dropped_keys: list[str] | None = None) -> ToolResult:
     """The plugin class (eager, and meta init + load) against the source's own class on one shared random init and
     the same batch, fp32 on CPU (``probes/model_parity.py``); ``batch_file``: that batch is a collated one of the
     target's pipeline (G2's); ``source_training`` (the plan's training facts, with ``sample_data``: the source's
-    records): the batch is the source's own dataset + collator's and the reference its own loss path.
-    ``ok`` means the probe ran; ``result.passed`` is the verdict."""
+    records): the batch is the source's own dataset + collator's and the reference its own loss path;
+    ``dropped_keys``: processor outputs the target's pipeline drops, each checked to leave the source's loss and
+    logits on its own processor's batch unchanged. ``ok`` means the probe ran; ``result.passed`` is the verdict."""
     if (refused := unapproved(ctx)) is not None:
         return refused
     args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--shrink-layers", "2"]
@@ -151,9 +159,12 @@ def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_re
         args += ["--batch-file", str(batch_file)]
     if batch_file and media_token_id is not None:
         args += ["--media-token-id", str(media_token_id)]
+    for key in dropped_keys or []:
+        args += ["--dropped-key", key]
     if trust_remote_code:
         args += ["--trust-remote-code"]
-    res = run_probe(ctx.runtime_python, "model_parity", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=300)
+    res = run_probe(ctx.runtime_python, "model_parity", args, cwd=ctx.target, env_extra=PROBE_ENV,
+                    timeout=ctx.probe_timeout_s)
     if res.ok:
         res.data["saved"] = _save(ctx, f"model_parity_{model_id}{'_collated' if batch_file else ''}",
                                   res.data["result"])
@@ -162,11 +173,12 @@ def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_re
 
 def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, config_path: Path, steps: int,
                     trust_remote_code: bool = False, media_token_id: int | None = None, nproc: int = 1,
-                    source_training: dict[str, Any] | None = None) -> ToolResult:
+                    source_training: dict[str, Any] | None = None, real_weights: bool = False) -> ToolResult:
     """``steps`` optimizer steps of the source class and of the plugin class in the target trainer's step, same
     weights, batches and optimizer settings, fp32 on CPU (``probes/training_parity.py``); ``nproc`` > 1: the plugin
     sharded over that many torchrun ranks against the single-process source; ``source_training`` (the plan's facts,
-    ``kind: own``): the source side runs the source's own loss path. ``ok`` means the probe ran;
+    ``kind: own``): the source side runs the source's own loss path; ``real_weights``: both start from the source's
+    own checkpoint cut to 2 layers per tower instead of a random init. ``ok`` means the probe ran;
     ``result.passed`` is the verdict (None: not comparable)."""
     if (refused := unapproved(ctx)) is not None:
         return refused
@@ -178,11 +190,14 @@ def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, confi
         args += ["--trust-remote-code"]
     if source_training and source_training.get("kind") == "own":
         args += ["--source-training", str(_facts_file(ctx, source_training))]
+    if real_weights:
+        args += ["--real-weights"]
     if nproc > 1:
         args += ["--ranks", str(nproc), "--rank-timeout", "540"]  # not --nproc: torchrun would read it as its own
-    res = run_probe(ctx.runtime_python, "training_parity", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=600)
+    res = run_probe(ctx.runtime_python, "training_parity", args, cwd=ctx.target, env_extra=PROBE_ENV,
+                    timeout=max(TRAINING_PROBE_FLOOR_S, ctx.probe_timeout_s))
     if res.ok:
-        suffix = f"_{nproc}ranks" if nproc > 1 else ""
+        suffix = (f"_{nproc}ranks" if nproc > 1 else "") + ("_real_weights" if real_weights else "")
         res.data["saved"] = _save(ctx, f"training_parity_{model_id}{suffix}", res.data["result"])
     return res
 
@@ -200,7 +215,8 @@ def hf_export(ctx: RunContext, *, plugins: list[str], model_id: str, checkpoint:
         args += ["--media-token-id", str(media_token_id)]
     if trust_remote_code:
         args += ["--trust-remote-code"]
-    res = run_probe(ctx.runtime_python, "hf_export", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=600)
+    res = run_probe(ctx.runtime_python, "hf_export", args, cwd=ctx.target, env_extra=PROBE_ENV,
+                    timeout=max(TRAINING_PROBE_FLOOR_S, ctx.probe_timeout_s))
     if res.ok:
         res.data["saved"] = _save(ctx, f"hf_export_{model_id}", res.data["result"])
     return res
@@ -210,7 +226,8 @@ def config_check(ctx: RunContext, config_path: Path, *, tree: dict | None, devic
     """The strict validator with the schema from the target's own argument models (cached per commit)."""
     if (refused := unapproved(ctx)) is not None:  # the schema probe imports the target, plugins included
         return refused
-    schema = schema_from_target(ctx.target, ctx.runtime_python, cache_dir=ctx.run_dir / "probes")
+    schema = schema_from_target(ctx.target, ctx.runtime_python, cache_dir=ctx.run_dir / "probes",
+                                timeout=ctx.probe_timeout_s)
     if not schema.ok:
         return ToolResult.failure(f"could not derive the config schema from the target: {schema.error}", **schema.data)
     inventory = target_inventory(ctx.target)

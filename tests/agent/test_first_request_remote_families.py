@@ -31,6 +31,7 @@ EXPECTED = {
         "the tag tokens it writes: ['<|im_start|>', '<|im_end|>', '<img>', '<imgpad>', '</img>']",
         "'conversations'",
         "the source's chat template takes string content only",
+        "the source's forward (modeling_qwen.py:163) takes no image argument",
     ],
     "deepseek_vl_v2": [
         "the source's own training code: finetune/dataset.py, finetune/train.py",

@@ -122,3 +122,20 @@ def test_a_new_template_takes_the_checkpoints_own_name(tmp_path):
     assert new_template_id(tmp_path, [{"id": "internvl2_5"}], "internvl_chat") == ("internvl_chat", None)
     (tmp_path / "config.json").write_text(json.dumps({"chat_template": "{{ bos_token }}"}))  # jinja is no id
     assert new_template_id(tmp_path, [], "foo") == ("foo", None)
+
+
+def test_no_template_by_token_names_when_the_measured_expansion_failed():
+    """Branch A used to be chosen by token names although the source processor's measured expansion had failed (a
+    processor writing per-image numbered ids): the mm_plugin of that template then expands images its own way."""
+    from msmigrate.tools.media_expansion import ImageExpansion, MediaExpansion
+
+    failed = MediaExpansion(ok=False, error="the two-image expansion is not the one-image expansion repeated")
+    best, why = choose_template(qwen_src(), [QWEN_TMPL], failed)
+    assert best is None and "media expansion failed" in why[0] and "two-image" in why[0]
+    one = ImageExpansion(image="a.png", size=[28, 28], count=4, length=6, text="", prefix=["<|vision_start|>"],
+                         suffix=["<|vision_end|>"])
+    wrote_pad = MediaExpansion(ok=True, media_token="<|image_pad|>", per_image=[one])
+    assert choose_template(qwen_src(), [QWEN_TMPL], wrote_pad)[0]["id"] == "qwen2vl"
+    # a media token the tokenizer names but the processor never wrote does not make a template fit
+    wrote_other = MediaExpansion(ok=True, media_token="<|placeholder|>", per_image=[one])
+    assert choose_template(qwen_src(), [QWEN_TMPL], wrote_other)[0] is None

@@ -44,13 +44,18 @@ class FakeTrainer:
 
 def _deps(tmp_path: Path):
     spec = SimpleNamespace(launch=LaunchSettings(gate_train_iters=6), budgets=Budgets(), bind_inputs=False, policy="rules")
-    ctx = SimpleNamespace(run_dir=tmp_path / "run", target=tmp_path / "target")  # not git: code state "nogit"
+    ctx = SimpleNamespace(run_dir=tmp_path / "run", target=tmp_path / "target",  # not git: code state "nogit"
+                          source=tmp_path / "source")
     return SimpleNamespace(spec=spec, ctx=ctx, emit=lambda *a, **k: None)
+
+
+calls: list[bool] = []  # real_weights of each training-parity call
 
 
 def _parity(problems: list[str]):
     """A stand-in for G4's training-parity probe (the real one: tests/agent/test_training_parity.py)."""
-    def check(deps, state):
+    def check(deps, state, nproc=1, real_weights=False):
+        calls.append(real_weights)
         record = {"status": "fail" if problems else "pass", "steps": 20, "fixed_batch": {"before": 6.2, "after": 5.7,
                                                                                          "fall": 0.08},
                   "max_dloss": 0.0, "max_rel_dgrad_norm": 0.0, "problems": problems}
@@ -121,7 +126,15 @@ def test_g4_fails_on_training_parity_after_a_clean_launch(monkeypatch, tmp_path)
 
 
 def test_g4_summary_carries_the_training_parity_figures(monkeypatch, tmp_path):
+    calls.clear()
     _, g4, _ = _run(monkeypatch, tmp_path, FakeTrainer())
+    assert calls == [False]  # a source folder without safetensors weights: no real-weights run
+    calls.clear()
+    (tmp_path / "source").mkdir()
+    (tmp_path / "source" / "model-00001-of-00002.safetensors").write_bytes(b"")
+    _, g4, _ = _run(monkeypatch, tmp_path, FakeTrainer())
+    assert calls == [False, True] and set(g4["parity"]) == {"training", "training_real_weights"}
+    assert "on the real weights cut pass: 20 steps" in g4["summary"]
     assert g4["passed"] and "training parity pass: 20 steps" in g4["summary"]
     # the export round trip ran on G4's own save folder, and the gate keeps its record
     assert "HF export pass: 12 tensors bit-exact" in g4["summary"]

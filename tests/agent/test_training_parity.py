@@ -124,6 +124,68 @@ def test_two_ranks_train_like_the_single_process_source(migrated):
         == "2" and launch["returncode"] == 0
 
 
+def _multi_shard_copy(source: Path, dest: Path, drop: str | None = None) -> Path:
+    """The source folder with its weights saved again as several safetensors shards + an index (as real
+    checkpoints ship), one layer deeper per tower (the third a scaled copy of the second); ``drop``: leave the
+    tensors whose name contains it out of the shards."""
+    import json
+    import re
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("*.safetensors", "*.index.json"))
+    state = {}
+    for f in sorted(source.glob("*.safetensors")):
+        state.update(load_file(f))
+    # one layer deeper per tower than the cut keeps (2): the checkpoint's third layers must stay in the shards
+    for name in [n for n in state if re.search(r"\.(layers|blocks)\.1\.", n)]:
+        state[re.sub(r"\.(layers|blocks)\.1\.", r".\1.2.", name)] = state[name] * 1.01
+    config = json.loads((dest / "config.json").read_text())
+    config["text_config"]["num_hidden_layers"] = 3
+    config["text_config"]["layer_types"] = config["text_config"]["layer_types"][:1] * 3
+    config["vision_config"]["depth"] = 3
+    (dest / "config.json").write_text(json.dumps(config))
+    names = [n for n in state if not (drop and drop in n)]
+    parts = [names[i::3] for i in range(3)]
+    weight_map = {}
+    for i, part in enumerate(parts, 1):
+        shard = f"model-{i:05d}-of-{len(parts):05d}.safetensors"
+        save_file({n: state[n].contiguous() for n in part}, dest / shard, metadata={"format": "pt"})
+        weight_map.update({n: shard for n in part})
+    total = sum(t.numel() * t.element_size() for t in state.values())
+    (dest / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total},
+                                                                   "weight_map": weight_map}))
+    return dest
+
+
+@pytest.mark.integration
+def test_real_weights_cut_from_a_multi_shard_checkpoint(migrated):
+    """The user's checkpoint in three shards: both sides start from its first 2 layers per tower, read from the
+    shards (every parameter of the cut model, none re-initialised), and still train alike."""
+    deps, state = copy_at_head(migrated, "real_weights")
+    deps.ctx.source = _multi_shard_copy(migrated["source"], migrated["root"] / "src_3_shards")
+    _, problems, record = training_parity_check(deps, state, real_weights=True)
+    assert record["status"] == "pass" and not problems, record["problems"]
+    w = record["weights"]
+    assert w["shards"] == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
+    assert w["tensors_loaded"] > 0 and record["layers_per_tower"] == 2
+    assert w["checkpoint_tensors"] > w["tensors_loaded"]  # the layers past the cut stay in the shards
+    gates = {"G4": {"gate": "G4", "passed": True, "summary": "", "evidence": [],
+                    "parity": {"training_real_weights": record}}}
+    text = render_report({"gates": gates, "plan": migrated["state"]["plan"]}, "", False)
+    assert "cut to its first 2 layers per tower" in text and "from 3 shard(s)" in text
+
+
+@pytest.mark.integration
+def test_real_weights_missing_from_the_shards_fail_instead_of_reinitialising(migrated):
+    deps, state = copy_at_head(migrated, "real_weights_missing")
+    deps.ctx.source = _multi_shard_copy(migrated["source"], migrated["root"] / "src_missing", drop="merger.mlp.0")
+    _, problems, record = training_parity_check(deps, state, real_weights=True)
+    assert record["status"] == "fail"
+    assert any("would be re-initialised" in p and "merger.mlp.0" in p for p in problems), problems
+
+
 @pytest.mark.integration
 def test_two_ranks_catch_a_frozen_tower(migrated):
     _, problems, record = _run(migrated, "two_ranks_frozen", _frozen_vision, nproc=2)

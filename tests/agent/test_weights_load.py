@@ -67,3 +67,22 @@ def test_g3_refuses_a_random_init_of_a_source_with_weights(tmp_path):
     assert weights_findings(config, tmp_path / "no_weights") == []
     config.write_text(f"training:\n  init_model_with_meta_device: true\n  load: {hf}\n")
     assert weights_findings(config, hf) == []
+
+
+def test_single_process_gates_take_the_delivered_build_path(tmp_path):
+    """G4/G5 used to force a meta build whatever the delivered config does: a config that loads by from_pretrained
+    from a folder without safetensors then trained a random init (no training.load) it never takes."""
+    from msmigrate.agent.routes.fsdp2.weights_load import single_process_training
+
+    hf = _hf(tmp_path)
+    assert single_process_training({"model": {"model_name_or_path": str(hf)}, "training": {}}) == {
+        "init_model_with_meta_device": True, "load": str(hf), "load_format": "auto", "no_load_optim": True,
+        "no_load_rng": True}
+    bins = tmp_path / "bins"
+    bins.mkdir()
+    (bins / "pytorch_model.bin").write_bytes(b"")
+    delivered = {"model": {"model_name_or_path": str(bins)}, "training": {"init_model_with_meta_device": False}}
+    assert single_process_training(delivered) == {}  # from_pretrained as delivered, not a random meta init
+    loads = {"training": {"load": str(hf), "init_model_with_meta_device": True}}
+    assert single_process_training(loads) == {}  # its own load, as written
+    assert single_process_training({"model": {"model_name_or_path": str(hf)}, "training": {}}, custom=True) == {}

@@ -30,7 +30,7 @@ def _lines(tp, source, target, groups, before=6.0, after=5.5, cause=None):
     return tp.verdict(source, target, groups, before, after, 0.005, cause)
 
 
-@pytest.mark.parametrize("prefix", ["training parity", "training parity (2 ranks)"])
+@pytest.mark.parametrize("prefix", ["training parity", "training parity (2 ranks)", "training parity (real weights)"])
 def test_each_training_parity_failure_names_its_case(tp, prefix):
     recs = [{"loss": 6.0, "grad_norm": 2.0}, {"loss": 5.9, "grad_norm": 1.9}]
     frozen = _group("model.visual.patch_embed", no_grad=2, no_grad_names=["model.visual.patch_embed.proj.weight"],

@@ -78,3 +78,33 @@ def test_projectors_matched_by_what_they_build(realmm_snapshot, sources):
     assert gemma.model_id is None and "a new vision_projector component is needed" in gemma.why
     assert "pooling: source True, component False" in gemma.missing
     assert any(d.startswith("matrices: source 1") for d in gemma.missing)
+
+
+def test_llama_and_gemma_decoders_are_not_reused_as_a_qwen_one(realmm_snapshot, sources):
+    """Every real pretrain_vlm.py example of qwen2_5_lm sets add_qkv_bias true and mrope; LLaVA's LLaMA has neither,
+    so no registered decoder with an example is reused for it, and the differing facts are named."""
+    mm = realmm_snapshot / "MindSpeed-MM"
+    dec = match(sources["llava"], mm)["text_decoder"]
+    assert dec.model_id is None and dec.closest, dec.why
+    assert any(d.startswith("position_embedding_type: source 'rope'") for d in dec.missing), dec.missing
+    assert match(sources["gemma3"], mm)["text_decoder"].model_id is None
+
+
+def test_template_parity_reads_the_real_registry(realmm_snapshot, real_runtime, tmp_path):
+    """The real qwen2vl template (registered through a parameter object) renders the Qwen2.5-VL samples as its own
+    chat template does, and LLaVA's USER/ASSISTANT samples not (sources built by the real runtime's transformers,
+    which reads their tokenizers)."""
+    from msmigrate.testbeds.fixtures.in_runtime import build_source_in_runtime
+    from msmigrate.tools.megatron.template_parity import template_parity
+
+    mm = realmm_snapshot / "MindSpeed-MM"
+    example = json.loads((mm / "examples/qwen2.5vl/data_3b.json").read_text())
+    for fixture, passes in (("qwen2_5_vl", True), ("llava", False)):
+        src = build_source_in_runtime(fixture, tmp_path / "src" / fixture, real_runtime)
+        doc = json.loads(json.dumps(example))
+        doc["dataset_param"]["basic_parameters"]["dataset"] = str(src / "data/train.json")
+        (tmp_path / f"{fixture}.json").write_text(json.dumps(doc))
+        par = template_parity(real_runtime, mm, str(tmp_path / f"{fixture}.json"), src)
+        assert par.error is None and par.ok is passes, (fixture, par.problems)
+        assert par.facts["registered_in"] == "mindspeed_mm/data/data_utils/func_utils/template.py"
+        assert par.facts["turns_compared"] >= 2

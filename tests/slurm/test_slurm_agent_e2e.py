@@ -77,10 +77,10 @@ def test_gates_through_sbatch_kill_then_reattach(slurm_cluster, tmp_path):
     evidence = json.loads((run_dir / "evidence.json").read_text())
     g6 = evidence["gates"]["G6"]["evidence"][0]
     assert g6["backend"] == "slurm" and g6["job_id"] and g6["nodes"] in slurm_cluster.nodes and g6["exit_code"] == 0
-    # every launch of G4-G6 is a job; G4 and G6 also carry a parity probe each (training parity, sharded parity:
+    # every launch of G4-G6 is a job; G4 and G6 also carry probes (training parity, G4's HF export, sharded parity:
     # run in the target runtime on this host, no launch, no job)
     jobs = {ev["job_id"] for g in ("G4", "G5", "G6") for ev in evidence["gates"][g]["evidence"]
-            if not ev.get("label", "").startswith(("sharded parity", "training parity"))}
+            if not ev.get("label", "").startswith(("sharded parity", "training parity", "HF weights out"))}
     launches = {e["launch_id"] for e in events if e["event"] == "started"}
     assert job_id in jobs and len(jobs) == len(launches) >= 4  # G4, G5 (repeat, load), G6: one job each
     report = (run_dir / "verification_report.md").read_text()

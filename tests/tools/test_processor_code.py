@@ -108,3 +108,20 @@ def test_an_unmeasured_remote_processor_is_pointed_at(tmp_path):
     measured_elsewhere = make_plan(SimpleNamespace(ctx=SimpleNamespace(model_name="tiler", source=tmp_path / "x")),
                                    state, failed)
     assert not any("is remote code (" in r for r in measured_elsewhere["reasons"])
+
+
+def test_a_remote_forward_without_an_image_argument_is_a_plan_fact():
+    """Qwen-VL-Chat-style: the remote forward takes only text inputs (the ids name each image's path); the plan says
+    so instead of implying a pixel_values contract. A forward with an image argument, or native code, says nothing."""
+    from msmigrate.agent.nodes.plan import no_media_argument
+
+    vision = ("decoder", "decoder-only language model with a vision encoder")
+    src = {"needs_trust_remote_code": True, "forward": {"file": "modeling_qwen.py", "line": 163, "signature":
+           "forward(self, input_ids=None, past_key_values=None, attention_mask=None, labels=None, **kwargs)"}}
+    said = no_media_argument(src, vision)
+    assert said.startswith("the source's forward (modeling_qwen.py:163) takes no image argument, only "
+                           "['attention_mask', 'input_ids', 'labels', 'past_key_values']")
+    with_images = {**src, "forward": {"signature": "forward(self, input_ids=None, images=None, labels=None)"}}
+    assert no_media_argument(with_images, vision) is None
+    assert no_media_argument({**src, "needs_trust_remote_code": False}, vision) is None
+    assert no_media_argument(src, ("encoder-decoder", "config.json is_encoder_decoder")) is None

@@ -53,6 +53,28 @@ def forward_params(src: dict[str, Any]) -> set[str] | None:
     return {p["name"] if isinstance(p, dict) else str(p) for p in params}
 
 
+# what a causal LM's forward takes besides media (transformers' own names, not a family's)
+TEXT_FORWARD_PARAMS = {"input_ids", "attention_mask", "position_ids", "past_key_values", "inputs_embeds", "labels",
+                       "use_cache", "output_attentions", "output_hidden_states", "return_dict", "token_type_ids",
+                       "head_mask", "encoder_hidden_states", "encoder_attention_mask", "cache_position",
+                       "logits_to_keep", "num_logits_to_keep"}
+
+
+def no_media_argument(src: dict[str, Any], architecture: tuple[str, str]) -> str | None:
+    """A remote vision-language forward that names only text inputs (Qwen-VL-Chat's: the ids name each image's path,
+    and the model opens it): a plan fact, since the usual data contract (processor pixels → a forward argument)
+    does not hold."""
+    params = forward_params(src)
+    fwd = src.get("forward") or {}
+    if not src.get("needs_trust_remote_code") or not params or architecture[0] != "decoder" or \
+            not params <= TEXT_FORWARD_PARAMS:
+        return None
+    where = f" ({fwd['file']}:{fwd['line']})" if fwd.get("file") and fwd.get("line") else ""
+    return (f"the source's forward{where} takes no image argument, only {sorted(params)}: its images reach the "
+            "model through the ids or embeddings it builds itself (its own training pipeline's tag tokens, below, "
+            "show what its ids carry); a port must carry them the same way, not as pixel_values")
+
+
 def signature_params(signature: str) -> list[str] | None:
     """Parameter names of ``forward(self, a, b=None, **kwargs)`` (self and the ``*``/``**`` catch-alls left out)."""
     import ast
@@ -121,8 +143,18 @@ def source_chat_format(src: dict[str, Any]) -> tuple[ChatFormat | None, str | No
         return None, f"could not derive the chat format from the source's chat template: {exc}"
 
 
-def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[str]]:
+def choose_template(src: dict[str, Any], templates: list[dict[str, Any]],
+                    expansion: MediaExpansion | None = None) -> tuple[dict[str, Any] | None, list[str]]:
+    """The existing template that fits the source, or (None, why). Where the source processor's media expansion
+    was measured, a template's image token must be one the processor WROTE; where that measurement failed, no
+    template is chosen at all (a token's name in the tokenizer says nothing about how an image becomes tokens:
+    per-image numbered ids, a run the processor never writes). Only an unmeasured source is matched by names."""
+    if expansion is not None and not expansion.ok:
+        return None, [f"no existing template is chosen: the source processor's media expansion failed "
+                      f"({expansion.error}), and token names alone do not say how an image becomes tokens"]
     tokens, chat = _source_tokens(src), _chat_template_text(src)
+    # the media tokens a template may use: those the processor wrote where measured, else the tokenizer's
+    media = set(expansion.tokens_written) if expansion is not None else tokens
     fmt = _source_format(src)
     source_turn = _turn(fmt.user, fmt.assistant) if fmt else None
     fits, excluded = [], []
@@ -147,7 +179,7 @@ def choose_template(src: dict[str, Any], templates: list[dict[str, Any]]) -> tup
                             "source's chat template never does)")
             continue
         # the first stop word is what ends an assistant turn (it replaces eos); the others are extras
-        if image and image in tokens and stops and (stops[0] in chat or stops[0] in tokens):
+        if image and image in media and stops and (stops[0] in chat or stops[0] in tokens):
             closeness = difflib.SequenceMatcher(None, str(src.get("model_type", "")), t["id"]).ratio()
             # a reasoning template for a model whose chat template never thinks (or vice versa) fits worse
             mismatch = (extra.get("template_class") == "ReasoningTemplate") != ("<think>" in chat)
@@ -175,7 +207,8 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
     failures: list[str] = [str(f) for f in src.get("could_not_derive") or []]  # recorded by the source reader
     fmt, fmt_failure = source_chat_format(src)
     failures += [fmt_failure] if fmt_failure else []
-    chosen = derive("the template choice", choose_template, src, inv.get("templates", []), default=(None, []))
+    chosen = derive("the template choice", choose_template, src, inv.get("templates", []), expansion,
+                    default=(None, []))
     template, why = chosen.value
     failures += [chosen.failure] if chosen.failure else []
     reasons += why
@@ -185,6 +218,8 @@ def make_plan(deps: RunDeps, state: dict[str, Any], expansion: MediaExpansion | 
         reasons.append(why_name)
     similar = (inv.get("similar_cases") or [{}])[0]
     reasons.append(f"architecture {architecture[0]}: {architecture[1]}")
+    if no_media := no_media_argument(src, architecture):
+        reasons.append(no_media)
     contract = None
     if expansion is not None and expansion.ok:
         derived = derive("the data contract (processor outputs → forward)", derive_contract, expansion,
@@ -496,7 +531,7 @@ def make_plan_node(deps: RunDeps):
             data = ctx.data_path or ctx.source / "data" / "train.json"
             measured = None if src.get("needs_trust_remote_code") else derive(
                 "the media expansion (the source processor on the samples)", derive_media_expansion,
-                ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir)
+                ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir, timeout=ctx.probe_timeout_s)
             expansion = measured.value if measured is not None else None
             plan = make_megatron_plan(deps, state, cfg, backend, None, expansion)
             if measured is not None and measured.failure:  # recorded, shown with the plan's reasons
@@ -520,18 +555,21 @@ def make_plan_node(deps: RunDeps):
         data = ctx.data_path or ctx.source / "data" / "train.json"
         if not src.get("needs_trust_remote_code") and arch[0] == "decoder":
             expansion = derived("the media expansion (the source processor on the samples)", derive_media_expansion,
-                                ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir)
+                                ctx.runtime_python, ctx.source, data, run_dir=ctx.run_dir,
+                                timeout=ctx.probe_timeout_s)
         runtime_processor = None
         if src.get("needs_trust_remote_code"):
             # custom code: what AutoProcessor really returns decides whether the huggingface dataset can carry media
             runtime_processor = derived("the processor the runtime loads (AutoProcessor)", probe_runtime_processor,
-                                        ctx.runtime_python, ctx.source, trust_remote_code=True, run_dir=ctx.run_dir)
+                                        ctx.runtime_python, ctx.source, trust_remote_code=True, run_dir=ctx.run_dir,
+                                        timeout=ctx.probe_timeout_s)
             if remote_processor_expands(runtime_processor) and arch[0] == "decoder":
                 # a remote-code processor that handles images is the source's own oracle for the expansion, as a
                 # native one is (MiniCPM-V-style slices: only calling it shows `<image><unk>…</image>` + slices)
                 expansion = derived("the media expansion (the remote processor on the samples)",
                                     derive_media_expansion, ctx.runtime_python, ctx.source, data,
-                                    run_dir=ctx.run_dir, trust_remote_code=True)
+                                    run_dir=ctx.run_dir, trust_remote_code=True,
+                                    timeout=ctx.probe_timeout_s)
         state = {**state, "source_summary": {**src, "could_not_derive": [
             *(src.get("could_not_derive") or []), *failures]}}
         plan = make_plan(deps, state, expansion, arch, runtime_processor)
@@ -540,7 +578,7 @@ def make_plan_node(deps: RunDeps):
             # which positions the source's own pipeline trains, measured on the records (not only its code quoted)
             measured = derived("the source's own pipeline on the records", measure_own_pipeline, ctx.runtime_python,
                                ctx.source, data, own, ctx.run_dir, bool(src.get("needs_trust_remote_code")),
-                               default={"error": "not measured"})
+                               default={"error": "not measured"}, timeout=ctx.probe_timeout_s)
             own = {**own, "measured": measured}
             plan = {**plan, "source_training": own, "source_training_contract": contract_text(own)}
             if failures:

@@ -167,9 +167,11 @@ def make_prepare_node(deps: RunDeps):
         ctx = deps.ctx
         started = time.time()
         problems, facts = precheck(deps)
-        src = hf_summary(ctx.source, runtime_python=ctx.runtime_python) if not problems else None
+        src = hf_summary(ctx.source, runtime_python=ctx.runtime_python,
+                         probe_timeout=ctx.probe_timeout_s) if not problems else None
         inv = target_inventory(ctx.target) if not problems else None
-        env = run_probe(ctx.runtime_python, "env_probe", [str(ctx.target)], timeout=180) if not problems else None
+        env = run_probe(ctx.runtime_python, "env_probe", [str(ctx.target)],
+                        timeout=ctx.probe_timeout_s) if not problems else None
         if src is not None and not src.ok:
             problems.append(f"source summary failed: {src.error}")
         if inv is not None and not inv.ok:

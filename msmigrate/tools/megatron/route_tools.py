@@ -102,7 +102,8 @@ def convert_weights(ctx: RunContext, tp: int = 1, pp: int = 1, output_dir: str =
     converter = plan.get("converter") or converter_candidates(ctx.target, model_type).best
     if converter:
         res = target_converter_roundtrip(ctx.runtime_python, ctx.target, converter, work, shrink_source=ctx.source,
-                                         tp=tp, pp=pp, taps=plan.get("encoder_taps"))
+                                         tp=tp, pp=pp, taps=plan.get("encoder_taps"),
+                                         timeout=max(600.0, ctx.probe_timeout_s))  # converter: 600 s floor
         if res.ok:
             return ToolResult.success(converter_used="target", converter=converter, facts=res.facts, ran=res.ran,
                                       stubbed=res.stubbed, notes=notes)
@@ -113,7 +114,7 @@ def convert_weights(ctx: RunContext, tp: int = 1, pp: int = 1, output_dir: str =
     else:
         notes.append(f"no converter in the target imports transformers.models.{model_type}: msmigrate's layout "
                      "round trip (the layout convention only; the real weights need a converter)")
-    own = converter_roundtrip(ctx.runtime_python, ctx.source, tp=tp)
+    own = converter_roundtrip(ctx.runtime_python, ctx.source, tp=tp, timeout=ctx.probe_timeout_s)
     if own.error or own.problems:
         return ToolResult.failure(own.error or "; ".join(own.problems), converter_used="msmigrate",
                                   facts=own.facts, notes=notes)
@@ -126,7 +127,8 @@ def check_megatron_data(ctx: RunContext, data_json: str) -> ToolResult:
     # the chat format against the source's own template, as G2 checks it (a file that did not read has nothing
     # to compare yet)
     if not any(p.startswith("cannot read") for p in problems):
-        par = template_parity(ctx.runtime_python, ctx.target, data_json, ctx.source)
+        par = template_parity(ctx.runtime_python, ctx.target, data_json, ctx.source,
+                              timeout=ctx.probe_timeout_s)
         facts["data_parity"] = par.facts
         problems += [f"data parity not proven: {par.error}"] if par.error else [
             f"data parity: {p}" for p in par.problems]

@@ -52,12 +52,18 @@ def _call(proc, text, images, kwargs):
 
 
 def render(proc, messages, generation_prompt):
-    """The source chat template rendered. A processor composed without its video processor (``_processor``: this
-    runtime lacks torchvision) is rendered through its tokenizer with the processor's template: some processors'
-    own ``apply_chat_template`` reads video settings off the missing part (SmolVLM's ``num_frames``)."""
+    """The source chat template rendered, from whatever carries it: the processor's own template through its
+    ``apply_chat_template``, else the tokenizer's (processors that take no template of their own). A processor
+    composed without its video processor (``_processor``: this runtime lacks torchvision) is rendered through its
+    tokenizer with the processor's template: some processors' own ``apply_chat_template`` reads video settings off
+    the missing part (SmolVLM's ``num_frames``)."""
     tok = getattr(proc, "tokenizer", proc)
-    if tok is not proc and getattr(proc, "video_processor", "absent") is None:
-        return tok.apply_chat_template(messages, chat_template=proc.chat_template, tokenize=False,
+    own = getattr(proc, "chat_template", None) if tok is not proc else None
+    if tok is not proc and (not own or getattr(proc, "video_processor", "absent") is None):
+        template = own or getattr(tok, "chat_template", None)
+        if not template:
+            raise ValueError(f"neither {type(proc).__name__} nor its tokenizer has a chat template")
+        return tok.apply_chat_template(messages, chat_template=template, tokenize=False,
                                        add_generation_prompt=generation_prompt)
     return proc.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
 

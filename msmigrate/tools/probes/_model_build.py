@@ -298,6 +298,18 @@ def instantiate(cls, config, meta):
     return model.float()
 
 
+def to_compute_dtype(batch, model):
+    """Floating tensors of ``batch`` (pixels, media features) in the dtype the model computes in: a processor that
+    returns bf16 pixels must not fail an fp32 forward, nor an fp32 one a bf16 forward. Integer tensors (ids, grids,
+    masks) are left as they are."""
+    import torch
+
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+    if dtype is None:
+        return batch
+    return {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in batch.items()}
+
+
 def forward_params(cls):
     """(names of forward's named parameters, accepts **kwargs). A forward that names nothing and passes
     ``*args, **kwargs`` on (a wrapper over its base class's forward, as a plugin override often is) takes what the

@@ -26,7 +26,9 @@ import math
 import sys
 import time
 
-from _model_build import emit, error_with_place, forward_params, instantiate, parse, resolve, shrink_config
+from _model_build import (emit, error_with_place, forward_params, instantiate, parse, resolve, shrink_config,
+                          to_compute_dtype)
+from _data_parity import render_messages
 from _processor import load_processor
 
 
@@ -67,15 +69,12 @@ def sample_batch(folder, data_path, config, params, trust_remote_code):
     images = [Image.open(p if os.path.isabs(p) else os.path.join(root, p)).convert("RGB")
               for p in sample.get("images") or []]
     proc = load_processor(folder, trust_remote_code)[0]
-    messages = []
-    for m in sample["messages"]:
-        parts = m["content"].split("<image>")
-        content = [{"type": "text", "text": parts[0]}] if parts[0] else []
-        for text in parts[1:]:
-            content += [{"type": "image"}] + ([{"type": "text", "text": text}] if text else [])
-        messages.append({"role": m["role"], "content": content})
-    text = proc.apply_chat_template(messages, tokenize=False)
-    batch = dict(proc(text=[text], images=images or None, return_tensors="pt"))
+    # the template from whatever carries it (the processor's, else its tokenizer's), as data parity renders it
+    text = render_messages(proc, sample["messages"], False)
+    tok = getattr(proc, "tokenizer", proc)
+    bos = getattr(tok, "bos_token", None)
+    kwargs = {"add_special_tokens": False} if bos and text.startswith(bos) else {}
+    batch = dict(proc(text=[text], images=images or None, return_tensors="pt", **kwargs))
     ids = batch["input_ids"]
     labels = ids.clone()
     labels[batch.get("attention_mask", torch.ones_like(ids)) == 0] = -100
@@ -355,9 +354,20 @@ def main(argv):
                 sample_error = f"{type(exc).__name__}: {exc}"
         if batch_source == "synthetic":
             batch = synthetic_batch(config, params, args.seq_len, args.seed)
+        batch = to_compute_dtype(batch, model)
         calls = count_vision_features(model) if args.media_token_id is not None else None
         model.train()
-        output = model(**batch, use_cache=False)
+        try:
+            output = model(**batch, use_cache=False)
+        except Exception as exc:
+            if sample_error is None:
+                raise
+            # the source's own processing made no batch and the forward cannot take a text-only one: no faithful
+            # batch exists here, which is the finding (not a fault of the plugin the forward ran)
+            emit({"error": f"no faithful batch: the source processor's batch failed ({sample_error}) and the forward "
+                           f"rejects a text-only one ({error_with_place(exc)})", "no_faithful_batch": True,
+                  "batch_source": batch_source, "sample_batch_error": sample_error})
+            return 1
         meta = fresh = None
         if args.model_id and not args.no_meta_load and getattr(output, "loss", None) is not None:
             fresh = guarded_meta_path(cls, config, batch)

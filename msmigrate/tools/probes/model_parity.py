@@ -34,7 +34,7 @@ import sys
 import time
 
 from _model_build import (add_source_args, emit, forward_params, import_plugins, model_args_for, registry_dict,
-                          shrink_config)
+                          shrink_config, to_compute_dtype)
 from _meta_init import build, materialize, persistent_keys, retie
 
 LOGIT_TOL = 1e-4
@@ -53,6 +53,9 @@ def extra_args(ap):
     ap.add_argument("--source-training", help="JSON facts of the source's own training code: with --sample-data, "
                                               "its own dataset + collator make the batch and its own loss path "
                                               "(compute_loss, else the model's .loss) is the reference")
+    ap.add_argument("--dropped-key", action="append", default=[],
+                    help="a processor output the target's pipeline drops (repeatable): the source's own forward on "
+                         "its own batch must give the same loss and logits without it")
     ap.add_argument("--logit-tol", type=float, default=LOGIT_TOL)
     ap.add_argument("--loss-tol", type=float, default=LOSS_TOL)
 
@@ -204,6 +207,32 @@ def feed_as_mapping(model, name):
 
     model.forward = fed  # an instance attribute: nn.Module.__call__ runs it, hooks on submodules still fire
     return f"forward({name}=<batch>, {', '.join(k + '=' for k in MAPPING_KEYWORDS if kwargs or k in params)}…)"
+
+
+def dropped_outputs(source, batch, keys, ref_logits, ref_loss, logit_tol, loss_tol):
+    """What the target loses with each processor output it drops: the source's own forward on its own batch without
+    that key, against the same forward with it. A key the batch does not hold is reported as not examined. ->
+    (records, problems). Every other parity check feeds source and plugin the SAME batch, so a key dropped from both
+    (modality-expert routing ids) changes what the model computes and none of them sees it."""
+    records, problems = [], []
+    for key in keys:
+        if key not in batch:
+            records.append({"key": key, "examined": False, "why_not": "not in the source processor's batch"})
+            continue
+        try:
+            logits, loss = run_forward(source, {k: v for k, v in batch.items() if k != key})
+        except Exception as exc:  # probe boundary: a forward that cannot run without it needs it
+            records.append({"key": key, "examined": True, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            problems.append(f"the source's forward fails without processor output {key!r}, which the target's "
+                            f"pipeline drops: {type(exc).__name__}: {str(exc)[:200]}")
+            continue
+        dlogit, dloss = compare(ref_logits, ref_loss, logits, loss)
+        records.append({"key": key, "examined": True, "max_abs_dlogit": dlogit, "dloss": dloss})
+        if dlogit is None or dloss is None or not (dlogit <= logit_tol and dloss <= loss_tol):
+            problems.append(f"processor output {key!r} changes what the source computes (max |Δlogit| {dlogit}, "
+                            f"|Δloss| {dloss} without it on its own batch), but the target's pipeline drops it: "
+                            "the migrated model would train without it")
+    return records, problems
 
 
 def compare(ref_logits, ref_loss, logits, loss):
@@ -376,6 +405,7 @@ def main(argv):
                 sample_error = f"{type(exc).__name__}: {exc}"
         if batch_source == "synthetic":
             batch = synthetic_batch(src_cfg, params, args.seq_len, args.seed)
+        batch = to_compute_dtype(batch, source)
         unfed = [] if facts is not None else required_params(type(source), batch)
         # the target pipeline's batch can feed a forward that takes the whole batch as one dict; the synthetic or
         # processor batch of G1 cannot say what that dict must hold (media), so G1 stays "not comparable"
@@ -423,6 +453,13 @@ def main(argv):
                                  f"from G2's batch)" if media_ids_set else ""))[:600],
                   "problems": [], "seconds": round(time.monotonic() - start, 2)})
             return 0
+        dropped, dropped_problems = [], []
+        if args.dropped_key and batch_source == "source processor":
+            dropped, dropped_problems = dropped_outputs(source, batch, args.dropped_key, ref_logits, ref_loss,
+                                                        args.logit_tol, args.loss_tol)
+        elif args.dropped_key:
+            dropped = [{"key": k, "examined": False, "why_not": f"the batch is the {batch_source}'s, not the source "
+                                                               "processor's"} for k in args.dropped_key]
         state = source.state_dict()
         nonpersistent = persistent_keys(source)
         source_tied = tie_facts(source)
@@ -469,6 +506,7 @@ def main(argv):
                 where = f"; still NaN after the load: {', '.join(unset[:5])}" + (", ..." if len(unset) > 5 else "")
             problems.append(f"{label}: max |Δlogit| {dlogit:.3g} (tol {args.logit_tol:g}), |Δloss| {dloss:.3g} "
                             f"(tol {args.loss_tol:g}) against the source class{where}")
+    problems += dropped_problems
     if source_tied and not meta_tied:
         problems.append("meta init + load: input and output embeddings are no longer tied (the source ties them)")
 
@@ -487,7 +525,7 @@ def main(argv):
         "tolerance": {"max_abs_dlogit": args.logit_tol, "dloss": args.loss_tol},
         "missing": list(missing), "unexpected": list(unexpected), "nonpersistent_buffers": nonpersistent,
         "meta_still_nan": unset,
-        "tied": {"source": source_tied, "meta": meta_tied},
+        "tied": {"source": source_tied, "meta": meta_tied}, "dropped_outputs": dropped,
         "meta_path": {"materialize": materialized, "retie_embeddings": retied}, "dtype": "float32", "device": "cpu",
         "passed": not problems, "problems": problems, "seconds": round(time.monotonic() - start, 2),
     })

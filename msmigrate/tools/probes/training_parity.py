@@ -46,6 +46,12 @@ example's: its fixed-batch loss falls 1.1 % in 20 steps on the shrunk model; the
 lr needs more steps (``launch.parity_steps``). The target optimizer must
 hold every parameter that gets a gradient (an optimizer that skips a group is named with the group).
 
+``--real-weights``: instead of the shared random init, the source's own checkpoint cut to its first
+``--shrink-layers`` layers per tower: the source class's ``from_pretrained`` on the source folder with the shrunk
+config reads the real safetensors shards (the index names which shard holds each tensor; the layers past the cut are
+never loaded into the model), and EVERY parameter of the cut model must come from the shards — a key the checkpoint
+lacks would be re-initialised, and the probe fails naming it. The plugin gets the same state dict, as above.
+
 ``--ranks N`` (N > 1): the same check with the migrated model sharded over N ranks (``_ranks.launch_ranks``: the
 probe re-runs itself under torchrun, gloo on CPU). Each rank draws its own micro batches from the target's
 dataloader over the N-rank data-parallel group, the plugin is wrapped by the target's own ``ParallelApplier`` (FSDP2,
@@ -80,6 +86,8 @@ def parse(argv):
     ap.add_argument("--media-token-id", type=int)
     ap.add_argument("--source-step", help="module:function, a source's own training step (see the module doc)")
     ap.add_argument("--source-training", help="the plan's source training facts (JSON): its own loss path")
+    ap.add_argument("--real-weights", action="store_true",
+                    help="start from the source's own checkpoint cut to --shrink-layers layers per tower")
     ap.add_argument("--learn-fraction", type=float, default=LEARN_FRACTION)
     ap.add_argument("--ranks", type=int, default=1, help="ranks the migrated model is sharded over (torchrun)")
     ap.add_argument("--rank-timeout", type=int, default=540, help="seconds the --ranks ranks may take")
@@ -280,6 +288,40 @@ def own_training_facts(path):
     return facts if facts.get("kind") == "own" else None
 
 
+def real_weights(src_cls, src_cfg, folder, source, trust_remote_code):
+    """Load the source's own checkpoint, cut to the shrunk config, into ``source``; -> facts for the record. Raises
+    where a parameter of the cut model is not in the checkpoint (it would be re-initialised)."""
+    import json
+
+    import torch
+
+    shards = sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
+    if not shards:
+        raise FileNotFoundError(f"no safetensors shards in {folder}: no real weights to start from")
+    real, info = src_cls.from_pretrained(folder, config=src_cfg, torch_dtype=torch.float32, output_loading_info=True,
+                                         trust_remote_code=trust_remote_code)
+    missing = [k for k in info.get("missing_keys", []) if k in dict(real.named_parameters())]
+    if missing or info.get("mismatched_keys"):
+        raise KeyError(f"the cut model's parameters are not all in the checkpoint (they would be re-initialised): "
+                       f"missing {missing[:5]}, mismatched {list(info.get('mismatched_keys') or [])[:3]}")
+    state = real.state_dict()
+    source.load_state_dict(state, strict=True)
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as fh:
+            weight_map = json.load(fh)["weight_map"]
+        files, in_checkpoint = sorted(set(weight_map.values())), len(weight_map)
+    else:
+        from safetensors import safe_open
+
+        files, in_checkpoint = shards, 0
+        for name in shards:
+            with safe_open(os.path.join(folder, name), framework="pt") as fh:
+                in_checkpoint += len(list(fh.keys()))
+    # the checkpoint's tensors past the cut (deeper layers) are left in the shards
+    return {"folder": folder, "shards": files, "tensors_loaded": len(state), "checkpoint_tensors": in_checkpoint}
+
+
 def load_source_step(spec):
     import importlib
 
@@ -406,6 +448,9 @@ def main(argv):
             no_dropout(c)
         source, plugin, attention = build_pair(src_cls, src_cfg, plg_cls, plg_cfg, args.seed,
                                                args.attn_implementation)
+        weights = "shared random init (seed {})".format(args.seed)
+        if args.real_weights:
+            weights = real_weights(src_cls, src_cfg, os.path.abspath(args.model), source, args.trust_remote_code)
         missing, unexpected = plugin.load_state_dict(source.state_dict(), strict=False)
         if missing or unexpected:
             say({"passed": False, "problems": [f"the plugin's parameters are not the source's: missing "
@@ -475,6 +520,8 @@ def main(argv):
             del tgt_opt, source, plugin  # memory for the fresh copy
             torch.manual_seed(args.seed)
             fresh = build(src_cls, src_cfg)
+            if args.real_weights:
+                real_weights(src_cls, src_cfg, os.path.abspath(args.model), fresh, args.trust_remote_code)
             training_mode(fresh)
             caller_set_media_ids(fresh, args.media_token_id)
             first = [{k: v for k, v in b.items() if src_keys is None or k in src_keys}
@@ -504,6 +551,7 @@ def main(argv):
           "tolerance": {"loss_rtol": LOSS_RTOL, "grad_norm_rtol": GRAD_NORM_RTOL, "grad_rtol": GRAD_RTOL,
                         "learn_fraction": args.learn_fraction, "dtype": "float32"},
           "first_loss_cause": cause, "dtype": "float32", "device": "cpu", "attention": attention, "nproc": nproc,
+          "weights": weights, "layers_per_tower": args.shrink_layers,
           "sharding": ("the target's ParallelApplier (FSDP2, fp32) over {} gloo ranks; the source one process on "
                        "all ranks' micro batches".format(nproc)) if nproc > 1 else "none (one process)",
           "passed": not problems, "problems": problems, "seconds": round(time.monotonic() - start, 2)})

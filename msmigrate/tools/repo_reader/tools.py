@@ -91,7 +91,7 @@ def repo_reader_tools(ctx: RunContext) -> list:
         folder = resolve_inside(Path(ctx.source), subdir or ".")
         if folder is None:
             return ToolResult.failure(f"{subdir!r} is outside the source root")
-        return hf_summary(folder, ctx.runtime_python if probe_forward else None)
+        return hf_summary(folder, ctx.runtime_python if probe_forward else None, probe_timeout=ctx.probe_timeout_s)
 
     return [
         make_tool("repo_tree", "Gitignore-aware, bounded directory tree of the source, target or runtime packages.",

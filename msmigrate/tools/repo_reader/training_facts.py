@@ -286,7 +286,7 @@ def contract_text(facts: dict[str, Any]) -> list[str]:
 
 
 def measure_own_pipeline(runtime_python: str, source: Path, data: Path, facts: dict[str, Any], run_dir: Path,
-                         trust_remote_code: bool = True) -> dict[str, Any]:
+                         trust_remote_code: bool = True, timeout: float = 300.0) -> dict[str, Any]:
     """The source's own dataset + collator run on the first records in the target runtime
     (``probes/own_pipeline_facts.py``): tokens, trained positions and their text, media runs per record; or
     ``{"error": …}`` when it cannot run (a fact for the plan, not a failure)."""
@@ -299,7 +299,7 @@ def measure_own_pipeline(runtime_python: str, source: Path, data: Path, facts: d
     path.write_text(json.dumps(facts), encoding="utf-8")
     args = ["--source", str(source), "--data", str(data), "--facts", str(path)]
     res = run_probe(runtime_python, "own_pipeline_facts", args + (["--trust-remote-code"] if trust_remote_code else []),
-                    env_extra={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, timeout=180)
+                    env_extra={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, timeout=timeout)
     if not res.ok:
         return {"error": (res.error or "the probe failed")[:400]}
     return res.data["result"]

@@ -89,3 +89,14 @@ def weights_note(cfg: dict[str, Any]) -> str:
     return {"hf-load": f"HF weights loaded from {folder}", "dcp-load": f"DCP checkpoint loaded from {folder}",
             "from_pretrained": f"from_pretrained({folder})",
             "random": "random init (meta device, no training.load)"}[kind]
+
+
+def single_process_training(cfg: dict[str, Any], custom: bool = False) -> dict[str, Any]:
+    """The ``training`` overlay that makes a one-process gate launch (G4, G5) take the path ``cfg`` takes: a
+    from_pretrained of a safetensors folder becomes the same folder's HF load on the meta-built model (the
+    framework's large-model idiom, same weights); every other config keeps its own build path — its meta init and
+    load as written, or from_pretrained of what it names — never a meta build without the load it does not have
+    (a random init the delivered config never trains, where an ``_init_weights`` that writes into DTensors fails)."""
+    weights = {} if custom else single_process_weights(cfg)
+    return {**weights, "init_model_with_meta_device": True} if weights else {}
+

@@ -52,10 +52,15 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
     t0 = time.time()
     # where the source ships training code, G1's reference is that code's loss path on its own collated batch
     own = (plan.get("source_training") or {}).get("kind") == "own" and not batch_file
+    # the processor outputs the target's pipeline will not carry (the plan's data contract): each must leave the
+    # source's own loss and logits unchanged on its own processor's batch, or the migration trains another model
+    contract = plan.get("data_contract") or {}
+    dropped = sorted({d["key"] for d in contract.get("dropped") or [] if d.get("key") != "labels"}
+                     | set(contract.get("collator_drops") or []) | set(plan.get("collator_drops") or []))
     res = model_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"], trust_remote_code=custom,
                        sample_data=ctx.data_path if own else (None if custom or batch_file else ctx.data_path),
                        batch_file=batch_file, media_token_id=media_token_id,
-                       source_training=plan.get("source_training") if own else None)
+                       source_training=plan.get("source_training") if own else None, dropped_keys=dropped)
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail",
               "eager": r.get("eager"), "meta": r.get("meta"), "source_loss": r.get("source_loss"),
@@ -65,6 +70,7 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
               "why_not": r.get("why_not"), "unfed": r.get("unfed"), "mode": r.get("mode"),
               "first_divergence": r.get("first_divergence"), "caller_set": r.get("caller_set"),
               "meta_still_nan": r.get("meta_still_nan"), "source_called_as": r.get("source_called_as"),
+              "dropped_outputs": r.get("dropped_outputs"),
               "problems": list(r.get("problems") or ([] if res.ok else [f"model parity probe: {res.error}"]))}
     label = "model parity (plugin vs source class)" + (" on the collated batch" if batch_file else "")
     ev = evidence_item(label, res.data.get("argv", []), res.data.get("returncode"),
@@ -130,29 +136,32 @@ def media_token_id(state: dict[str, Any]) -> int | None:
     return media
 
 
-def training_parity_check(deps: Any, state: dict[str, Any],
-                          nproc: int = 1) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+def training_parity_check(deps: Any, state: dict[str, Any], nproc: int = 1,
+                          real_weights: bool = False) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """(evidence item, problems, parity record) for G4: K steps, source vs migrated model (module doc); ``nproc`` > 1
-    for G6: the migrated model sharded over that many ranks, the source one process."""
+    for G6: the migrated model sharded over that many ranks, the source one process; ``real_weights``: both start
+    from the source's own checkpoint cut to its first layers per tower (G4's second run, where the source has
+    safetensors weights)."""
     plan, ctx = state["plan"], deps.ctx
     t0 = time.time()
     media = media_token_id(state)
     res = training_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
                           config_path=ctx.target / plan["config_path"], steps=deps.spec.launch.parity_steps,
                           trust_remote_code=plan["route"] == "custom", media_token_id=media, nproc=nproc,
-                          source_training=plan.get("source_training"))
+                          source_training=plan.get("source_training"), real_weights=real_weights)
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail",
               **{k: r.get(k) for k in ("steps", "source", "target", "grad_groups", "fixed_batch", "tolerance",
                                        "settings", "source_step", "first_loss_cause", "why_not", "source_class",
-                                       "plugin_class", "target_param_groups", "nproc", "sharding", "launch")},
+                                       "plugin_class", "target_param_groups", "nproc", "sharding", "launch", "weights",
+                                       "layers_per_tower")},
               "problems": list(r.get("problems") or ([] if res.ok else [f"training parity probe: {res.error}"]))}
     src, tgt = record.get("source") or {}, record.get("target") or {}
     if src.get("loss") and tgt.get("loss"):
         record["max_dloss"] = max(abs(a - b) for a, b in zip(src["loss"], tgt["loss"]))
         record["max_rel_dgrad_norm"] = max(abs(a - b) / max(1e-6, abs(a))
                                            for a, b in zip(src["grad_norm"], tgt["grad_norm"]))
-    ranks = f", {nproc} ranks" if nproc > 1 else ""
+    ranks = (f", {nproc} ranks" if nproc > 1 else "") + (", real weights cut" if real_weights else "")
     ev = evidence_item(f"training parity ({record.get('steps') or deps.spec.launch.parity_steps} steps{ranks}, source "
                        "vs migrated)", res.data.get("argv", []), res.data.get("returncode"), t0, time.time(),
                        res.data.get("stderr_tail", "") if not res.ok else "", record, **probe_runtime(res))
@@ -171,7 +180,7 @@ def sharded_parity_check(deps: Any, config_path: str | None, nproc: int,
     res = run_probe(ctx.runtime_python, "sharded_reference",
                     ["--target", str(ctx.target), "--config", str(config_path), "--nproc", str(nproc)],
                     cwd=ctx.target, env_extra={"NON_MEGATRON": "true", "HF_HUB_OFFLINE": "1",
-                                               "TRANSFORMERS_OFFLINE": "1"}, timeout=300)
+                                               "TRANSFORMERS_OFFLINE": "1"}, timeout=ctx.probe_timeout_s)
     r = (res.data.get("result") or {}) if res.data else {}
     first = losses[0]
     record: dict[str, Any] = {"distributed_first_loss": first, "nproc": nproc, "reference_loss": r.get("loss"),

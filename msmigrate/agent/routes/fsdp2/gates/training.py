@@ -26,7 +26,7 @@ from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.gates.hf_export import export_summary, hf_export_check
 from msmigrate.agent.routes.fsdp2.gates.parity import (media_token_id, parity_summary, sharded_parity_check,
                                                        training_parity_check)
-from msmigrate.agent.routes.fsdp2.weights_load import single_process_weights, weights_note, weights_problems
+from msmigrate.agent.routes.fsdp2.weights_load import single_process_training, weights_note, weights_problems
 from msmigrate.tools.cpu_shim import UNINITIALISED_MARK
 from msmigrate.tools.launcher import LaunchSpec, launch
 from msmigrate.tools.launcher.run import target_state
@@ -154,13 +154,12 @@ def _record(gate: str, problems: list[str], evidence: list[dict], ok_summary: st
 
 
 def _single_process_overrides(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
-    """One process on CPU builds on the meta device; it starts from the weights the delivered config names (a
-    config that loads them with transformers' from_pretrained gets the same folder as an HF load; a custom class's
-    own from_pretrained has no such equivalent, so it keeps the meta build's init, and the evidence says so)."""
+    """One process on CPU takes the delivered config's own build path and weights (``single_process_training``: a
+    from_pretrained of a safetensors folder becomes the same folder's HF load; a custom class's own from_pretrained
+    has no such equivalent and is kept as written); only the iteration count and the save interval differ."""
     custom = (state.get("plan") or {}).get("route") == "custom"
-    weights = {} if custom else single_process_weights(delivered_config(deps, state))
-    return {"training": {**weights, "train_iters": deps.spec.launch.gate_train_iters,
-                         "init_model_with_meta_device": True, "save_interval": 100000}}
+    weights = single_process_training(delivered_config(deps, state), custom)
+    return {"training": {**weights, "train_iters": deps.spec.launch.gate_train_iters, "save_interval": 100000}}
 
 
 def g4_checkpoint(deps: Any) -> Path:
@@ -188,6 +187,13 @@ def gate_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         ev_p, found, parity = training_parity_check(deps, state)
         evidence.append(ev_p)
         problems += found
+    real = None
+    if not problems and any(Path(deps.ctx.source).glob("*.safetensors")):
+        # the same K steps from the user's own checkpoint, cut to its first layers per tower (real weights, not a
+        # random init: a real model is compared on its real weights within CPU memory)
+        ev_r, found, real = training_parity_check(deps, state, real_weights=True)
+        evidence.append(ev_r)
+        problems += [p.replace("training parity:", "training parity (real weights):", 1) for p in found]
     if not problems and s.get("checkpoints_saved"):
         # HF weights out: G4's saved checkpoint exported, loaded into the source class, logits vs the trained model
         ev_x, found, export = hf_export_check(deps, state, g4_checkpoint(deps), media_token_id(state))
@@ -195,9 +201,10 @@ def gate_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         problems += found
     record = _record("G4", problems, evidence, f"{s.get('steps')} steps, loss {s.get('first_loss'):.4g} → "
                      f"{s.get('last_loss'):.4g} ({s.get('loss_trend')}); training parity "
-                     f"{parity_summary(parity)}; HF export {export_summary(export)}" if not problems else "", res,
+                     f"{parity_summary(parity)}; on the real weights cut {parity_summary(real)}; HF export "
+                     f"{export_summary(export)}" if not problems else "", res,
                      0 if res.data.get("reused") else 1)
-    record["parity"] = {"training": parity} if parity else {}
+    record["parity"] = {k: v for k, v in (("training", parity), ("training_real_weights", real)) if v}
     if export:
         record["hf_export"] = export
     return record
@@ -227,6 +234,7 @@ def gate_reliability(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         saved = delivered_config(deps, state).get("training") or {}
         load = {"training": {**_single_process_overrides(deps, state)["training"], "train_iters": iters + 2,
                              "load": str(g4_checkpoint(deps)), "load_format": "auto", "save_interval": 100000,
+                             "init_model_with_meta_device": True,  # built on meta, every tensor from the checkpoint
                              "no_load_optim": bool(saved.get("no_save_optim")),
                              "no_load_rng": bool(saved.get("no_save_rng"))}}
         res_l, ev_l, _ = run_launch(deps, state, "G5", "load", 1, load)

@@ -32,6 +32,15 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
         raise PhaseUnsupported(f"{plan['architecture']} model {plan['hf_class']}",
                                f"the rules policy migrates decoder-only VLMs ({reason}); the framework's "
                                "template/collator path trains one causal sequence, which this model is not")
+    exp = plan.get("media_expansion") or {}
+    if plan.get("data_branch") == "B" and exp and not exp.get("ok"):
+        # G1's forward is fed by the source's own processing of a real sample; where that cannot make a batch, the
+        # only batch left is text-only, which a forward that needs pixels cannot take and which proves nothing for
+        # one that can: decline here, with the processor's reason, rather than fail G1 on a batch we made up
+        raise PhaseUnsupported("the model check (G1) on a faithful batch",
+                               "the source's own processor makes no batch from the samples "
+                               f"({exp.get('error') or 'no reason given'}), so G1 could only run a text-only "
+                               "synthetic batch, and the data phase could not derive the media expansion either")
     if step_of(view.messages) > 0:
         return "Model plugin written; G1 decides.", []
     files = plugin_files(plan, view.ctx.source.name)

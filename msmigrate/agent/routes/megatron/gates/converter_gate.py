@@ -33,19 +33,21 @@ def megatron_converter_record(runtime_python: str, target: Path, converter: str,
                               source: Path | None = None, tiny_config: dict | None = None,
                               hf_dir: Path | None = None, shrink_source: Path | None = None, tp: int = 1,
                               pp: int = 1, vpp: int = 1, llm_pp_layers: list | None = None,
-                              vit_pp_layers: list | None = None, taps: dict | None = None) -> dict[str, Any]:
+                              vit_pp_layers: list | None = None, taps: dict | None = None,
+                              probe_timeout: float = 300.0) -> dict[str, Any]:
     t0 = time.time()
     res = target_converter_roundtrip(runtime_python, target, converter, work_dir, hf_dir=hf_dir,
                                      tiny_config=tiny_config, shrink_source=shrink_source, tp=tp, pp=pp,
                                      vpp=vpp, llm_pp_layers=llm_pp_layers,
-                                     vit_pp_layers=vit_pp_layers, taps=taps)
+                                     vit_pp_layers=vit_pp_layers, taps=taps,
+                                     timeout=max(600.0, probe_timeout))  # a converter run: its own 600 s floor
     evidence = [evidence_item("target converter round trip", ["megatron_converter_roundtrip", converter],
                               0 if res.ok else 1, t0, time.time(), res.error or "\n".join(res.problems),
                               {"ran": res.ran, "stubbed": res.stubbed, **res.facts})]
     used, problems = "target", ([res.error] if res.error else res.problems)
     if res.error and res.facts.get("missing_module"):
         t1 = time.time()
-        own = converter_roundtrip(runtime_python, source, tp=tp)
+        own = converter_roundtrip(runtime_python, source, tp=tp, timeout=probe_timeout)
         evidence.append(evidence_item("msmigrate layout round trip (fallback)", ["megatron_qkv_roundtrip"],
                                       0 if own.ok else 1, t1, time.time(), own.error or "\n".join(own.problems),
                                       own.facts))
@@ -74,11 +76,12 @@ def megatron_converter_record(runtime_python: str, target: Path, converter: str,
             "summary": summary, "evidence": evidence, "failure_text": "\n".join(problems)}
 
 
-def own_layout_record(runtime_python: str, source: Path | None, why: str, tp: int = 1) -> dict[str, Any]:
+def own_layout_record(runtime_python: str, source: Path | None, why: str, tp: int = 1, *,
+                      probe_timeout: float = 300.0) -> dict[str, Any]:
     """msmigrate's layout round trip (fused QKV by KV group, gate+up) with the source's head counts, saying why the
     target's converter did not run."""
     t0 = time.time()
-    own = converter_roundtrip(runtime_python, source, tp=tp)
+    own = converter_roundtrip(runtime_python, source, tp=tp, timeout=probe_timeout)
     problems = [own.error] if own.error else own.problems
     ev = evidence_item("msmigrate layout round trip", ["megatron_qkv_roundtrip"], 0 if not problems else 1, t0,
                        time.time(), "\n".join(problems), own.facts)
@@ -96,7 +99,7 @@ def gate_megatron_converter(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         return own_layout_record(ctx.runtime_python, ctx.source,
                                  f"no weight converter for model_type {plan.get('model_type')!r} in the target (the "
                                  "plan names none, no checkpoint/ converter imports that config module)",
-                                 tp=plan.get("converter_tp", 1))
+                                 tp=plan.get("converter_tp", 1), probe_timeout=ctx.probe_timeout_s)
     hf_dir, tiny = plan.get("converter_hf_dir"), plan.get("converter_tiny_config")
     return megatron_converter_record(
         ctx.runtime_python, ctx.target, converter, ctx.run_dir / "megatron_converter", source=ctx.source,
@@ -104,4 +107,4 @@ def gate_megatron_converter(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         shrink_source=ctx.source if not (hf_dir or tiny) else None, tp=plan.get("converter_tp", 1),
         pp=plan.get("converter_pp", 1), vpp=plan.get("converter_vpp", 1),
         llm_pp_layers=plan.get("converter_llm_pp_layers"), vit_pp_layers=plan.get("converter_vit_pp_layers"),
-        taps=plan.get("encoder_taps"))
+        taps=plan.get("encoder_taps"), probe_timeout=ctx.probe_timeout_s)

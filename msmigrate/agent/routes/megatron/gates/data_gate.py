@@ -26,13 +26,13 @@ __all__ = ["check_data_json", "gate_megatron_data", "megatron_data_record"]
 
 
 def megatron_data_record(runtime_python: str, target: Any, source: Any, data_json: str,
-                         contract: dict[str, Any]) -> dict[str, Any]:
+                         contract: dict[str, Any], *, timeout: float = 300.0) -> dict[str, Any]:
     t0 = time.time()
     problems, warnings, facts = check_data_json(target, data_json, contract)
     ev = evidence_item("megatron data JSON check", ["check_data_json", data_json], 0 if not problems else 1, t0,
                        time.time(), "\n".join(problems + warnings), {"facts": facts, "warnings": warnings})
     t1 = time.time()
-    par = template_parity(runtime_python, target, data_json, source)
+    par = template_parity(runtime_python, target, data_json, source, timeout=timeout)
     parity_problems = [f"data parity not proven: {par.error}"] if par.error else [
         f"data parity: {p}" for p in par.problems]
     ev_parity = evidence_item("megatron template parity (source chat template vs the data JSON's template)",
@@ -54,4 +54,4 @@ def gate_megatron_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx = state["plan"], deps.ctx
     data_json = (plan.get("megatron") or {}).get("data_json") or plan.get("data_json_path")
     return megatron_data_record(ctx.runtime_python, ctx.target, ctx.source, data_json,
-                                plan.get("batch_contract") or {})
+                                plan.get("batch_contract") or {}, timeout=ctx.probe_timeout_s)

@@ -25,9 +25,10 @@ def environment_blocked(res: RouteImports, target: Path) -> bool:
     return not own and all(v.startswith("ModuleNotFoundError") for v in res.failed.values())
 
 
-def megatron_imports_record(runtime_python: str, target: Path, entry: str = ENTRY) -> dict[str, Any]:
+def megatron_imports_record(runtime_python: str, target: Path, entry: str = ENTRY, *,
+                            timeout: float = 300.0) -> dict[str, Any]:
     t0 = time.time()
-    res = check_route_imports(runtime_python, target, entry=entry)
+    res = check_route_imports(runtime_python, target, entry=entry, timeout=timeout)
     blocked = environment_blocked(res, target)
     lines = [f"{k}: {v}" for k, v in res.failed.items()]
     ev = evidence_item("megatron route imports", ["megatron_route_imports", entry], 0 if res.ok else 1, t0,
@@ -50,4 +51,5 @@ def megatron_imports_record(runtime_python: str, target: Path, entry: str = ENTR
 
 def gate_megatron_imports(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     ctx = deps.ctx
-    return megatron_imports_record(ctx.runtime_python, ctx.target, state["plan"].get("entry") or ENTRY)
+    return megatron_imports_record(ctx.runtime_python, ctx.target, state["plan"].get("entry") or ENTRY,
+                                   timeout=ctx.probe_timeout_s)

@@ -20,7 +20,7 @@ def _blocked(target: Path, res: Any) -> bool:
 
 
 def new_projector_record(runtime_python: str, target: Path, source: Path | None, work_dir: Path,
-                         plan: dict[str, Any]) -> dict[str, Any] | None:
+                         plan: dict[str, Any], *, timeout: float = 300.0) -> dict[str, Any] | None:
     new = plan.get("new_projector")
     if not new or not new.get("tables"):
         return None
@@ -29,7 +29,7 @@ def new_projector_record(runtime_python: str, target: Path, source: Path | None,
     t0 = time.time()
     conv = projector_conversion(runtime_python, target, source, work_dir, registry_file=reg_file, registry=reg,
                                 model_id=new["model_id"], fields=new["json_fields"], layout=new["layout"],
-                                root=new["root"]) if source is not None else None
+                                root=new["root"], timeout=timeout) if source is not None else None
     if conv is not None:
         problems = [conv.error] if conv.error else conv.problems + [f"class tensor not filled: {n}"
                                                                     for n in conv.unfilled_megatron]
@@ -54,7 +54,8 @@ def new_projector_record(runtime_python: str, target: Path, source: Path | None,
     if enc.get("tables"):
         t0 = time.time()
         fwd = projector_forward(runtime_python, target, registry_file=reg_file, registry=reg, model_id=new["model_id"],
-                                fields=new["json_fields"], encoder=enc, text_hidden=text_hidden)
+                                fields=new["json_fields"], encoder=enc, text_hidden=text_hidden,
+                                timeout=timeout)
         problems = [fwd.error] if fwd.error else fwd.problems
         evidence.append(evidence_item(f"new projector {new['model_id']} forward behind {enc['model_id']}",
                                       ["megatron_projector_forward", new["model_id"]], 0 if fwd.ok else 1, t0,

@@ -42,7 +42,8 @@ def _device(state: dict[str, Any]) -> str:
     return str(dev.get("kind") if isinstance(dev, dict) else dev or "unknown")
 
 
-def new_component_record(runtime_python: str, target: Path, new: dict[str, Any] | None) -> dict[str, Any] | None:
+def new_component_record(runtime_python: str, target: Path, new: dict[str, Any] | None, *,
+                         timeout: float = 300.0) -> dict[str, Any] | None:
     """The new encoder the model phase registered, built by its model_id and run once (tools/megatron/
     component_forward.py); a module the environment lacks (torch_npu, megatron) is named, not failed."""
     if not new or not new.get("tables"):
@@ -50,7 +51,7 @@ def new_component_record(runtime_python: str, target: Path, new: dict[str, Any] 
     t0 = time.time()
     (reg_file, reg), (spec_file, specs) = (new["tables"][k].split(":") for k in ("registry", "specs"))
     res = component_forward(runtime_python, target, registry_file=reg_file, registry=reg, specs_file=spec_file,
-                            specs=specs, model_id=new["model_id"], fields=new["json_fields"])
+                            specs=specs, model_id=new["model_id"], fields=new["json_fields"], timeout=timeout)
     blocked = bool(res.error and res.missing_module and not (Path(target) / res.missing_module).exists())
     problems = [res.error] if res.error else res.problems
     ev = evidence_item(f"new component {new['model_id']} forward", ["megatron_component_forward", new["model_id"]],
@@ -67,7 +68,7 @@ def new_component_record(runtime_python: str, target: Path, new: dict[str, Any] 
 
 
 def new_encoder_converter_record(runtime_python: str, target: Path, source: Path | None, work_dir: Path,
-                                 new: dict[str, Any] | None) -> dict[str, Any] | None:
+                                 new: dict[str, Any] | None, *, timeout: float = 300.0) -> dict[str, Any] | None:
     """The converter for the new encoder's layout (tools/megatron/encoder_converter.py): the source's tower ->
     the class's state_dict (strict load) -> HF, bit-identical; unmapped HF tensors are named."""
     if not new or not new.get("tables") or source is None:
@@ -79,7 +80,8 @@ def new_encoder_converter_record(runtime_python: str, target: Path, source: Path
     t0 = time.time()
     (reg_file, reg), (spec_file, specs) = (new["tables"][k].split(":") for k in ("registry", "specs"))
     res = encoder_conversion(runtime_python, target, source, work_dir, registry_file=reg_file, registry=reg,
-                             specs_file=spec_file, specs=specs, model_id=new["model_id"], fields=new["json_fields"])
+                             specs_file=spec_file, specs=specs, model_id=new["model_id"], fields=new["json_fields"],
+                             timeout=timeout)
     blocked = bool(res.error and res.missing_module and not (Path(target) / res.missing_module).exists())
     problems = [res.error] if res.error else res.problems + [f"class tensor not filled: {n}"
                                                              for n in res.unfilled_megatron]
@@ -118,7 +120,8 @@ def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         conv = {**conv, "summary": f"{conv.get('summary', '')} (tp={tp}, pp={pp}, vpp={vpp})"}
     else:
         t0 = time.time()
-        own = converter_roundtrip(ctx.runtime_python, ctx.source, tp=int(meg["parallel"].get("tp") or 1))
+        own = converter_roundtrip(ctx.runtime_python, ctx.source, tp=int(meg["parallel"].get("tp") or 1),
+                                  timeout=ctx.probe_timeout_s)
         problems = [own.error] if own.error else own.problems
         conv = {"passed": not problems, "converter_used": "msmigrate",
                 "summary": "; ".join(problems[:4]) or (
@@ -131,22 +134,23 @@ def gate_megatron_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                                            0 if not problems else 1, t0, time.time(), "\n".join(problems),
                                            own.facts)], "failure_text": "\n".join(problems)}
     enc = new_encoder_converter_record(ctx.runtime_python, ctx.target, ctx.source, ctx.run_dir / "encoder_converter",
-                                       plan.get("new_component"))
+                                       plan.get("new_component"), timeout=ctx.probe_timeout_s)
     if enc is not None:  # the new encoder's layout has its own converter; the decoder's round trip stays as it was
         conv = {**conv, "passed": bool(conv["passed"]) and (enc["passed"] or enc["needs_accelerator"] or enc.get("not_run")),
                 "encoder_converter_used": enc["converter_used"], "encoder_unmapped_hf": enc["unmapped_hf"],
                 "summary": f"{conv['summary']}; {enc['summary']}",
                 "evidence": list(conv.get("evidence") or []) + enc["evidence"],
                 "failure_text": "\n".join(t for t in (conv.get("failure_text"), enc["failure_text"]) if t)}
-    imports = megatron_imports_record(ctx.runtime_python, ctx.target, meg["entry"])
-    new = new_component_record(ctx.runtime_python, ctx.target, plan.get("new_component"))
+    imports = megatron_imports_record(ctx.runtime_python, ctx.target, meg["entry"], timeout=ctx.probe_timeout_s)
+    new = new_component_record(ctx.runtime_python, ctx.target, plan.get("new_component"), timeout=ctx.probe_timeout_s)
     if new is not None:  # the component the model phase wrote counts with the entry's own code
         imports = {**imports, "passed": imports["passed"] and new["passed"],
                    "needs_accelerator": imports.get("needs_accelerator") or new["needs_accelerator"],
                    "summary": f"{imports['summary']}; {new['summary']}",
                    "evidence": imports["evidence"] + new["evidence"],
                    "failure_text": "\n".join(t for t in (imports["failure_text"], new["failure_text"]) if t)}
-    proj = new_projector_record(ctx.runtime_python, ctx.target, ctx.source, ctx.run_dir / "projector_converter", plan)
+    proj = new_projector_record(ctx.runtime_python, ctx.target, ctx.source, ctx.run_dir / "projector_converter", plan,
+                                timeout=ctx.probe_timeout_s)
     if proj is not None:  # the new projector's converter and its forward behind the encoder count with G1's code
         imports = {**imports, "passed": imports["passed"] and proj["passed"],
                    "needs_accelerator": imports.get("needs_accelerator") or proj["needs_accelerator"],

@@ -41,8 +41,8 @@ def iteration_losses(log: str) -> list[tuple[int, int, float]]:
 
 
 def megatron_training_record(runtime_python: str, target: Path, script: str, *, entry: str = "pretrain_vlm.py",
-                             timeout: float = 900.0) -> dict[str, Any]:
-    imports = megatron_imports_record(runtime_python, target, entry)
+                             timeout: float = 900.0, probe_timeout: float = 300.0) -> dict[str, Any]:
+    imports = megatron_imports_record(runtime_python, target, entry, timeout=probe_timeout)
     if not imports["passed"]:
         why = (f"not run: {imports['summary']}" if imports["needs_accelerator"]
                else f"not run, the route does not import: {imports['summary']}")
@@ -84,4 +84,4 @@ def megatron_training_record(runtime_python: str, target: Path, script: str, *, 
 def gate_megatron_training(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx = state["plan"], deps.ctx
     return megatron_training_record(ctx.runtime_python, ctx.target, plan["script_path"],
-                                    entry=plan.get("entry") or "pretrain_vlm.py")
+                                    entry=plan.get("entry") or "pretrain_vlm.py", probe_timeout=ctx.probe_timeout_s)

@@ -1,0 +1,42 @@
+"""The one-process CPU step's flags and verdict (tools/megatron/real_step.py), without a runtime: what changes from
+the launch is named, the parity tolerance follows the compute dtype, and a step that proved nothing does not pass."""
+
+from __future__ import annotations
+
+from msmigrate.tools.megatron.real_step import parity_tolerance, problems_of, step_flags
+
+LAUNCH = {"--tensor-model-parallel-size": "2", "--pipeline-model-parallel-size": "1", "--micro-batch-size": "1",
+          "--global-batch-size": "8", "--bf16": True, "--load": "ckpt/mm_path/m", "--distributed-backend": "nccl",
+          "--mm-model": "examples/m/model.json", "--num-workers": "8", "--context-parallel-size": "1"}
+
+
+def test_step_flags_name_every_change_and_keep_the_rest():
+    argv, changed = step_flags(LAUNCH, "/tmp/s")
+    assert "--bf16" in argv and argv[argv.index("--mm-model") + 1] == "examples/m/model.json"
+    assert argv[argv.index("--tensor-model-parallel-size") + 1] == "1"
+    assert argv[argv.index("--global-batch-size") + 1] == "1" and "--load" not in argv
+    assert set(changed) == {"--tensor-model-parallel-size", "--global-batch-size", "--distributed-backend",
+                            "--num-workers", "--save", "--load"}
+    assert changed["--tensor-model-parallel-size"] == ("2", "1")
+
+
+def test_parity_tolerance_follows_the_dtype():
+    assert parity_tolerance(["torch.bfloat16"], 0.5) > parity_tolerance(["torch.float32"], 0.5) * 1000
+    assert parity_tolerance(["torch.bfloat16"], 10.0) == 10 * parity_tolerance(["torch.bfloat16"], 1.0)
+
+
+def _ok(**over):
+    base = {"finite": True, "params_with_grad": 3, "grads_finite": True, "grads_nonzero": 3, "dtypes": ["torch.bfloat16"]}
+    return {**base, **over}
+
+
+def test_verdict():
+    assert problems_of(_ok()) == []
+    assert problems_of(_ok(finite=False)) == ["the logits are not finite"]
+    assert "no trainable" in problems_of(_ok(params_with_grad=0))[0]
+    assert "every gradient is zero" in problems_of(_ok(grads_nonzero=0))[0]
+    near = {"max_abs_diff": 0.0046, "ref_abs_max": 0.66, "positions": 46}
+    assert problems_of(_ok(parity=near)) == []
+    far = {"max_abs_diff": 0.5, "ref_abs_max": 0.66, "positions": 46}
+    assert "differ from the source" in problems_of(_ok(parity=far))[0]
+    assert "not measured" in problems_of(_ok(parity={"error": "logits [1, 4] vs [1, 5]"}))[0]
