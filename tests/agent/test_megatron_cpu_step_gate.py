@@ -78,6 +78,7 @@ def test_at_tp2_the_conversion_and_the_real_step_run_and_the_launch_is_said_not_
         k.split("(")[0] for k in pre["real_step"]["kernels"]}
     assert "VLMModel built by the target's model_provider; 43 converted tensors loaded strictly" in rec["summary"]
     assert "max |diff| 0.00458 over 46 positions" in rec["summary"] and "not run: tp 2" in rec["summary"]
+    assert f"(the delivered launch: bash {SCRIPT})" in rec["summary"]
     assert [e["label"].split(" (")[0] for e in rec["evidence"]] == [
         "weight conversion", "real Megatron step on the CPU"]
     lines = megatron_section({"plan": PLAN, "gates": {"G3": {"passed": True, "conversion": {

@@ -84,12 +84,13 @@ def cpu_preflight_record(runtime_python: str, target: Path, source: Path | None,
             "failure_text": "\n".join(problems)}
 
 
-def with_preflight(pre: dict[str, Any], launch: dict[str, Any]) -> dict[str, Any]:
+def with_preflight(pre: dict[str, Any], launch: dict[str, Any], script: str) -> dict[str, Any]:
     """The slot's record: the preflight's evidence first, then the launch's; passes only when both did (a launch not
     run leaves the slot not passed, and says what was not run)."""
     ran = f"ran on the CPU: {pre['summary']}"
     not_run = launch.get("needs_accelerator")
-    summary = (f"{ran}; not run: {not_run if isinstance(not_run, str) else launch.get('summary')}" if not_run
+    summary = (f"{ran}; not run: {not_run if isinstance(not_run, str) else launch.get('summary')} (the "
+               f"delivered launch: bash {script})" if not_run
                else f"{ran}; launch: {launch.get('summary')}")
     return {**launch, "passed": bool(pre["passed"] and launch.get("passed")), "summary": summary,
             "cpu_preflight": {k: pre[k] for k in ("readiness", "conversion_run", "real_step", "summary") if k in pre},

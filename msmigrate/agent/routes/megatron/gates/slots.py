@@ -200,7 +200,7 @@ def gate_megatron_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]
         return {**pre, "gate": "G4", "launches": 0, "cpu_preflight": {k: pre[k] for k in (
             "readiness", "conversion_run", "real_step", "summary") if k in pre}}
     launch = _launch_record(ctx, meg, device)
-    return launch if pre is None else with_preflight(pre, launch)
+    return launch if pre is None else with_preflight(pre, launch, meg["script_path"])
 
 
 def _losses(rec: dict[str, Any]) -> list[float]:
