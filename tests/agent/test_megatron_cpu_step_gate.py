@@ -94,6 +94,13 @@ def test_at_tp1_the_launch_follows_a_passing_step_and_both_must_pass(tmp_path, m
     rec = slots.gate_megatron_functional(deps, {"plan": one, "runtime": {"device": "cpu"}})
     assert rec["passed"] and len(launches) == 1 and "launch: 4 iterations" in rec["summary"]
     assert rec["evidence"][-1] == {"label": "megatron launch"}
+    assert "CPU references: npu_fusion_attention, npu_rms_norm, npu_rotary_mul;" in rec["summary"]  # each once
+    monkeypatch.setattr(slots, "megatron_training_record", lambda *a, **k: {
+        "passed": False, "needs_accelerator": True, "summary": "not run: pretrain_vlm.py: imports need torch_npu",
+        "evidence": []})
+    rec = slots.gate_megatron_functional(deps, {"plan": one, "runtime": {"device": "cpu"}})
+    assert not rec["passed"] and "; not run: pretrain_vlm.py: imports need torch_npu (the delivered launch" in rec[
+        "summary"]
 
 
 def test_logits_off_the_source_fail_the_slot_without_a_launch(tmp_path, monkeypatch):

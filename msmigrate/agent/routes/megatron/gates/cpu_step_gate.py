@@ -34,7 +34,7 @@ def step_summary(res: RealStep) -> str:
             f"loaded strictly; logits vs the source's: max |diff| {parity.get('max_abs_diff', float('nan')):.3g} over "
             f"{parity.get('positions')} positions (tolerance {parity.get('tolerance', float('nan')):.3g}); backward: "
             f"{f.get('grads_nonzero')} of {f.get('params_with_grad')} trainable tensors got a nonzero gradient"
-            + (f"; torch_npu kernels run as CPU references: {', '.join(k.split('(')[0] for k in res.kernels)}"
+            + (f"; torch_npu kernels run as CPU references: {', '.join(dict.fromkeys(k.split('(')[0] for k in res.kernels))}"
                if res.kernels else ""))
 
 
@@ -89,7 +89,8 @@ def with_preflight(pre: dict[str, Any], launch: dict[str, Any], script: str) -> 
     run leaves the slot not passed, and says what was not run)."""
     ran = f"ran on the CPU: {pre['summary']}"
     not_run = launch.get("needs_accelerator")
-    summary = (f"{ran}; not run: {not_run if isinstance(not_run, str) else launch.get('summary')} (the "
+    why = (not_run if isinstance(not_run, str) else str(launch.get("summary") or "")).removeprefix("not run: ")
+    summary = (f"{ran}; not run: {why} (the "
                f"delivered launch: bash {script})" if not_run
                else f"{ran}; launch: {launch.get('summary')}")
     return {**launch, "passed": bool(pre["passed"] and launch.get("passed")), "summary": summary,
