@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact,
-                                                 gate_remedy_owner, keys_named, keys_valued, plugin_import_owner, registration_owner,
+                                                 finding_remedy_owner, gate_remedy_owner, keys_named, keys_valued, plugin_import_owner, registration_owner,
                                                  yaml_keys, yaml_values)
 from msmigrate.tools.repo_reader.target_inventory import target_inventory
 from msmigrate.tools.worktree import git
@@ -39,13 +39,13 @@ REGISTRIES = (("model.model_id", "model_id", "model_ids", "model"),
 
 
 def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx: Any,
-                    gate_lines: str = "") -> ContextVerdict | None:
+                    gate_lines: str = "", findings: list[dict[str, Any]] | None = None) -> ContextVerdict | None:
     """Facts of this run that decide an owner even against a matched case: whose import failed (the source's
     architecture, or a name only the plugin asks for), which side of a registry lookup left the plan (the plan's
     id in the YAML but registered nowhere, or another id in the YAML), and a setting the failed gate's own check
-    (``gate_lines``: its problem lines) measured as the cause."""
+    (``gate_lines``: its problem lines; ``findings``: its structured findings) measured as the cause."""
     plan = state.get("plan") or {}
-    remedy = gate_remedy_owner(gate_lines, artifacts)
+    remedy = finding_remedy_owner(findings) or gate_remedy_owner(gate_lines, artifacts)
     if remedy is not None:
         return remedy
     text += _import_sites(Path(ctx.target), plan.get("plugin_dir"), text)

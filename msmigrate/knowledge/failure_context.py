@@ -300,6 +300,18 @@ def gate_remedy_owner(gate_lines: str, artifacts: Artifacts) -> ContextVerdict |
     return None
 
 
+def finding_remedy_owner(findings: Iterable[dict[str, Any]] | None) -> ContextVerdict | None:
+    """The failed gate's own check recorded, as data, a config key and the value it needs (G2's cutoff check: the
+    ``minimum`` cutoff_len that cuts no sample's media): config, before any YAML is delivered too (G2 checks a draft
+    of it before the config phase has written one, so the key is not among the run's YAML keys yet)."""
+    for f in findings or []:
+        if f.get("severity") == "error" and f.get("path") and f.get("minimum") is not None:
+            return ContextVerdict("config", "gate-remedy",
+                                  f"the gate's own check measured what {f['path']} needs: at least {f['minimum']} "
+                                  f"(it is {f.get('value')})")
+    return None
+
+
 @dataclass(frozen=True)
 class RegistryFact:
     """One registry lookup the YAML asks for: its key, the YAML's value, the value the run's plan chose, the ids the

@@ -97,3 +97,14 @@ def test_the_config_phase_reads_the_failed_gates_findings_from_its_record():
     state = {"gates": {}, "gate_history": [g2, g3], "last_failure": {"gate": "G2"}}
     assert [f["minimum"] for f in _findings(state)] == [615]
     assert _findings({**state, "last_failure": {"gate": "G3"}}) == []
+
+
+def test_the_finding_routes_to_config_before_any_yaml_is_delivered():
+    """G2 checks a draft before the config phase writes the YAML: the run's YAML keys are empty then, so the text
+    remedy cannot name a key of it; the finding's data routes the failure to config all the same."""
+    from msmigrate.knowledge.failure_context import finding_remedy_owner
+
+    verdict = finding_remedy_owner(cutoff_findings(CUT))
+    assert verdict is not None and verdict.owner == "config" and "at least 615" in verdict.reason
+    assert finding_remedy_owner([]) is None
+    assert finding_remedy_owner([{"severity": "error", "code": "x", "path": "a.b"}]) is None  # no value to set

@@ -200,7 +200,8 @@ def make_classify_node(deps: RunDeps):
         artifacts, changed_last = run_artifacts(deps.ctx, state, failed)
         said = f"{failed.get('summary', '')}\n{text}"
         context = context_owner(said, artifacts, changed_last) if verdict.method == "none" else None
-        decided = run_facts_owner(said, artifacts, state, deps.ctx, gate_lines=failed.get("summary", ""))
+        decided = run_facts_owner(said, artifacts, state, deps.ctx, gate_lines=failed.get("summary", ""),
+                                  findings=failed.get("findings"))
         if decided is not None and decided.owner != verdict.owner:
             # the run's own facts decide against the case's usual owner (whose registration, whose import)
             failure.update(context_failure(decided, failed["gate"], primary, None, overrode=True),
