@@ -127,3 +127,12 @@ def test_the_rules_repair_sets_the_value_the_draft_derives():
     fresh = {"model": {"attn_implementation": choose_attention({}, TREE, "sdpa")[0]}}
     done = apply_failure(cfg, {"gate": "G3", "autofix": []}, found, TREE, reference=fresh)
     assert cfg["model"]["attn_implementation"] == "eager" and done
+
+
+def test_g3s_finding_is_a_catalog_case_owned_by_config():
+    from msmigrate.knowledge.classifier import classify
+
+    found = attention_findings({"model": {"attn_implementation": "sdpa"}}, {}, TREE)[0]
+    line = f"[{found['code']}] {found['path']}: {found['message']}"
+    verdict = classify(line, [found["code"]], gate_verdict=[line])
+    assert (verdict.case_id, verdict.owner) == ("attn-implementation-unsupported", "config")
