@@ -5,7 +5,8 @@
 ``model.safetensors`` or ``model.safetensors.index.json`` (otherwise it is read as a DCP checkpoint). Every rank reads
 the full tensors and keeps its own shard; checkpoint keys go through the model's ``_checkpoint_conversion_mapping``
 (transformers 4.x saves the legacy names; on transformers 5 the stand-in reads the same renamings from the library's
-conversion registry) before they are matched with the parameter names. Parameters the files do
+conversion registry; a class whose nearest library ancestor is the bare ``PreTrainedModel``, vendored remote code,
+keeps its keys, as the base's empty mapping does on 4.x) before they are matched with the parameter names. Parameters the files do
 not hold stay as they were and are named in a warning; keys the model does not have are logged.
 """
 import json
