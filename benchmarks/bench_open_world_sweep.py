@@ -43,7 +43,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHON
 @dataclass
 class FamilyLine:
     family: str
-    status: str  # green | declined | failed G<n> | not buildable | timeout | error | buildable (--build-only)
+    status: str  # green | declined | failed G<n> | not buildable | timeout | error | buildable (--build-only) | not run
     detail: str
     template: str = ""
     seconds: float = 0.0
@@ -149,10 +149,13 @@ def totals(lines: list[FamilyLine]) -> list[str]:
     failed = count(lambda s: s.startswith("failed") or s in ("timeout", "error"))
     unbuildable = count(lambda s: s == "not buildable")
     unrun = count(lambda s: s == "buildable")
-    buildable = len(lines) - unbuildable - unrun
+    unreached = count(lambda s: s == "not run")
+    buildable = len(lines) - unbuildable - unrun - unreached
     pct = (lambda n: f"{100.0 * n / buildable:.0f} %") if buildable else (lambda n: "—")
     return [f"families {len(lines)}: buildable {buildable + unrun}, not buildable {unbuildable}"
-            + (f", built but not migrated {unrun} (percentages below are of the {buildable} migrated)" if unrun else ""),
+            + (f", built but not migrated {unrun}" if unrun else "")
+            + (f", not reached {unreached}" if unreached else "")
+            + (f" (percentages below are of the {buildable} migrated)" if unrun or unreached else ""),
             f"green {green} ({pct(green)} of buildable), declined {declined}, "
             f"green or declined {green + declined} ({pct(green + declined)}), failed {failed}"]
 
@@ -199,7 +202,7 @@ def _header(runtime: str) -> str:
             "build.json, spec, run folder and the run's stderr.")
 
 
-def _replay(paths: list[Path], table: str, runtime_python: str) -> list[FamilyLine]:
+def _replay(paths: list[Path], table: str, runtime_python: str, expected: list[str]) -> list[FamilyLine]:
     """Finished (or interrupted) sweeps' lines again, with totals: a long sweep recorded after the fact, or pieced
     together from several (a family's last line wins: a migration after a build-only pass)."""
     by_family: dict[str, dict] = {}
@@ -211,6 +214,9 @@ def _replay(paths: list[Path], table: str, runtime_python: str) -> list[FamilyLi
                     by_family.pop(record["family"], None)
                     by_family[record["family"]] = record
     records = list(by_family.values())
+    for family in expected:  # asked for but in no file: the sweep did not get to it
+        if family not in by_family:
+            records.append({"family": family, "status": "not run", "detail": "not reached by this sweep"})
     runtime = (records[0].get("runtime", "") if records else "") or runtime_versions(runtime_python)
     lines = [FamilyLine(**{k: v for k, v in r.items() if k in FamilyLine.__dataclass_fields__}) for r in records]
     print(f"{len(lines)} families from {', '.join(map(str, paths))}; runtime {runtime}")
@@ -225,7 +231,8 @@ def _replay(paths: list[Path], table: str, runtime_python: str) -> list[FamilyLi
 
 def main(argv: list[str] | None = None) -> list[FamilyLine]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--families", default="", help="comma-separated model types (default: all, mapping order)")
+    ap.add_argument("--families", default="", help="comma-separated model types (default: all, mapping order; "
+                    "with --from-lines: the families the sweep was asked for, absent ones listed as not run)")
     ap.add_argument("--jobs", type=int, default=1, help="families migrated at once")
     ap.add_argument("--out", default="", help="work folder (default: a temporary one, kept)")
     ap.add_argument("--limit-s", type=float, default=1200.0, help="seconds per family (build + run)")
@@ -244,7 +251,8 @@ def main(argv: list[str] | None = None) -> list[FamilyLine]:
     if args.make_runtime:
         args.runtime_python = make_runtime(Path(args.make_runtime), args.runtime_torch, args.runtime_torchvision)
     if args.from_lines:
-        return _replay([Path(p) for p in args.from_lines.split(",") if p], args.table, args.runtime_python)
+        return _replay([Path(p) for p in args.from_lines.split(",") if p], args.table, args.runtime_python,
+                       [f for f in args.families.split(",") if f])
     families = [f for f in args.families.split(",") if f] or all_families()
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="msmigrate-sweep-"))
     out.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
     --runtime) RUNTIME="$2"; shift 2 ;;
     --megatron) MEGATRON=1; shift ;;
     --megatron-runtime) MEGATRON=1; MEG_RUNTIME="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) if [ -z "$DEST" ]; then DEST="$1"; shift; else echo "error: unexpected argument $1" >&2; exit 2; fi ;;
   esac
 done

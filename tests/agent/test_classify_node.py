@@ -379,3 +379,17 @@ def test_llm_is_shown_the_target_runtime_the_run_probed(fast_prepare, tmp_path, 
     section = prompt.split("## The target runtime (probed when this run started; facts, not log lines)", 1)[1]
     assert "- installed: python 3.10.14, torch 2.7.1, transformers 4.57.0, accelerate 1.10.0" in section
     assert "- torch_npu: installed but does not import: ImportError: libhccl.so: cannot open" in section
+
+
+def test_a_timed_out_probe_is_routed_as_environment_with_the_setting_that_raises_it(fast_prepare, tmp_path):
+    from msmigrate.tools.runtime import PROBE_TIMEOUT_SETTING
+
+    timed_out = (f"probe forward_smoke timed out after 300s (the runtime probes' time limit; raise "
+                 f"{PROBE_TIMEOUT_SETTING} in the spec for a large source or a slow host)")
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), FakeGates({"G1": [timed_out, None]}),
+                   launch={"probe_timeout_s": 450})
+    assert run.ctx.probe_timeout_s == 450.0  # the spec's limit is the one every probe of the run gets
+    drive(run)
+    (record,) = run.trajectory.records("classify")
+    assert (record["case_id"], record["owner"], record["route"]) == ("probe-timeout", "environment", "config")
+    assert PROBE_TIMEOUT_SETTING in record["diagnosis"]

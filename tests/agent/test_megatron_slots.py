@@ -12,7 +12,7 @@ PLAN = {"megatron": {"script_path": "s.sh", "entry": "pretrain_vlm.py"}, "parall
 
 def deps(tmp_path):
     return SimpleNamespace(ctx=SimpleNamespace(runtime_python="python", target=tmp_path, run_dir=tmp_path,
-                                               source=tmp_path))
+                                               source=tmp_path, probe_timeout_s=300.0))
 
 
 def test_model_parallel_on_cpu_is_not_launched(tmp_path, monkeypatch):

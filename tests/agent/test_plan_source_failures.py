@@ -45,7 +45,7 @@ def node_deps(tmp_path, template: str):
     (source / "config.json").write_text(json.dumps({"architectures": ["OddModel"], "model_type": "odd",
                                                     "auto_map": {"AutoModel": "modeling_odd.OddModel"}}))
     ctx = SimpleNamespace(model_name="odd", source=source, target=tmp_path / "target", runtime_python="python",
-                          run_dir=tmp_path / "run", data_path=None)
+                          run_dir=tmp_path / "run", data_path=None, probe_timeout_s=300.0)
     deps = SimpleNamespace(ctx=ctx, spec=None, trajectory=Trajectory(), emit=lambda *a, **k: None)
     state = {"source_summary": custom_src(template),
              "target_summary": {"templates": [], "similar_cases": [{"example": "e.yaml", "why": []}]}}

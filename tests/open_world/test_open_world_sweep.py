@@ -66,18 +66,20 @@ def test_model_name_is_a_valid_spec_name():
 @pytest.mark.integration
 def test_fast_subset_sweeps_a_green_family_and_an_unbuildable_one(tmp_path):
     """llava builds with its PIL image processor (no torchvision needed) and migrates green; a model type with no
-    processor class is listed as not buildable with the reason."""
+    processor class is listed as not buildable with the reason. About 5 minutes on 2 idle cores (the green run's
+    G4-G6 torchrun launches); the limits leave room for a loaded machine."""
     missing = _no_processor_family()
     env = {**os.environ, "MSMIGRATE_RESULTS_MD": "0"}
     done = subprocess.run([sys.executable, str(BENCH), "--families", f"llava,{missing}", "--out", str(tmp_path / "w"),
-                           "--table", str(tmp_path / "t.md"), "--limit-s", "900",
+                           "--table", str(tmp_path / "t.md"), "--limit-s", "2400",
                            "--runtime-python", sys.executable],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=1500)
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=3000)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = {m["family"]: m for m in map(LINE.match, done.stdout.splitlines()) if m}
     assert set(lines) == {"llava", missing}, done.stdout
+    stderr = tmp_path / "w" / "llava" / "run.stderr"
     assert lines["llava"]["status"] == "green", (lines["llava"].group(0),
-                                                (tmp_path / "w" / "llava" / "run.stderr").read_text()[-3000:])
+                                                stderr.read_text()[-3000:] if stderr.is_file() else "")
     assert lines[missing]["status"] == "not buildable"
     assert "no processor class" in lines[missing]["detail"]
     assert "families 2: buildable 1, not buildable 1" in done.stdout

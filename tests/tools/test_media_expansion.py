@@ -128,6 +128,20 @@ def test_suffix_rule_reaches_the_collator_when_only_a_suffix_call_returns_the_ke
         {"key": "token_type_ids", "reason": "the forward has no such parameter"}]
 
 
+def test_an_output_the_generic_collator_makes_is_not_dropped():
+    # transformers 5.x Qwen2-VL processors return mm_token_type_ids and the forward takes it; the target's generic
+    # collator makes the same key from the collated ids, so G1 must not test the source without it
+    exp = MediaExpansion(ok=True, image_processor_keys=["pixel_values", "image_grid_thw"],
+                         keys_with_image=["attention_mask", "input_ids", "mm_token_type_ids", "pixel_values"])
+    forward = {"input_ids", "attention_mask", "pixel_values", "image_grid_thw", "mm_token_type_ids", "labels"}
+    contract = derive_contract(exp, forward)
+    assert contract.collator_makes == ["mm_token_type_ids"] and contract.dropped == []
+    assert not contract.needs_collator
+    # a forward that does not take it: the key is dropped, and said so
+    assert derive_contract(exp, forward - {"mm_token_type_ids"}).dropped == [
+        {"key": "mm_token_type_ids", "reason": "the forward has no such parameter"}]
+
+
 def test_the_error_line_is_the_exception_not_a_later_warning():
     from msmigrate.tools.media_expansion import error_line
 

@@ -215,7 +215,7 @@ def test_converter_slot_picks_by_model_type_or_falls_back(megatron_standin, tmp_
     from msmigrate.agent.routes.megatron.gates.converter_gate import gate_megatron_converter
 
     deps = SimpleNamespace(ctx=SimpleNamespace(runtime_python=PY, target=megatron_standin, run_dir=tmp_path,
-                                               source=megatron_standin / EXAMPLE["hf_dir"]))
+                                               source=megatron_standin / EXAMPLE["hf_dir"], probe_timeout_s=300.0))
     rec = gate_megatron_converter(deps, {"plan": {"model_type": "qwen2_5_vl",
                                                   "converter_hf_dir": EXAMPLE["hf_dir"]}})
     assert rec["passed"] and rec["converter_used"] == "target" and EXAMPLE["converter"] in rec["summary"]

@@ -3,6 +3,8 @@
 - an output the image processor makes and the forward takes goes through the mm_plugin's ``get_mm_inputs``;
 - ``token_type_ids`` is made by the processor's text pass; where the probe saw what it marks (the media tokens, or
   the suffix a prefix-LM trains on), the generated collator computes the same from the collated batch;
+- an output the generic collator makes itself (``mm_token_type_ids``: 1 on the media tokens) and the forward takes
+  reaches it from the collator, so it is not dropped;
 - every other output is dropped, and the plan says why;
 - the generic collator's own extras (``mm_token_type_ids``) are dropped when the forward does not take them.
 
@@ -27,6 +29,7 @@ class DataContract:
     mm_input_keys: list[str] = field(default_factory=list)  # image-processor outputs the mm_plugin returns
     collator_derives: dict[str, str] = field(default_factory=dict)  # key -> rule the collator computes it by
     collator_drops: list[str] = field(default_factory=list)  # generic-collator keys the forward does not take
+    collator_makes: list[str] = field(default_factory=list)  # processor outputs the generic collator makes itself
     dropped: list[dict[str, str]] = field(default_factory=list)  # {key, reason}
 
     @property
@@ -48,6 +51,8 @@ def derive_contract(exp: MediaExpansion, forward_params: set[str] | None) -> Dat
             out.dropped.append({"key": key, "reason": "the forward has no such parameter"})
         elif key in exp.image_processor_keys:
             out.mm_input_keys.append(key)
+        elif key in GENERIC_COLLATOR_EXTRAS:
+            out.collator_makes.append(key)
         elif key == "token_type_ids" and exp.token_type_ids in DERIVABLE:
             out.collator_derives[key] = exp.token_type_ids
         elif key == "token_type_ids":
