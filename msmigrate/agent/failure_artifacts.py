@@ -4,6 +4,8 @@ keys; and the phase whose artifact this run's own commits changed last before th
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,8 @@ from typing import Any
 import yaml
 
 from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact,
-                                                 gate_remedy_owner, keys_named, keys_valued, plugin_import_owner, registration_owner,
+                                                 attention_class_owner, finding_remedy_owner, gate_remedy_owner,
+                                                 keys_named, keys_valued, plugin_import_owner, registration_owner,
                                                  yaml_keys, yaml_values)
 from msmigrate.tools.repo_reader.target_inventory import target_inventory
 from msmigrate.tools.worktree import git
@@ -39,15 +42,18 @@ REGISTRIES = (("model.model_id", "model_id", "model_ids", "model"),
 
 
 def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx: Any,
-                    gate_lines: str = "") -> ContextVerdict | None:
+                    gate_lines: str = "", findings: list[dict[str, Any]] | None = None) -> ContextVerdict | None:
     """Facts of this run that decide an owner even against a matched case: whose import failed (the source's
     architecture, or a name only the plugin asks for), which side of a registry lookup left the plan (the plan's
     id in the YAML but registered nowhere, or another id in the YAML), and a setting the failed gate's own check
-    (``gate_lines``: its problem lines) measured as the cause."""
+    (``gate_lines``: its problem lines; ``findings``: its structured findings) measured as the cause."""
     plan = state.get("plan") or {}
-    remedy = gate_remedy_owner(gate_lines, artifacts)
+    remedy = finding_remedy_owner(findings) or gate_remedy_owner(gate_lines, artifacts)
     if remedy is not None:
         return remedy
+    refused = attention_class_owner(text, model_classes(state, ctx))
+    if refused is not None:
+        return refused
     text += _import_sites(Path(ctx.target), plan.get("plugin_dir"), text)
     said = plugin_import_owner(text, artifacts, plan.get("hf_class"), plan.get("model_type"))
     if said is not None:
@@ -70,6 +76,29 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
         facts.append(RegistryFact(key, value, plan.get(plan_key), tuple(e["id"] for e in entries), registrar,
                                   where or ""))
     return registration_owner(text, facts)
+
+
+def model_classes(state: dict[str, Any], ctx: Any) -> set[str]:
+    """The run's model classes: every module class of the plugin's model as G1's module tree recorded it, the
+    classes the plugin package and the source's own code define, and the source's architecture."""
+    plan = state.get("plan") or {}
+    found = {plan.get("hf_class")} - {None}
+    tree = ((state.get("gates") or {}).get("G1") or {}).get("module_tree_file")
+    if tree and Path(tree).is_file():
+        try:
+            data = json.loads(Path(tree).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            data = {}
+        found |= set((data.get("classes") or {}).values()) | {str(data.get("model_class", "")).rsplit(".", 1)[-1]}
+    folders = [Path(ctx.source)] + ([Path(ctx.target) / plan["plugin_dir"]] if plan.get("plugin_dir") else [])
+    for folder in folders:
+        for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:
+            try:
+                tree_ = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+            except SyntaxError:
+                continue
+            found |= {n.name for n in ast.walk(tree_) if isinstance(n, ast.ClassDef)}
+    return found - {""}
 
 
 def _frozen(data: Any) -> tuple[str, ...]:

@@ -44,7 +44,7 @@ FINDING_CODES = (
     "template-unknown", "collator-unknown", "collator-conflict", "collator-missing", "plugin-not-importable",
     "loss-type-invalid", "tp-not-one", "pattern-no-match", "apply-modules-none-match", "no-split-uncovered",
     "recompute-no-past-key-values", "weakened-config", "flash-attn-on-cpu", "value-out-of-range",
-    "launch-entry-missing",
+    "launch-entry-missing", "attn-unsupported",
 )
 
 # Codes the concurrently written validator (msmigrate/tools/yaml_validator) actually emits that differ from the

@@ -88,6 +88,7 @@ class Artifacts:
 class ContextVerdict:
     owner: str
     rule: str  # frames | config-loading | key | loss-graph | runtime | host | last-change | plugin-import | registration
+    # | gate-remedy | attention-class
     reason: str  # in words, naming the file:line or the key to change
 
     def to_dict(self) -> dict[str, str]:
@@ -300,6 +301,18 @@ def gate_remedy_owner(gate_lines: str, artifacts: Artifacts) -> ContextVerdict |
     return None
 
 
+def finding_remedy_owner(findings: Iterable[dict[str, Any]] | None) -> ContextVerdict | None:
+    """The failed gate's own check recorded, as data, a config key and the value it needs (G2's cutoff check: the
+    ``minimum`` cutoff_len that cuts no sample's media): config, before any YAML is delivered too (G2 checks a draft
+    of it before the config phase has written one, so the key is not among the run's YAML keys yet)."""
+    for f in findings or []:
+        if f.get("severity") == "error" and f.get("path") and f.get("minimum") is not None:
+            return ContextVerdict("config", "gate-remedy",
+                                  f"the gate's own check measured what {f['path']} needs: at least {f['minimum']} "
+                                  f"(it is {f.get('value')})")
+    return None
+
+
 @dataclass(frozen=True)
 class RegistryFact:
     """One registry lookup the YAML asks for: its key, the YAML's value, the value the run's plan chose, the ids the
@@ -341,3 +354,41 @@ def registration_owner(text: str, facts: Iterable[RegistryFact]) -> ContextVerdi
                                   f"migration chose '{fact.planned}', which is registered: set {fact.key} to "
                                   f"'{fact.planned}' in the YAML")
     return None
+
+
+# transformers refusing an attention implementation names the class it was asked on (``self.__class__.__name__``)
+_ATTN_REFUSED = re.compile(r"\b(?P<cls>[A-Za-z_]\w*) does not support (?:an attention implementation\b|Flash "
+                           r"Attention\b|\w+ attention\b)")
+
+
+def attention_class_owner(text: str, own_classes: Iterable[str]) -> ContextVerdict | None:
+    """An attention implementation was refused by a class that is none of the run's model classes (the classes the
+    plugin's model builds, the plugin's and the source's own definitions): code outside the model built that class —
+    the framework's HF weight loader picking a class of the plugin's chain when the plugin class gives it no
+    ``_checkpoint_conversion_mapping`` is the known one —, so setting ``attn_implementation`` on the model does not
+    reach it and may cost the model its real attention path: the plugin class must give the loader what it reads.
+    None when the refusing class is the model's own (the attention case's advice stands) or nothing is known of the
+    model's classes."""
+    own = {c for c in own_classes if c}
+    found = _ATTN_REFUSED.search(text)
+    if not found or not own or found.group("cls") in own:
+        return None
+    # the traceback that ends in the refusal (a launcher's own traceback may follow it), up to its error line; the
+    # probes' one-line "raised in …; called from …" note follows the message instead
+    line_end = text.find("\n", found.end())
+    upto = text[:line_end if line_end >= 0 else len(text)]
+    outside = [(p, n) for p, n in frames(upto) if not _SITE.search(p.replace("\\", "/"))]
+    where = f" (the innermost frame outside the installed libraries: {outside[-1][0]}:{outside[-1][1]})" \
+        if outside else ""
+    return ContextVerdict(
+        "model", "attention-class",
+        f"`{found.group('cls')}`, the class that refused the attention implementation, is none of this run's model "
+        f"classes ({', '.join(sorted(own)[:6])}{', …' if len(own) > 6 else ''}): code outside the model built it"
+        f"{where}, so `model.attn_implementation: eager` would not reach it (and would take the model's own sdpa "
+        f"path away). The framework's HF weight loader maps the checkpoint's keys with the model class's "
+        f"`_checkpoint_conversion_mapping` (regex pattern -> replacement, first match wins); a plugin class without "
+        f"one leaves the key mapping to the loader's fallback, which may build a library class of the plugin's "
+        f"chain (for vendored remote code the bare `PreTrainedModel`). Fix the plugin class: give it the "
+        f"`_checkpoint_conversion_mapping` its checkpoint needs (its keys' prefixes to the plugin's parameter "
+        f"names; where they are already equal, a mapping of each top-level prefix to itself), or derive it from "
+        f"the library's concrete class of its architecture")

@@ -6,8 +6,9 @@ Safety is enforced here, not asked of the model (DESIGN decision 7):
   editable path of the target root (so a symlinked directory cannot smuggle a write elsewhere);
 - framework core files (reference §11 "must not change") are refused even if someone configures them editable, and so
   is anything inside the source model folder;
-- registry files of data branch B (template / mm_plugin / collator) accept *additive* changes only: every existing
-  non-blank line must survive, in order (checked on the full before/after text, not on the model's claim);
+- registry files of data branch B (template / mm_plugin / collator) accept *additive* changes only: every non-blank
+  line the file had where the run started (its base tag) must survive, in order (checked on the full before/after
+  text, not on the model's claim); lines this run added itself may be changed again;
 - Python must ``ast.parse``; YAML must ``yaml.safe_load`` and define no anchor twice;
 - every accepted edit is one git commit on ``msmigrate/<run_id>`` (created from HEAD on first use), returned with
   its unified diff; phases are lightweight tags; ``rollback`` and ``undo_last`` hard-reset that branch — inside the
@@ -180,6 +181,13 @@ def validate_content(rel: str, text: str) -> str | None:
     return None
 
 
+def base_text(repo: Path, ctx: RunContext, rel: str, current: str) -> str:
+    """``rel`` as it was where this run started (the ``<work branch>/base`` tag): the lines the framework owns. The
+    current text when the tag is missing (a work tree made before base tags), so nothing is ever less protected."""
+    proc = git(repo, "show", f"refs/tags/{ctx.work_branch}/base:{rel}", check=False)
+    return proc.stdout if proc.returncode == 0 else current
+
+
 def additive_violation(old: str, new: str) -> str | None:
     """None when every non-blank line of ``old`` survives unchanged and in order in ``new``; else the first loss."""
     new_lines = new.splitlines()
@@ -303,9 +311,10 @@ def _apply(ctx: RunContext, path: str, make_new, op: str, reason: str) -> ToolRe
         if old is None:
             return ToolResult.failure(f"refused: {target.rel} is a registry file that may only be extended; it "
                                       f"does not exist in this target", path=target.rel)
-        loss = additive_violation(old, new)
+        loss = additive_violation(base_text(repo, ctx, target.rel, old), new)
         if loss:
-            return ToolResult.failure(f"refused: {target.rel} accepts additive edits only; {loss}", path=target.rel)
+            return ToolResult.failure(f"refused: {target.rel} accepts additive edits only (the framework's lines "
+                                      f"stay; lines this run added may change); {loss}", path=target.rel)
     try:
         safe_fs.write_text(root, target.rel, new)
     except OSError as exc:  # as above; also a directory in the way, or the tree changed during the write

@@ -58,6 +58,8 @@ class MediaExpansion:
     # ids the processor writes once between the media and the text after it, not per image: {ids, text, where}
     # with where = "first" | "last" (PaliGemma: <bos> after the last image run, before the prompt)
     after_media_once: dict[str, Any] | None = None
+    # each sample with an image as the source renders it in full: {sample, length, media} (or {sample, error})
+    sample_lengths: list[dict[str, Any]] = field(default_factory=list)
     saved: str | None = None
 
     @property
@@ -147,4 +149,4 @@ def derive_media_expansion(runtime_python: str, source: Path, data: Path, *, run
         keys_with_image=raw["keys_with_image"], keys_text_only=raw["keys_text_only"],
         image_processor_keys=raw["image_processor_keys"], model_input_names=raw["model_input_names"],
         token_type_ids=raw.get("token_type_ids"), processor_kwargs=raw.get("processor_kwargs") or {},
-        after_media_once=raw.get("after_media_once"), saved=saved)
+        after_media_once=raw.get("after_media_once"), sample_lengths=raw.get("sample_lengths") or [], saved=saved)

@@ -53,6 +53,7 @@ def inspect_model(ctx: RunContext, where: str = "plugin", model_id: str = "", pl
     suggested = apply_modules_from_tree(tree)
     return ToolResult.success(
         tree_file=res.data["saved"], num_modules=len(names), model_class=tree.get("model_class"),
+        attention_support=tree.get("attention_support"),  # what model.attn_implementation may ask for
         no_split_modules=tree.get("no_split_modules"),
         block_lists=[{"path": p, "block_class": c} for p, c in block_lists(tree)],
         suggested_apply_modules=suggested, suggested_recompute=recompute_from_tree(tree),

@@ -98,6 +98,27 @@ def forward_check(ctx: RunContext, *, plugins: list[str], model_id: str, batch_f
     return res
 
 
+def framework_load_check(ctx: RunContext, *, plugins: list[str], model_id: str, load: str,
+                         load_strict: bool = False, load_rank0_and_broadcast: bool = False,
+                         trust_remote_code: bool = False) -> ToolResult:
+    """The target's own HF weight load (the function its trainer calls for an HF ``training.load``, with the
+    config's load settings) on the plugin class built on meta: what G4's launch does before its first step."""
+    if (refused := unapproved(ctx)) is not None:
+        return refused
+    args = plugin_args(ctx, plugins, model_id) + ["--load", str(load)]
+    if load_strict:
+        args += ["--load-strict"]
+    if load_rank0_and_broadcast:
+        args += ["--load-rank0-and-broadcast"]
+    if trust_remote_code:
+        args += ["--trust-remote-code"]
+    res = run_probe(ctx.runtime_python, "framework_load", args, cwd=ctx.target, env_extra=PROBE_ENV,
+                    timeout=ctx.probe_timeout_s)
+    if res.ok:
+        res.data["saved"] = _save(ctx, f"framework_load_{model_id}", res.data["result"])
+    return res
+
+
 def data_check(ctx: RunContext, config_path: Path, *, parity_data: Path | None = None,
                media_token_id: int | None = None, trust_remote_code: bool = False,
                source_training: dict[str, Any] | None = None) -> ToolResult:

@@ -48,3 +48,12 @@ def test_the_model_prompt_after_a_retry_shows_the_failure_it_repairs(tmp_path):
     assert "- G1: PASS (run 2; no longer the current proof" in block
     assert "g1 first" not in block and "loss NaN at iteration 1" not in block  # only the latest run of each
     assert "- G0: PASS (run 1) — ok" in block
+
+
+def test_the_attempt_line_counts_the_first_visit_and_every_tolerated_failure(tmp_path):
+    # phase_attempts = 4 tolerates 4 failures: the phase runs 5 times ("attempt 5 of 4" confused a blind player)
+    ctx = RunContext(run_id="unit", run_dir=tmp_path / "run", source=tmp_path / "src", target=tmp_path / "tgt",
+                     model_name="patchlm")
+    state = {"attempts": {"config": 4}, "max_attempts": 4, "plan": {}, "gate_history": [], "gates": {}}
+    values = prompt_vars(PolicyView(phase="config", state=state, messages=[], tools=[], ctx=ctx))
+    assert (values["attempt"], values["max_attempts"]) == (5, 5)

@@ -46,3 +46,24 @@ def test_the_saved_batch_keeps_list_valued_keys_a_weights_only_load_reads(tmp_pa
     torch.save(kept, tmp_path / "batch.pt")
     back = torch.load(tmp_path / "batch.pt", weights_only=True)
     assert isinstance(back["pixel_values"][0][0], torch.Tensor) and back["tgt_sizes"] == [[2, 2]]
+
+
+class _Tok:
+    """A tokenizer that, like the real ones, cannot decode an id outside its vocabulary (negative ids overflow)."""
+
+    def __len__(self):
+        return len(VOCAB)
+
+    def decode(self, ids, skip_special_tokens=False):
+        if any(i < 0 or i >= len(VOCAB) for i in ids):
+            raise OverflowError("out of range integral type conversion attempted")
+        return decode(ids)
+
+
+def test_ids_the_tokenizer_has_no_token_for_are_shown_not_a_crash():
+    # a family that marks a sample's images with negative ids (-1 for the first image, as its own processor writes
+    # them) must get a readable G2 sample, not an OverflowError from the tokenizer
+    view = probe.sample_view(lambda ids: probe.decode_any(_Tok(), ids), [1] + [-1] * 6 + [2, 4, 5, 6],
+                             [-100] * 9 + [5, 6])
+    assert view["decoded"] == "<user>⟨id -1⟩×6hi<bot>⟦yes<eos>⟧"
+    assert view["repeated_tokens"] == {"⟨id -1⟩": 6}

@@ -215,6 +215,17 @@ def test_non_additive_registry_edit_refused(ctx: RunContext, target: Path, old: 
     assert (target / TEMPLATE_PY).read_text() == TEMPLATE_TEXT
 
 
+def test_a_registry_entry_this_run_added_may_be_changed_but_not_the_framework_s(ctx: RunContext, target: Path):
+    # a blind LLM-policy run had to roll back a whole phase to fix one line of its own template entry
+    entry = '_register_template(name="tiny", params=2)\n'
+    assert edit_file(ctx, TEMPLATE_PY, '_register_template(name="qwen2vl", params=1)\n',
+                     '_register_template(name="qwen2vl", params=1)\n' + entry).ok
+    fixed = edit_file(ctx, TEMPLATE_PY, entry, '_register_template(name="tiny", params=3)\n')
+    assert fixed.ok, fixed.error
+    refused = edit_file(ctx, TEMPLATE_PY, '_register_template(name="qwen2vl", params=1)\n', "")
+    assert not refused.ok and "additive" in refused.error
+
+
 def test_registry_files_not_editable_without_branch_b(target: Path, tmp_path: Path):
     c = RunContext(run_id="r1", run_dir=tmp_path / "run", source=tmp_path / "s", target=target, model_name="tiny",
                    allow_branch_b=False)

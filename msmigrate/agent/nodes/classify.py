@@ -42,7 +42,7 @@ REVIEW_TENTATIVE = False
 # in the error line and a host errno say whose artifact it is; the last change only says what changed before it.
 CONTEXT_CONFIDENCE = {"frames": 0.8, "config-loading": 0.85, "key": 0.8, "host": 0.8, "runtime": 0.8,
                       "last-change": 0.5, "loss-graph": 0.8,
-                      "plugin-import": 0.85, "registration": 0.9, "gate-remedy": 0.9}
+                      "plugin-import": 0.85, "registration": 0.9, "gate-remedy": 0.9, "attention-class": 0.85}
 
 
 # How check_forward / G1's forward probe (tools/probes/forward_smoke.py, PATH_NAMES) names the meta-init path that
@@ -200,7 +200,8 @@ def make_classify_node(deps: RunDeps):
         artifacts, changed_last = run_artifacts(deps.ctx, state, failed)
         said = f"{failed.get('summary', '')}\n{text}"
         context = context_owner(said, artifacts, changed_last) if verdict.method == "none" else None
-        decided = run_facts_owner(said, artifacts, state, deps.ctx, gate_lines=failed.get("summary", ""))
+        decided = run_facts_owner(said, artifacts, state, deps.ctx, gate_lines=failed.get("summary", ""),
+                                  findings=failed.get("findings"))
         if decided is not None and decided.owner != verdict.owner:
             # the run's own facts decide against the case's usual owner (whose registration, whose import)
             failure.update(context_failure(decided, failed["gate"], primary, None, overrode=True),

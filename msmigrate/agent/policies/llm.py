@@ -68,7 +68,8 @@ def prompt_vars(view: PolicyView) -> dict[str, Any]:
         "phase": phase,
         "model_name": view.ctx.model_name,
         "attempt": int(st.get("attempts", {}).get(phase, 0)) + 1,
-        "max_attempts": int(st.get("max_attempts") or 4),
+        # budgets.phase_attempts counts the failures a phase may repair: its first visit plus that many retries
+        "max_attempts": int(st.get("max_attempts") or 4) + 1,
         "source_summary": phase_source_facts(phase, st.get("source_summary", {})),
         "target_summary": compact_target(st.get("target_summary") or {}),
         # the prompts say ``branch`` for what the plan node calls ``data_branch``

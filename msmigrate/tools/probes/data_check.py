@@ -86,6 +86,24 @@ def _preprocess_args(dataset_param):
     return dict(pre) if isinstance(pre, dict) else dict(vars(pre)) if pre is not None else {}
 
 
+def decode_any(tok, ids):
+    """Decode ids with the tokenizer, writing an id it has no token for as ``⟨id N⟩``: some families mark media
+    positions with negative ids (a sample's first image is -1) that the model reads and the tokenizer cannot."""
+    size = len(tok)
+    parts, run = [], []
+    for i in ids:
+        if 0 <= i < size:
+            run.append(i)
+            continue
+        if run:
+            parts.append(tok.decode(run, skip_special_tokens=False))
+            run = []
+        parts.append(f"⟨id {i}⟩")
+    if run:
+        parts.append(tok.decode(run, skip_special_tokens=False))
+    return "".join(parts)
+
+
 def decoded_sample(dataset_param, batch):
     """The first row of the batch, decoded with the processor folder's tokenizer; an error line when it cannot be
     loaded (the batch itself was built, so that is not the probe's failure)."""
@@ -100,7 +118,7 @@ def decoded_sample(dataset_param, batch):
     except (KeyError, OSError, ValueError) as exc:
         return {"error": f"tokenizer not loadable for decoding: {type(exc).__name__}: {exc}"[:300]}
     mask = batch.get("attention_mask")
-    return sample_view(lambda ids: tok.decode(ids, skip_special_tokens=False), batch["input_ids"][0].tolist(),
+    return sample_view(lambda ids: decode_any(tok, ids), batch["input_ids"][0].tolist(),
                        batch["labels"][0].tolist() if "labels" in batch else None,
                        mask[0].tolist() if mask is not None and getattr(mask, "dim", lambda: 0)() == 2 else None)
 

@@ -18,6 +18,8 @@ family: every fact is read off the processor by calling it.
 - ``num_multimodal_tokens``: the processor's own ``_get_num_multimodal_tokens`` where it has one (a cross-check).
 - output keys: the processor's keys with and without an image, the image processor's own keys,
   ``model_input_names``; ``token_type_ids``: what the processor marks with it (media tokens, or the suffix).
+- ``sample_lengths``: each sample with an image (up to ``SAMPLE_LIMIT``) rendered by the source's chat template and
+  processor in full, untruncated: its length and media tokens (how long ``cutoff_len`` must be to cut no media).
 """
 import argparse
 import collections
@@ -29,6 +31,7 @@ import sys
 from _processor import load_processor
 
 RESULT_MARKER = "MSMIGRATE_PROBE_RESULT "
+SAMPLE_LIMIT = 64
 SENTINEL = "QQPROBEQQ"
 TEXT_KEYS = ("input_ids", "attention_mask")
 
@@ -76,6 +79,32 @@ def load_images(data_path, samples):
             out.append((rel, Image.open(path).convert("RGB")))
             if len(out) >= samples:
                 return out
+    return out
+
+
+def sample_lengths(proc, data_path, media_id, limit=SAMPLE_LIMIT):
+    """``[{sample, length, media}]``: the full, untruncated ids the source makes of each sample with an image and
+    role/content turns (what the framework's dataset then cuts to ``cutoff_len``); a sample the source's template
+    cannot render is listed with its ``error`` instead."""
+    from PIL import Image
+
+    from _data_parity import source_ids
+
+    with open(data_path, encoding="utf-8") as fh:
+        raw = json.load(fh)
+    root = os.path.dirname(os.path.abspath(data_path))
+    out = []
+    for i, sample in enumerate(raw[:limit]):
+        messages = sample.get("messages")
+        if not sample.get("images") or not messages:
+            continue
+        paths = [p if os.path.isabs(p) else os.path.join(root, p) for p in sample["images"]]
+        try:
+            ids = source_ids(proc, messages, [Image.open(p).convert("RGB") for p in paths], False)
+        except Exception as exc:  # batch item boundary: one sample's failure is that sample's result
+            out.append({"sample": i, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            continue
+        out.append({"sample": i, "length": len(ids), "media": ids.count(media_id)})
     return out
 
 
@@ -266,6 +295,7 @@ def main(argv):
             "token_type_ids": token_type_rule(proc, placeholder, first, media_id),
             "processor_kwargs": processor_kwargs,
             "after_media_once": once, "after_media_once_why": once_why,
+            "sample_lengths": sample_lengths(proc, args.data, media_id),
         }
     except Exception as exc:  # probe boundary: the failure is the result
         import traceback

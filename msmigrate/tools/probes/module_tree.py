@@ -13,6 +13,10 @@ contract §13 #29), ``accepts_var_kwargs`` (class -> forward has ``**kwargs``), 
 once), ``embedding_params`` (the input embedding's), ``text_layers`` / ``text_hidden`` (the language model's layer count
 and width, from its config: the report's FLOPs per token). Ties are read from the built model, not from config.json:
 a config saved by transformers 4.x leaves ``tie_word_embeddings`` out when it equals the class default (Gemma 3).
+``attention_support``: the attention implementations every PreTrainedModel of the built model declares
+(``supported``, eager always) and, per implementation, the classes that do not (``lacks``): transformers refuses a
+requested implementation at build time on each such class ("does not support an attention implementation through
+torch.nn.functional.scaled_dot_product_attention yet"), and the probe builds with eager, so it sees them all.
 """
 import re
 import sys
@@ -29,6 +33,24 @@ def embeddings_tied(model):
         return False
     weight_in, weight_out = getattr(inp, "weight", None), getattr(out, "weight", None)
     return weight_in is not None and weight_in is weight_out
+
+
+# attention implementation -> the class flags that declare it (transformers 4.x and 5.x spellings)
+ATTN_FLAGS = {"sdpa": ("_supports_sdpa",), "flash_attention_2": ("_supports_flash_attn", "_supports_flash_attn_2")}
+
+
+def attention_support(model):
+    """``{supported, lacks}`` read off the built modules' own flags (a remote-code class's, or transformers')."""
+    lacks = {}
+    for module in model.modules():
+        if not hasattr(module, "_supports_sdpa") or not hasattr(module, "config"):
+            continue  # not a PreTrainedModel: transformers checks the implementation on those only
+        for impl, flags in ATTN_FLAGS.items():
+            if not any(getattr(module, f, False) is True for f in flags):
+                names = lacks.setdefault(impl, [])
+                if type(module).__name__ not in names:
+                    names.append(type(module).__name__)
+    return {"supported": ["eager"] + [impl for impl in ATTN_FLAGS if impl not in lacks], "lacks": lacks}
 
 
 def size_facts(model, config):
@@ -80,6 +102,7 @@ def main(argv):
         "names": names, "patterns": patterns, "classes": classes, "no_split_modules": no_split, "accepts_past_key_values": accepts_pkv,
         "accepts_var_kwargs": var_kwargs, "model_class": f"{cls.__module__}.{cls.__qualname__}", "build": how,
         "tied_parameters": tied, "tied_embeddings": embeddings_tied(model), "num_modules": len(names),
+        "attention_support": attention_support(model),
         **size_facts(model, config), "seconds": round(time.monotonic() - start, 2),
     })
     return 0

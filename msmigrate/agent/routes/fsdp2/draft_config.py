@@ -12,7 +12,9 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
+from msmigrate.agent.routes.fsdp2.attention_choice import choose_attention
 from msmigrate.agent.routes.fsdp2.config_fit import fit_to_model
+from msmigrate.agent.routes.fsdp2.cutoff_size import sized_cutoff
 from msmigrate.agent.routes.fsdp2.weights_load import delivered_weights, hf_load_entries, hf_weight_dir
 from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.tools.module_plan import apply_modules_from_tree, recompute_from_tree
@@ -55,9 +57,11 @@ def ships_fast_tokenizer(source: Path) -> bool:
 
 
 def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path, data_json: Path,
-                 tree: dict[str, Any]) -> dict[str, Any]:
+                 tree: dict[str, Any], notes: list[str] | None = None) -> dict[str, Any]:
     """The example's document with the keys the migration owns set in place (round trip: the example's comments,
-    anchors and key order stay; a key the example lacks is added at the end of its section)."""
+    anchors and key order stay; a key the example lacks is added at the end of its section). ``notes`` collects why
+    a value the example sets was changed for this source."""
+    notes = notes if notes is not None else []
     if isinstance(baseline, CommentedMap):
         cfg = rt.clone(baseline)
     else:
@@ -73,8 +77,11 @@ def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path
     for key, value in (("model_id", plan["model_id"]), ("model_name_or_path", str(source)),
                        ("trust_remote_code", custom), ("freeze", [])):
         put(model, key, value)
-    if "attn_implementation" not in model:
-        put(model, "attn_implementation", "sdpa")
+    attn, why = choose_attention(plan, tree, model.get("attn_implementation"))
+    if attn != model.get("attn_implementation"):
+        put(model, "attn_implementation", attn)
+    if why:
+        notes.append(why)
     ds = rt.section(cfg, "data", "dataset_param")
     put(ds, "dataset_type", plan["dataset_type"])
     rt.put_mapping(cfg, ds, "attr", attr_from_samples(data_json))
@@ -91,6 +98,10 @@ def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path
     put(basic, "dataset", str(data_json))
     put(basic, "dataset_dir", str(Path(data_json).parent))
     rt.remove(basic, "chat_template")
+    cutoff, why = sized_cutoff(plan, basic.get("cutoff_len"))
+    if why:
+        put(basic, "cutoff_len", cutoff)
+        notes.append(why)
     collate = rt.section(cfg, "data", "dataloader_param", "collate_param")
     rt.remove(collate, "model_name")
     put(collate, "collator_id", plan["collator"])

@@ -100,3 +100,19 @@ def single_process_training(cfg: dict[str, Any], custom: bool = False) -> dict[s
     weights = {} if custom else single_process_weights(cfg)
     return {**weights, "init_model_with_meta_device": True} if weights else {}
 
+
+
+def load_settings(delivered: dict[str, Any] | None, baseline: dict[str, Any] | None,
+                  source: Path) -> dict[str, Any] | None:
+    """The HF load the delivered config makes its trainer run — folder, ``load_strict``,
+    ``load_rank0_and_broadcast`` — or None when it loads no HF folder into a meta-built model. ``delivered``: the
+    run's YAML once written (its own entries decide); before that, the similar example's entries (round-tripped into
+    the delivered YAML) with the weights entries the draft writes for ``source`` (``delivered_weights``)."""
+    if isinstance(delivered, dict):
+        training = _training(delivered)
+    else:
+        training = {**_training(baseline or {}), **delivered_weights(source)}
+    if not training.get("init_model_with_meta_device") or weights_origin({"training": training})[0] != "hf-load":
+        return None
+    return {"load": str(training["load"]), "load_strict": bool(training.get("load_strict")),
+            "load_rank0_and_broadcast": bool(training.get("load_rank0_and_broadcast"))}

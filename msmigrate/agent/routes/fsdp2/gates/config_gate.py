@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
@@ -31,13 +32,21 @@ def missing_entries(script_text: str, target: Path) -> list[str]:
             if not e.startswith("/") and not (Path(target) / e).is_file()]
 
 
-def weights_findings(config: Path, source: Path) -> list[str]:
-    """A config that would train the source's model from a random init while the source ships its weights."""
+def _yaml(config: Path) -> dict[str, Any]:
+    """The YAML as a dict; empty when unreadable (the validator reports that)."""
     try:
         cfg = yaml.safe_load(config.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
-        return []  # the validator reports an unreadable YAML
-    kind, _ = weights_origin(cfg if isinstance(cfg, dict) else {})
+        return {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def weights_findings(config: Path, source: Path) -> list[str]:
+    """A config that would train the source's model from a random init while the source ships its weights."""
+    cfg = _yaml(config)
+    if not cfg:
+        return []
+    kind, _ = weights_origin(cfg)
     if kind == "random" and hf_weight_dir(source):
         return [f"[random-init] training: init_model_with_meta_device without training.load trains from a random "
                 f"init; the source's weights are in {source} (set training.load to it, load_format auto, "
@@ -73,7 +82,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             tree = res_tree.data.get("result") if res_tree.ok else None
         bound = bound_config(deps, config)
         res = config_check(ctx, bound, tree=tree, device=None)
-        findings = res.data.get("findings", [])
+        findings = res.data.get("findings", []) + attention_findings(_yaml(bound), plan, tree)
         errors = [f for f in findings if f["severity"] == "error"]
         codes = sorted({*codes, *(f["code"] for f in errors)})
         problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in errors]

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from msmigrate.agent.routes.fsdp2.cutoff_size import CUTOFF_PATH
 from msmigrate.agent.routes.fsdp2.draft_config import draft_config, load_baseline
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
 from msmigrate.tools import yaml_roundtrip as rt
@@ -62,16 +63,23 @@ def delivered_via(config: Path, plan: dict[str, Any]) -> str:
     return "/".join(parts) + (f" (delivered: {'; '.join(differs)})" if differs else "")
 
 
-def cutoff_problems(cutoff: dict[str, Any] | None) -> list[str]:
-    """Samples whose media tokens ``cutoff_len`` cuts (the probe's numbers; see tools/probes/_cutoff.py)."""
+def cutoff_findings(cutoff: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Samples whose media tokens ``cutoff_len`` cuts (the probe's numbers; see tools/probes/_cutoff.py), as one
+    finding that carries the smallest cutoff_len that cuts none of them (``minimum``: the repair sets it as data)."""
     cut = (cutoff or {}).get("cut") or []
     if not cut:
         return []
     need = max(c["full_length"] for c in cut)
     shown = "; ".join(f"sample {c['sample']} keeps {c['kept']} of its {c['full']} media tokens "
                       f"({c['full_length']} tokens in full)" for c in cut[:5])
-    return [f"cutoff_len {cutoff['cutoff_len']} cuts the media tokens of {len(cut)} of {cutoff.get('checked')} "
-            f"samples with media: {shown}; raise data.dataset_param.basic_parameters.cutoff_len to at least {need}"]
+    return [{"severity": "error", "code": "cutoff-cuts-media", "path": CUTOFF_PATH, "value": cutoff["cutoff_len"],
+             "minimum": need,
+             "message": f"cutoff_len {cutoff['cutoff_len']} cuts the media tokens of {len(cut)} of "
+                        f"{cutoff.get('checked')} samples with media: {shown}; raise {CUTOFF_PATH} to at least {need}"}]
+
+
+def cutoff_problems(cutoff: dict[str, Any] | None) -> list[str]:
+    return [f["message"] for f in cutoff_findings(cutoff)]
 
 
 def missing_batch_keys(plan: dict[str, Any], batch_keys: Any, forward_params: Any) -> list[str]:
@@ -98,7 +106,7 @@ def missing_batch_keys(plan: dict[str, Any], batch_keys: Any, forward_params: An
 
 def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     plan, ctx = state["plan"], deps.ctx
-    evidence, problems, parity = [], [], None
+    evidence, problems, parity, findings = [], [], None, []
     config = config_for_data(deps, state)
     t0 = time.time()
     media_id = (plan.get("media_expansion") or {}).get("media_token_id")
@@ -113,7 +121,8 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     if not res.ok:
         problems.append(f"data pipeline failed: {res.error}")
     else:
-        problems += cutoff_problems(r.get("cutoff"))
+        findings = cutoff_findings(r.get("cutoff"))
+        problems += [f["message"] for f in findings]
         # no media id in the plan (a source processor that does not expand media): the one data parity read from
         # the target's media spans, so the forward still counts the vision features against those tokens
         media_id = media_id if media_id is not None else (r.get("parity") or {}).get("media_token_id")
@@ -151,4 +160,4 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         ok += f"; model parity on this batch (G1's was not comparable) {parity_summary(model)}"
     records = {**({"data": parity} if parity else {}), **({"model": model} if model else {})}
     return {"gate": "G2", "passed": not problems, "summary": "; ".join(problems) or ok, "evidence": evidence,
-            "failure_text": failure, "parity": records}
+            "failure_text": failure, "parity": records, "findings": findings}

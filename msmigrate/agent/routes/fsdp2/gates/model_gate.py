@@ -1,16 +1,22 @@
 """G1 model: in the target runtime, the plugin packages import (as ``import_plugin`` does), ``model_id`` resolves in
 ``model_register``, the class builds on the meta device, and a forward with labels on a shrunk config returns a
-finite ``.loss``; then model parity (``gates/parity.py``): the plugin computes what the source's own class computes,
-eager and after meta init + load."""
+finite ``.loss``; the target's own HF weight load, as the delivered config makes its trainer run it (G4's launch runs
+it before its first step: a loader that raises or leaves parameters unwritten fails here, in the model phase that
+owns the plugin class it reads); then model parity (``gates/parity.py``): the plugin computes what the source's own
+class computes, eager and after meta init + load."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
+import yaml
+
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
 from msmigrate.agent.routes.fsdp2.gates.parity import model_parity_check, parity_summary
-from msmigrate.tools.target_checks import forward_check, module_tree
+from msmigrate.agent.routes.fsdp2.draft_config import load_baseline
+from msmigrate.agent.routes.fsdp2.weights_load import load_settings
+from msmigrate.tools.target_checks import forward_check, framework_load_check, module_tree
 
 
 def gate_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
@@ -41,14 +47,46 @@ def gate_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                                       **probe_runtime(fwd)))
         if not fwd.ok:
             problems.append(f"forward smoke failed: {fwd.error}")
+        elif (loaded := framework_load(deps, plan, custom, evidence)) is not None:
+            problems.append(loaded)
         else:
             ev, found, parity = model_parity_check(deps, state)
             evidence.append(ev)
             problems += found
     failure = "\n".join(problems + [e["log_excerpt"] for e in evidence if e["log_excerpt"]])
+    loads = [e for e in evidence if e["label"] == "framework HF load"]
     ok_summary = (f"{plan['model_id']} registered in {plan['plugin_dir']}, built on meta "
                   f"({evidence[0]['metrics']['modules']} modules), forward loss {evidence[1]['metrics'].get('loss')}; "
-                  f"model parity {parity_summary(parity)}" if len(evidence) > 2 else "")
+                  + (f"{loads[0]['metrics']['loader']} filled {loads[0]['metrics']['parameters']} parameters; "
+                     if loads else "")
+                  + f"model parity {parity_summary(parity)}" if len(evidence) > 2 else "")
     return {"gate": "G1", "passed": not problems, "summary": "; ".join(problems) or ok_summary,
             "evidence": evidence, "failure_text": failure, "module_tree_file": tree.data.get("saved"),
             "parity": {"model": parity} if parity else {}}
+
+
+def framework_load(deps: Any, plan: dict[str, Any], custom: bool, evidence: list[dict[str, Any]]) -> str | None:
+    """The target's own HF load of the delivered config's weights into the plugin class (an evidence item); the
+    problem line when it raised or left parameters unwritten, None when it passed or the config loads no HF folder."""
+    ctx = deps.ctx
+    written = ctx.target / plan["config_path"] if plan.get("config_path") else None
+    delivered = yaml.safe_load(written.read_text(encoding="utf-8")) if written and written.is_file() else None
+    baseline = load_baseline(ctx.target, plan["similar_case"])[0] \
+        if delivered is None and plan.get("similar_case") else None
+    settings = load_settings(delivered, baseline, ctx.source)
+    if settings is None:
+        return None
+    t0 = time.time()
+    res = framework_load_check(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
+                               trust_remote_code=custom, **settings)
+    r = res.data.get("result") or {}
+    evidence.append(evidence_item("framework HF load", res.data.get("argv", []), res.data.get("returncode"), t0,
+                                  time.time(), res.data.get("stderr_tail", "") if not res.ok else "",
+                                  {"loader": r.get("loader"), **settings, "parameters": r.get("parameters"),
+                                   "unfilled_count": r.get("unfilled_count"), "model_class": r.get("model_class")},
+                                  **probe_runtime(res)))
+    if res.ok:
+        return None
+    return (f"the target's own HF weight load ({r.get('loader') or 'its trainer loader'}, training.load "
+            f"{settings['load']}, load_strict {settings['load_strict']}), which G4's launch runs before its first "
+            f"step, failed on the plugin class: {res.error}")

@@ -79,7 +79,7 @@ def apply_action(cfg: dict[str, Any], action: dict[str, Any], tree: dict[str, An
 # findings about a key's value (not its place): the repair re-derives the value; of those, the ones where the target's
 # own default is an accepted value when the draft has none to give (a range or a consistency check such as lr_min
 # above lr: the defaults satisfy them), so the key may go
-_VALUE_FINDINGS = ("value-out-of-range", "bad-value", "weakened-train-iters", "weakened-zero-lr")
+_VALUE_FINDINGS = ("value-out-of-range", "bad-value", "weakened-train-iters", "weakened-zero-lr", "attn-unsupported")
 _DEFAULT_ACCEPTED = ("value-out-of-range", "bad-value")
 
 
@@ -103,6 +103,23 @@ def restore_values(cfg: dict[str, Any], findings: list[dict[str, Any]],
     return done
 
 
+def raise_minimums(cfg: dict[str, Any], findings: list[dict[str, Any]]) -> list[str]:
+    """A gate finding that carries the smallest value its key needs (``minimum``: G2's cutoff check measured the
+    longest sample whose media the cut loses) raises the key to it, as data, not parsed from the message; a key
+    already at or above it is left alone."""
+    done = []
+    for f in findings:
+        need = f.get("minimum")
+        if f.get("severity") != "error" or not isinstance(need, int) or not f.get("path"):
+            continue
+        have = get_path(cfg, f["path"])
+        if isinstance(have, int) and not isinstance(have, bool) and have >= need:
+            continue
+        set_path(cfg, f["path"], need)
+        done.append(f"set {f['path']} = {need} (was {have}; {f.get('code')})")
+    return done
+
+
 def apply_findings(cfg: dict[str, Any], findings: list[dict[str, Any]]) -> list[str]:
     """Move misplaced / misspelled keys to the path the validator suggests (only when it names exactly one path)."""
     done = []
@@ -123,4 +140,5 @@ def apply_failure(cfg: dict[str, Any], failure: dict[str, Any] | None, findings:
     actions = failure.get("autofix") or []
     actions = [actions] if isinstance(actions, dict) else list(actions)
     done = [d for d in (apply_action(cfg, a, tree) for a in actions) if d]
-    return done + apply_findings(cfg, findings) + restore_values(cfg, findings, reference)
+    return (done + apply_findings(cfg, findings) + restore_values(cfg, findings, reference)
+            + raise_minimums(cfg, findings))

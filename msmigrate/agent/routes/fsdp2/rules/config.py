@@ -13,7 +13,7 @@ from msmigrate.agent.launch_size import size_launch_script
 from msmigrate.agent.policies.base import PolicyView, tool_call
 from msmigrate.agent.policies.rules.steps import last_results, step_of, write
 from msmigrate.agent.routes.fsdp2.draft_config import draft_config, launch_script, load_baseline, tied_embeddings
-from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure
+from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure, raise_minimums
 from msmigrate.agent.routes.fsdp2.rules.code_templates import render_template
 from msmigrate.agent.routes.fsdp2.weights_load import weights_origin
 from msmigrate.tools import yaml_roundtrip as rt
@@ -24,13 +24,22 @@ def _dump(cfg: dict[str, Any]) -> str:
     return rt.dump(cfg)
 
 
+def _record(state: dict[str, Any], gate: str) -> dict[str, Any]:
+    """A gate's current record, else its last run in the history (routing back to the config phase drops the config
+    phase's own gates, and the later ones, from ``gates``: they are to be proved again)."""
+    return state.get("gates", {}).get(gate) or next(
+        (r for r in reversed(state.get("gate_history") or []) if r.get("gate") == gate), {})
+
+
 def _findings(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """G3's findings: from its current record, else its last run in the history (routing back to the config phase
-    drops the config phase's own gates from ``gates``: they are to be proved again)."""
-    record = state.get("gates", {}).get("G3") or next(
-        (r for r in reversed(state.get("gate_history") or []) if r.get("gate") == "G3"), {})
-    ev = record.get("evidence") or [{}]
-    return (ev[-1].get("metrics") or {}).get("findings") or []
+    """G3's findings, and the structured findings about a config key of the gate whose failure brought the run here
+    (G2's cutoff check: the cutoff_len no sample's media is cut by, as data)."""
+    ev = _record(state, "G3").get("evidence") or [{}]
+    found = list((ev[-1].get("metrics") or {}).get("findings") or [])
+    failed = (state.get("last_failure") or {}).get("gate")
+    if failed and failed != "G3":
+        found += _record(state, failed).get("findings") or []
+    return found
 
 
 def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -53,10 +62,14 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
                     "unchanged; not rewriting it.", [])
         return "Auto-fix: " + "; ".join(fixes), [write(plan["config_path"], text, "; ".join(fixes)[:200])]
     baseline, script, _ = load_baseline(ctx.target, plan["similar_case"])
-    cfg = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree)
+    notes: list[str] = []
+    cfg = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree, notes=notes)
+    if failure:  # a later gate measured what a key needs before any config was written (G2 on its own draft)
+        notes += raise_minimums(cfg, _findings(state))
     if policy.config_mutator is not None and not current.is_file():
         cfg = policy.config_mutator(cfg)
-    calls = [write(plan["config_path"], _dump(cfg), f"config derived from {plan['similar_case']}")]
+    calls = [write(plan["config_path"], _dump(cfg), "; ".join([f"config derived from {plan['similar_case']}"]
+                                                              + notes)[:400])]
     if script:
         text = launch_script(script, plan["similar_case"], plan["config_path"])
         size = plan.get("launch_size")
@@ -67,7 +80,8 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
     readme = str(Path(plan["config_path"]).parent / "README.md")
     if not (ctx.target / readme).is_file():
         calls.append(write(readme, example_readme(view, cfg), "how to point at the weights, launch, what is verified"))
-    return f"Write {plan['config_path']} and {plan['script_path']} from {plan['similar_case']}.", calls
+    return (f"Write {plan['config_path']} and {plan['script_path']} from {plan['similar_case']}."
+            + "".join(f" {n}." for n in notes)), calls
 
 
 def example_readme(view: PolicyView, cfg: dict[str, Any]) -> str:

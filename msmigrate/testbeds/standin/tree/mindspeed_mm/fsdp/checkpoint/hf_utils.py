@@ -5,7 +5,8 @@
 ``model.safetensors`` or ``model.safetensors.index.json`` (otherwise it is read as a DCP checkpoint). Every rank reads
 the full tensors and keeps its own shard; checkpoint keys go through the model's ``_checkpoint_conversion_mapping``
 (transformers 4.x saves the legacy names; on transformers 5 the stand-in reads the same renamings from the library's
-conversion registry) before they are matched with the parameter names. Parameters the files do
+conversion registry; a class whose nearest library ancestor is the bare ``PreTrainedModel``, vendored remote code,
+keeps its keys, as the base's empty mapping does on 4.x) before they are matched with the parameter names. Parameters the files do
 not hold stay as they were and are named in a warning; keys the model does not have are logged.
 """
 import json
@@ -51,11 +52,15 @@ def _renamer(model):
         from transformers.core_model_loading import WeightRenaming, rename_source_key
     except ImportError:
         return lambda key: key
+    from transformers import PreTrainedModel
+
     # the registry looks classes up by name and skips classes defined outside transformers (a plugin subclass, its
-    # FSDP wrapper): ask it about the transformers class the model derives from, built on the meta device
+    # FSDP wrapper): ask it about the transformers class the model derives from, built on the meta device. A class
+    # whose nearest transformers ancestor is the library's base (vendored remote code) reads the base's empty
+    # mapping on 4.x, so the real loader leaves its keys as they are: never build the bare base for it
     upstream = next((c for c in type(model).__mro__ if c.__module__.startswith("transformers.")
                      and hasattr(c, "_from_config")), None)
-    if upstream is None or getattr(model, "config", None) is None:
+    if upstream is None or upstream is PreTrainedModel or getattr(model, "config", None) is None:
         return lambda key: key
     from accelerate import init_empty_weights
 
