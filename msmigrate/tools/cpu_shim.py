@@ -7,7 +7,8 @@ Usage (as the torchrun entry, from the target repo root):
 The vanilla trainer has no CPU path (it calls torch.accelerator.set_device_index and asks for an nccl/hccl
 backend). This shim, without editing the target: (1) initialises a gloo process group first, so the trainer skips
 its own backend selection; (2) makes torch.accelerator.set_device_index a no-op; (3) maps torch.cpu.manual_seed(_all)
-to torch.manual_seed; (4) gives torch.cpu an empty_cache no-op; then puts the target root on sys.path, rewrites
+to torch.manual_seed; (4) gives torch.cpu an empty_cache no-op; (5) lets DDP wrap a CPU module when the trainer
+passes its accelerator namespace as ``device_ids`` (its single-shard DDP path: CPU modules take none); then puts the target root on sys.path, rewrites
 sys.argv to [trainer.py, config.yaml, ...] and runs the trainer as __main__. Standalone: imports nothing from msmigrate.
 
 Launches are also made independent of what freshly allocated memory held (``deterministic_storage``): with
@@ -136,6 +137,26 @@ def apply_cpu_patches():
             setattr(torch.accelerator, name, fn)
 
 
+def cpu_ddp_device_ids():
+    """The trainer's ``fully_shard_parallel_size == 1`` path (no meta init) wraps the model in DDP with
+    ``device_ids=[<accelerator namespace>]``; on the CPU that namespace is ``torch.cpu``, which DDP refuses for a CPU
+    module. A CPU module gets ``device_ids=None``, as DDP expects; anything else is passed through unchanged."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    original = DistributedDataParallel.__init__
+    if getattr(original, "_msmigrate_cpu", False):
+        return
+
+    def init(self, module, device_ids=None, output_device=None, *args, **kwargs):
+        on_cpu = all(p.device.type == "cpu" for p in module.parameters())
+        if on_cpu and device_ids is not None and not any(isinstance(d, int) for d in device_ids):
+            device_ids, output_device = None, None
+        original(self, module, device_ids, output_device, *args, **kwargs)
+
+    init._msmigrate_cpu = True
+    DistributedDataParallel.__init__ = init
+
+
 def target_root(trainer_path):
     """<root>/mindspeed_mm/fsdp/train/trainer.py -> <root>."""
     path = os.path.abspath(trainer_path)
@@ -158,6 +179,7 @@ def main(argv):
     if root not in sys.path:
         sys.path.insert(1, root)
     apply_cpu_patches()
+    cpu_ddp_device_ids()
     deterministic_storage()
     watch_first_forward()
     sys.argv = [trainer] + rest

@@ -37,6 +37,28 @@ def test_shim_patches_and_runs_target_as_main(tmp_path, port):
     assert "ROOT_ON_PATH True" in res.stdout and "NON_MEGATRON true" in res.stdout
 
 
+@pytest.mark.integration
+def test_single_shard_ddp_path_wraps_a_cpu_module(tmp_path, port):
+    # the trainer's fully_shard_parallel_size == 1 path without meta init: DDP(model, device_ids=[torch.<device>]);
+    # on the CPU that is torch.cpu, which DDP refuses for a CPU module (G4 failed there once G4 took the delivered
+    # config's build path)
+    trainer = tmp_path / "repo" / "mindspeed_mm" / "fsdp" / "train" / "trainer.py"
+    trainer.parent.mkdir(parents=True)
+    trainer.write_text(
+        "import torch, torch.distributed as dist\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "if __name__ == '__main__':\n"
+        "    model = DDP(torch.nn.Linear(2, 2), process_group=dist.group.WORLD, find_unused_parameters=True,\n"
+        "                device_ids=[torch.cpu])\n"
+        "    model(torch.ones(1, 2)).sum().backward()\n"
+        "    print('DDP_OK', model.device_ids)\n")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1", "--master_port", str(port),
+           str(SHIM), str(trainer), "cfg.yaml"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "DDP_OK None" in res.stdout
+
+
 # ---------------------------------------------------------------------------- storage that nothing initialised
 # A toy model with what meta-device init + to_empty leaves behind when nothing rebuilds it: a non-persistent
 # rotary-style buffer, an integer position-id buffer, and a parameter.
