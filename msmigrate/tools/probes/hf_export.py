@@ -114,6 +114,26 @@ def compare_tensors(state, exported):
     return missing, differ
 
 
+def logits_and_loss(model, batch):
+    """The model's logits and loss on the batch, fed only what its forward names (a custom forward may take no
+    labels and no ``use_cache``) and read from whatever it returns (an output object or dict, a tuple, a tensor)."""
+    import torch
+
+    params, takes_kwargs = forward_params(type(model))
+    feed = {k: v for k, v in batch.items() if takes_kwargs or k in params}
+    if takes_kwargs or "use_cache" in params:
+        feed["use_cache"] = False
+    with torch.no_grad():
+        out = model(**feed)
+    if isinstance(out, dict):  # a ModelOutput is one too
+        logits, loss = out.get("logits"), out.get("loss")
+    elif isinstance(out, (tuple, list)):
+        logits, loss = out[0], None
+    else:
+        logits, loss = out, None
+    return logits.float(), float(loss) if loss is not None else None
+
+
 def main(argv):
     args = parse(argv)
     # both classes eager, like with like: a remote-code source may have no SDPA path, and the comparison is of the
@@ -156,15 +176,11 @@ def main(argv):
                                          attn_implementation=args.attn_implementation)
         cfg, dataset, collate_fn = load_pipeline(args.config)
         batch = micro_batches(cfg, dataset, collate_fn, plugin, 1)[0]
-        params, takes_kwargs = forward_params(src_cls)
-        src_batch = {k: v for k, v in batch.items() if takes_kwargs or k in params}
         logits = {}
-        for name, model, feed in (("source", source, src_batch), ("target", plugin, batch)):
+        for name, model in (("source", source), ("target", plugin)):
             model.float().eval()
             caller_set_media_ids(model, args.media_token_id)
-            with torch.no_grad():
-                outputs = model(**feed, use_cache=False)
-            logits[name] = (outputs.logits.float(), float(outputs.loss) if outputs.loss is not None else None)
+            logits[name] = logits_and_loss(model, batch)
     except Exception as exc:  # probe boundary: the failure is the result
         import traceback
 
