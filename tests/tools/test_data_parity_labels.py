@@ -63,7 +63,7 @@ def test_recorded_real_batch_is_aligned_and_passes(llava):
     # one doubled-eos problem per sample, then the note naming what the oracle read (file and keys)
     *per_sample, note = doubled["problems"]
     assert not doubled["passed"] and len(per_sample) == 2
-    assert all("an appended eos doubles it" in p for p in per_sample)
+    assert all("an appended end doubles it" in p for p in per_sample)
     assert note.startswith(f"(the oracle read {source / 'data' / 'train.json'}: each record's 'messages' and 'images'")
     examples = [_undoubled(e) for e in recorded]
     assert examples[0]["labels"][0] == 1 != examples[0]["input_ids"][0]  # the efficient-eos label at position 0

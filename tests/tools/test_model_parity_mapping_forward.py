@@ -101,7 +101,7 @@ def run_parity(setup, body: str, batch_file: str | None):
     source, target, batch, root = setup
     (target / "mindspeed_mm/fsdp/models/dictlm/__init__.py").write_text(PLUGIN.replace("{body}", body))
     ctx = SimpleNamespace(target=target, source=source, runtime_python=sys.executable, run_dir=root / "run",
-                          approval=False, code_approved=True)
+                          approval=False, code_approved=True, probe_timeout_s=300.0)
     res = model_parity(ctx, plugins=["mindspeed_mm/fsdp/models/dictlm"], model_id="dictlm", trust_remote_code=True,
                        batch_file=batch_file)
     assert res.ok, res.error
