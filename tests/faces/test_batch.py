@@ -266,7 +266,7 @@ def test_ctrl_c_leaves_items_resumable_and_a_rerun_resumes_them(tmp_path, source
         "the two items were never held in G4 at once")
     rid = run_ids(batch_dir)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C at a terminal sends: the whole foreground group
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=600)  # the stop waits for the current step: a G4 with training parity
     assert proc.returncode == 130, err
     state = read_state(batch_dir)
     assert {k: state[k]["status"] for k in ("one", "two")} == {"one": "interrupted", "two": "interrupted"}, state

@@ -111,7 +111,7 @@ def test_headless_ctrl_c_prints_the_resume_command_that_finishes_the_run(tmp_pat
         assert proc.poll() is None and time.monotonic() < deadline, "the run never reached G4"
         time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=600)  # the stop waits for the current step: a G4 with training parity
     assert proc.returncode == 130, err
     assert "Traceback" not in err, err
     line = " ".join(err.split())
