@@ -3,6 +3,7 @@
     python benchmarks/bench_fault_routing.py                         # every fault (msmigrate/testbeds/faults)
     python benchmarks/bench_fault_routing.py --only config-micro-batch-zero,data-records-empty
     python benchmarks/bench_fault_routing.py --repair                # + the repair subset: a full rules run
+    python benchmarks/bench_fault_routing.py --repair-at-write --only ...  # YAML faults put in the drafted YAML
     python benchmarks/bench_fault_routing.py --target real --only ...  # on the real MindSpeed-MM (real runtime)
 
 The green migration is built once (the demo: rules policy, a bundled fixture, a fresh stand-in target; with
@@ -23,7 +24,10 @@ verify sends the failure. Scored per fault, from the run's trajectory and gate r
   it uncut) names a file or key the fix changes;
 - missed: no gate failed at all;
 - repaired (``--repair`` / ``--repair-only``; the faults in what the rules policy writes itself, ``rules_owned``:
-  plugin, YAML, launch script): a full ``rules`` run on a faulted copy ends green.
+  plugin, YAML, launch script, and the reused template / mm_plugin it re-derives when G2 refutes them): a full ``rules`` run on a faulted copy ends green; ``how`` says whether a gate failed
+  on the way (the rules phases derive their artifacts afresh on a first visit, so a fault in the copy is often
+  rewritten before any gate sees it). ``--repair-at-write``: the YAML faults put into the YAML the config phase
+  drafts (``at_write``), so a green end is a repair after the gate failure the fault causes.
 
 Results go to ``--out`` (JSON) and a table on stdout. Wall time: about 20-60 s per fault on 2 cores.
 """
@@ -36,15 +40,19 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+import tempfile
+from typing import Any, Callable
 
 from msmigrate.agent.config import RunSpec, Settings
 from msmigrate.agent.input_checks import InputError
 from msmigrate.agent.nodes.classify import OWNER_TO_PHASE
+from msmigrate.agent.policies.rules import RulesPolicy
 from msmigrate.agent.runner import Run, new_run_id
 from msmigrate.core.git import git_out
 from msmigrate.knowledge.classifier import DECISIVE_CONFIDENCE
-from msmigrate.testbeds.faults import Fault, FaultError, Layout, all_faults, apply, wrap_runtime
+from msmigrate.testbeds.faults import (GROUPS, Fault, FaultError, Layout, all_faults, apply, fault_group,
+                                       wrap_runtime)
+from msmigrate.tools import yaml_roundtrip as rt
 
 GREEN_MARK = "green.json"
 
@@ -142,8 +150,10 @@ def faulted_spec(green: dict[str, Any], fault: Fault, layout: Layout, folder: Pa
 
 
 # The artifacts the rules policy writes itself in a transformers-native migration: the plugin, the YAML and the
-# launch script (its data phase reuses an existing template on branch A; the records and the runtime are the user's)
-RULES_WRITES = ("plugin", "yaml", "launch")
+# launch script; and the data path's template / mm_plugin, which its data phase reuses on branch A and derives anew
+# from the source's facts when G2 refutes the reused ones (agent/routes/fsdp2/rules/data_rederive.py). The records,
+# the runtime and the framework's shared collator code are the user's / the framework's.
+RULES_WRITES = ("plugin", "yaml", "launch", "mm_plugin", "template")
 
 
 def rules_owned(fault: Fault) -> bool:
@@ -197,11 +207,34 @@ def report_failure_lines(report: Path, gate: str) -> str:
                      line.lower().startswith("- last failure:"))
 
 
-def run_fault(green: dict[str, Any], fault: Fault, work: Path, policy: str = "none") -> dict[str, Any]:
-    folder = work / fault.id / policy
+def yaml_only(fault: Fault) -> bool:
+    """A fault whose edits are all on the YAML (it can be injected where the config phase writes the YAML)."""
+    return bool(fault.edits) and fault.runtime is None and all(e.file == "{config}" for e in fault.edits)
+
+
+def at_write(fault: Fault) -> Callable[[Any], Any]:
+    """A config mutator that puts the fault into the YAML the rules config phase drafts, on its first write: the
+    run's own artifact carries the fault, so a green end means the phase repaired it after a gate failed (a faulted
+    YAML already in the copy is rewritten from the example before any gate sees it)."""
+    def mutate(cfg: Any) -> Any:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            (root / "cfg.yaml").write_text(rt.dump(cfg), encoding="utf-8")
+            apply(fault, Layout(root=root, plugin="p", modeling="p/m.py", config="cfg.yaml", launch="l.sh",
+                                data=root / "train.json"))
+            return rt.load((root / "cfg.yaml").read_text(encoding="utf-8"))
+    return mutate
+
+
+def run_fault(green: dict[str, Any], fault: Fault, work: Path, policy: str = "none",
+              inject_at_write: bool = False) -> dict[str, Any]:
+    folder = work / fault.id / (f"{policy}-at-write" if inject_at_write else policy)
     layout = copy_for(green, fault, folder)
     try:
-        apply(fault, layout)
+        if inject_at_write:  # the copy without its YAML: the config phase drafts one and the mutator faults it
+            layout.path("{config}").unlink()
+        else:
+            apply(fault, layout)
     except FaultError as exc:
         return {"id": fault.id, "owner": fault.owner, "error": str(exc)}
     git(layout.root, "add", "-A")
@@ -211,7 +244,8 @@ def run_fault(green: dict[str, Any], fault: Fault, work: Path, policy: str = "no
     run_id = new_run_id(green["model"])
     started = time.monotonic()
     try:
-        with Run(spec, run_id, Settings(runs_dir=folder / "runs")) as run:
+        with Run(spec, run_id, Settings(runs_dir=folder / "runs"),
+                 policy=RulesPolicy(config_mutator=at_write(fault)) if inject_at_write else None) as run:
             state = run.drive()
     except InputError as exc:  # the run refused its inputs before any gate, as `msmigrate verify` exits: scored as
         # stopped before routing, its one line checked for the fix
@@ -225,9 +259,23 @@ def run_fault(green: dict[str, Any], fault: Fault, work: Path, policy: str = "no
         result = {**score(fault, layout, state, run_dir), "run_dir": str(run_dir)}
     else:
         result = {"id": fault.id, "owner": fault.owner, "repaired": state.get("exit_status") == "success",
-                  "exit_status": state.get("exit_status"), "detail": str(state.get("exit_detail") or "")[:300]}
+                  "injected": "at the config phase's first write" if inject_at_write else "in the copy",
+                  "exit_status": state.get("exit_status"), "detail": str(state.get("exit_detail") or "")[:300],
+                  **repair_path(run_dir)}
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
+
+
+def repair_path(run_dir: Path) -> dict[str, Any]:
+    """How a full run got where it ended: the gate failures it classified on the way (gate, owner, case). None
+    failed: the phase that owns the faulted artifact rewrote it on its first visit (the rules policy derives the
+    plugin, YAML and launch script afresh), so the fault never reached a gate; else it was repaired after them."""
+    trajectory = run_dir / "trajectory.jsonl"
+    records = [json.loads(line) for line in trajectory.read_text().splitlines() if line.strip()] \
+        if trajectory.is_file() else []
+    failures = [f"{r.get('gate')}:{r.get('owner') or 'unknown'}:{r.get('case_id') or r.get('method')}"
+                for r in records if r.get("kind") == "classify"]
+    return {"gate_failures": failures, "how": "gate failures on the way" if failures else "no gate failed"}
 
 
 def totals(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -255,11 +303,12 @@ def totals(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def grouped_totals(results: list[dict[str, Any]]) -> dict[str, Any]:
     """The totals of the faults written with the changes, and apart (``heldout``) those of the held-out group
-    (faults/heldout.py: written blind, never run while the classifier changed); repaired counts per group too."""
-    heldout = {f.id for f in all_faults() if f.heldout}
+    (faults/heldout.py, heldout2.py: written blind, never run while the classifier changed) and the third blind set
+    (``heldout3``); repaired counts per group too."""
+    group_of = {f.id: fault_group(f) for f in all_faults()}
     summary: dict[str, Any] = {}
-    for group, rows in (("main", [r for r in results if r.get("id") not in heldout]),
-                        ("heldout", [r for r in results if r.get("id") in heldout])):
+    for group in GROUPS:
+        rows = [r for r in results if group_of.get(r.get("id"), "main") == group]
         if not rows:
             continue
         part = totals([r for r in rows if "repaired" not in r])
@@ -277,7 +326,9 @@ def table(results: list[dict[str, Any]]) -> str:
         if "error" in r:
             lines.append(f"{r['id']:36} {r['owner']:11} NOT APPLIED: {r['error'][:80]}")
         elif "repaired" in r:
-            lines.append(f"{r['id']:36} {r['owner']:11} repair run: {r['exit_status']} {r.get('detail', '')[:80]}")
+            lines.append(f"{r['id']:36} {r['owner']:11} repair run: {r['exit_status']} "
+                         f"({r.get('how', '?')}: {', '.join(r.get('gate_failures') or []) or '-'}) "
+                         f"{r.get('detail', '')[:80]}")
         elif not r.get("gate"):
             lines.append(f"{r['id']:36} {r['owner']:11} {'-':4} {'MISSED' if r.get('missed') else r['exit_status']}"
                          f" {r.get('detail', '')[:80]}")
@@ -357,8 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path("fault_workdir"))
     parser.add_argument("--model", default="qwen2_vl", help="the bundled fixture the green migration is built from")
     parser.add_argument("--only", default="", help="comma-separated fault ids, run in that order")
-    parser.add_argument("--group", choices=("all", "heldout", "main"), default="all", help="only the held-out "
-                        "group (faults/heldout.py) or only the rest")
+    parser.add_argument("--group", choices=("all", *GROUPS), default="all", help="only one group: the held-out "
+                        "faults (faults/heldout.py, heldout2.py), the third blind set (faults/heldout3.py) or the rest")
     parser.add_argument("--target", choices=("standin", "real"), default="standin", help="the stand-in target, or a "
                         "copy of the real MindSpeed-MM checkout run by its real runtime (use its own --workdir)")
     parser.add_argument("--real-checkout", type=Path, default=None, help="the real checkout (default: "
@@ -367,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
                         "~/.cache/msmigrate/real-runtime/bin/python)")
     parser.add_argument("--repair", action="store_true", help="also run the repair subset (full rules runs)")
     parser.add_argument("--repair-only", action="store_true", help="run only the repair subset")
+    parser.add_argument("--repair-at-write", action="store_true", help="run the YAML faults of the repair subset "
+                        "injected where the rules config phase first writes the YAML (so a green end is a repair "
+                        "after a gate failure, not a rewrite before any gate)")
     parser.add_argument("--out", type=Path, default=None, help="JSON results (default: WORKDIR/results.json)")
     parser.add_argument("--summarize", type=Path, nargs="+", default=None, help="print the table and totals of "
                         "results files (merged by fault id, a later file wins; this version's scoring and the "
@@ -388,17 +442,22 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown fault ids: {', '.join(unknown)}")
     if args.group != "all":
-        by_id = {i: f for i, f in by_id.items() if f.heldout == (args.group == "heldout")}
+        by_id = {i: f for i, f in by_id.items() if fault_group(f) == args.group}
     # --only runs its faults in the order given (a long run on shared cores does the ones that matter first)
     faults = [by_id[i] for i in dict.fromkeys(args.only.split(",")) if i in by_id] if wanted else list(by_id.values())
     results = []
-    for fault in [] if args.repair_only else faults:
+    for fault in [] if args.repair_only or args.repair_at_write else faults:
         result = run_fault(green, fault, workdir / "faults")
         results.append(result)
         print(table([result]).splitlines()[-1], flush=True)
     if args.repair or args.repair_only:
         for fault in [f for f in faults if rules_owned(f)]:
             result = run_fault(green, fault, workdir / "faults", policy="rules")
+            results.append(result)
+            print(table([result]).splitlines()[-1], flush=True)
+    if args.repair_at_write:
+        for fault in [f for f in faults if rules_owned(f) and yaml_only(f)]:
+            result = run_fault(green, fault, workdir / "faults", policy="rules", inject_at_write=True)
             results.append(result)
             print(table([result]).splitlines()[-1], flush=True)
     summary = grouped_totals(results)

@@ -47,9 +47,10 @@ class FamilyLine:
     detail: str
     template: str = ""
     seconds: float = 0.0
+    commit: str = ""  # the msmigrate commit the line was measured at ("" before sweeps recorded it)
 
     def text(self) -> str:
-        return f"{self.family:<26} {self.status:<14} {self.detail}"
+        return f"{self.family:<26} {self.status:<14} {self.commit or '?':<8} {self.detail}"
 
 
 def all_families() -> list[str]:
@@ -85,15 +86,39 @@ def first_failed_gate(evidence_path: Path, summary: dict) -> tuple[str, str]:
     (the gates table keeps only gates that passed), else the first gate the summary marks failed."""
     if evidence_path.is_file():
         ev = json.loads(evidence_path.read_text(encoding="utf-8"))
-        failed = [r for r in ev.get("gate_history") or [] if r.get("passed") is False]
-        if failed:
-            return failed[-1].get("gate", "—"), failed[-1].get("summary") or ""
+        history = ev.get("gate_history") or []
+        # a gate that failed and never passed after: the lowest of those is where the run stopped (a later gate's
+        # failure there is a consequence: G3 has no config to load when G1 kept the config phase from running)
+        open_fail: dict[str, dict] = {}
+        for record in history:
+            if record.get("passed") is False:
+                open_fail[record.get("gate", "—")] = record
+            elif record.get("passed") is True:
+                open_fail.pop(record.get("gate", "—"), None)
+        if open_fail:
+            gate = min(open_fail)
+            return gate, open_fail[gate].get("summary") or ""
     gates = summary.get("gates") or {}
     marked = sorted(g for g, ok in gates.items() if ok is False)
     return (marked[0] if marked else "—"), ""
 
 
-def run_family(family: str, out: Path, runtime_python: str, limit_s: float, build_only: bool = False) -> FamilyLine:
+def gates_so_far(runs: Path) -> str:
+    """How far a run that was stopped got: the gates its trajectory records as passed (last record per gate)."""
+    last: dict[str, bool] = {}
+    for path in sorted(runs.glob("*/trajectory.jsonl")):
+        for ln in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(ln) if ln.startswith("{") else {}
+            if record.get("kind") == "gate" and record.get("gate"):
+                last[record["gate"]] = bool(record.get("passed"))
+    passed = sorted(g for g, ok in last.items() if ok)
+    failed = sorted(g for g, ok in last.items() if not ok)
+    return ((f"; passed {', '.join(passed)}" if passed else "; no gate passed")
+            + (f"; failed so far {', '.join(failed)}" if failed else ""))
+
+
+def run_family(family: str, out: Path, runtime_python: str, limit_s: float, build_only: bool = False,
+               probe_timeout_s: float = 0.0) -> FamilyLine:
     started = time.monotonic()
     work = out / family
     if work.exists():
@@ -117,6 +142,8 @@ def run_family(family: str, out: Path, runtime_python: str, limit_s: float, buil
     spec = {"source": str(work / "source"), "target": str(work / "target"), "model_name": model_name(family),
             "runtime_python": runtime_python, "policy": "rules",
             "budgets": {"wall_seconds": float(limit_s)}}
+    if probe_timeout_s:  # a loaded host: G4's training parity alone ran past the default on 2 shared cores
+        spec["launch"] = {"probe_timeout_s": float(probe_timeout_s)}
     (work / "spec.yaml").write_text(json.dumps(spec, indent=1), encoding="utf-8")  # JSON is YAML
     remaining = max(60.0, limit_s - (time.monotonic() - started))
     try:
@@ -124,8 +151,8 @@ def run_family(family: str, out: Path, runtime_python: str, limit_s: float, buil
                                str(work / "runs")], capture_output=True, text=True, timeout=remaining + 120,
                               env=ENV, cwd=REPO)
     except subprocess.TimeoutExpired:
-        return FamilyLine(family, "timeout", f"msmigrate run ran past {remaining + 120:.0f} s", template,
-                          time.monotonic() - started)
+        return FamilyLine(family, "timeout", f"msmigrate run ran past {remaining + 120:.0f} s"
+                          + gates_so_far(work / "runs"), template, time.monotonic() - started)
     (work / "run.stderr").write_text(done.stderr, encoding="utf-8")
     try:
         summary = json.loads(done.stdout[done.stdout.index("{"):])
@@ -144,28 +171,50 @@ def run_family(family: str, out: Path, runtime_python: str, limit_s: float, buil
 
 
 def totals(lines: list[FamilyLine]) -> list[str]:
+    """The counts and the issue's two ratios (green; green or honestly declined) over the buildable families. Where
+    some buildable families were not migrated, the ratios are given both over all buildable ones (an unmigrated
+    family counts as neither) and over the migrated ones, with how many those are."""
     count = lambda pred: sum(1 for ln in lines if pred(ln.status))  # noqa: E731
     green, declined = count(lambda s: s == "green"), count(lambda s: s == "declined")
     failed = count(lambda s: s.startswith("failed") or s in ("timeout", "error"))
     unbuildable = count(lambda s: s == "not buildable")
     unrun = count(lambda s: s == "buildable")
     unreached = count(lambda s: s == "not run")
-    buildable = len(lines) - unbuildable - unrun - unreached
-    pct = (lambda n: f"{100.0 * n / buildable:.0f} %") if buildable else (lambda n: "—")
-    return [f"families {len(lines)}: buildable {buildable + unrun}, not buildable {unbuildable}"
+    migrated = len(lines) - unbuildable - unrun - unreached
+    buildable = migrated + unrun + unreached
+
+    def pct(n: int, of: int) -> str:
+        return f"{100.0 * n / of:.0f} %" if of else "—"
+
+    head = (f"families {len(lines)}: buildable {buildable}, not buildable {unbuildable}"
             + (f", built but not migrated {unrun}" if unrun else "")
-            + (f", not reached {unreached}" if unreached else "")
-            + (f" (percentages below are of the {buildable} migrated)" if unrun or unreached else ""),
-            f"green {green} ({pct(green)} of buildable), declined {declined}, "
-            f"green or declined {green + declined} ({pct(green + declined)}), failed {failed}"]
+            + (f", not reached {unreached}" if unreached else ""))
+    if migrated == buildable:
+        return [head, f"green {green} ({pct(green, migrated)} of buildable), declined {declined}, "
+                      f"green or declined {green + declined} ({pct(green + declined, migrated)}), failed {failed}"]
+    return [head + f"; migrated {migrated} of the {buildable} buildable",
+            f"green {green} ({pct(green, buildable)} of buildable, {pct(green, migrated)} of migrated), "
+            f"declined {declined}, green or declined {green + declined} ({pct(green + declined, buildable)} of "
+            f"buildable, {pct(green + declined, migrated)} of migrated), failed {failed}"]
 
 
 def table_markdown(lines: list[FamilyLine], header: str) -> str:
-    rows = ["| family | result | detail | chat template | seconds |", "|---|---|---|---|---|"]
+    rows = ["| family | result | detail | chat template | seconds | commit |", "|---|---|---|---|---|---|"]
     for ln in lines:
         detail = ln.detail.replace("|", "\\|")
-        rows.append(f"| `{ln.family}` | {ln.status} | {detail} | {ln.template or '—'} | {ln.seconds:.0f} |")
+        rows.append(f"| `{ln.family}` | {ln.status} | {detail} | {ln.template or '—'} | {ln.seconds:.0f} "
+                    f"| {ln.commit or '?'} |")
     return "\n".join([header, "", *rows, "", *[f"- {t}" for t in totals(lines)], ""])
+
+
+def code_commit() -> str:
+    """The commit of the msmigrate code this sweep runs (``+dirty`` with uncommitted changes): a line measured on
+    older code says so when sweeps are merged."""
+    from msmigrate.core.git import git
+
+    head = git(REPO, "rev-parse", "--short=7", "HEAD", check=False)
+    dirty = git(REPO, "status", "--porcelain", "--", "msmigrate", check=False)
+    return (head.stdout.strip() or "unknown") + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def runtime_versions(python: str) -> str:
@@ -202,24 +251,40 @@ def _header(runtime: str) -> str:
             "build.json, spec, run folder and the run's stderr.")
 
 
-def _replay(paths: list[Path], table: str, runtime_python: str, expected: list[str]) -> list[FamilyLine]:
-    """Finished (or interrupted) sweeps' lines again, with totals: a long sweep recorded after the fact, or pieced
-    together from several (a family's last line wins: a migration after a build-only pass)."""
-    by_family: dict[str, dict] = {}
-    for path in paths:
-        for ln in path.read_text(encoding="utf-8").splitlines():
+def merge_records(paths: list[Path]) -> list[dict]:
+    """One record per family from several sweeps' lines.jsonl files: the newest line wins (by its ``finished``
+    time; lines without one, from sweeps before it was recorded, count as older than any with one, in the order the
+    files and lines are given), except that a build-only line never replaces a migration's result."""
+    order: list[tuple[str, int, int, dict]] = []
+    for f, path in enumerate(paths):
+        for i, ln in enumerate(path.read_text(encoding="utf-8").splitlines()):
             if ln.strip():
                 record = json.loads(ln)
-                if record["status"] != "buildable" or record["family"] not in by_family:
-                    by_family.pop(record["family"], None)
-                    by_family[record["family"]] = record
-    records = list(by_family.values())
+                order.append((record.get("finished", ""), f, i, record))
+    by_family: dict[str, dict] = {}
+    for *_, record in sorted(order, key=lambda t: t[:3]):
+        family = record["family"]
+        if record["status"] == "buildable" and family in by_family and by_family[family]["status"] != "buildable":
+            continue
+        by_family[family] = record
+    return list(by_family.values())
+
+
+def _replay(paths: list[Path], table: str, runtime_python: str, expected: list[str]) -> list[FamilyLine]:
+    """Finished (or interrupted) sweeps' lines again, with totals: a long sweep recorded after the fact, or pieced
+    together from several (``merge_records``: a family's newest line wins; each row names the commit it was measured
+    at, ``?`` for lines from before commits were recorded)."""
+    records = merge_records(paths)
+    seen = {r["family"] for r in records}
     for family in expected:  # asked for but in no file: the sweep did not get to it
-        if family not in by_family:
+        if family not in seen:
             records.append({"family": family, "status": "not run", "detail": "not reached by this sweep"})
+    rank = {f: i for i, f in enumerate(expected or all_families())}
+    records.sort(key=lambda r: rank.get(r["family"], len(rank)))
+    head = code_commit()
     runtime = (records[0].get("runtime", "") if records else "") or runtime_versions(runtime_python)
     lines = [FamilyLine(**{k: v for k, v in r.items() if k in FamilyLine.__dataclass_fields__}) for r in records]
-    print(f"{len(lines)} families from {', '.join(map(str, paths))}; runtime {runtime}")
+    print(f"{len(lines)} families from {', '.join(map(str, paths))}; runtime {runtime}; checkout at {head}")
     for line in lines:
         print(line.text())
     for text in totals(lines):
@@ -244,9 +309,12 @@ def main(argv: list[str] | None = None) -> list[FamilyLine]:
     ap.add_argument("--runtime-torch", default="torch==2.14.1", help="with --make-runtime: the torch requirement")
     ap.add_argument("--runtime-torchvision", default="torchvision==0.29.1",
                     help="with --make-runtime: the torchvision requirement (the release built for that torch)")
+    ap.add_argument("--probe-timeout-s", type=float, default=0.0, help="the specs' launch.probe_timeout_s (default: "
+                    "the product's); raise it on a loaded host, where G4's training parity probe outlasts it")
     ap.add_argument("--build-only", action="store_true", help="build and verify the sources, migrate nothing")
     ap.add_argument("--from-lines", default="", help="print and tabulate finished sweeps' lines.jsonl files "
-                    "(comma-separated; a family's last line wins), run nothing")
+                    "(comma-separated; a family's newest line wins, a build-only line never replaces a migration; "
+                    "each row names the commit it was measured at), run nothing")
     args = ap.parse_args(argv)
     if args.make_runtime:
         args.runtime_python = make_runtime(Path(args.make_runtime), args.runtime_torch, args.runtime_torchvision)
@@ -257,18 +325,22 @@ def main(argv: list[str] | None = None) -> list[FamilyLine]:
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="msmigrate-sweep-"))
     out.mkdir(parents=True, exist_ok=True)
     runtime = runtime_versions(args.runtime_python)
-    print(f"runtime {args.runtime_python}: {runtime}")
+    commit = code_commit()
+    print(f"runtime {args.runtime_python}: {runtime}; msmigrate at {commit}")
     print(f"{len(families)} families, jobs {args.jobs}, limit {args.limit_s:.0f} s each, work in {out}")
     lines: list[FamilyLine] = []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(run_family, f, out, args.runtime_python, args.limit_s, args.build_only)
+        futures = [pool.submit(run_family, f, out, args.runtime_python, args.limit_s, args.build_only,
+                               args.probe_timeout_s)
                    for f in families]
         for fut in futures:
             line = fut.result()
+            line.commit = commit
             lines.append(line)
             print(line.text(), flush=True)
             with (out / "lines.jsonl").open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({**vars(line), "runtime": runtime}) + "\n")
+                fh.write(json.dumps({**vars(line), "runtime": runtime,
+                                     "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
     for text in totals(lines):
         print(text)
     if args.table:

@@ -67,6 +67,19 @@ def outcomes(run_dir: Path) -> dict[str, Any]:
             "runtime_processor_kind": json.loads(processor.read_text()).get("kind") if processor.is_file() else None}
 
 
+def fixed_since(run_dir: Path, gate: str, why: str) -> dict[str, Any]:
+    """A gate the live run failed once that passes at the current code on the same delivery (a msmigrate fix since
+    the run): the replay stops being the live path there, so the recording says where: the gate, why, and how many
+    model requests the live run had made before that verdict (its repair turns after it go unused)."""
+    requests = 0
+    for line in (run_dir / "trajectory.jsonl").read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        if rec.get("kind") == "gate" and rec.get("gate") == gate and not rec.get("passed"):
+            return {"gate": gate, "why": why, "requests_before": requests}
+        requests += rec.get("kind") == "decision" or (rec.get("kind") == "classify" and bool(rec.get("requests")))
+    raise SystemExit(f"--fixed-since {gate}: the live run never failed {gate}")
+
+
 def convert(relay_dir: Path, work: Path, run_dir: Path | None = None) -> dict[str, Any]:
     paths = {"run": str(run_dir)} if run_dir else {}
     paths.update(source=str(work / "source"), target=str(work / "target"))
@@ -118,9 +131,16 @@ def main() -> int:
     ap.add_argument("--fixture", required=True, help="the source fixture the run migrated (msmigrate fixtures list)")
     ap.add_argument("--run-dir", type=Path, help="the live run's dir: its tool/gate outcomes are recorded too")
     ap.add_argument("--note", default="", help="what the live run showed (why it stopped, if it did)")
+    ap.add_argument("--fixed-since", nargs=2, metavar=("GATE", "WHY"),
+                    help="a gate the live run failed once that the current code passes on the same delivery (with "
+                         "--run-dir): the replay must go green from there without the live run's repair turns")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     rec = {"fixture": args.fixture, "note": args.note, **convert(args.relay_dir, args.work, args.run_dir)}
+    if args.fixed_since:
+        if not args.run_dir:
+            raise SystemExit("--fixed-since needs --run-dir (the live run's trajectory)")
+        rec["fixed_since"] = fixed_since(args.run_dir, *args.fixed_since)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{rec['recorded_from']['requests']} requests -> {args.out} "

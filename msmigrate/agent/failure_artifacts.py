@@ -7,15 +7,17 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from msmigrate.core.python_files import folder_modules
 from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact,
                                                  attention_class_owner, finding_remedy_owner, gate_remedy_owner,
-                                                 keys_named, keys_valued, plugin_import_owner, registration_owner,
-                                                 yaml_keys, yaml_values)
+                                                 keys_named, keys_valued, media_path_owner, plugin_import_owner,
+                                                 registration_owner, signature_owner, yaml_keys, yaml_values)
 from msmigrate.tools.repo_reader.target_inventory import target_inventory
 from msmigrate.tools.worktree import git
 
@@ -30,8 +32,18 @@ def run_artifacts(ctx: Any, state: dict[str, Any], failed: dict[str, Any]) -> tu
     records = tuple(str(p) for p in dict.fromkeys([records_dir, records_dir.resolve()]))
     loaded = _yaml_data(target, plan.get("config_path")) or {}  # (a YAML that does not load: no keys)
     artifacts = Artifacts(model=model, data=data, config=config, records=records, yaml_keys=yaml_keys(loaded),
-                          yaml_values=yaml_values(loaded), frozen=_frozen(loaded) if loaded else None)
+                          yaml_values=yaml_values(loaded), frozen=_frozen(loaded) if loaded else None,
+                          environment=dict((state.get("runtime") or {}).get("comm_env") or {}),
+                          host_memory=host_memory())
     return artifacts, _changed_last(target, ctx, artifacts, failed)
+
+
+def host_memory() -> int | None:
+    """Bytes of physical memory of this host, where the gates run their probes; None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 # (the YAML key, the plan's key, the inventory's list, the owner whose artifact registers such ids)
@@ -51,6 +63,13 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
     remedy = finding_remedy_owner(findings) or gate_remedy_owner(gate_lines, artifacts)
     if remedy is not None:
         return remedy
+    resolved = media_path_owner(text, artifacts, Path(ctx.target), Path(artifacts.records[0]) if artifacts.records
+                                else None)
+    if resolved is not None:
+        return resolved
+    signature = signature_owner(text, plugin_classes(Path(ctx.target), plan.get("plugin_dir")))
+    if signature is not None:
+        return signature
     refused = attention_class_owner(text, model_classes(state, ctx))
     if refused is not None:
         return refused
@@ -78,6 +97,22 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
     return registration_owner(text, facts)
 
 
+def defined_classes(folder: Path) -> dict[str, Path]:
+    """The classes the Python files of ``folder`` define: name -> the file (the first one that defines it)."""
+    found: dict[str, Path] = {}
+    for path, tree in folder_modules(folder):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, path)
+    return found
+
+
+def plugin_classes(target: Path, plugin: str | None) -> dict[str, str]:
+    """The classes the run's plugin package defines: name -> its file (relative to the target)."""
+    return {name: str(path.relative_to(target)) for name, path in defined_classes(target / plugin).items()} \
+        if plugin else {}
+
+
 def model_classes(state: dict[str, Any], ctx: Any) -> set[str]:
     """The run's model classes: every module class of the plugin's model as G1's module tree recorded it, the
     classes the plugin package and the source's own code define, and the source's architecture."""
@@ -92,12 +127,7 @@ def model_classes(state: dict[str, Any], ctx: Any) -> set[str]:
         found |= set((data.get("classes") or {}).values()) | {str(data.get("model_class", "")).rsplit(".", 1)[-1]}
     folders = [Path(ctx.source)] + ([Path(ctx.target) / plan["plugin_dir"]] if plan.get("plugin_dir") else [])
     for folder in folders:
-        for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:
-            try:
-                tree_ = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-            except SyntaxError:
-                continue
-            found |= {n.name for n in ast.walk(tree_) if isinstance(n, ast.ClassDef)}
+        found |= set(defined_classes(folder))
     return found - {""}
 
 
@@ -168,13 +198,23 @@ def where_to_fix(owner: str | None, ctx: Any, state: dict[str, Any], text: str =
         return "This run's data path: " + "; ".join(named) + under + f"; the training records {records}."
     if owner == "config":
         files = [p for p in (plan.get("config_path"), plan.get("script_path")) if p]
-        keys = list(dict.fromkeys(keys_named(text, artifacts) + keys_valued(text, artifacts)))[:4] \
-            if artifacts is not None else []
+        keys = list(dict.fromkeys(finding_keys(text, artifacts) + keys_named(text, artifacts) +
+                                  keys_valued(text, artifacts)))[:4] if artifacts is not None else []
         said = f" (the failure names {', '.join(keys)})" if keys else ""
         return f"This run's settings: {', '.join(files)}{said}." if files else ""
     if owner == "environment":
         return f"The target runtime: {getattr(ctx, 'runtime_python', '')} (its installed packages and host)."
     return ""
+
+
+# G3's problem lines: "[finding-code] dotted.key: message" (routes/fsdp2/gates/config_gate.py)
+_FINDING_LINE = re.compile(r"^\[[\w-]+\] (?P<key>[A-Za-z_][\w.]*):", re.M)
+
+
+def finding_keys(text: str, artifacts: Artifacts) -> list[str]:
+    """The YAML keys G3's own findings name at the head of their lines (the validator's path of each finding)."""
+    keys = set(artifacts.yaml_keys.values())
+    return [m.group("key") for m in _FINDING_LINE.finditer(text) if m.group("key") in keys]
 
 
 def _data_code(target: Path, plan: dict[str, Any]) -> list[str]:

@@ -75,3 +75,33 @@ def script_size(text: str) -> tuple[int | None, int | None]:
         return int(m.group(1)) if m else None
 
     return first(_NPROC_VARS, r"--nproc[_-]per[_-]node"), first(_NODES_VARS, "--nnodes")
+
+
+def launch_size_findings(text: str, runtime: dict[str, Any] | None, script: str) -> list[dict[str, Any]]:
+    """G3: the process and node counts the launch script asks for, against what G0's runtime probe found: at least
+    one of each, and no more processes per node than the accelerators found (none found: the host runs CPU ranks,
+    any positive count). The gates launch with their own sizes, so a script's own default is checked only here."""
+    nproc, nnodes = script_size(text)
+    runtime = runtime or {}
+    npus = int(runtime.get("npu_count") or 0)
+    cudas = int((runtime.get("cuda") or {}).get("count") or 0)
+    found = npus or cudas
+    kind = "NPU" if npus else "CUDA device"
+    out = []
+    for what, value, names, flag in (("processes per node", nproc, _NPROC_VARS, "--nproc_per_node"),
+                                     ("nodes", nnodes, _NODES_VARS, "--nnodes")):
+        if value is None:
+            continue
+        name = next((n for n in names if re.search(rf"^\s*(?:export\s+)?{n}=", text, re.M)), flag)
+        if value < 1:
+            why = f"{value} {what}: torchrun starts no rank (at least 1)"
+        elif what == "processes per node" and found and value > found:
+            why = f"{value} {what}, but the runtime probe found {found} {kind}(s) on this node"
+        else:
+            continue
+        fit = (found or 2) if what == "processes per node" else 1
+        out.append({"severity": "error", "code": "launch-size", "path": script, "value": value, "key": name,
+                    "message": f"{script} sets {name} (torchrun {flag}) to {why}; set it to {fit}"
+                               + (f" (the {kind}s found)" if what == "processes per node" and found else ""),
+                    "suggestion": f"{name}={fit}"})
+    return out

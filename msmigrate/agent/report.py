@@ -137,7 +137,9 @@ def _training_parity_lines(record: dict[str, Any]) -> list[str]:
              f"{settings.get('schedule_set_aside')}).",
              f"Tolerance ({tol.get('dtype')}): |Δloss| ≤ {tol.get('loss_rtol')}·max(1, |loss|), grad norm "
              f"{tol.get('grad_norm_rtol')} relative, step-1 gradient per group {tol.get('grad_rtol')} of its largest, "
-             f"fixed-batch loss falls ≥ {tol.get('learn_fraction')}.", "",
+             f"fixed-batch loss falls ≥ {tol.get('learn_fraction')}"
+             + (f" or, where less, as much as the source's own (≥ {tol['learn_floor']})" if tol.get("learn_floor")
+                else "") + ".", "",
              "| step | source loss | migrated loss | source grad norm | migrated grad norm |", "|---|---|---|---|---|"]
     for i, row in enumerate(zip(src.get("loss", []), tgt.get("loss", []), src.get("grad_norm", []),
                                 tgt.get("grad_norm", [])), 1):

@@ -266,7 +266,8 @@ class Run:
         except KeyboardInterrupt:  # a headless Ctrl-C inside a step: the face handles it; the run still reports
             self.trajectory.append("stopped", by="user", inside_step=True)
             self.exit_report({**self.snapshot(), "exit_status": EXIT_STOPPED,
-                              "exit_detail": "interrupted (Ctrl-C) inside a step; the resumed run redoes that step"})
+                              "exit_detail": "interrupted (Ctrl-C or SIGTERM) inside a step; the resumed run redoes "
+                                             "that step"})
             raise
         except Exception as exc:  # boundary: a bug fails the run with a status, not the caller
             tb = mask_text(traceback.format_exc())

@@ -55,6 +55,9 @@ class GateRecord(TypedDict, total=False):
     failure_text: str  # what classify reads when the gate fails
     finding_codes: list[str]
     needs_accelerator: str  # set (what could not be proven, and why) by a gate that cannot run on this machine
+    # G2 after its data check failed: the YAML's data settings against the derived ones, and whether the check passes
+    # with them as derived (routes/fsdp2/gates/data_settings.py); the classify node reads it
+    data_settings: dict[str, Any]
 
 
 class MigrationState(TypedDict, total=False):

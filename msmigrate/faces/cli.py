@@ -3,8 +3,10 @@ validate-config, chat, batch and eval (batch and eval keep their options in thei
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -113,6 +115,20 @@ def resume_command(r, approve: bool = True) -> str:
     return line + (" --approve" if approve else "")
 
 
+@contextlib.contextmanager
+def _sigterm_as_stop():
+    """SIGTERM (a scheduler's time limit, ``timeout``, ``kill``) stops a headless run the way Ctrl-C does: the
+    report and evidence are written and the resume command printed, where the default action left neither."""
+    def stop(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _drive_headless(r, resume_value: Optional[dict] = None) -> None:
     """Drive a run to its end, print the JSON summary on stdout, exit 0 only on success.
 
@@ -121,7 +137,9 @@ def _drive_headless(r, resume_value: Optional[dict] = None) -> None:
     line saying what waits and the command that approves it."""
     console.print(f"run {r.run_id} → {r.run_dir}")
     try:
-        state = r.drive(_cli_approver if r.spec.approval and sys.stdin.isatty() else None, resume_value=resume_value)
+        with _sigterm_as_stop():
+            state = r.drive(_cli_approver if r.spec.approval and sys.stdin.isatty() else None,
+                            resume_value=resume_value)
     except KeyboardInterrupt:  # Ctrl-C: the last finished step is checkpointed; say exactly how to go on
         r.close()
         console.print(f"\n[yellow]stopped[/]: run {r.run_id} resumes from its last finished step with: "

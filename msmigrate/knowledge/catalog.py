@@ -44,7 +44,7 @@ FINDING_CODES = (
     "template-unknown", "collator-unknown", "collator-conflict", "collator-missing", "plugin-not-importable",
     "loss-type-invalid", "tp-not-one", "pattern-no-match", "apply-modules-none-match", "no-split-uncovered",
     "recompute-no-past-key-values", "weakened-config", "flash-attn-on-cpu", "value-out-of-range",
-    "launch-entry-missing", "attn-unsupported",
+    "launch-entry-missing", "attn-unsupported", "launch-size", "launch-port", "launch-env",
 )
 
 # Codes the concurrently written validator (msmigrate/tools/yaml_validator) actually emits that differ from the
@@ -67,6 +67,7 @@ FINDING_CODE_ALIASES: dict[str, str] = {
     "tp-unsupported": "tp-not-one",
     "recompute-rejects-past-key-values": "recompute-no-past-key-values",
     "flash-attn-off-npu": "flash-attn-on-cpu",
+    "attn-unavailable": "flash-attn-on-cpu",  # G3: the runtime's own transformers reports it cannot run it here
 }
 # Validator codes that name a specific failure case directly (more precise than a canonical code).
 FINDING_CODE_CASES: dict[str, str] = {

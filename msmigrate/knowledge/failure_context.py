@@ -18,7 +18,15 @@ the run, never a table fitted to logs:
   rejects, an extension built against another numpy ABI, a missing symbol): environment.
 - **the host**: an operating-system error of the host the run's files cannot cause (disk full, read-only file
   system, a network interface that does not exist, the process killed by SIGKILL) with no frame of the run's own
-  code: environment.
+  code: environment. So is the CPU allocator refusing a size the host's physical memory holds (the memory is held
+  elsewhere; a size beyond the host is a wrong size, whose code computed it decides).
+- **the runtime's own setup**: a probe's 1-rank process-group setup (torch.distributed alone, before any code of
+  the target or the run) failing: environment. An installed package failing to import a name from its own package
+  (torch's module importing ``torch.distributed.fsdp.fully_shard``) is its release, not the caller: environment.
+- **a media path resolved elsewhere**: a relative file an error could not open that exists in the training records'
+  folder: the YAML's path setting that resolves it is wrong (config), not the file (data).
+- **derived data settings**: a config case at G2 that names YAML data settings G2 found to be what the migration
+  derives from the records' own first sample and the plan: the records contradict them (data).
 - **the loss's graph**: backward refused a loss with no autograd graph. Only two artifacts can cut it: the YAML
   freezing every trainable part (config) or the model's forward returning a loss not computed from its parameters
   (model); the YAML's own freeze list says which.
@@ -32,6 +40,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
 
 # `File "/x/y.py", line 12, in f` (tracebacks) and `/x/y.py:12 in f` (the probes' raised-in / called-from notes)
@@ -45,14 +54,29 @@ _ARGS_REJECTED = re.compile(r"\d+ validation errors? for \w*Arguments|validation
 # operating-system errors of the host: the errno names of a full / read-only / failing disk, a missing interface
 _HOST = re.compile(r"\[Errno (?:28|30|122|5)\]|No space left on device|Read-only file system|Disk quota exceeded|"
                    r"Input/output error|[Nn]o (?:such )?(?:network )?interface|Unable to find address for|"
-                   r"getifaddrs|ifname|died with <?Signals\.SIGKILL|exitcode\s*:\s*-9\b|signal 9 \(SIGKILL\)")
+                   r"getifaddrs|ifname|died with <?Signals\.SIGKILL|exitcode\s*:\s*-9\b|signal 9 \(SIGKILL\)|"
+                   # a process killed by SIGBUS: a mapped file or shared-memory segment the host could not back
+                   r"killed by signal: Bus error|Signals\.SIGBUS|signal 7 \(SIGBUS\)")
+# a process ended by SIGTERM (torch.distributed's wording for a rank or its agent), and the words of the launcher
+# (tools/launcher/run.py) and the probes (tools/runtime.py) when they stop a launch themselves at a time limit
+_SIGTERM = re.compile(r"Signal 15 \(SIGTERM\)|Signals\.SIGTERM|exitcode\s*:?\s*-15\b|signal 15 \(SIGTERM\)")
+_OWN_STOP = re.compile(r"(?i)timed out|timeout|no output for|stopped by|stopped_fatal|cancelled")
 # an installed package that cannot work in this runtime: a release another package rejects, an extension built
 # against another ABI, a shared library of another system release
 _RUNTIME_BROKEN = re.compile(r"is required for a normal functioning of this module, but found|"
                              r"compiled using NumPy 1\.x cannot be run in NumPy 2|Importing the numpy C-extensions "
                              r"failed|undefined symbol: |version `GLIBC\w*_[\d.]+' not found")
+# a module the runtime cannot import at all: not installed, or its install broken (``None`` left in sys.modules)
+_PACKAGE_ABSENT = re.compile(r"ModuleNotFoundError: (?:No module named '(?P<a>[\w.]+)'|import of (?P<b>[\w.]+) "
+                             r"halted; None in sys\.modules)")
 # autograd refusing a loss that has no graph (torch's wording for backward on a tensor without grad_fn)
 _NO_GRAPH = re.compile(r"does not require grad and does not have a grad_fn")
+# the probes' own words for a failure of the runtime's setup itself (tools/probes/_single_rank.py's RUNTIME_SETUP):
+# torch.distributed alone, before the target's or the run's code runs
+RUNTIME_SETUP_SAID = "the runtime's own 1-rank process-group setup failed"
+# the CPU allocator refusing an allocation (torch's c10 message on every platform), with the size it was asked for
+_CPU_ALLOC = re.compile(r"DefaultCPUAllocator: (?:not enough memory|can't allocate memory)[^\n]*?"
+                        r"(?:allocate (?P<bytes>\d+) bytes)")
 _GENERIC_KEYS = {"model", "data", "training", "parallel", "features", "tools", "template", "dataset", "plugin",
                  "images", "messages", "load", "save", "seed", "lr", "stage", "role_tag", "content_tag"}
 
@@ -67,6 +91,9 @@ class Artifacts:
     yaml_keys: dict[str, str] = field(default_factory=dict)  # leaf key -> dotted path of the run's YAML
     yaml_values: dict[str, str] = field(default_factory=dict)  # dotted path -> the YAML's scalar value, as text
     frozen: tuple[str, ...] | None = None  # what the YAML freezes (model.freeze); None: no YAML was read
+    # the target runtime's communication variables as G0's env probe read them (GLOO_SOCKET_IFNAME, MASTER_ADDR …)
+    environment: dict[str, str] = field(default_factory=dict)
+    host_memory: int | None = None  # bytes of physical memory of the host the gates run on
 
     def owner_of(self, path: str) -> str | None:
         """model / data / config for a file of this run, None for any other file (installed, framework, stdlib)."""
@@ -88,7 +115,7 @@ class Artifacts:
 class ContextVerdict:
     owner: str
     rule: str  # frames | config-loading | key | loss-graph | runtime | host | last-change | plugin-import | registration
-    # | gate-remedy | attention-class
+    # | gate-remedy | attention-class | source-batch | derived-settings | signature
     reason: str  # in words, naming the file:line or the key to change
 
     def to_dict(self) -> dict[str, str]:
@@ -120,6 +147,9 @@ _INPUT_DUMP = re.compile(r"\[type=[^\]]*\]|input_value=\{.*")  # pydantic echoes
 
 
 _PYDANTIC_HEAD = re.compile(r"\d+ validation errors? for ")
+# the forward probe's own label of the meta-init path it ran, "fresh init (no load: the trainer's
+# init_model_with_meta_device without training.load, ...)": it describes the probe, it quotes no setting of the run
+_PROBE_PATH = re.compile(r"(fresh init|resumed load) \([^()]*\)")
 _PYDANTIC_LOC = re.compile(r"[A-Za-z_][\w.\[\]]*")  # a field location line under that header (`training.lr`)
 
 
@@ -129,7 +159,7 @@ def _error_lines(text: str) -> list[str]:
     said, in_pydantic = [], False
     for line in text.splitlines():
         if re.search(r"(?i)\b\w*(?:error|exception)\b|failed|not registered|invalid", line):
-            said.append(_INPUT_DUMP.sub("", line).strip())
+            said.append(_PROBE_PATH.sub(r"\1", _INPUT_DUMP.sub("", line)).strip())
             in_pydantic = bool(_PYDANTIC_HEAD.search(line)) or (in_pydantic and line[:1].isspace())
         elif in_pydantic and _PYDANTIC_LOC.fullmatch(line.strip()) and not line[:1].isspace():
             said.append(line.strip())
@@ -140,8 +170,8 @@ def _error_lines(text: str) -> list[str]:
 
 def keys_valued(text: str, artifacts: Artifacts) -> list[str]:
     """Keys of the run's YAML whose value an error line quotes (`Learning rate 0.0001 < minimum lr 0.001` names
-    lr and lr_min by their values): numbers with a decimal point or exponent and names of 4+ characters; a value
-    several keys share names none of them."""
+    lr and lr_min by their values): numbers with a decimal point or exponent and names of 4+ characters, not as a
+    part of a path; a value several keys share names none of them."""
     said = "\n".join(_error_lines(text))
     by_value: dict[str, list[str]] = {}
     for dotted, value in artifacts.yaml_values.items():
@@ -149,7 +179,8 @@ def keys_valued(text: str, artifacts: Artifacts) -> list[str]:
                 value.lower() not in ("true", "false", "none", "null", "auto"):
             by_value.setdefault(value, []).append(dotted)
     return [keys[0] for value, keys in by_value.items() if len(keys) == 1 and
-            re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w-])", said)]
+            # a value inside a path ('images/x.png' for the key valued `images`) is no quote of it
+            re.search(rf"(?<![\w./-]){re.escape(value)}(?![\w/-])", said)]
 
 
 def keys_named(text: str, artifacts: Artifacts) -> list[str]:
@@ -180,27 +211,84 @@ def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = No
         return ContextVerdict(owner, "frames",
                               f"the innermost frame of this run's own code is {path}:{line} ({_what(owner)}); "
                               f"the fix changes that file")
+    if RUNTIME_SETUP_SAID in text:
+        return ContextVerdict("environment", "runtime",
+                              "the failing step is the runtime's own process-group setup (torch.distributed alone), "
+                              "which runs none of the run's code: the installed torch or the host cannot start it; "
+                              "install a torch build with the gloo backend / fix the host's network"
+                              + variables_valued(text, artifacts))
+    memory = host_memory_shortage(text, artifacts.host_memory)
+    if memory:
+        return ContextVerdict("environment", "host", memory)
     if _NO_GRAPH.search(text) and artifacts.frozen is not None:
         return loss_graph_owner(artifacts)
     keys = keys_named(text, artifacts)
     if keys:
         return ContextVerdict("config", "key", f"the error names the setting {', '.join(keys[:3])} of "
                                                f"{_names(artifacts.config[:1]) or 'the YAML'}: change it there")
+    absent = _PACKAGE_ABSENT.search(text)
+    if absent and not _in_run(absent.group("a") or absent.group("b"), artifacts):
+        name = absent.group("a") or absent.group("b")
+        return ContextVerdict("environment", "runtime",
+                              f"the target runtime cannot import `{name}` (`{absent.group(0)}`), a package none of "
+                              f"the run's artifacts is, with no frame of the run's own code: install {name.split('.')[0]} "
+                              f"in the runtime (or repair its broken install)")
     broken = _RUNTIME_BROKEN.search(text)
     if broken:
         return ContextVerdict("environment", "runtime",
                               f"an installed package of the target runtime cannot work there (`{broken.group(0)}`), "
                               f"with no frame of the run's own code: install matching releases in the runtime")
+    ended = _SIGTERM.search(text)
+    if ended and not _OWN_STOP.search(text):
+        return ContextVerdict("environment", "host",
+                              f"a process was ended by SIGTERM (`{ended.group(0)}`) that the gate's own launcher did "
+                              f"not send (it stops a launch only at its time limits, and says so), with no frame of "
+                              f"the run's own code: the host or its scheduler ended the job (preemption, a node "
+                              f"drained); run it again where it is not preempted, no migration artifact changes")
     host = _HOST.search(text)
     if host:
         return ContextVerdict("environment", "host",
                               f"an operating-system error of the host (`{host.group(0)}`) with no frame of the run's "
-                              f"own code: fix the host (disk, mount, network interface, memory), not the migration")
+                              f"own code: fix the host (disk, mount, network interface, memory), not the migration"
+                              + variables_valued(text, artifacts))
     if changed_last:
         return ContextVerdict(changed_last, "last-change",
                               f"nothing in the failure decides; the last change of this run before the failing gate "
                               f"was the {changed_last} phase's")
     return None
+
+
+def host_memory_shortage(text: str, host_memory: int | None) -> str:
+    """Why a CPU allocator refusal is the host's memory, '' when it is not one: the size asked for fits the host's
+    physical memory, so the memory is held elsewhere (another job, other processes); a size beyond the host is no
+    shortage but a wrong size, owned by whose code computed it (owners.py). No known host size: undecided."""
+    found = _CPU_ALLOC.search(text)
+    if not found or not host_memory:
+        return ""
+    asked = int(found.group("bytes"))
+    if asked > host_memory:
+        return ""
+    return (f"the host's CPU allocator refused {asked / 2**20:.0f} MiB on a host with {host_memory / 2**30:.1f} GiB "
+            f"of memory: the memory is held by other processes, not asked for by a wrong size; free the host's "
+            f"memory (or run where it is free), no migration artifact changes")
+
+
+def _in_run(module: str, artifacts: Artifacts) -> bool:
+    """Whether a module name is one of the run's own packages (the plugin, the data path: their dotted folders)."""
+    top = module.split(".")[0]
+    return any(top == root.strip("/").split("/")[0] for root in (*artifacts.model, *artifacts.data))
+
+
+def variables_valued(text: str, artifacts: Artifacts) -> str:
+    """A sentence naming the runtime's environment variables whose value the failure's error lines name (an
+    interface, a host name, a port a variable set), '' when none: the fix is that variable, not the host alone."""
+    said = "\n".join(_error_lines(text)) or text
+    named = [(k, v) for k, v in sorted(artifacts.environment.items()) if isinstance(v, str) and len(v) >= 3 and
+             re.search(rf"(?<![\w.-]){re.escape(v)}(?![\w-])", said)]
+    if not named:
+        return ""
+    return "; " + "; ".join(f"`{v}` is the value of {k} in the target runtime's environment: unset {k} or set it "
+                            f"to what this host has" for k, v in named[:3])
 
 
 def loss_graph_owner(artifacts: Artifacts) -> ContextVerdict:
@@ -226,17 +314,23 @@ def _what(owner: str) -> str:
     return {"model": "the model plugin", "data": "the data path", "config": "the training settings"}[owner]
 
 
-def yaml_values(data: Any, prefix: str = "") -> dict[str, str]:
-    """Dotted path -> scalar value as text, for a loaded YAML mapping (lists are left out)."""
-    out: dict[str, str] = {}
+def scalar_leaves(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted path -> scalar value (str, int, float, bool or None) of a loaded YAML mapping (lists are left out)."""
+    out: dict[str, Any] = {}
     if isinstance(data, dict):
         for key, value in data.items():
             dotted = f"{prefix}.{key}" if prefix else str(key)
             if isinstance(value, dict):
-                out.update(yaml_values(value, dotted))
-            elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
-                out[dotted] = str(value)
+                out.update(scalar_leaves(value, dotted))
+            elif value is None or isinstance(value, (str, int, float, bool)):
+                out[dotted] = value
     return out
+
+
+def yaml_values(data: Any, prefix: str = "") -> dict[str, str]:
+    """Dotted path -> scalar value as text, for a loaded YAML mapping (lists, booleans and nulls are left out)."""
+    return {k: str(v) for k, v in scalar_leaves(data, prefix).items()
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
 
 
 def yaml_keys(data: Any, prefix: str = "") -> dict[str, str]:
@@ -256,6 +350,8 @@ def yaml_keys(data: Any, prefix: str = "") -> dict[str, str]:
 IMPORT_FAILED = re.compile(r"cannot import name '(?P<name>[\w.]+)' from '(?P<mod>[\w.]+)'|"
                             r"No module named '(?P<missing>[\w.]+)'|"
                             r"Could not import module '(?P<lazy>[\w.]+)'")  # transformers' lazy import, cause hidden
+# the probes' "raised in <file>:<line>" note where that file is an installed package's (its top-level name)
+_RAISED_IN_PACKAGE = re.compile(r"raised in [^\s;]*[/\\](?:site|dist)-packages[/\\](?P<package>\w+)[/\\]")
 _ID_UNREGISTERED = re.compile(r"ID '(?P<id>[^']+)' is not registered|model_id '(?P<id2>[^']+)' is not registered")
 
 
@@ -278,6 +374,14 @@ def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | Non
                               f"the plugin's import at {path}:{line} needs `{missing}`, the source's own "
                               f"architecture, which the installed library lacks: install a release that has it "
                               f"(transformers)")
+    raiser = _RAISED_IN_PACKAGE.search(text)
+    if raiser and module.split(".")[0] == raiser.group("package"):
+        return ContextVerdict("environment", "plugin-import",
+                              f"the installed `{raiser.group('package')}` fails to import `{missing}` from its own "
+                              f"`{module}` (raised in {raiser.group('package')}'s own module, reached from "
+                              f"{path}:{line}): that release lacks what its own code needs, which no change of the "
+                              f"plugin fixes; install a {raiser.group('package')} release that has `{module}."
+                              f"{missing}`")
     return ContextVerdict("model", "plugin-import",
                           f"the plugin's import at {path}:{line} asks for `{missing}` from `{module}`, which the "
                           f"installed library does not have and the source's architecture does not need: change "
@@ -287,11 +391,22 @@ def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | Non
 _REMEDY = re.compile(r"\b(?:raise|lower|set|change) `?(?P<key>[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+)`?")
 
 
+# a gate's own check that traced the cause to the code object doing it: "the collator X (defined in path.py)"
+DEFINED_IN = re.compile(r"\(defined in (?P<path>[\w./-]+\.py)\)")
+
+
 def gate_remedy_owner(gate_lines: str, artifacts: Artifacts) -> ContextVerdict | None:
     """The failed gate's own check measured the cause and says which setting to change (``raise
     data.dataset_param.basic_parameters.cutoff_len to at least 95``): a whole dotted key of this run's YAML in the
     gate's problem lines (not in the run's output) is the fix, so config, whichever case the output's error matches
-    (a cut sample then fails in the model as too few media tokens)."""
+    (a cut sample then fails in the model as too few media tokens). Also a file of this run the check traced the
+    cause to (``defined in <path>``: the collator or mm_plugin doing it): that file's owner."""
+    for m in DEFINED_IN.finditer(gate_lines):
+        owner = artifacts.owner_of(m.group("path"))
+        if owner is not None:
+            return ContextVerdict(owner, "gate-remedy",
+                                  f"the gate's own check traced the cause to {m.group('path')}, {_what(owner)} of "
+                                  f"this run: the fix changes that file")
     keys = set(artifacts.yaml_keys.values())
     for m in _REMEDY.finditer(gate_lines):
         if m.group("key") in keys:
@@ -392,3 +507,85 @@ def attention_class_owner(text: str, own_classes: Iterable[str]) -> ContextVerdi
         f"`_checkpoint_conversion_mapping` its checkpoint needs (its keys' prefixes to the plugin's parameter "
         f"names; where they are already equal, a mapping of each top-level prefix to itself), or derive it from "
         f"the library's concrete class of its architecture")
+
+
+def source_batch_owner(text: str, artifacts: Artifacts) -> ContextVerdict | None:
+    """G1 runs the plugin on a batch the source's own processor made from the records: the run's data path (its
+    template, mm_plugin, collator) and its YAML feed nothing there. A data verdict at G1 therefore stands only where
+    the failure names a records or media file; otherwise what G1 found is the plugin's (model)."""
+    if any(owner == "data" and line == 0 for _, line, owner in run_frames(text, artifacts)):
+        return None
+    return ContextVerdict("model", "source-batch",
+                          "G1's batch is the source processor's own (the run's data path made none of it) and the "
+                          "failure names no record or media file: the fix changes "
+                          f"{_names(artifacts.model) or 'the model plugin'}")
+
+
+_NO_FILE = re.compile(r"No such file or directory: '(?P<path>[^'\n]+)'")
+_PATH_VALUE = re.compile(r"^(?:\.{1,2}/|/|~)|/")
+
+
+def media_path_owner(text: str, artifacts: Artifacts, target: Path, records_dir: Path | None) -> ContextVerdict | None:
+    """A relative file an error could not open exists under the training records' folder: the file is not missing
+    (data); the setting that resolves it against a folder points elsewhere (config). Names the YAML's path-valued
+    data settings under which it is not found (a folder setting first). None when the file is absent there too,
+    when no such setting is in the YAML, or when one of them does resolve it (then the code that opened the file did
+    not use it: the data path's)."""
+    found = _NO_FILE.search(text)
+    if not found or records_dir is None:
+        return None
+    named = Path(found.group("path"))
+    if named.is_absolute() or not (records_dir / named).is_file():
+        return None
+    folders = [(dotted, value) for dotted, value in artifacts.yaml_values.items()
+               if dotted.startswith("data.") and _PATH_VALUE.search(value) and not (target / value).is_file()]
+    if any((target / value / named).is_file() for _, value in folders):
+        return None  # a setting of the YAML does resolve it: the code that opened it did not use that setting
+    wrong = [dotted for dotted, _ in folders]
+    wrong.sort(key=lambda dotted: "dir" not in dotted.rsplit(".", 1)[-1])
+    if not wrong:
+        return None
+    config = _names(artifacts.config[:1]) or "the YAML"
+    return ContextVerdict("config", "key",
+                          f"set {wrong[0]} ({artifacts.yaml_values[wrong[0]]} in {config}) to {records_dir}: "
+                          f"`{named}` exists in that training records' folder, so the file is not missing; the "
+                          f"setting that resolves it points elsewhere")
+
+
+def derived_settings_owner(named: Iterable[str], data_settings: dict[str, Any] | None,
+                           artifacts: Artifacts) -> ContextVerdict | None:
+    """A failure that names data settings of the YAML (a role tag the records contradict) while G2 found those
+    settings to be what this migration derives from the records' own first sample and the plan
+    (``data_settings.same``, agent/routes/fsdp2/gates/data_settings.py): the YAML already says what the data
+    declares, so what contradicts it is the records or the data path (data), not the YAML. None when a named key
+    is not among them, or G2 recorded no comparison."""
+    keys = list(dict.fromkeys(named))
+    same = set((data_settings or {}).get("same") or [])
+    if not keys or not same or not all(k in same for k in keys):
+        return None
+    records = ", ".join(artifacts.records[:1]) or "the training records"
+    return ContextVerdict("data", "derived-settings",
+                          f"the YAML's {', '.join(keys[:4])} are what this migration derives from the records' own "
+                          f"first sample and the plan (G2 compared them): the YAML agrees with the data's declared "
+                          f"format, so the samples that contradict it must change: fix the training records "
+                          f"(train.json under {records}) or the data path that maps them")
+
+
+# Python's own wording for a call that does not fit a function's signature, naming the class and the method
+_SIGNATURE = re.compile(r"\b(?P<cls>[A-Za-z_]\w*)\.(?P<fn>[A-Za-z_]\w*)\(\) (?:missing \d+ required (?:positional|"
+                        r"keyword-only) arguments?|got an unexpected keyword argument|takes \d+ positional arguments? "
+                        r"but \d+ (?:was|were) given|got multiple values for argument)")
+
+
+def signature_owner(text: str, plugin_classes: dict[str, str]) -> ContextVerdict | None:
+    """A call that does not fit a method of a class the run's plugin defines (``plugin_classes``: class -> file):
+    the framework and the probes call the model the one way the trainer does, so the plugin's signature must change
+    (owners.py: the forward signature and the model's construction are the model's). None for any other class."""
+    found = _SIGNATURE.search(text)
+    if not found or found.group("cls") not in plugin_classes:
+        return None
+    where = plugin_classes[found.group("cls")]
+    return ContextVerdict("model", "signature",
+                          f"`{found.group('cls')}.{found.group('fn')}()`, defined in the run's plugin ({where}), does "
+                          f"not take the call the framework makes (`{found.group(0)}`): change that signature in "
+                          f"{where}")

@@ -8,7 +8,8 @@ The vanilla trainer has no CPU path (it calls torch.accelerator.set_device_index
 backend). This shim, without editing the target: (1) initialises a gloo process group first, so the trainer skips
 its own backend selection; (2) makes torch.accelerator.set_device_index a no-op; (3) maps torch.cpu.manual_seed(_all)
 to torch.manual_seed; (4) gives torch.cpu an empty_cache no-op; (5) lets DDP wrap a CPU module when the trainer
-passes its accelerator namespace as ``device_ids`` (its single-shard DDP path: CPU modules take none); then puts the target root on sys.path, rewrites
+passes its accelerator namespace as ``device_ids`` (its single-shard DDP path: CPU modules take none); (6) makes
+an averaging collective on a gloo group average (``gloo_averages``); then puts the target root on sys.path, rewrites
 sys.argv to [trainer.py, config.yaml, ...] and runs the trainer as __main__. Standalone: imports nothing from msmigrate.
 
 Launches are also made independent of what freshly allocated memory held (``deterministic_storage``): with
@@ -118,6 +119,21 @@ def watch_first_forward(stream=None):
     return handle
 
 
+def accelerator_present():
+    """Whether this host has a usable accelerator now. ``torch.accelerator.current_accelerator()`` names the one the
+    torch build was compiled for: torch 2.7's CUDA wheel (the real MindSpeed-MM runtime's) says ``cuda`` on a host
+    with no GPU, so a caller that took it for "an accelerator is here" skipped the CPU patches and gloo summed the
+    2-rank training parity's gradients (2× in every group). ``is_available()`` asks the device at run time."""
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is None:
+        return False
+    if hasattr(accelerator, "is_available"):
+        return bool(accelerator.is_available())
+    return accelerator.current_accelerator() is not None
+
+
 def apply_cpu_patches():
     import torch
     import torch.distributed as dist
@@ -133,8 +149,45 @@ def apply_cpu_patches():
     # fallback beyond these (they are routed to torch.cpu by the proxy only when torch.accelerator lacks them).
     for name, fn in (("manual_seed", torch.cpu.manual_seed), ("manual_seed_all", torch.cpu.manual_seed_all),
                      ("empty_cache", _noop)):
-        if hasattr(torch.accelerator, name) and torch.accelerator.current_accelerator() is None:
+        if hasattr(torch.accelerator, name) and not accelerator_present():
             setattr(torch.accelerator, name, fn)
+    gloo_averages()
+
+
+def gloo_averages():
+    """FSDP2 reduces fp32/bf16 gradients with ``reduce_scatter_tensor(op=ReduceOp.AVG)`` (torch's ``foreach_reduce``:
+    the mean over the data-parallel ranks, which NCCL/HCCL compute). Gloo in torch 2.7 (the real MindSpeed-MM's
+    pin) runs that AVG as a SUM without a word, so every sharded gradient read N× the one-process mean over the
+    global batch, and clipping and Adam's epsilon saw the wrong scale; its ``all_reduce`` refuses AVG outright. On a
+    gloo group both run as SUM followed by a division by the group's size, which is the average on any torch; every
+    other op and backend is passed through unchanged."""
+    import torch.distributed as dist
+
+    for name in ("reduce_scatter_tensor", "all_reduce"):
+        original = getattr(dist, name)
+        if getattr(original, "_msmigrate_gloo_avg", False):
+            continue
+        setattr(dist, name, _averaging(original, name == "all_reduce"))
+
+
+def _averaging(original, tensor_first):
+    import torch.distributed as dist
+
+    def collective(*args, **kwargs):
+        names = ("tensor",) if tensor_first else ("output", "input")
+        bound = dict(zip(names + ("op", "group", "async_op"), args), **kwargs)
+        op, group = bound.get("op", dist.ReduceOp.SUM), bound.get("group")
+        if op != dist.ReduceOp.AVG or dist.get_backend(group) != "gloo":
+            return original(*args, **kwargs)
+        bound["op"] = dist.ReduceOp.SUM
+        work = original(**bound)
+        if work is not None:
+            work.wait()  # the division needs the sum; an async caller's wait() then returns at once
+        bound["tensor" if tensor_first else "output"].div_(dist.get_world_size(group))
+        return work
+
+    collective._msmigrate_gloo_avg = True
+    return collective
 
 
 def cpu_ddp_device_ids():

@@ -58,6 +58,8 @@ class MediaExpansion:
     # ids the processor writes once between the media and the text after it, not per image: {ids, text, where}
     # with where = "first" | "last" (PaliGemma: <bos> after the last image run, before the prompt)
     after_media_once: dict[str, Any] | None = None
+    # text the processor writes between the media and a word right after it where the text has no separator: {ids, text}
+    separator_after_media: dict[str, Any] | None = None
     # each sample with an image as the source renders it in full: {sample, length, media} (or {sample, error})
     sample_lengths: list[dict[str, Any]] = field(default_factory=list)
     saved: str | None = None
@@ -91,6 +93,8 @@ class MediaExpansion:
         breaks = f", rows broken by {first.break_tokens}" if any(p.break_tokens for p in self.per_image) else ""
         if self.after_media_once:
             breaks += f", then {self.after_media_once['text']!r} once after the {self.after_media_once['where']} image"
+        if self.separator_after_media:
+            breaks += f", {self.separator_after_media['text']!r} before a word right after an image"
         if self.kind == "fixed":
             how = "the same for every probed image"
         elif len(set(self.counts)) == 1:
@@ -149,4 +153,5 @@ def derive_media_expansion(runtime_python: str, source: Path, data: Path, *, run
         keys_with_image=raw["keys_with_image"], keys_text_only=raw["keys_text_only"],
         image_processor_keys=raw["image_processor_keys"], model_input_names=raw["model_input_names"],
         token_type_ids=raw.get("token_type_ids"), processor_kwargs=raw.get("processor_kwargs") or {},
-        after_media_once=raw.get("after_media_once"), sample_lengths=raw.get("sample_lengths") or [], saved=saved)
+        after_media_once=raw.get("after_media_once"), separator_after_media=raw.get("separator_after_media"),
+        sample_lengths=raw.get("sample_lengths") or [], saved=saved)

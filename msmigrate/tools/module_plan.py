@@ -46,7 +46,8 @@ def _owner(list_path: str, names: set[str]) -> str | None:
 def apply_modules_from_tree(tree: dict[str, Any]) -> list[str]:
     """``tree["tied_embeddings"]`` (from the model config): the LM head shares its weight with the token embedding,
     and FSDP2 refuses a parameter managed by two groups — so neither the head, the embedding, nor the sub-model
-    holding the embedding gets its own unit; the root unit owns the shared weight."""
+    holding the embedding gets its own unit; the root unit owns the shared weight. ``tree["capture_lost"]``: sub-models
+    that fully_shard would leave without their hook-based output capture get no unit of their own either."""
     names = set(tree.get("names", []))
     classes = tree.get("classes", {})
     tied = bool(tree.get("tied_embeddings"))
@@ -76,7 +77,10 @@ def apply_modules_from_tree(tree: dict[str, Any]) -> list[str]:
         group = 0 if vision else 1 if p.endswith("embed_tokens") else 3 if p == "lm_head" else 2
         return (group, patterns.index(p))
 
-    return sorted(dict.fromkeys(patterns), key=rank)
+    # a sub-model whose hook-based output capture a class swap loses (``tree["capture_lost"]``) is no unit of its own:
+    # fully_shard would make its hidden_states None for the parent reading them; its blocks still are units
+    lost = set(tree.get("capture_lost") or [])
+    return sorted(dict.fromkeys(p for p in patterns if p not in lost), key=rank)
 
 
 def recompute_from_tree(tree: dict[str, Any]) -> list[str]:

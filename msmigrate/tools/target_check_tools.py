@@ -121,7 +121,7 @@ def target_check_tools(ctx: RunContext) -> list:
         make_tool("check_forward", "One forward with labels through the plugin class (shrunk config) on a "
                   "synthetic or the last collated batch: the loss and whether it is finite. Also builds it both ways "
                   "init_model_with_meta_device does (meta, the trainer's storage call, NaN-filled storage): "
-                  "meta_fresh (no training.load: init_weights runs, as G4 trains) and meta_load (init_weights "
-                  "skipped, weights loaded), naming each path's first non-finite tensor.",
+                  "meta_fresh (a config without training.load: init_weights runs) and meta_load (init_weights "
+                  "skipped, weights loaded: what the delivered config and G4–G6 train), naming each path's first non-finite tensor.",
                   ForwardArgs, lambda **kw: check_forward(ctx, **kw)),
     ]

@@ -17,8 +17,12 @@ from msmigrate.tools.yaml_validator import schema_from_target, validate_config
 
 PROBE_ENV = {"NON_MEGATRON": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 # The probes that train (training parity, HF export) get at least this long: they run many steps, not one forward;
-# a larger spec limit (launch.probe_timeout_s) raises them too
+# a larger spec limit (launch.probe_timeout_s) raises them too, and so does the work the gate measured
+# (``training_probe_limit``)
 TRAINING_PROBE_FLOOR_S = 600.0
+# Measured step times on a shared host vary about 2x between steps of one run (seen 19-38 s on a real-scale internvl
+# on 2 loaded cores): the measured budget is doubled so a slow stretch does not end a probe that is progressing
+STEP_TIME_MARGIN = 2.0
 
 
 # A refusal, not a failure of the code: the classify node asks again when a gate reports it (never classifies it)
@@ -121,16 +125,18 @@ def framework_load_check(ctx: RunContext, *, plugins: list[str], model_id: str, 
 
 def data_check(ctx: RunContext, config_path: Path, *, parity_data: Path | None = None,
                media_token_id: int | None = None, trust_remote_code: bool = False,
-               source_training: dict[str, Any] | None = None) -> ToolResult:
+               source_training: dict[str, Any] | None = None, name: str = "data_check") -> ToolResult:
     """Real samples through the target's dataset → collator; with ``parity_data`` (the raw samples the config maps)
     the mapped samples are also compared with the source's own processing (``result.parity``): its own training
     dataset + collator where ``source_training`` (the plan's training facts) found them, else its chat template +
-    processor."""
+    processor. ``name``: what its result and batch files under probes/ are called (a second check on another YAML
+    keeps the first one's)."""
     if (refused := unapproved(ctx)) is not None:
         return refused
     out = ctx.run_dir / "probes"
     out.mkdir(parents=True, exist_ok=True)
-    args = ["--target", str(ctx.target), "--config", str(config_path), "--batch-out", str(out / "batch.pt")]
+    batch = "batch.pt" if name == "data_check" else f"{name}_batch.pt"
+    args = ["--target", str(ctx.target), "--config", str(config_path), "--batch-out", str(out / batch)]
     if parity_data is not None:
         args += ["--parity-source", str(ctx.source), "--parity-data", str(parity_data)]
         if media_token_id is not None:
@@ -144,7 +150,7 @@ def data_check(ctx: RunContext, config_path: Path, *, parity_data: Path | None =
     res = run_probe(ctx.runtime_python, "data_check", args, cwd=ctx.target, env_extra=PROBE_ENV,
                     timeout=ctx.probe_timeout_s)
     if res.ok:
-        res.data["saved"] = _save(ctx, "data_check", res.data["result"])
+        res.data["saved"] = _save(ctx, name, res.data["result"])
         missing = res.data["result"].get("media", {}).get("missing")
         if missing:
             return ToolResult.failure(f"Media {missing[0]} does not exist (and {len(missing) - 1} more)", **res.data)
@@ -192,15 +198,35 @@ def model_parity(ctx: RunContext, *, plugins: list[str], model_id: str, trust_re
     return res
 
 
+def training_probe_limit(ctx: RunContext, steps: int, step_s: float | None = None,
+                         setup_s: float | None = None) -> tuple[float, str]:
+    """(seconds, why) a K-step training parity probe may run: the floor or the spec's limit, raised to what the gate
+    measured where it measured it — ``step_s``, the trainer's median step on this config on this host, times the 2K
+    steps the probe runs (K source, K migrated), plus ``setup_s`` (the measured launch's own wall: build, load,
+    first-step warm-up), times ``STEP_TIME_MARGIN``. A real-scale source takes minutes per probe; a tiny one keeps
+    the floor."""
+    floor = max(TRAINING_PROBE_FLOOR_S, ctx.probe_timeout_s)
+    if not step_s or step_s <= 0:
+        return floor, f"{floor:.0f} s (launch.probe_timeout_s / floor; no step time measured)"
+    measured = STEP_TIME_MARGIN * (2 * steps * step_s + (setup_s or 0.0))
+    basis = (f"{STEP_TIME_MARGIN:g} x (2 x {steps} steps x {step_s:.1f} s measured median step + "
+             f"{setup_s or 0.0:.0f} s launch setup) = {measured:.0f} s")
+    if measured <= floor:
+        return floor, f"{floor:.0f} s (launch.probe_timeout_s / floor; measured need {basis})"
+    return measured, basis
+
+
 def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, config_path: Path, steps: int,
                     trust_remote_code: bool = False, media_token_id: int | None = None, nproc: int = 1,
-                    source_training: dict[str, Any] | None = None, real_weights: bool = False) -> ToolResult:
+                    source_training: dict[str, Any] | None = None, real_weights: bool = False,
+                    timeout: float | None = None) -> ToolResult:
     """``steps`` optimizer steps of the source class and of the plugin class in the target trainer's step, same
     weights, batches and optimizer settings, fp32 on CPU (``probes/training_parity.py``); ``nproc`` > 1: the plugin
     sharded over that many torchrun ranks against the single-process source; ``source_training`` (the plan's facts,
     ``kind: own``): the source side runs the source's own loss path; ``real_weights``: both start from the source's
-    own checkpoint cut to 2 layers per tower instead of a random init. ``ok`` means the probe ran;
-    ``result.passed`` is the verdict (None: not comparable)."""
+    own checkpoint cut to 2 layers per tower instead of a random init; ``timeout``: the probe's limit
+    (``training_probe_limit``; never below the floor or the spec's). ``ok`` means the probe ran; ``result.passed``
+    is the verdict (None: not comparable)."""
     if (refused := unapproved(ctx)) is not None:
         return refused
     args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--shrink-layers", "2",
@@ -213,10 +239,10 @@ def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, confi
         args += ["--source-training", str(_facts_file(ctx, source_training))]
     if real_weights:
         args += ["--real-weights"]
-    if nproc > 1:
-        args += ["--ranks", str(nproc), "--rank-timeout", "540"]  # not --nproc: torchrun would read it as its own
-    res = run_probe(ctx.runtime_python, "training_parity", args, cwd=ctx.target, env_extra=PROBE_ENV,
-                    timeout=max(TRAINING_PROBE_FLOOR_S, ctx.probe_timeout_s))
+    limit = max(TRAINING_PROBE_FLOOR_S, ctx.probe_timeout_s, timeout or 0.0)
+    if nproc > 1:  # not --nproc: torchrun would read it as its own; the ranks end a minute before the probe does
+        args += ["--ranks", str(nproc), "--rank-timeout", str(int(limit - 60))]
+    res = run_probe(ctx.runtime_python, "training_parity", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=limit)
     if res.ok:
         suffix = (f"_{nproc}ranks" if nproc > 1 else "") + ("_real_weights" if real_weights else "")
         res.data["saved"] = _save(ctx, f"training_parity_{model_id}{suffix}", res.data["result"])

@@ -22,6 +22,16 @@ def test_a_renamed_mask_is_reported_with_the_key_the_forward_does_not_read():
                                PARAMS)
     assert len(found) == 1 and "lacks attention_mask" in found[0] and "attn_mask" in found[0]
     assert "qwen3vl" in found[0]
+    # with the target's inventory, the collator is named by the file that registers it: the classify node's
+    # gate-remedy rule places the cause there (data), whatever case the output matches
+    inventory = {"collators": [{"id": "qwen3vl", "file": "mindspeed_mm/fsdp/data/dataloader/data_collator.py"}]}
+    placed = missing_batch_keys(PLAN, keys("input_ids", "attn_mask", "labels", "pixel_values", "image_grid_thw"),
+                                PARAMS, inventory)
+    assert "the collator (qwen3vl (defined in mindspeed_mm/fsdp/data/dataloader/data_collator.py))" in placed[0]
+    from msmigrate.knowledge.failure_context import Artifacts, gate_remedy_owner
+
+    arts = Artifacts(data=("mindspeed_mm/fsdp/data/dataloader/data_collator.py",))
+    assert gate_remedy_owner(placed[0], arts).owner == "data"
 
 
 def test_a_complete_batch_and_keys_the_contract_drops_say_nothing():

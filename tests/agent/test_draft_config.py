@@ -76,6 +76,22 @@ def test_draft_config_fills_plan_data_and_tree_and_keeps_baseline_knobs(workspac
     assert baseline["model"]["model_id"] == "qwen3_vl"
 
 
+def test_the_examples_sample_cap_is_not_delivered(workspace):
+    """An example's ``max_samples`` (the real Qwen3-VL 30B example's 10000) is its demo's: the real dataset selects
+    range(max_samples), so the cap crashed G2 on the real MindSpeed-MM with 16 samples (and would drop the rest of a
+    larger dataset); the draft delivers null with a note. An example without a cap stays without one."""
+    baseline = {"data": {"dataset_param": {"basic_parameters": {"max_samples": 10000, "cutoff_len": 1024}}}}
+    notes: list[str] = []
+    cfg = draft_config(PLAN, baseline, source=workspace["source"], data_json=workspace["source"] / "data" / "train.json",
+                       tree=TREE, notes=notes)
+    basic = cfg["data"]["dataset_param"]["basic_parameters"]
+    assert "max_samples" in basic and basic["max_samples"] is None
+    assert any("max_samples: the example's cap 10000 set to null" in n for n in notes)
+    bare = draft_config(PLAN, {}, source=workspace["source"], data_json=workspace["source"] / "data" / "train.json",
+                        tree=TREE)
+    assert "max_samples" not in bare["data"]["dataset_param"]["basic_parameters"]
+
+
 def test_custom_route_sets_trust_remote_code_and_no_recompute_without_pkv(workspace):
     tree = {**TREE, "accepts_past_key_values": {}}
     cfg = draft_config({**PLAN, "route": "custom"}, {}, source=Path("/s"),

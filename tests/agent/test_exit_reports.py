@@ -159,8 +159,8 @@ def test_budget_and_ctrl_c_inside_a_step_end_with_report_and_evidence(fast_prepa
     finally:
         run.close()
     report, evidence = _artifacts(run)
-    assert report.startswith("**stopped_by_user** — interrupted (Ctrl-C) inside a step; the resumed run redoes that "
-                             "step. What to do: `msmigrate run --resume ")
+    assert report.startswith("**stopped_by_user** — interrupted (Ctrl-C or SIGTERM) inside a step; the resumed run "
+                             "redoes that step. What to do: `msmigrate run --resume ")
     assert evidence["exit_status"] == "stopped_by_user" and sorted(evidence["gates"]) == ["G0", "G1", "G2"]
 
 

@@ -70,3 +70,34 @@ def test_export_comparison_names_missing_and_changed_tensors(tmp_path):
     assert hf_export.newest_dcp(str(tmp_path)).endswith("iter_0000003")
     with pytest.raises(FileNotFoundError):
         hf_export.newest_dcp(str(tmp_path / "iter_0000001" / "none"))
+
+
+def test_buffers_from_pretrained_left_uninitialised_are_recomputed_and_named():
+    """transformers 5 loads on the meta device; a remote-code class whose rotary ``inv_freq`` (non-persistent) is not
+    re-initialised by its own init code comes back holding uninitialised memory — the export is not at fault. The
+    probe recomputes such buffers from a fresh CPU build and names them; persistent state is never touched."""
+    sys.path.insert(0, str(PROBES_DIR))
+    try:
+        from _meta_init import persistent_keys, restore_computed_buffers
+    finally:
+        sys.path.remove(str(PROBES_DIR))
+    import torch
+
+    class Rotary(torch.nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+            self.weight = torch.nn.Parameter(torch.ones(2))
+            self.register_buffer("inv_freq", 1.0 / (10.0 ** (torch.arange(0, 4, 2.0) / 4)), persistent=False)
+            self.register_buffer("kept", torch.zeros(2))  # persistent: loaded from the checkpoint, never recomputed
+
+    def build(cls, config):
+        return cls(config)
+
+    loaded = Rotary(config={"dim": 4})
+    with torch.no_grad():
+        loaded.inv_freq.copy_(torch.tensor([1.1755e-38, 0.0]))  # what the meta-device load left
+        loaded.kept.fill_(7.0)
+    assert restore_computed_buffers(loaded, Rotary, build, persistent_keys) == ["inv_freq"]
+    assert torch.equal(loaded.inv_freq, Rotary(config={}).inv_freq) and torch.equal(loaded.kept, torch.full((2,), 7.0))
+    assert restore_computed_buffers(loaded, Rotary, build, persistent_keys) == []  # already right

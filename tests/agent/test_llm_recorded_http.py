@@ -12,6 +12,7 @@ open gap. Independent of the patchlm script."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from live_recording import replay  # noqa: E402
 
-RECORDINGS = sorted((Path(__file__).resolve().parent / "recordings").glob("*_relay.json"))
+# Each replay is a whole run (~5 min on 2 shared cores): the default suite replays two (internvl_chat, and phi3_v,
+# whose replay found a G2 regression); MSMIGRATE_RECORDINGS=all replays every recording (qwen_vl_chat and
+# deepseek_vl_v2 too), as the evidence for a change to the parity gates or the custom-code route should.
+DEFAULT_RECORDINGS = ("internvl_chat_relay", "phi3_v_relay")
+RECORDINGS = [p for p in sorted((Path(__file__).resolve().parent / "recordings").glob("*_relay.json"))
+              if os.environ.get("MSMIGRATE_RECORDINGS") == "all" or p.stem in DEFAULT_RECORDINGS]
 ALL_GATES = ("G0", "G1", "G2", "G3", "G4", "G5", "G6")
 
 
@@ -34,8 +40,9 @@ def replayed(request, tmp_path_factory) -> dict[str, Any]:
     return replay(rec, tmp_path_factory.mktemp(f"recorded_{rec['fixture']}"), f"{rec['fixture']}-recorded")
 
 
-# The recording is live run 6 (relay internvl6): G0-G6 green on NaN-filled uninitialised storage (the CPU launches
-# fill it, tools/cpu_shim.py), G1 re-run and the direct gate re-runs in place; strict: the replay must be green.
+# internvl_chat_relay is live run 6 (relay internvl6): G0-G6 green on NaN-filled uninitialised storage (the CPU
+# launches fill it, tools/cpu_shim.py), G1 re-run and the direct gate re-runs in place; phi3_v, qwen_vl_chat and
+# deepseek_vl_v2 are blind players' green runs (each recording's note); strict: every replay must be green.
 
 
 @pytest.mark.integration
@@ -57,8 +64,19 @@ def test_recorded_live_run_replays_over_http(replayed):
         evidence = json.loads((run_dir / "evidence.json").read_text())
         assert all(evidence["gates"][g]["passed"] and evidence["gates"][g]["evidence"] for g in ALL_GATES)
         assert final["gates"]["G6"]["evidence"][0]["metrics"]["steps"] >= 5
-        assert tools == live["tools"] and gates == live["gates"]
-        assert len(server.requests) == rec["recorded_from"]["requests"]
+        fixed = rec.get("fixed_since")
+        if fixed:
+            # a gate the live run failed once passes now on the same delivery (the recording says which and why):
+            # the live path up to that verdict exactly, then every later gate green with no more tool calls and
+            # none of the live run's repair requests
+            stop = next(i for i, g in enumerate(live["gates"]) if g[0] == fixed["gate"] and not g[1])
+            at = live["gates"][stop][2]
+            assert gates[:stop] == live["gates"][:stop] and tools == live["tools"][:at]
+            assert gates[stop] == [fixed["gate"], True, at] and all(ok and n == at for _, ok, n in gates[stop:])
+            assert len(server.requests) == fixed["requests_before"]
+        else:
+            assert tools == live["tools"] and gates == live["gates"]
+            assert len(server.requests) == rec["recorded_from"]["requests"]
     else:
         # the live run stopped at a gate (an open gap of that gate, see the recording's note): everything up to
         # that gate's first verdict must replay exactly, and the replay must reach it; what that gate says now is
@@ -103,11 +121,11 @@ def test_the_recorded_plugin_bug_fails_g2_the_same_way_every_run(replayed):
     collated batch (before any training launch), named, and routed to the model phase: never a NaN that comes and
     goes at G5. Skipped for a recording whose plugin passes G2 (a re-recorded run)."""
     records = [json.loads(line) for line in (replayed["run_dir"] / "trajectory.jsonl").read_text().splitlines()]
+    first = next(r for r in records if r["kind"] == "gate" and r["gate"] == "G2")
+    if first["passed"]:  # checked first: what follows is that one recording's G1 (a green recording skips)
+        pytest.skip("this recording's plugin passes model parity on the collated batch")
     g1 = next(r for r in records if r["kind"] == "gate" and r["gate"] == "G1")
     assert g1["parity"]["model"]["status"] == "not_comparable" and g1["parity"]["model"]["unfed"] == ["pixel_values"]
-    first = next(r for r in records if r["kind"] == "gate" and r["gate"] == "G2")
-    if first["passed"]:
-        pytest.skip("this recording's plugin passes model parity on the collated batch")
     model = first["parity"]["model"]
     assert model["batch_source"] == "target pipeline (G2's collated batch)" and model["caller_set"]
     assert model["eager"]["max_abs_dlogit"] == 0.0 and model["status"] == "fail"  # the forward is right

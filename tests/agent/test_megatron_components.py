@@ -139,7 +139,29 @@ def test_decoder_is_reused_only_when_it_computes_what_the_source_computes(tmp_pa
     m = match_components(llama, mm, registered_ids(mm), shapes=_decoder_shapes(False))["text_decoder"]
     assert m.model_id is None and m.closest == "qwen2_5_lm", m.why
     assert any(d.startswith("add_qkv_bias: source False") for d in m.missing), m.missing
-    assert any(d.startswith("position_embedding_type: source 'rope'") for d in m.missing), m.missing
+    # 1-D rotary against mrope is no difference by itself (mrope with one position on every axis is rope)
+    assert not any(d.startswith("position_embedding_type") for d in m.missing), m.missing
     qwen = {"text_config": {**text, "rope_scaling": {"type": "mrope", "mrope_section": [2, 1, 1]}}}
     ok = match_components(qwen, mm, registered_ids(mm), shapes=_decoder_shapes(True))["text_decoder"]
     assert ok.model_id == "qwen2_5_lm", ok.why
+    assert "mrope with one position on every axis is rope" not in ok.why  # an mrope source needs no condition
+
+
+def test_rope_language_model_reuses_an_mrope_decoder_on_a_stated_condition(tmp_path):
+    """A Qwen2 language model (q/k/v bias, 1-D rotary: LLaVA on Qwen2) computes what the mrope decoder computes when
+    every rotary axis carries the token index: reused, and the condition is said; the reverse (an mrope source
+    on a 1-D rotary component) stays a difference."""
+    from msmigrate.agent.routes.megatron.components import architecture_diff, reuse_conditions
+    from msmigrate.testbeds.megatron_standin import write_megatron_standin
+    from msmigrate.tools.megatron.registry import registered_ids
+
+    mm = write_megatron_standin(tmp_path / "mm", git_init=False, with_assets=False)
+    text = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "hidden_act": "silu", "model_type": "qwen2"}
+    m = match_components({"text_config": text}, mm, registered_ids(mm), shapes=_decoder_shapes(True))["text_decoder"]
+    assert m.model_id == "qwen2_5_lm", m.why
+    assert "position_embedding_type: source 'rope', component 'mrope'" in m.why
+    assert "the batch carries no image grid" in m.why
+    src = {"position_embedding_type": ("mrope", "config")}
+    assert architecture_diff(src, {"position_embedding_type": "rope"}) != []
+    assert reuse_conditions(src, {"position_embedding_type": "rope"}) == []

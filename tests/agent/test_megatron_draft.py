@@ -136,3 +136,16 @@ def test_numerics_follow_the_source_not_the_example(source_model):
     d = draft_model_json(example, cfg, COMPONENTS, {"tp": 1, "pp": 1, "vpp": 1})
     enc = d.text["image_encoder"]["vision_encoder"]
     assert enc["activation_func"] == "quick_gelu" and enc["normalization"] == "RMSNorm"
+
+
+def test_mrope_section_fitted_to_a_one_d_rotary_source():
+    """An mrope decoder reused for a 1-D rotary source: the example's sections keep their proportions but split the
+    source's head_dim / 2 frequencies (the real mrope splits the rotary table by them and refuses other sums)."""
+    from msmigrate.agent.routes.megatron.draft import _fit_mrope_section
+
+    node, changes = {"mrope_section": [16, 24, 24]}, []
+    _fit_mrope_section(node, {"num_attention_heads": 4, "hidden_size": 64}, changes)
+    assert node["mrope_section"] == [2, 3, 3] and "head_dim 16 has 8" in changes[0]
+    node = {"mrope_section": [16, 24, 24]}
+    _fit_mrope_section(node, {"num_attention_heads": 28, "hidden_size": 3584}, changes)
+    assert node["mrope_section"] == [16, 24, 24]  # already the source's 64: unchanged

@@ -95,8 +95,8 @@ def test_registry_entry_insertion_keeps_the_table_layout():
 
 def test_outside_norms_are_placed_by_name_and_by_the_feature_layer():
     """Norms outside the blocks are carried when the weights show them: ``pre`` before the blocks, ``post`` after
-    them unless the model reads an earlier layer (LLaVA's vision_feature_layer -2); a norm the names do not place
-    is named as not built."""
+    them unless the model reads the list of layer outputs (LLaVA's vision_feature_layer) at an entry that has not
+    passed the post norm; a norm the names do not place is named as not built."""
     from msmigrate.agent.routes.megatron.new_component import outside_norms
 
     shapes = {"vt.emb.patch.weight": [8, 3, 2, 2], "vt.enc.layers.0.norm.weight": [8], "vt.pre_ln.weight": [8],
@@ -107,4 +107,87 @@ def test_outside_norms_are_placed_by_name_and_by_the_feature_layer():
                        {"name": "pre_ln", "place": "pre", "bias": True}]
     assert skipped == ["vt.mystery_norm"]
     carried, skipped = outside_norms(shapes, "vt.emb.patch.weight", 8, {}, {"vision_feature_layer": -2})
-    assert [n["name"] for n in carried] == ["pre_ln"] and "vt.post_norm (features from layer -2)" in skipped
+    assert [n["name"] for n in carried] == ["pre_ln"] and "vt.post_norm (features from layer -2, not post-normed)" in skipped
+    # the last entry: as measured in the source's runtime (raw last layer under transformers 5, post-normed under 4.57)
+    for measured in (None, False):
+        carried, skipped = outside_norms(shapes, "vt.emb.patch.weight", 8, {}, {"vision_feature_layer": -1}, measured)
+        assert [n["name"] for n in carried] == ["pre_ln"] and "vt.post_norm (features from layer -1, not post-normed)" in skipped
+    vision = {"num_hidden_layers": 2}
+    for layer in (-1, 2):  # the last of the 3 entries (the embeddings, then one per layer), either way it is named
+        carried, _ = outside_norms(shapes, "vt.emb.patch.weight", 8, vision, {"vision_feature_layer": layer}, True)
+        assert {"name": "post_norm", "place": "post", "bias": False} in carried, layer
+    # a post-normed last entry says nothing of the entries before it
+    carried, _ = outside_norms(shapes, "vt.emb.patch.weight", 8, vision, {"vision_feature_layer": -2}, True)
+    assert [n["name"] for n in carried] == ["pre_ln"]
+
+
+def test_block_layout_and_mask_follow_the_closest_forward(tmp_path):
+    """The new class feeds the block as the closest encoder does: sequence-first when the closest permutes its
+    input to [s, b, h] before the call, and an all-visible mask when the closest fills a missing one; a closest
+    that flattens the patches passes them flat."""
+    from msmigrate.agent.routes.megatron.new_component import _block_of
+
+    seq_first = '''from blocks import Block
+
+
+class Enc:
+    def __init__(self, config, transformer_layer_spec):
+        self.decoder = Block(config=config, spec=transformer_layer_spec)
+
+    def forward(self, pixel_values, attention_mask=None):
+        x = self.conv(pixel_values)
+        x = x.permute(1, 0, 2).contiguous()
+        if attention_mask is None:
+            attention_mask = make_mask()
+        x = self.decoder(x, attention_mask)
+        return x
+'''
+    (tmp_path / "enc.py").write_text(seq_first)
+    b = _block_of(tmp_path, "enc.py:Enc", "Enc")
+    assert b["seq_first"] and b["mask"] == "attention_mask" and b["forward"] == "self.decoder(x, attention_mask)"
+    flat = seq_first.replace("x = x.permute(1, 0, 2).contiguous()", "x = x.reshape(-1, x.shape[-1])").replace(
+        "        if attention_mask is None:\n            attention_mask = make_mask()\n", "")
+    (tmp_path / "enc.py").write_text(flat)
+    b = _block_of(tmp_path, "enc.py:Enc", "Enc")
+    assert not b["seq_first"] and b["mask"] is None
+
+
+def test_a_mask_the_closest_fills_only_off_the_fused_path_is_filled_only_there(tmp_path):
+    """The closest fills a missing mask only when it does not run fused attention (``if mask is None and not
+    self.use_flash_attn``): the new class carries that whole test, the __init__ line it reads and that line's
+    import, so on the fused path it passes no mask, as the closest does (there a given mask is combined with the
+    kernel's pre/next token band, and MindSpeed's next-tokens default 0 turns an all-visible mask causal)."""
+    from msmigrate.agent.routes.megatron.new_component import EncoderDesign, _block_of, _render_class
+
+    (tmp_path / "enc.py").write_text('''from blocks import Block
+from framework.args import get_args as args_of
+
+
+class Enc:
+    def __init__(self, config, transformer_layer_spec):
+        self.fused = getattr(args_of(), "use_flash_attn", False)
+        self.decoder = Block(config=config, spec=transformer_layer_spec)
+
+    def forward(self, pixel_values, attention_mask=None):
+        x = self.conv(pixel_values)
+        x = x.permute(1, 0, 2).contiguous()
+        if attention_mask is None and not self.fused:
+            attention_mask = make_mask()
+        x = self.decoder(x, attention_mask)
+        return x
+''')
+    b = _block_of(tmp_path, "enc.py:Enc", "Enc")
+    assert b["mask"] == "attention_mask"
+    assert b["mask_when"] == {"test": "attention_mask is None and (not self.fused)",
+                              "init": ["self.fused = getattr(args_of(), 'use_flash_attn', False)"],
+                              "imports": ["from framework.args import get_args as args_of"]}
+    d = EncoderDesign(model_id="t_vit", class_name="TViT", json_fields={"class_token_len": 0, "num_positions": 0})
+    code = _render_class(d, b, patch_bias=True)
+    ast.parse(code)
+    assert "from framework.args import get_args as args_of" in code
+    assert "self.fused = getattr(args_of(), 'use_flash_attn', False)" in code
+    assert "if attention_mask is None and (not self.fused):" in code and "if attention_mask is None:" not in code
+    # a test that reads a self attribute the closest's __init__ never sets cannot be carried: unconditional fill
+    (tmp_path / "enc.py").write_text((tmp_path / "enc.py").read_text().replace("self.fused = ", "fused = "))
+    b = _block_of(tmp_path, "enc.py:Enc", "Enc")
+    assert b["mask_when"] is None and "if attention_mask is None:" in _render_class(d, b, patch_bias=True)

@@ -74,7 +74,7 @@ def test_generated_code_is_clean_under_the_frameworks_formatter():
     """MindSpeed-MM's lint extra is black (default settings): every generated file and block passes it unchanged."""
     import black
 
-    from msmigrate.agent.routes.fsdp2.rules.branch_b import render_shared_plugin
+    from msmigrate.agent.data_branch_b import render_shared_plugin
 
     files = plugin_files({"model_id": "fam", "plugin_dir": "mindspeed_mm/fsdp/models/fam",
                           "hf_class": "Qwen2VLForConditionalGeneration"}, "fam")

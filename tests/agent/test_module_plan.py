@@ -106,3 +106,13 @@ def test_root_model_is_never_an_owner_and_no_head_means_no_head_pattern():
 def test_empty_tree_gives_no_patterns():
     assert apply_modules_from_tree({"names": [], "classes": {}}) == []
     assert recompute_from_tree({}) == []
+
+
+def test_a_sub_model_whose_output_capture_sharding_loses_is_no_unit_of_its_own():
+    """fully_shard swaps a module's class; transformers 5 keys hook-based output capture by class name, so a sharded
+    vision tower returned hidden_states=None to the parent reading a feature layer (G4 failed, G1–G3 run unsharded).
+    The tree names such sub-models (probe ``capture_lost``); their blocks stay units, the sub-model does not."""
+    tree = llava_tree(capture_lost=[f"{V}.encoder"])
+    got = apply_modules_from_tree(tree)
+    assert f"{V}.encoder" not in got and f"{V}.encoder.layers.{{*}}" in got
+    assert got == [p for p in apply_modules_from_tree(llava_tree()) if p != f"{V}.encoder"]

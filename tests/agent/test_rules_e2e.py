@@ -112,3 +112,34 @@ def test_broken_config_is_classified_routed_and_fixed(migration_inputs, tmp_path
     assert {"mindspeed_mm/fsdp/data/data_utils/func_utils/template.py",
             "mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py"} <= changed
     assert evidence["plan"]["data_branch"] == "B"
+
+
+def test_a_reused_mm_plugin_refuted_by_g2_is_replaced_by_one_derived_from_the_source(migration_inputs, tmp_path):
+    """Branch A reuses the target's mm_plugin as it is; the target's copy here expands an image to one token more
+    than the source's processor (faults/data.py: data-media-token-off-by-one, committed in the checkout before the
+    run). G2's data parity refutes the reuse, the data phase derives the run's own template + mm_plugin from the
+    source's facts under a fresh id, the YAML selects them, and the run ends green; the target's own code is kept."""
+    from msmigrate.testbeds.faults import Layout, all_faults, apply
+
+    source, target = migration_inputs("qwen2_vl")
+    fault = next(f for f in all_faults() if f.id == "data-media-token-off-by-one")
+    layout = Layout(root=target, plugin="p", modeling="p/m.py", config="c.yaml", launch="l.sh",
+                    data=source / "data" / "train.json")
+    apply(fault, layout)
+    repo = git.Repo(target)
+    repo.git.add("-A")
+    repo.git.commit("-qm", "a hand edit of the mm_plugin", author="user <user@localhost>")
+    run = Run(_spec(source, target, "qwen2_vl"), new_run_id("qwen2_vl"), Settings(runs_dir=tmp_path / "runs"))
+    state = run.drive()
+    run.close()
+    evidence = _assert_green(state, run.run_dir)
+    first_g2 = next(r for r in evidence["gate_history"] if r["gate"] == "G2")
+    assert not first_g2["passed"]
+    plan = evidence["plan"]
+    assert plan["data_branch"] == "B" and plan["template"] == plan["mm_plugin"] != "qwen2vl"
+    assert any("refuted" in r.get("why", "") for r in plan["revisions"])
+    final = yaml.safe_load(repo.git.show(f"msmigrate/{run.run_id}:examples/qwen2_vl/qwen2_vl_config.yaml"))
+    assert final["data"]["dataset_param"]["basic_parameters"]["template"] == plan["template"]
+    # the target's own (faulted) plugin class is still there, untouched: the derived one is added beside it
+    plugin = repo.git.show(f"msmigrate/{run.run_id}:{layout.mm_plugin}")
+    assert "self.image_token * (n + 1)" in plugin and f'"{plan["mm_plugin"]}": ' in plugin

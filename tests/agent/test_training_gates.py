@@ -16,8 +16,8 @@ from msmigrate.core.tool_result import ToolResult
 class FakeTrainer:
     """Losses from the seed (or from a fresh RNG when ``deterministic`` is off); save writes a marker, load needs it."""
 
-    def __init__(self, deterministic: bool = True, saves: bool = True):
-        self.deterministic, self.saves = deterministic, saves
+    def __init__(self, deterministic: bool = True, saves: bool = True, step_ms: float = 40.0):
+        self.deterministic, self.saves, self.step_ms = deterministic, saves, step_ms
         self.specs: list = []
 
     def __call__(self, ctx, spec, on_progress=None, **_):
@@ -37,7 +37,8 @@ class FakeTrainer:
             saved = [t["save"]]
         summary = {"steps": len(curve), "first_loss": curve[0][1], "last_loss": curve[-1][1], "loss_finite": True,
                    "loss_constant": False, "loss_curve_head": curve[:10], "loss_curve_tail": curve[-10:],
-                   "checkpoints_saved": saved, "checkpoint_loaded": loaded, "last_iteration": curve[-1][0]}
+                   "checkpoints_saved": saved, "checkpoint_loaded": loaded, "last_iteration": curve[-1][0],
+                   "median_step_ms": self.step_ms}
         return ToolResult(ok=True, data={"summary": summary, "argv": ["torchrun"], "exit_code": 0, "reused": False,
                                          "launch_id": f"{spec.gate.lower()}-{len(self.specs)}"})
 
@@ -50,12 +51,14 @@ def _deps(tmp_path: Path):
 
 
 calls: list[bool] = []  # real_weights of each training-parity call
+work: list[dict] = []  # the measured work (step_s, setup_s) each training-parity call was given
 
 
 def _parity(problems: list[str]):
     """A stand-in for G4's training-parity probe (the real one: tests/agent/test_training_parity.py)."""
-    def check(deps, state, nproc=1, real_weights=False):
+    def check(deps, state, nproc=1, real_weights=False, step_s=None, setup_s=None):
         calls.append(real_weights)
+        work.append({"step_s": step_s, "setup_s": setup_s})
         record = {"status": "fail" if problems else "pass", "steps": 20, "fixed_batch": {"before": 6.2, "after": 5.7,
                                                                                          "fall": 0.08},
                   "max_dloss": 0.0, "max_rel_dgrad_norm": 0.0, "problems": problems}
@@ -139,3 +142,14 @@ def test_g4_summary_carries_the_training_parity_figures(monkeypatch, tmp_path):
     # the export round trip ran on G4's own save folder, and the gate keeps its record
     assert "HF export pass: 12 tensors bit-exact" in g4["summary"]
     assert g4["hf_export"]["checkpoint"] == str(training.g4_checkpoint(_deps(tmp_path)))
+
+
+def test_g4_sizes_its_parity_probes_from_its_own_launch(monkeypatch, tmp_path):
+    """Both of G4's parity probes get the launch's measured median step (a real-scale source's 25 s step must not
+    meet a limit sized for a tiny one) and its wall as the setup."""
+    work.clear()
+    (tmp_path / "source").mkdir()
+    (tmp_path / "source" / "model-00001-of-00002.safetensors").write_bytes(b"")
+    _, g4, _ = _run(monkeypatch, tmp_path, FakeTrainer(step_ms=25044.95))
+    assert [w["step_s"] for w in work] == [25.04495, 25.04495]
+    assert all(w["setup_s"] is not None and w["setup_s"] >= 0 for w in work)

@@ -93,29 +93,53 @@ def test_user_errors_are_one_line(tmp_path, source_model, standin, hook_env):
     assert "did you mean 'budgets'" in _one_error_line(msmigrate("run", spec, env=hook_env, cwd=tmp_path))
 
 
+def _run_held_at(gate, tmp_path, source_model, standin, hook_env):
+    """``msmigrate run`` in its own session with the fake ``gate`` held in flight: (process, runs dir, run id) once
+    the gate says it is held."""
+    import time
+
+    spec = write_spec(tmp_path / "spec.yaml", source_model, standin)
+    runs, holds = tmp_path / "runs", tmp_path / "holds"
+    env = {**hook_env, "FAKE_GATE_HOLD_DIR": str(holds), "FAKE_SLOW_GATES": gate}
+    proc = subprocess.Popen([sys.executable, "-m", "msmigrate.faces.cli", "run", str(spec), "--runs-dir", str(runs)],
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not list(holds.glob(f"*.{gate}.held")):
+        assert proc.poll() is None and time.monotonic() < deadline, f"the run never reached {gate}"
+        time.sleep(0.1)
+    return proc, runs, next(holds.glob(f"*.{gate}.held")).name.split(f".{gate}.held")[0]
+
+
+def test_sigterm_stops_a_headless_run_with_its_report_and_the_resume_command(tmp_path, source_model, standin,
+                                                                              hook_env):
+    """SIGTERM (a scheduler's time limit, ``timeout``, ``kill``) while a gate is in flight ends like Ctrl-C: exit 130,
+    ``verification_report.md`` + ``evidence.json`` saying stopped_by_user, and the command that resumes it. Before,
+    the default action killed the process and left no report."""
+    import signal
+
+    proc, runs, run_id = _run_held_at("G2", tmp_path, source_model, standin, hook_env)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert f"msmigrate run --resume {run_id} --runs-dir {runs.resolve()}" in " ".join(err.split()), err
+    evidence = json.loads((runs / run_id / "evidence.json").read_text())
+    assert evidence["exit_status"] == "stopped_by_user" and "G2" not in evidence["gates"], evidence["gates"]
+    assert (runs / run_id / "verification_report.md").read_text().startswith("**stopped_by_user**")
+
+
 def test_headless_ctrl_c_prints_the_resume_command_that_finishes_the_run(tmp_path, source_model, standin, hook_env):
     """Ctrl-C (SIGINT to the foreground group) while G4 is in flight: exit 130 and one line with the exact command
     that resumes the run; that command, pasted, finishes it."""
     import os
     import signal
-    import time
 
-    spec = write_spec(tmp_path / "spec.yaml", source_model, standin)
-    runs, holds = tmp_path / "runs", tmp_path / "holds"
-    env = {**hook_env, "FAKE_GATE_HOLD_DIR": str(holds), "FAKE_SLOW_GATES": "G4"}
-    proc = subprocess.Popen([sys.executable, "-m", "msmigrate.faces.cli", "run", str(spec), "--runs-dir", str(runs)],
-                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 240
-    while not list(holds.glob("*.G4.held")):
-        assert proc.poll() is None and time.monotonic() < deadline, "the run never reached G4"
-        time.sleep(0.1)
+    proc, runs, run_id = _run_held_at("G4", tmp_path, source_model, standin, hook_env)
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=600)  # the stop waits for the current step: a G4 with training parity
     assert proc.returncode == 130, err
     assert "Traceback" not in err, err
     line = " ".join(err.split())
-    run_id = next(holds.glob("*.G4.held")).name.split(".G4.held")[0]
     command = f"msmigrate run --resume {run_id} --runs-dir {runs.resolve()}"
     assert f"resumes from its last finished step with: {command}" in line, err
     again = msmigrate(*shlex.split(command)[1:], env=hook_env, cwd=tmp_path)

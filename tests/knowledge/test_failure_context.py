@@ -3,8 +3,9 @@ keys of the run's YAML, host errors, the last change; whose import failed; whose
 
 from __future__ import annotations
 
-from msmigrate.knowledge.failure_context import (Artifacts, RegistryFact, context_owner, keys_named,
-                                                 plugin_import_owner, registration_owner, run_frames, yaml_keys)
+from msmigrate.knowledge.failure_context import (Artifacts, RegistryFact, context_owner, gate_remedy_owner, keys_named,
+                                                 plugin_import_owner, registration_owner, run_frames,
+                                                 source_batch_owner, yaml_keys)
 
 ART = Artifacts(model=("mindspeed_mm/fsdp/models/tiny_vl",),
                 data=("mindspeed_mm/fsdp/data/datasets/huggingface", "mindspeed_mm/fsdp/data/data_utils/func_utils",
@@ -70,7 +71,11 @@ def test_host_errors_without_run_frames_are_environment():
     for text in ("OSError: [Errno 28] No space left on device: '/ckpt/__0_0.distcp'",
                  "OSError: [Errno 30] Read-only file system: '/ckpt/.metadata'",
                  "RuntimeError: [enforce fail at gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find "
-                 "address for: ens1f0np0"):
+                 "address for: ens1f0np0",
+                 # SIGBUS in a loader worker: a shared-memory segment the host could not back
+                 "RuntimeError: DataLoader worker (pid 77) is killed by signal: Bus error.",
+                 "torch.distributed.elastic.multiprocessing.api: failed (exitcode: -7) local_rank: 0 (pid: 12) of "
+                 "binary: python; Signal 7 (SIGBUS) received by PID 12 ... died with <Signals.SIGBUS: 7>"):
         assert context_owner(text, ART).owner == "environment", text
 
 
@@ -173,3 +178,43 @@ def test_a_setting_the_gate_check_says_to_change_decides_config():
     assert (said.owner, said.rule) == ("config", "gate-remedy") and "cutoff_len" in said.reason
     assert gate_remedy_owner("raise training.not_a_key to 3", artifacts) is None  # not a key of this YAML
     assert gate_remedy_owner("the loss is not finite", artifacts) is None
+
+
+def test_a_file_the_gates_own_check_traced_the_cause_to_decides_its_owner():
+    arts = Artifacts(model=("mindspeed_mm/fsdp/models/tiny",),
+                     data=("mindspeed_mm/fsdp/data/data_utils/func_utils",
+                           "mindspeed_mm/fsdp/data/dataloader/data_collator.py"))
+    line = ("data parity: row 0: 10 of the 10 positions the collator added (padding) train: the collator X (defined "
+            "in mindspeed_mm/fsdp/data/dataloader/data_collator.py) pads the labels with a token id")
+    verdict = gate_remedy_owner(line, arts)
+    assert verdict.owner == "data" and "data_collator.py" in verdict.reason
+    # a file outside this run's artifacts (the framework's own) decides nothing
+    assert gate_remedy_owner("the sampler S (defined in mindspeed_mm/fsdp/data/dataloader/sampler.py)", arts) is None
+    # G1's forward smoke names the file whose forward returned an output without .loss: the plugin's own override
+    smoke = ("forward smoke failed: forward returned tuple without a .loss (the engine reads output.loss) by "
+             "Tiny.forward (defined in mindspeed_mm/fsdp/models/tiny/modeling_tiny.py)")
+    assert gate_remedy_owner(smoke, arts).owner == "model"
+    # the library's forward (no override in the plugin) decides nothing
+    lib = smoke.replace("mindspeed_mm/fsdp/models/tiny/modeling_tiny.py",
+                        "../../.venv/lib/python3.11/site-packages/transformers/models/tiny/modeling_tiny.py")
+    assert gate_remedy_owner(lib, arts) is None
+
+
+def test_a_host_error_naming_a_runtime_variables_value_names_that_variable():
+    text = ("RuntimeError: [enforce fail at gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find "
+            "address for: ens1f0np0")
+    arts = Artifacts(environment={"GLOO_SOCKET_IFNAME": "ens1f0np0", "MASTER_ADDR": "127.0.0.1"})
+    verdict = context_owner(text, arts)
+    assert verdict.owner == "environment" and "GLOO_SOCKET_IFNAME" in verdict.reason
+    assert "MASTER_ADDR" not in verdict.reason
+    assert "GLOO_SOCKET_IFNAME" not in context_owner(text, Artifacts()).reason
+
+
+def test_at_g1_a_data_verdict_stands_only_on_a_record_or_media_file():
+    """G1's batch is the source processor's own: the run's data path made none of it, so a failure there that names
+    no record or media file is the plugin's; one that names a file of the records stays data."""
+    text = "forward smoke failed: ValueError: Image features and image tokens do not match, tokens: 0, features: 4"
+    verdict = source_batch_owner(text, ART)
+    assert verdict.owner == "model" and "tiny_vl" in verdict.reason
+    unreadable = "UnidentifiedImageError: cannot identify image file '/data/src/data/images/a.png'"
+    assert source_batch_owner(unreadable, ART) is None

@@ -119,3 +119,93 @@ def test_build_family_says_why_it_cannot_build(tmp_path):
     result = build_family(family, tmp_path / "x")
     assert not result.ok and result.stage == "classes"
     assert "no processor class" in result.reason
+
+
+def test_media_token_counts_follow_the_shrunk_tower():
+    # a fixed count of media tokens per image is (patches a side / merge factor) squared: it keeps the factor
+    vision = PretrainedConfig(hidden_size=1152, num_hidden_layers=4, image_size=448, patch_size=[14, 14])
+    top = PretrainedConfig(image_seq_length=256, mm_tokens_per_image=1024, audio_tokens_per_image=188)
+    top.vision_config = vision
+    report = shrink.shrink_config(top, vocab=512, images=True)
+    assert vision.image_size == 14 * shrink.PATCHES_PER_SIDE  # a square patch given as a pair still counts
+    assert top.image_seq_length == (shrink.PATCHES_PER_SIDE // 2) ** 2  # 32 patches a side, merged 2x2 -> 16
+    assert top.mm_tokens_per_image == shrink.PATCHES_PER_SIDE ** 2  # one token per patch
+    assert top.audio_tokens_per_image == 188  # not an image's tokens
+    assert report.changes["image_seq_length"] == (256, 16)
+
+
+def test_processor_settings_follow_the_shrunk_media_token_count():
+    from msmigrate.testbeds.open_world.build import _image_tokens_followed
+
+    report = shrink.ShrinkReport()
+    report.note("text_config.num_image_tokens", 256, 64)
+    assert _image_tokens_followed("image_seq_length", 256, report) == 64
+    assert _image_tokens_followed("image_seq_length", 576, report) is None  # another count: not this field's
+    assert _image_tokens_followed("patch_size", 256, report) is None
+    # a count only the processor holds (no config field) follows the shrunk tower: 24 patches a side, one token each
+    report.old_patches_per_side = 24
+    assert _image_tokens_followed("num_image_tokens", 576, report) == shrink.PATCHES_PER_SIDE ** 2
+
+
+def test_tokens_the_processor_makes_itself_or_looks_up_in_the_vocab():
+    import types
+
+    source = '''
+class P:
+    def __init__(self, tokenizer):
+        if not hasattr(tokenizer, "image_token"):
+            self.image_token = AddedToken("<image>", special=True)
+        else:
+            self.image_token = tokenizer.image_token
+        self.speaker_id = tokenizer.vocab["|SPEAKER|"]
+        self.nl = tokenizer.convert_tokens_to_ids("|NEWLINE|")
+'''
+    module = types.ModuleType("fake_processing")
+    exec(compile(source, "fake_processing.py", "exec"), module.__dict__)  # noqa: S102
+    import inspect
+    from unittest import mock
+    with mock.patch.object(inspect, "getsource", return_value=source):
+        found = family_tokens(module.P)
+    assert "image_token" not in found.named  # the processor adds it as an AddedToken: a str attribute breaks it
+    assert {"<image>", "|SPEAKER|", "|NEWLINE|"} <= set(found.extra)
+
+
+def test_last_candidate_template_writes_no_image_placeholder():
+    from msmigrate.testbeds.open_world.chat_style import chat_styles
+
+    tokens = FamilyTokens(named={"image_token": "<|image|>"})
+    styles = chat_styles(type("NoShippedTemplate", (), {}), tokens)
+    assert "<|image|>" in styles[0].template and "<|image|>" not in styles[-1].template
+    assert styles[-1].source.endswith("no image placeholder")
+
+
+def test_unset_token_fields_are_listed_for_binding():
+    from msmigrate.testbeds.open_world.tokens import unset_token_fields
+
+    top = PretrainedConfig(image_token_id=None, pad_token_id=None, num_query_tokens=32)
+    top.text_config = PretrainedConfig(video_token_index=None, boi_token_id=5)
+    found = {key for _node, key in unset_token_fields(top)}
+    assert found == {"image_token_id", "video_token_index"}  # pad is the tokenizer's; a set id is bound elsewhere
+
+
+def test_a_hybrid_layer_list_keeps_every_kind_of_layer():
+    # the first two layers of a hybrid stack are both linear attention: a model whose cache asks its attention layers
+    # for mask sizes then has none (seen in the sweep: "the current Cache seem to only contain LinearAttention layers")
+    kinds = (["linear_attention"] * 3 + ["full_attention"]) * 8
+    cfg = PretrainedConfig(hidden_size=512, num_attention_heads=4, num_hidden_layers=32, layer_types=kinds)
+    shrink.shrink_config(cfg, vocab=512)
+    assert cfg.layer_types == ["linear_attention", "full_attention"]
+    plain = PretrainedConfig(hidden_size=512, num_attention_heads=4, num_hidden_layers=32,
+                             layer_types=["full_attention"] * 32)
+    shrink.shrink_config(plain, vocab=512)
+    assert plain.layer_types == ["full_attention"] * 2
+
+
+def test_a_variant_without_its_own_image_processor_takes_its_processors_family():
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+    from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
+
+    from msmigrate.testbeds.open_world.build import _processor_family
+
+    assert _processor_family("not_a_family_moe", Qwen3VLProcessor, IMAGE_PROCESSOR_MAPPING_NAMES) == "qwen3_vl"
+    assert _processor_family("qwen2_vl", Qwen3VLProcessor, IMAGE_PROCESSOR_MAPPING_NAMES) == "qwen2_vl"

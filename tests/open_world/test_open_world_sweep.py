@@ -56,6 +56,38 @@ def test_lines_totals_and_table_from_a_recorded_sweep(tmp_path, capsys):
     assert "| `c` | failed G2 | [gates_failed] data parity \\| x |" in md and "runtime torch X" in md
 
 
+def test_sweeps_merge_newest_line_per_family_with_its_commit(tmp_path, capsys):
+    """Passes over different families (and re-runs after a fix) make one table: a family's newest line wins
+    whatever the file order, a build-only line never replaces a migration, and each row names its commit."""
+    bench = _bench()
+
+    def write(name, records):
+        path = tmp_path / name
+        path.write_text("".join(json.dumps({"detail": "d", "template": "", "seconds": 1, **r}) + "\n"
+                                for r in records))
+        return path
+
+    newer = write("rerun.jsonl", [{"family": "z", "status": "green", "finished": "2026-12-06T18:00:00Z",
+                                   "commit": "def5678"}])
+    old = write("old.jsonl", [{"family": "x", "status": "failed G2"}, {"family": "y", "status": "buildable"},
+                              {"family": "w", "status": "buildable"}])
+    mid = write("mid.jsonl", [
+        {"family": "x", "status": "buildable", "finished": "2026-12-06T17:30:00Z", "commit": "abc1234"},
+        {"family": "y", "status": "green", "finished": "2026-12-06T17:00:00Z", "commit": "abc1234"},
+        {"family": "z", "status": "failed G4", "finished": "2026-12-06T17:00:00Z", "commit": "abc1234"}])
+    table = tmp_path / "table.md"
+    lines = bench.main(["--from-lines", f"{newer},{old},{mid}", "--table", str(table)])
+    got = {ln.family: (ln.status, ln.commit) for ln in lines}
+    assert got == {"x": ("failed G2", ""), "y": ("green", "abc1234"), "z": ("green", "def5678"),
+                   "w": ("buildable", "")}
+    md = table.read_text()
+    assert "| `z` | green | d |  | 1 | def5678 |" in md.replace("—", "") and "| `x` | failed G2 | d |" in md
+    out = capsys.readouterr().out  # the ratios over every buildable family, and over the migrated ones
+    assert "buildable 4, not buildable 0, built but not migrated 1; migrated 3 of the 4 buildable" in out
+    assert "green 2 (50 % of buildable, 67 % of migrated), declined 0, green or declined 2 (50 % of buildable, " \
+           "67 % of migrated), failed 1" in out
+
+
 def test_model_name_is_a_valid_spec_name():
     bench = _bench()
     assert bench.model_name("blip-2") == "ow_blip_2"
@@ -86,3 +118,26 @@ def test_fast_subset_sweeps_a_green_family_and_an_unbuildable_one(tmp_path):
     assert "| `llava` | green |" in (tmp_path / "t.md").read_text()
     evidence = next((tmp_path / "w" / "llava" / "runs").glob("*/evidence.json"))
     assert json.loads(evidence.read_text())["exit_status"] == "success"
+
+
+def test_the_failed_gate_is_the_lowest_one_that_never_passed_after(tmp_path):
+    # got_ocr2 in the sweep: G1 failed, so no config was written and G3 failed too; the line said "failed G3"
+    bench = _bench()
+    history = [{"gate": "G0", "passed": True}, {"gate": "G1", "passed": False, "summary": "no meta build"},
+               {"gate": "G3", "passed": False, "summary": "config missing"}, {"gate": "G2", "passed": False},
+               {"gate": "G2", "passed": True}, {"gate": "G1", "passed": False, "summary": "no meta build"},
+               {"gate": "G3", "passed": False, "summary": "config missing"}]
+    (tmp_path / "evidence.json").write_text(json.dumps({"gate_history": history}))
+    assert bench.first_failed_gate(tmp_path / "evidence.json", {}) == ("G1", "no meta build")
+
+
+def test_a_stopped_run_says_which_gates_it_had_passed(tmp_path):
+    bench = _bench()
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    gates = [("G0", True), ("G1", True), ("G2", False), ("G2", True), ("G3", False)]
+    run.joinpath("trajectory.jsonl").write_text("".join(
+        json.dumps({"kind": "gate", "gate": g, "passed": ok}) + "\n" for g, ok in gates)
+        + json.dumps({"kind": "decision"}) + "\n")
+    assert bench.gates_so_far(tmp_path / "runs") == "; passed G0, G1, G2; failed so far G3"
+    assert bench.gates_so_far(tmp_path / "none") == "; no gate passed"

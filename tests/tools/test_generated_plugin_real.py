@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from msmigrate.agent.routes.fsdp2.data_contract import derive_contract
-from msmigrate.agent.routes.fsdp2.rules.branch_b import render_plugin, render_shared_plugin
+from msmigrate.agent.data_branch_b import render_plugin, render_shared_plugin
 from msmigrate.tools.media_expansion import derive_media_expansion
 
 pytestmark = pytest.mark.realmm

@@ -331,3 +331,16 @@ def test_reap_interrupted_kills_orphaned_job(tmp_path):
     reap_interrupted(run_dir)
     assert other.poll() is None
     other.kill()
+
+
+def test_cpu_launch_keeps_an_attention_the_yaml_asks_for_that_runs_on_cpu():
+    """A class with no sdpa path gets eager in the draft; the CPU overrides must not give it sdpa back (got_ocr2 in
+    the open-world sweep failed G4 that way). Flash attention, which needs a device, is still replaced."""
+    from msmigrate.tools.launcher.command import device_overrides
+
+    spec = LaunchSpec(gate="G4", config="c.yaml")
+    assert "attn_implementation" not in device_overrides("cpu", spec, {"model": {"attn_implementation": "eager"}})["model"]
+    assert device_overrides("cpu", spec, {"model": {"attn_implementation": "flash_attention_2"}})["model"] == \
+        {"attn_implementation": "sdpa"}
+    assert device_overrides("cpu", spec, {})["model"] == {"attn_implementation": "sdpa"}
+    assert device_overrides("npu", spec, {"model": {"attn_implementation": "eager"}}) == {}

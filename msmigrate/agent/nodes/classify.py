@@ -19,7 +19,8 @@ from msmigrate.agent.state import EXIT_GATE_FAILED, gates_before
 from msmigrate.agent.failure_artifacts import run_artifacts, run_facts_owner, where_to_fix
 from msmigrate.knowledge.catalog import load_catalog
 from msmigrate.knowledge.classifier import Classification, classify, load_calibration
-from msmigrate.knowledge.failure_context import ContextVerdict, context_owner, run_frames
+from msmigrate.knowledge.failure_context import (ContextVerdict, context_owner, derived_settings_owner, keys_named,
+                                                 keys_valued, run_frames, source_batch_owner, variables_valued)
 from msmigrate.tools.target_checks import UNAPPROVED
 
 # Environment failures are fixed where the launch settings and script live.
@@ -42,7 +43,8 @@ REVIEW_TENTATIVE = False
 # in the error line and a host errno say whose artifact it is; the last change only says what changed before it.
 CONTEXT_CONFIDENCE = {"frames": 0.8, "config-loading": 0.85, "key": 0.8, "host": 0.8, "runtime": 0.8,
                       "last-change": 0.5, "loss-graph": 0.8,
-                      "plugin-import": 0.85, "registration": 0.9, "gate-remedy": 0.9, "attention-class": 0.85}
+                      "plugin-import": 0.85, "registration": 0.9, "gate-remedy": 0.9, "attention-class": 0.85,
+                      "source-batch": 0.8, "derived-settings": 0.8, "signature": 0.85}
 
 
 # How check_forward / G1's forward probe (tools/probes/forward_smoke.py, PATH_NAMES) names the meta-init path that
@@ -202,6 +204,12 @@ def make_classify_node(deps: RunDeps):
         context = context_owner(said, artifacts, changed_last) if verdict.method == "none" else None
         decided = run_facts_owner(said, artifacts, state, deps.ctx, gate_lines=failed.get("summary", ""),
                                   findings=failed.get("findings"))
+        if decided is None and failed["gate"] == "G1" and verdict.owner == "data":
+            decided = source_batch_owner(said, artifacts)  # G1's batch is the source's own: not the data path's
+        if decided is None and verdict.owner == "config" and failed.get("data_settings"):
+            # G2 found the YAML's data settings the failure names to be the derived ones: the records contradict them
+            decided = derived_settings_owner(keys_named(said, artifacts) + keys_valued(said, artifacts),
+                                             failed["data_settings"], artifacts)
         if decided is not None and decided.owner != verdict.owner:
             # the run's own facts decide against the case's usual owner (whose registration, whose import)
             failure.update(context_failure(decided, failed["gate"], primary, None, overrode=True),
@@ -255,6 +263,13 @@ def make_classify_node(deps: RunDeps):
             note, cause = said.split(" Root cause: ", 1) if " Root cause: " in said else (said, "")
             failure["diagnosis"] = (f"{pointer} {said}" if failure.get("owner") else
                                     f"{note} {pointer}" + (f" Root cause: {cause}" if cause else "")).strip()
+        named = variables_valued(said, artifacts) if failure.get("owner") == "environment" else ""
+        if named:
+            # whatever decided the owner (a case, the context), the variable that set the value the error names is
+            # the fix: first, before the report's cut (the context's reason says it last)
+            sentence = named.strip("; ")
+            rest = failure.get("diagnosis", "").replace(named, "")
+            failure["diagnosis"] = sentence[:1].upper() + sentence[1:] + ". " + rest
         recurred = recurrence(state, failed, failure)
         if recurred:
             failure.update(recurred)

@@ -13,6 +13,7 @@ import yaml
 from msmigrate.agent.backend_route import MEGATRON, MEGATRON_ENTRY, choose_backend
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.gates.evidence import evidence_item
+from msmigrate.agent.host_limits import limit_problems
 from msmigrate.agent.input_checks import data_record_problems
 from msmigrate.agent.routes.fsdp2.config_fit import has_experts
 from msmigrate.agent.similar_case import rank_similar_cases, source_scale
@@ -170,7 +171,7 @@ def make_prepare_node(deps: RunDeps):
         src = hf_summary(ctx.source, runtime_python=ctx.runtime_python,
                          probe_timeout=ctx.probe_timeout_s) if not problems else None
         inv = target_inventory(ctx.target) if not problems else None
-        env = run_probe(ctx.runtime_python, "env_probe", [str(ctx.target)],
+        env = run_probe(ctx.runtime_python, "env_probe", [str(ctx.target), "--runtime-python", str(ctx.runtime_python)],
                         timeout=ctx.probe_timeout_s) if not problems else None
         if src is not None and not src.ok:
             problems.append(f"source summary failed: {src.error}")
@@ -178,6 +179,8 @@ def make_prepare_node(deps: RunDeps):
             problems.append(f"target inventory failed: {inv.error}")
         if env is not None and not env.ok:
             problems.append(f"target runtime probe failed: {env.error}")
+        elif env is not None:
+            problems += limit_problems(env.data.get("result"))
         record = {
             "gate": "G0", "passed": not problems,
             "summary": "; ".join(problems) if problems else

@@ -213,6 +213,22 @@ def ask_code_approval(deps: RunDeps, state: dict[str, Any], phase: str) -> dict[
     return {"code_approval": {"approved": True, "phase": phase}}
 
 
+# the plan keys each phase decides, and may decide again on a repair visit (``Decision.plan_update``)
+PHASE_PLAN_KEYS = {"data": ("data_branch", "data_branch_why", "template", "mm_plugin", "collator", "collator_drops")}
+
+
+def replanned(plan: dict[str, Any], phase: str, update: dict[str, Any] | None, why: str) -> dict[str, Any] | None:
+    """The plan with the phase's own decisions re-decided by its policy, the change recorded in ``revisions`` (the
+    report and the eval read the final plan); None when nothing of this phase's changes. A key another phase owns
+    is never taken from a policy's update."""
+    own = {k: v for k, v in (update or {}).items() if k in PHASE_PLAN_KEYS.get(phase, ()) and plan.get(k) != v}
+    if not own:
+        return None
+    changed = ", ".join(f"{k} {plan.get(k)!r} → {v!r}" for k, v in own.items() if k != "data_branch_why")
+    revision = {"phase": phase, "field": "decision", "why": f"{changed}: {why}"[:300]}
+    return {**plan, **own, "revisions": [*(plan.get("revisions") or []), revision]}
+
+
 def make_work_node(deps: RunDeps, phase: str):
     def node(state: dict[str, Any]) -> dict[str, Any]:
         deps.ctx.code_approved = bool((state.get("code_approval") or {}).get("approved"))
@@ -253,11 +269,16 @@ def make_work_node(deps: RunDeps, phase: str):
             return {"counters": counters, "phase": "report", "exit_status": EXIT_UNSUPPORTED,
                     "exit_detail": f"{deps.policy.name} policy, {phase} phase — {decision.unsupported}",
                     "messages": clear_messages()}
+        revised = replanned(state.get("plan") or {}, phase, decision.plan_update, str(msg.content))
+        if revised is not None:  # before this phase's gates run: they check what the phase now delivers
+            deps.trajectory.append("plan_revised", revisions=revised["revisions"][-1:])
+            state = {**state, "plan": revised}
+        planned = {"plan": revised} if revised is not None else {}
         if msg.tool_calls:
-            return {"messages": [msg], "counters": counters, "phase": phase}
+            return {"messages": [msg], "counters": counters, "phase": phase, **planned}
         if code_approval_needed(deps, state):  # ask on the next visit, so a resume does not re-ask the policy
-            return {"counters": counters, "phase": phase, "code_approval": {"pending": phase}}
-        return run_gates(deps, {**state, "counters": counters}, phase)
+            return {"counters": counters, "phase": phase, "code_approval": {"pending": phase}, **planned}
+        return {**planned, **run_gates(deps, {**state, "counters": counters}, phase)}
 
     node.__name__ = f"{phase}_node"
     return node

@@ -33,6 +33,9 @@ class Decision:
     # set when the policy cannot do this phase at all (not "done, let the gate decide"): the run ends at once with
     # exit status unsupported_by_policy, and this text (what, why, what to do) heads the report
     unsupported: str | None = None
+    # the policy re-decides its own phase's plan decisions (the data path after G2 refuted the one reused as it is):
+    # the work node applies the keys its phase owns (``PHASE_PLAN_KEYS``) and records the revision
+    plan_update: dict[str, Any] | None = None
 
 
 class PhaseUnsupported(Exception):
@@ -76,3 +79,9 @@ def call_id(prefix: str) -> str:
 
 def tool_call(name: str, args: dict[str, Any], prefix: str = "call") -> dict[str, Any]:
     return {"name": name, "args": args, "id": call_id(prefix), "type": "tool_call"}
+
+
+def write(path: str, content: str, reason: str) -> dict[str, Any]:
+    """A rules-policy ``write_file`` call (here, not in the rules package: the data-branch writer shared by both
+    routes uses it, and importing the rules package from there closed an import circle)."""
+    return tool_call("write_file", {"path": path, "content": content, "reason": reason}, prefix="rules")

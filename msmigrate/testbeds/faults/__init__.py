@@ -21,14 +21,29 @@ from msmigrate.testbeds.faults.injection import (OWNERS, Fault, FaultError, Layo
 
 
 def all_faults() -> list[Fault]:
-    from msmigrate.testbeds.faults import config, data, environment, heldout, model
+    from msmigrate.testbeds.faults import config, data, environment, heldout, heldout2, heldout3, model
 
-    faults = [*model.FAULTS, *data.FAULTS, *config.FAULTS, *environment.FAULTS, *heldout.FAULTS]
+    faults = [*model.FAULTS, *data.FAULTS, *config.FAULTS, *environment.FAULTS, *heldout.FAULTS,
+              *heldout2.FAULTS, *heldout3.FAULTS]
     ids = [f.id for f in faults]
     if len(ids) != len(set(ids)):
         raise ValueError("fault ids must be unique")
     return faults
 
 
-__all__ = ["Fault", "FaultError", "Layout", "Replace", "Runtime", "SetLine", "all_faults", "apply", "wrap_runtime",
-           "OWNERS"]
+# The groups a benchmark selects and reports apart: ``main`` (written with the changes), ``heldout`` (faults/heldout.py
+# and heldout2.py, written blind) and ``heldout3`` (faults/heldout3.py, a later blind set measured on its own)
+GROUPS = ("main", "heldout", "heldout3")
+
+
+def fault_group(fault: Fault) -> str:
+    """The group ``fault`` is reported in (one of GROUPS)."""
+    from msmigrate.testbeds.faults import heldout3
+
+    if fault.id in {f.id for f in heldout3.FAULTS}:
+        return "heldout3"
+    return "heldout" if fault.heldout else "main"
+
+
+__all__ = ["GROUPS", "Fault", "FaultError", "Layout", "Replace", "Runtime", "SetLine", "all_faults", "apply",
+           "fault_group", "wrap_runtime", "OWNERS"]

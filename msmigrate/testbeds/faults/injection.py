@@ -131,3 +131,29 @@ def wrap_runtime(runtime: Runtime, real_python: str, folder: Path, model_type: s
 
 def _shell_quote(value: str) -> str:
     return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+# A simulation that runs ``_patch(module)`` right after ``{module}`` is first imported (in every process of the
+# wrapped runtime; a patch that means the trainer only checks RANK itself, which torchrun sets)
+_AFTER_IMPORT = '''import importlib.util, os, sys
+class _AfterImport:
+    def find_spec(self, name, path=None, target=None):
+        if name != "@MODULE@":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        real = spec.loader.exec_module
+        def exec_module(module):
+            real(module)
+            _patch(module)
+        spec.loader.exec_module = exec_module
+        return spec
+@PATCH@
+sys.meta_path.insert(0, _AfterImport())
+'''
+
+
+def after_import(module: str, patch: str) -> str:
+    return _AFTER_IMPORT.replace("@MODULE@", module).replace("@PATCH@", patch)

@@ -9,6 +9,8 @@ from msmigrate.testbeds.faults.injection import Fault, Replace
 CLASS_HEAD = "    accepts_loss_kwargs = False\n"
 # Every plugin imports the registry it registers with (the rules policy's plugin imports nothing else for sure)
 REGISTER_IMPORT = "from mindspeed_mm.fsdp.utils.register import model_register\n"
+# The rules policy's plugin defines __init__ (it states the embedding tie at both config levels): its super() call
+INIT_SUPER = "        super().__init__(config, *args, **kwargs)\n"
 
 
 def _method(body: str) -> Replace:
@@ -82,10 +84,9 @@ FAULTS = [
           fix=_fix()),
     Fault("model-config-attribute", "model", "plugin",
           "__init__ adds a head sized by a config attribute this model's config does not have",
-          (_method("    def __init__(self, config):\n"
-                   "        import torch\n\n"
-                   "        super().__init__(config)\n"
-                   "        self.aux_head = torch.nn.Linear(config.projector_hidden_size, 1)\n\n"),),
+          # (in the plugin's own __init__: a second __init__ added to the class would be shadowed by it)
+          (Replace("{modeling}", INIT_SUPER, INIT_SUPER +
+                   "        self.aux_head = __import__(\"torch\").nn.Linear(config.projector_hidden_size, 1)\n"),),
           fix=_fix("projector_hidden_size")),
     Fault("model-half-pixel-values", "model", "plugin",
           "forward casts the pixel values to fp16 while the weights stay fp32 (copied from an inference script)",

@@ -25,8 +25,9 @@ from pathlib import Path
 from ..fixtures.sample_data import to_chat_messages, write_sample_data
 from ..fixtures.tokenizer import build_tokenizer
 from .chat_style import chat_styles
-from .shrink import shrink_config
-from .tokens import _SPECIAL_FIELDS, family_tokens, fresh_token, token_fields, token_for_field
+from .shrink import IMAGE_TOKENS, PATCHES_PER_SIDE, shrink_config, shrunk_token_count
+from .tokens import (_SPECIAL_FIELDS, family_tokens, fresh_token, token_fields, token_for_field,
+                     unset_token_fields)
 
 STAGES = ("classes", "tokens", "config", "processor", "model", "save", "verify", "done")
 
@@ -62,10 +63,21 @@ def has_torchvision() -> bool:
     return True
 
 
-def _image_processor(model_type: str, torchvision: bool):
+def _processor_family(model_type: str, proc_cls, mapping: dict) -> str:
+    """``model_type`` where ``mapping`` has it, else the model type the processor class belongs to (a MoE variant
+    that reuses its dense sibling's processor: that family's parts are the ones it takes)."""
+    if model_type in mapping or proc_cls is None:
+        return model_type
+    module = getattr(proc_cls, "__module__", "")  # transformers.models.<family>.processing_<family>
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[1] == "models" else model_type
+
+
+def _image_processor(model_type: str, torchvision: bool, proc_cls=None):
     from transformers.models.auto.image_processing_auto import (IMAGE_PROCESSOR_MAPPING_NAMES,
                                                                 get_image_processor_class_from_name)
 
+    model_type = _processor_family(model_type, proc_cls, IMAGE_PROCESSOR_MAPPING_NAMES)
     names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
     if isinstance(names, str):
         names = {"torchvision": names}
@@ -80,12 +92,13 @@ def _image_processor(model_type: str, torchvision: bool):
     return None
 
 
-def _other_part(param: str, model_type: str, torchvision: bool):
+def _other_part(param: str, model_type: str, torchvision: bool, proc_cls=None):
     """A default video processor / feature extractor of the family, for processors that take one."""
     if param == "video_processor":
         from transformers.models.auto.video_processing_auto import (VIDEO_PROCESSOR_MAPPING_NAMES,
                                                                     video_processor_class_from_name)
-        name = VIDEO_PROCESSOR_MAPPING_NAMES.get(model_type)
+        name = VIDEO_PROCESSOR_MAPPING_NAMES.get(_processor_family(model_type, proc_cls,
+                                                                   VIDEO_PROCESSOR_MAPPING_NAMES))
         if isinstance(name, dict):
             name = name.get("torchvision")
         if name and torchvision:
@@ -153,6 +166,33 @@ def _fit_image_processor(image_processor, cfg) -> None:
             setattr(image_processor, attr, {"shortest_edge": side})
 
 
+def _image_tokens_followed(name: str, value, report) -> int | None:
+    """The shrunk count for a processor setting ``name`` that counts media tokens per image (``image_seq_length``,
+    ``num_image_tokens`` …) and holds the family's unshrunk count of such a config field: the processor writes as
+    many tokens as the tiny tower gives features."""
+    if not IMAGE_TOKENS.match(name) or not isinstance(value, int) or isinstance(value, bool):
+        return None
+    for path, (old, new) in report.changes.items():
+        if IMAGE_TOKENS.match(path.rsplit(".", 1)[-1]) and old == value:
+            return new
+    # no config field holds it (the processor alone counts the tokens): it follows the shrunk tower all the same
+    return shrunk_token_count(value, report.old_patches_per_side) if report.old_patches_per_side else None
+
+
+def _config_count(cfg) -> int | None:
+    """The config tree's media-token count per image (``num_image_tokens`` …), top level first."""
+    from transformers import PretrainedConfig
+
+    todo = [cfg]
+    while todo:
+        node = todo.pop(0)
+        for key, value in vars(node).items():
+            if IMAGE_TOKENS.match(key) and "audio" not in key and isinstance(value, int) and value > 0:
+                return value
+        todo.extend(v for v in vars(node).values() if isinstance(v, PretrainedConfig))
+    return None
+
+
 def _has_class_token(model) -> bool:
     """Whether a vision tower of ``model`` prepends a learned class embedding to the patches."""
     return any(name.rsplit(".", 1)[-1] == "class_embedding" for name, _ in model.named_parameters())
@@ -175,7 +215,12 @@ def _bind_token_ids(cfg, tok, tokens, processor=None) -> dict[str, str]:
             token = key
         else:
             stem = key.removesuffix("_id").removesuffix("_index").removesuffix("_token")
-            theirs = getattr(processor, f"{stem}_token", None) if processor is not None else None
+            # the token the checkpoint's tokenizer names (the one a processor repeats: a processor's own
+            # ``image_token`` can be the placeholder it expands into those), else the processor's
+            theirs = getattr(tok, f"{stem}_token", None) if token_for_field(key, tokens.named) else None
+            if not (isinstance(theirs, str) and theirs in tok.get_vocab()) and processor is not None:
+                theirs = getattr(processor, f"{stem}_token", None)
+            theirs = getattr(theirs, "content", theirs)  # an AddedToken the processor made itself
             token = theirs if isinstance(theirs, str) and theirs in tok.get_vocab() else \
                 token_for_field(key, tokens.named) or fresh_token(key)
             new = tok.convert_tokens_to_ids(token)
@@ -183,6 +228,14 @@ def _bind_token_ids(cfg, tok, tokens, processor=None) -> dict[str, str]:
             new = [new] if key in _SPECIAL_FIELDS else [new] * len(value)
         setattr(node, key, new)
         bound[key] = token
+    if processor is not None:  # a field left unset (None) by the family's defaults that a checkpoint fills in
+        for node, key in unset_token_fields(cfg):
+            stem = key.removesuffix("_id").removesuffix("_index").removesuffix("_token")
+            theirs = getattr(processor, f"{stem}_token", None)
+            theirs = getattr(theirs, "content", theirs)
+            if isinstance(theirs, str) and theirs in tok.get_vocab():
+                setattr(node, key, tok.convert_tokens_to_ids(theirs))
+                bound[key] = theirs
     return bound
 
 
@@ -196,7 +249,8 @@ def _tiny_tokenizer(cfg, tokens):
                            unk="<unk>", named_tokens=dict(tokens.named))
 
 
-def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool, images: bool) -> None:
+def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool, images: bool,
+           class_token: bool = True) -> None:
     import torch
     from transformers import AutoModelForImageTextToText
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -240,31 +294,50 @@ def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool, 
     params = inspect.signature(proc_cls.__init__).parameters
     for name, param in params.items():
         if name == "image_processor":
-            kwargs[name] = _image_processor(model_type, torchvision)
+            kwargs[name] = _image_processor(model_type, torchvision, proc_cls)
             result.image_processor_class = type(kwargs[name]).__name__ if kwargs[name] is not None else ""
-        elif name == "tokenizer":
-            kwargs[name] = tok
+        elif name == "tokenizer" or name.endswith("_tokenizer"):
+            kwargs[name] = tok  # a second tokenizer (a Q-Former's) is the same tiny one: it knows the tokens
         elif name in ("video_processor", "feature_extractor"):
-            part = _other_part(name, model_type, torchvision)
+            part = _other_part(name, model_type, torchvision, proc_cls)
             if part is not None:  # absent rather than None: the processor's class check rejects None
                 kwargs[name] = part
         elif name == "chat_template":
             kwargs[name] = style.template
         elif name == "num_additional_image_tokens" and param.default == 0 and _has_class_token(model):
-            kwargs[name] = 1  # the tower prepends a class token to its patch features
+            # the tower prepends a class token to its patch features; whether the model keeps it among the image
+            # features is the model's code (no config field says so when it always drops it): both are tried
+            result.details["class_token_counted"] = class_token
+            if class_token:
+                kwargs[name] = 1
+        elif _image_tokens_followed(name, param.default, report) is not None:
+            kwargs[name] = _image_tokens_followed(name, param.default, report)
+        elif param.default is None and IMAGE_TOKENS.match(name) and report.old_patches_per_side \
+                and _config_value(cfg, name) is None:
+            # a count a checkpoint's processor config carries and no config field holds: one token per patch of
+            # the shrunk tower first (the verify tells whether the family merges patches)
+            kwargs[name] = _config_count(cfg) or PATCHES_PER_SIDE ** 2
         elif param.default is None and name not in ("self", "kwargs", "args"):
             value = _config_value(cfg, name)  # e.g. patch_size / vision_feature_select_strategy
             if value is not None:
                 kwargs[name] = value
     if kwargs.get("image_processor") is not None:
         _fit_image_processor(kwargs["image_processor"], cfg)
+        for attr, value in list(vars(kwargs["image_processor"]).items()):
+            if _image_tokens_followed(attr, value, report) is not None:
+                setattr(kwargs["image_processor"], attr, _image_tokens_followed(attr, value, report))
+            elif value is None and IMAGE_TOKENS.match(attr) and (_config_count(cfg) or report.old_patches_per_side):
+                # a checkpoint saves the model's count; else one token per patch of the shrunk tower
+                setattr(kwargs["image_processor"], attr, _config_count(cfg) or PATCHES_PER_SIDE ** 2)
     processor = proc_cls(**kwargs)
     result.details["token_fields"] = _bind_token_ids(cfg, tok, tokens, processor)
     image_token = getattr(processor, "image_token", None)
+    image_token = getattr(image_token, "content", image_token)  # an AddedToken the processor made itself
     styles = chat_styles(proc_cls, tokens, image_token if isinstance(image_token, str) else None)
     result.template_source = styles[0].source
     processor.chat_template = tok.chat_template = styles[0].template
     result.details["candidate_templates"] = [s.template for s in styles]
+    result.details["candidate_sources"] = [s.source for s in styles]
     torch.manual_seed(0)
     model = AutoModelForImageTextToText.from_config(cfg)  # again: with the ids the processor writes
 
@@ -294,10 +367,15 @@ def verify(dest: Path) -> float:
     model = AutoModelForImageTextToText.from_pretrained(dest)
     sample = json.loads((dest / "data" / "train.json").read_text(encoding="utf-8"))[0]
     messages = to_chat_messages(sample)
-    text = processor.apply_chat_template(messages, tokenize=False)
+    # the template lives on the processor, or on its tokenizer for processors that take none of their own
+    holder = processor if getattr(processor, "chat_template", None) else getattr(processor, "tokenizer", processor)
+    text = holder.apply_chat_template(messages, tokenize=False)
     image = Image.open(dest / "data" / sample["images"][0]).convert("RGB")
     batch = processor(text=[text], images=[image], return_tensors="pt")
     batch["labels"] = batch["input_ids"].clone()
+    for key, value in batch.items():  # media follow the compute dtype (some processors return bf16 pixels)
+        if torch.is_tensor(value) and value.is_floating_point():
+            batch[key] = value.to(model.dtype)
     model.train()
     out = model(**batch)
     loss = getattr(out, "loss", None)
@@ -335,6 +413,7 @@ def _verify_candidates(dest: Path, templates: list[str], result: BuildResult) ->
             result.details.setdefault("candidate_errors", []).append(_reason(exc))
             continue
         result.details["placeholder_candidate"] = i
+        result.template_source = result.details.get("candidate_sources", [result.template_source] * (i + 1))[i]
         return loss
     raise first
 
@@ -347,19 +426,22 @@ def build_family(model_type: str, dest: Path | str) -> BuildResult:
     dest.mkdir(parents=True, exist_ok=True)
     torchvision = has_torchvision()
     first: BuildResult | None = None
-    for images in (True, False):  # shrunk image sizes first; the family's own where those break the build
+    # shrunk image sizes first, the family's own where those break the build; a tower's class token counted among
+    # the processor's image tokens first, not counted where the model drops it itself
+    for images, class_token in ((True, True), (True, False), (False, True), (False, False)):
+        if first is not None and (not images and not first.details.get("image_sizes_shrunk")
+                                  or not class_token and "class_token_counted" not in result.details):
+            continue  # this attempt would build the same source again
         result = BuildResult(family=model_type)
         result.details["torchvision"] = torchvision
         try:  # a batch item: any failure of the family's own code is that family's result, never the sweep's
-            _write(model_type, dest, result, torchvision, images)
+            _write(model_type, dest, result, torchvision, images, class_token)
             result.stage = "verify"
             result.loss = _verify_candidates(dest, result.details.pop("candidate_templates"), result)
         except Exception as exc:  # noqa: BLE001
             result.reason = _reason(exc)
             result.details["traceback"] = traceback.format_exc(limit=-3)
             first = first or result
-            if not result.details.get("image_sizes_shrunk"):
-                break  # nothing else to try
             shutil.rmtree(dest)
             dest.mkdir(parents=True)
             continue

@@ -46,7 +46,7 @@ def image_placeholders(tokens: FamilyTokens, processor_image_token: str | None =
 
 def infer_style(tokens: FamilyTokens, image: str | None = None) -> ChatStyle:
     have = set(tokens.all())
-    image = image or image_placeholders(tokens)[0]
+    image = image if image is not None else image_placeholders(tokens)[0]
     video = tokens.named.get("video_token", "<video>")
     setter = _set(image, video)
     if "<|im_start|>" in have:
@@ -77,7 +77,10 @@ def chat_styles(processor_cls, tokens: FamilyTokens, processor_image_token: str 
     shipped = shipped_template(processor_cls)
     if shipped:
         return [ChatStyle(shipped, "processor default")]
-    return [infer_style(tokens, image) for image in image_placeholders(tokens, processor_image_token)]
+    styles = [infer_style(tokens, image) for image in image_placeholders(tokens, processor_image_token)]
+    # last: no placeholder at all, for processors that put the media tokens in front of the text themselves
+    bare = infer_style(tokens, "")
+    return [*styles, ChatStyle(bare.template, bare.source + ", no image placeholder")]
 
 
 __all__ = ["ChatStyle", "chat_styles", "image_placeholders", "infer_style", "shipped_template", "NL"]

@@ -12,6 +12,7 @@ family's own image sizes where the shrunk ones break an agreement it cannot see 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,9 @@ _SHARED_EXPERTS = re.compile(r"shared_experts$")
 _GROUPS = re.compile(r"^(n_group|topk_group)$")
 _LAYER_INDEX = re.compile(r"(layer|layers|indexes|indices|index|_ids)$")
 _VOCAB = re.compile(r"^(\w+_)?vocab_size$")
+# a count of media tokens per image (``mm_tokens_per_image``, ``image_seq_length``, ``num_image_tokens``): a square
+# of the tower's patches a side divided by its merge factor, so it follows the tower's shrink
+IMAGE_TOKENS = re.compile(r"^(\w*tokens_per_image|image_seq_length|num_image_tokens)$")
 _SKIP = {"torch_dtype", "dtype", "architectures", "auto_map", "transformers_version", "id2label", "label2id"}
 
 
@@ -46,6 +50,7 @@ class ShrinkReport:
 
     changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     widths: dict[int, int] = field(default_factory=dict)
+    old_patches_per_side: float | None = None  # the shrunk tower's, before (PATCHES_PER_SIDE after)
 
     def note(self, path: str, old: Any, new: Any) -> None:
         if old != new:
@@ -98,6 +103,20 @@ def _is_layer_index(key: str, value: Any) -> bool:
         isinstance(v, int) and not isinstance(v, bool) for v in value)
 
 
+def _per_layer_prefix(values: list, n: int) -> list:
+    """The first ``n`` entries of a per-layer list, with every distinct string kind it holds kept where ``n``
+    allows: a hybrid stack (linear-attention layers with a full-attention one every fourth) keeps both kinds, as
+    the family's code may need one of each (a cache that asks its attention layers for mask sizes)."""
+    head = list(values[:n])
+    kinds = list(dict.fromkeys(v for v in values if isinstance(v, str)))
+    missing = [k for k in kinds if k not in head]
+    if not missing or len(kinds) > n:
+        return head
+    for i, kind in zip(range(n - 1, -1, -1), missing):
+        head[i] = kind
+    return head
+
+
 def _remap_index(idx: int, old_n: int, new_n: int) -> int:
     """A layer index into ``old_n`` layers, moved to the same relative depth of ``new_n`` (negatives count from
     the end and stay negative, within the new range)."""
@@ -132,17 +151,47 @@ def _rescale_sections(rope: dict, old_half: int, new_half: int) -> dict:
     return out
 
 
-def _shrink_image_size(cfg: PretrainedConfig, path: str, report: ShrinkReport) -> None:
+def _shrink_image_size(cfg: PretrainedConfig, path: str, report: ShrinkReport) -> float | None:
+    """Shrink the tower's input size; returns new / old patches a side (None when nothing changed)."""
     patch, size = getattr(cfg, "patch_size", None), getattr(cfg, "image_size", None)
+    if isinstance(patch, (list, tuple)) and len(patch) == 2 and patch[0] == patch[1]:
+        patch = patch[0]  # a square patch given as (h, w)
     if not isinstance(patch, int) or isinstance(patch, bool) or patch <= 0:
-        return
+        return None
     tiny = patch * PATCHES_PER_SIDE
     if isinstance(size, int) and not isinstance(size, bool) and size > tiny:
         cfg.image_size = tiny
         report.note(f"{path}image_size", size, tiny)
-    elif isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, int) and v > tiny for v in size):
+        return tiny / size
+    if isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, int) and v > tiny for v in size):
         cfg.image_size = type(size)([tiny, tiny])
         report.note(f"{path}image_size", size, cfg.image_size)
+        return tiny / size[0]
+    return None
+
+
+def shrunk_token_count(value: int, old_patches_per_side: float) -> int | None:
+    """A square media-token count per image of a tower with ``old_patches_per_side`` patches a side, for the same
+    tower at PATCHES_PER_SIDE: the patches a side over the tokens a side is the merge / pooling factor; kept."""
+    side = math.isqrt(value)
+    if side * side != value or side == 0:
+        return None
+    factor = max(1, round(old_patches_per_side / side))
+    return (PATCHES_PER_SIDE // factor) ** 2 if PATCHES_PER_SIDE % factor == 0 else None
+
+
+def _shrink_image_tokens(seen: list[tuple[str, PretrainedConfig]], ratio: float, report: ShrinkReport) -> None:
+    """Media-token counts per image that are a square follow the tower (``shrunk_token_count``)."""
+    report.old_patches_per_side = PATCHES_PER_SIDE / ratio
+    for path, node in seen:
+        for key, value in list(vars(node).items()):
+            if not IMAGE_TOKENS.match(key) or "audio" in key or not isinstance(value, int) \
+                    or isinstance(value, bool) or value <= 0:
+                continue
+            new = shrunk_token_count(value, report.old_patches_per_side)
+            if new is not None:
+                setattr(node, key, new)
+                report.note(f"{path}{key}", value, new)
 
 
 def _shrink_one(cfg: PretrainedConfig, path: str, report: ShrinkReport, vocab: int, max_layers: int) -> None:
@@ -184,7 +233,7 @@ def _shrink_one(cfg: PretrainedConfig, path: str, report: ShrinkReport, vocab: i
                 and not (isinstance(value, list) and len(value) == old_layers):
             new = _shrink_index_value(value, old_layers or max_layers, new_layers)
         elif isinstance(value, list) and old_layers and len(value) == old_layers and old_layers > new_layers:
-            new = value[:new_layers]  # one entry per layer (layer_types, per-layer sizes …)
+            new = _per_layer_prefix(value, new_layers)  # one entry per layer (layer_types, per-layer sizes …)
         if new is not value:
             setattr(cfg, key, new)
             report.note(f"{path}{key}", value, new)
@@ -222,8 +271,11 @@ def shrink_config(cfg: PretrainedConfig, vocab: int, images: bool = False) -> Sh
     max_layers = max((_layer_count(c) or 0) for _, c in seen)
     # text configs first, so the LM's hidden size fixes the tiny value every equal width maps to
     seen.sort(key=lambda pc: (0 if "text" in pc[0] else 1, pc[0].count(".")))
+    ratio = None
     for path, node in seen:
         _shrink_one(node, path, report, vocab, max_layers)
         if images:
-            _shrink_image_size(node, path, report)
+            ratio = _shrink_image_size(node, path, report) or ratio
+    if ratio:
+        _shrink_image_tokens(seen, ratio, report)
     return report

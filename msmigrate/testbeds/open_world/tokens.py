@@ -44,6 +44,24 @@ def _string_literals(source: str) -> list[str]:
     return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
 
 
+def _vocab_lookups(source: str) -> list[str]:
+    """Literals the module looks up in the tokenizer's vocabulary (``vocab["|SPEAKER|"]``,
+    ``convert_tokens_to_ids("<x>")``): a checkpoint's tokenizer has them whatever their shape."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, str) and "vocab" in ast.unparse(node.value).lower():
+            found.append(node.slice.value)
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith("convert_tokens_to_ids") \
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            found.append(node.args[0].value)
+    return [t for t in found if t and " " not in t]
+
+
 def _attr_fallbacks(source: str) -> dict[str, str]:
     """``tokenizer.X_token`` reads and the literal each falls back to: ``getattr(tokenizer, "X", "<lit>")`` or
     ``tokenizer.X if hasattr(tokenizer, "X") else "<lit>"``."""
@@ -70,7 +88,12 @@ def family_tokens(processor_cls) -> FamilyTokens:
         source = inspect.getsource(inspect.getmodule(processor_cls))
     except (OSError, TypeError):
         source = ""
+    own = set(re.findall(r"if\s+not\s+hasattr\(\s*tokenizer\s*,\s*[\"'](\w+_token)[\"']\s*\)\s*:", source))
     for name, literal in _attr_fallbacks(source).items():
+        if name in own:  # the processor makes this token itself (an AddedToken) where the tokenizer has none
+            continue
+        if re.search(rf"tokenizer\.{name}\s*=\s*(True|False)\b", source):  # a flag (add_bos_token), no token
+            continue
         if name in ("bos_token", "eos_token", "pad_token", "unk_token", "sep_token", "cls_token", "mask_token"):
             continue
         token = defaults.pop(name, None) or literal or f"<|{name.removesuffix('_token')}|>"
@@ -78,6 +101,7 @@ def family_tokens(processor_cls) -> FamilyTokens:
     for name, token in defaults.items():
         found.named.setdefault(name, token)
     literals = [s for s in _string_literals(source) if _SPECIAL.match(s) and s not in _NOT_TOKENS]
+    literals += [s for s in _vocab_lookups(source) if s not in _NOT_TOKENS]
     found.extra = [s for s in dict.fromkeys(literals) if s not in found.named.values()]
     if all(t in found.extra for t in _CHATML):
         found.bos, found.eos, found.pad = None, "<|im_end|>", "<|endoftext|>"
@@ -89,8 +113,8 @@ _SPECIAL_FIELDS = {"bos_token_id", "eos_token_id", "pad_token_id", "decoder_star
                    "unk_token_id"}
 
 
-def token_fields(cfg) -> list[tuple[object, str]]:
-    """(config, field) of every int / int-list field of the tree that holds a token id."""
+def _config_fields(cfg, keep) -> list[tuple[object, str]]:
+    """(config, field) of every field of the config tree (sub-configs walked) for which ``keep(key, value)``."""
     from transformers import PretrainedConfig
 
     out, todo = [], [cfg]
@@ -99,11 +123,16 @@ def token_fields(cfg) -> list[tuple[object, str]]:
         for key, value in vars(node).items():
             if isinstance(value, PretrainedConfig):
                 todo.append(value)
-            elif _TOKEN_FIELD.match(key) and key not in ("model_id",) and not key.startswith("_") and (
-                    isinstance(value, int) and not isinstance(value, bool)
-                    or isinstance(value, list) and value and all(isinstance(v, int) for v in value)):
+            elif not key.startswith("_") and _TOKEN_FIELD.match(key) and keep(key, value):
                 out.append((node, key))
     return out
+
+
+def token_fields(cfg) -> list[tuple[object, str]]:
+    """(config, field) of every int / int-list field of the tree that holds a token id."""
+    return _config_fields(cfg, lambda key, value: key != "model_id" and (
+        isinstance(value, int) and not isinstance(value, bool)
+        or isinstance(value, list) and value and all(isinstance(v, int) for v in value)))
 
 
 def token_for_field(key: str, named: dict[str, str]) -> str | None:
@@ -117,3 +146,8 @@ def fresh_token(key: str) -> str:
     """A new special token for a config token field no processor token matches (``boi_token_id`` -> ``<|boi|>``)."""
     stem = _TOKEN_FIELD.match(key).group(1).removesuffix("_token")
     return f"<|{stem}|>"
+
+
+def unset_token_fields(cfg) -> list[tuple[object, str]]:
+    """(config, field) of every token-id field of the tree that the family's defaults leave None."""
+    return _config_fields(cfg, lambda key, value: value is None and key not in _SPECIAL_FIELDS)

@@ -39,6 +39,10 @@ CPU_OVERRIDES: dict[str, Any] = {"model": {"attn_implementation": "sdpa"}, "trai
                                           "dataset_param": {"basic_parameters": {"preprocessing_num_workers": None}}}}
 CPU_FP32_OVERRIDES: dict[str, Any] = {"parallel": {"fsdp_plan": {"param_dtype": "fp32", "reduce_dtype": "fp32"}}}
 # Launch-script environment of the plugin route (contract §11); the spec's env wins.
+# What every launch of the trainer sets for the plugin (FSDP2) route: the target's packages read it on import
+# (mindspeed_mm/__init__.py imports the Megatron patches unless NON_MEGATRON is "true"); G3 checks the delivered
+# launch script exports the same (agent/launch_script_checks.py)
+ROUTE_ENV = {"NON_MEGATRON": "true"}
 NPU_ENV = {"HCCL_CONNECT_TIMEOUT": "1200", "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
 # Variables that make bash, Python or the dynamic loader run extra code: never taken from a spec.
 UNSAFE_ENV = tuple(sorted(NEVER))
@@ -132,10 +136,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def device_overrides(device: str, spec: LaunchSpec) -> dict[str, Any]:
+CPU_ATTENTION = ("eager", "sdpa")  # what runs on a CPU; flash-attention kernels need a device
+
+
+def device_overrides(device: str, spec: LaunchSpec, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The overrides a launch on ``device`` needs over the YAML ``base``. On CPU an attention the YAML already asks
+    for that runs there is kept: a class with no sdpa path (the draft chose eager for it) must not be given sdpa."""
     if device != "cpu":
         return {}
-    return deep_merge(CPU_OVERRIDES, CPU_FP32_OVERRIDES) if spec.cpu_fp32 else copy.deepcopy(CPU_OVERRIDES)
+    over = deep_merge(CPU_OVERRIDES, CPU_FP32_OVERRIDES) if spec.cpu_fp32 else copy.deepcopy(CPU_OVERRIDES)
+    model = (base or {}).get("model")
+    if isinstance(model, dict) and model.get("attn_implementation") in CPU_ATTENTION:
+        over["model"] = {k: v for k, v in over["model"].items() if k != "attn_implementation"}
+    return over
 
 
 def build_command(
@@ -148,7 +161,7 @@ def build_command(
     ``rendezvous_from_env`` (scheduler backends): node rank, master address and port are left out of the command;
     the job sets them per node from its allocation (torchrun reads ``PET_NODE_RANK`` / ``PET_MASTER_ADDR`` /
     ``PET_MASTER_PORT`` for flags it is not given; launch scripts read ``NODE_RANK`` / ``MASTER_ADDR``)."""
-    env = {"NON_MEGATRON": "true", "PYTHONPATH": _pythonpath(target), "PYTHONUNBUFFERED": "1"}
+    env = {**ROUTE_ENV, "PYTHONPATH": _pythonpath(target), "PYTHONUNBUFFERED": "1"}
     visible = ",".join(str(i) for i in (spec.visible_devices or range(spec.nproc)))
     if device == "npu":
         env.update(NPU_ENV)

@@ -192,7 +192,7 @@ def launch(
             return ToolResult.failure(f"config not found: {spec.config} (relative to {ctx.target})")
         try:
             data = yaml.safe_load(base.read_text()) or {}
-            merged = deep_merge(deep_merge(data, device_overrides(device, spec)), expand_dotted(spec.overrides))
+            merged = deep_merge(deep_merge(data, device_overrides(device, spec, data)), expand_dotted(spec.overrides))
         except (yaml.YAMLError, ValueError, AttributeError, TypeError) as exc:
             return ToolResult.failure(f"cannot build the run YAML from {base}: {exc}")
         config_text = yaml.safe_dump(merged, sort_keys=False, allow_unicode=True)

@@ -98,10 +98,11 @@ def one_stage(value: str) -> str:
     return value
 
 
-def one_process_argv(command: str, mm_dir: Path, runtime_python: str) -> tuple[list[str], dict[str, Any]]:
-    """(argv, {what: (delivered, here)}) of the delivered conversion for one CPU process writing to ``mm_dir``."""
+def one_process_argv(command: str, mm_dir: Path, runtime_python: str, tp: int = 1) -> tuple[list[str], dict[str, Any]]:
+    """(argv, {what: (delivered, here)}) of the delivered conversion for one CPU process writing to ``mm_dir``, into
+    ``tp`` tensor-parallel shards (1 for the one-process step; the CPU launch at TP=2 loads 2)."""
     argv, changed = shlex.split(command), {}
-    want = {"--cfg.mm_dir": str(mm_dir), "--cfg.parallel_config.tp_size": "1"}
+    want = {"--cfg.mm_dir": str(mm_dir), "--cfg.parallel_config.tp_size": str(tp)}
     for i, tok in enumerate(argv[:-1]):
         new = want.get(tok) or (one_stage(argv[i + 1]) if tok.endswith(("llm_pp_layers", "vit_pp_layers")) else None)
         if new is not None and new != argv[i + 1]:
@@ -119,10 +120,10 @@ def one_process_argv(command: str, mm_dir: Path, runtime_python: str) -> tuple[l
 
 
 def run_conversion(runtime_python: str, target: Path, conv: ConversionCommand, mm_dir: Path, *,
-                   timeout: float = 900.0) -> ConversionRun:
+                   timeout: float = 900.0, tp: int = 1) -> ConversionRun:
     if conv.error or not conv.command:
         return ConversionRun(error=conv.error or "no conversion command was formed")
-    argv, changed = one_process_argv(conv.command, Path(mm_dir).resolve(), runtime_python)
+    argv, changed = one_process_argv(conv.command, Path(mm_dir).resolve(), runtime_python, tp)
     res = ConversionRun(command=shlex.join(argv), delivered=conv.command, mm_dir=str(Path(mm_dir).resolve()),
                         changed=changed)
     t0 = time.time()

@@ -111,6 +111,17 @@ def parity_tolerance(dtypes: list[str], ref_abs_max: float) -> float:
     return ULPS * eps * max(ref_abs_max, 1.0)
 
 
+def data_parity_problems(dp: dict[str, Any] | None) -> list[str]:
+    """The batch data parity's verdict as problems (probes/_batch_data_parity.py): a comparison that did not run
+    is a problem too, never a pass."""
+    if dp is None:
+        return ["data parity of get_batch's batch vs the source's processor was not run"]
+    if dp.get("error"):
+        return [f"data parity of get_batch's batch vs the source's processor could not run: {dp['error']}"]
+    return [f"data parity (get_batch's batch vs the source's chat template + processor, record {dp.get('record')}): "
+            f"{p}" for p in dp.get("problems") or []] or ([] if dp.get("passed") else ["data parity did not pass"])
+
+
 def problems_of(payload: dict[str, Any]) -> list[str]:
     problems = []
     parity = payload.get("parity")
@@ -131,4 +142,6 @@ def problems_of(payload: dict[str, Any]) -> list[str]:
         problems.append("a gradient is not finite")
     elif not payload.get("grads_nonzero"):
         problems.append("every gradient is zero")
+    if payload.get("parity") is not None:  # the source was given: its processing of the batch's record is the oracle
+        problems += data_parity_problems(payload.get("data_parity"))
     return problems

@@ -14,7 +14,8 @@ differentiates through the plain ops, so a backward step needs no hand-written g
   seed, offset, numels): softmax(scale * q k^T + pse, masked) v for the layouts BSH, SBH, BSND, BNSD and TND
   (packed variable-length sequences, ``actual_seq_qlen``/``actual_seq_kvlen`` the cumulative ends), grouped KV heads
   (q heads a multiple of kv heads), ``atten_mask`` True = not attended, ``sparse_mode`` 0 (the mask as given, plus
-  the pre/next token band), 1 (all of the mask), 2 (causal from the top left), 3 (causal from the bottom right);
+  the pre/next token band; no mask: nothing masked and the band ignored, as the kernel's sparse-mode table says —
+  MindSpeed's --next-tockens defaults to 0, so the band matters only where a mask is passed), 1 (all of the mask), 2 (causal from the top left), 3 (causal from the bottom right);
   the modes that take a compressed 2048x2048 mask (2, 3) build their causal mask from the sizes instead. Dropout
   (keep_prob < 1) is refused: a reference must be deterministic, and the gates train with attention dropout 0.
 """
@@ -103,9 +104,10 @@ def _mask(sq, skv, atten_mask, sparse_mode, pre_tokens, next_tokens, device):
     if sparse_mode not in (0, 1):
         raise ValueError(f"npu_fusion_attention: sparse_mode {sparse_mode} has no CPU reference (0, 1, 2, 3 do)")
     masked = torch.zeros(sq, skv, dtype=torch.bool, device=device)
-    if atten_mask is not None:
-        masked = masked | atten_mask.to(torch.bool)
-    if sparse_mode == 0:  # the band: keep pre_tokens before and next_tokens after the diagonal
+    if atten_mask is None:  # sparse_mode 0 without a mask: no masking, pre/next tokens ignored (documented)
+        return masked
+    masked = masked | atten_mask.to(torch.bool)
+    if sparse_mode == 0:  # with a mask, the band too: keep pre_tokens before and next_tokens after the diagonal
         masked = masked | (j < i - pre_tokens) | (j > i + next_tokens)
     return masked
 
@@ -148,7 +150,8 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
         mask = _mask(q.shape[2], k.shape[2], atten_mask if sparse_mode in (0, 1) else None, sparse_mode,
                      pre_tockens, next_tockens, q.device)
     elif sparse_mode == 0 and (pre_tockens < MAX_TOKENS or next_tockens < MAX_TOKENS):
-        mask = mask.to(torch.bool) | _mask(q.shape[2], k.shape[2], None, 0, pre_tockens, next_tockens, q.device)
+        none = torch.zeros(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device)  # the band alone
+        mask = mask.to(torch.bool) | _mask(q.shape[2], k.shape[2], none, 0, pre_tockens, next_tockens, q.device)
     out, row_max, row_sum = _attend(q, k, v, scale, pse, mask.to(torch.bool) if mask is not None else None)
     return _outputs(_from_bnsd(out, input_layout), row_max, row_sum)
 

@@ -7,19 +7,27 @@ import copy
 def build(cls, config, meta=False):
     import torch
 
+    from _model_build import with_attention_fallback
+
     config = copy.deepcopy(config)
     if meta:
         from accelerate import init_empty_weights
 
-        with init_empty_weights():
-            model = cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
+        def make():
+            with init_empty_weights():
+                return cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
+
+        model = with_attention_fallback(make, config)  # eager where the class has no sdpa path
         for module in model.modules():  # as ModelHub does: a later init_weights must not skip them
             if getattr(module, "_is_hf_initialized", False):
                 module._is_hf_initialized = False
         return model.float()
-    with torch.device("cpu"):
-        model = cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
-    return model.float()
+
+    def make_cpu():
+        with torch.device("cpu"):
+            return cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
+
+    return with_attention_fallback(make_cpu, config).float()
 
 
 def materialize(model):
@@ -51,3 +59,25 @@ def persistent_keys(model):
         for buf in getattr(module, "_non_persistent_buffers_set", ()):
             nonpersistent.append(f"{name}.{buf}" if name else buf)
     return nonpersistent
+
+
+def restore_computed_buffers(source, src_cls, build, nonpersistent_names):
+    """Non-persistent buffers (rotary ``inv_freq``, position ids …) are computed by the class's ``__init__`` and never
+    saved. transformers 5 builds a ``from_pretrained`` model on the meta device and recomputes only the buffers its
+    own init code knows; a remote-code class that does not re-initialise its own buffers gets uninitialised memory
+    there (a different loss on every load). That is the source code on this runtime, not the export: the buffers
+    are recomputed from a fresh CPU build of the same class, and the names returned so the record says so."""
+    import torch
+
+    names = set(nonpersistent_names(source))
+    if not names:
+        return []
+    fresh = dict(build(src_cls, source.config).named_buffers())
+    restored = []
+    with torch.no_grad():
+        for name, buf in source.named_buffers():
+            want = fresh.get(name)
+            if name in names and want is not None and want.shape == buf.shape and not torch.equal(buf, want.to(buf.dtype)):
+                buf.copy_(want.to(buf.dtype))
+                restored.append(name)
+    return restored

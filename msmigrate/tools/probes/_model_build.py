@@ -287,15 +287,31 @@ def resolve(args):
     return cls, config, "transformers"
 
 
+def with_attention_fallback(make, config):
+    """``make()``; where the class has no path for the asked attention implementation (the plugin checks ask for
+    sdpa, as the CPU launches do), ``make()`` again with eager, which every class has: the built model's
+    ``attention_support`` then shows what it lacks, and the drafted config asks for what it supports."""
+    try:
+        return make()
+    except ValueError as exc:
+        asked = getattr(config, "_attn_implementation", None)
+        if "attention implementation" not in str(exc) or asked in (None, "eager"):
+            raise
+        config._attn_implementation = "eager"
+        return make()
+
+
 def instantiate(cls, config, meta):
+    """``cls`` built from ``config`` (on meta), with eager where the class has no sdpa path."""
+    import contextlib
+
     import torch
 
-    if meta:
-        with torch.device("meta"):
-            model = cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
-    else:
-        model = cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
-    return model.float()
+    def build():
+        with torch.device("meta") if meta else contextlib.nullcontext():
+            return cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
+
+    return with_attention_fallback(build, config).float()
 
 
 def to_compute_dtype(batch, model):

@@ -72,3 +72,12 @@ def launch_ranks(script, argv, nproc, timeout):
         return None, cmd, None, f"timed out after {timeout}s\n" + (err or "")[-4000:]
     lines = [ln[ln.rindex(RESULT_MARKER) + len(RESULT_MARKER):] for ln in out.splitlines() if RESULT_MARKER in ln]
     return (json.loads(lines[-1]) if lines else None), cmd, proc.returncode, (err or "")[-4000:]
+
+
+def killed_by_sigkill(err: str) -> list[int]:
+    """The ranks torchrun's failure table reports ended by SIGKILL (exit code -9): on a host without a limit of its
+    own, the kernel's out-of-memory killer (seen: a real-scale internvl's 2-rank parity, 7.6 GB per rank)."""
+    import re
+
+    ranks = re.findall(r"rank\s*:\s*(\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*:\s*-9\b", err)
+    return sorted({int(r) for r in ranks})

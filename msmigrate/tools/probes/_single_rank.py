@@ -28,6 +28,11 @@ def _cpu_shim():
     return module
 
 
+# How a failure of the setup itself is said (the classify node reads it: knowledge/failure_context.py's
+# RUNTIME_SETUP_SAID): torch.distributed and the runtime only, before the target's parallel state and the run's code
+RUNTIME_SETUP = "the runtime's own 1-rank process-group setup failed (torch.distributed alone, before any code of the run)"
+
+
 def start_single_rank():
     """torchrun-like env + 1-rank gloo group + CPU patches + the target's parallel state (when it has one).
     Returns what was done, for the probe's result."""
@@ -38,12 +43,17 @@ def start_single_rank():
     import torch.distributed as dist
 
     done = {"process_group": "existing" if dist.is_initialized() else "gloo (1 rank)"}
-    import torch
-
-    if torch.accelerator.current_accelerator() is None:  # on an accelerator the framework's own path runs
-        _cpu_shim().apply_cpu_patches()
-    elif not dist.is_initialized():
-        dist.init_process_group(backend="gloo")
+    shim = _cpu_shim()
+    try:
+        # on an accelerator the framework's own path runs; a CUDA build of torch on a host without a GPU is a CPU
+        # host (``accelerator_present``: the compile-time accelerator is not the device)
+        if not shim.accelerator_present():
+            shim.apply_cpu_patches()
+            done["cpu_patches"] = True
+        elif not dist.is_initialized():
+            dist.init_process_group(backend="gloo")
+    except Exception as exc:  # probe boundary: said as the runtime's own setup, which runs none of the run's code
+        raise RuntimeError(f"{RUNTIME_SETUP}: {type(exc).__name__}: {exc}") from exc
     try:
         from mindspeed_mm.fsdp.distributed import parallel_state
     except ImportError:

@@ -187,6 +187,33 @@ def loadable(value):
     return False
 
 
+def pixel_bounds(dataset_param):
+    """The data path's image pixel bounds from the config's preprocess_parameters (the framework's loader sets them
+    on the processor, where its mm_plugin reads them)."""
+    pre = getattr(dataset_param, "preprocess_parameters", None)
+    return {k: getattr(pre, k) for k in ("image_max_pixels", "image_min_pixels")
+            if isinstance(getattr(pre, k, None), int)}
+
+
+def with_batch_parity(parity, examples, batch, collate_fn, args, own, bounds=None):
+    """``parity`` with the collated batch's checks added (``_batch_parity``): the rows against the mapped examples
+    (always), the media tensors against the source processor's (the chat-template oracle: ``own`` is the source's
+    own pipeline, whose batch is compared by the model parity instead)."""
+    from _batch_parity import collation_parity, media_input_parity
+
+    media_id = args.media_token_id if args.media_token_id is not None else parity.get("media_token_id")
+    extra = {"collation": collation_parity(examples, batch, collate_fn, media_id)}
+    if not own:
+        try:
+            extra["media_inputs"] = media_input_parity(args.parity_source, args.parity_data, examples, collate_fn,
+                                                       args.trust_remote_code, bounds)
+        except Exception as exc:  # probe boundary: a source processor that cannot take the images is reported
+            extra["media_inputs"] = {"error": f"{type(exc).__name__}: {exc}", "problems": []}
+    found = [p for part in extra.values() for p in ((part or {}).get("problems") or [])]
+    problems = list(parity.get("problems") or []) + found
+    return {**parity, "batch": extra, "problems": problems, "passed": bool(parity.get("passed")) and not found}
+
+
 def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", required=True)
@@ -256,6 +283,8 @@ def main(argv):
                 traceback.print_exc()
                 parity = {"passed": False, "error": f"{type(exc).__name__}: {exc}",
                           "problems": [f"the source's own processing could not be run: {type(exc).__name__}: {exc}"]}
+            parity = with_batch_parity(parity, examples, batch, collate_fn, args, own=bool(
+                facts and facts.get("kind") == "own" and facts.get("dataset")), bounds=pixel_bounds(dataset_param))
         cutoff = None
         if args.parity_source and args.parity_data:
             from _cutoff import cutoff_findings

@@ -1,12 +1,14 @@
 """Probe: what the target runtime offers (runs IN the target runtime; imports nothing from msmigrate).
 
-    python env_probe.py [--target] [<MindSpeed-MM root>]
+    python env_probe.py [--target] [<MindSpeed-MM root>] [--runtime-python <the runtime's interpreter path>]
 
 Prints one line ``MSMIGRATE_PROBE_RESULT {json}`` with: python/torch/transformers versions and, from installed
 metadata, those of other training libraries (``packages``); torch_npu (found,
 importable, error); ``npu-smi info`` (present, NPUs listed with health and HBM); torch.npu / torch.cuda device counts;
 CANN ``set_env.sh`` files found; whether ``mindspeed_mm`` imports with NON_MEGATRON=true from the target root; and the
-resulting ``device`` (npu > cuda > cpu; NPU only when torch_npu imports AND devices are visible).
+resulting ``device`` (npu > cuda > cpu; NPU only when torch_npu imports AND devices are visible); ``attention``: which
+``attn_implementation`` values this runtime can run, as its own transformers reports them; ``rank_limits``: the
+open-file limit of a process started with the variables the launcher gives each rank (``rank_view``).
 
 torch_npu is imported only if its spec is found (and after torch); nothing here installs or changes anything.
 """
@@ -22,6 +24,7 @@ import subprocess
 import sys
 
 RESULT_MARKER = "MSMIGRATE_PROBE_RESULT "
+COMM_ENV_PREFIXES = ("GLOO_", "NCCL_", "HCCL_", "TP_SOCKET_", "MASTER_", "TORCH_DIST", "TORCHELASTIC_")
 # Documented CANN install locations (toolkit layout, newer cann/ layout, NNAL/ATB); an extra list may come from env.
 CANN_SET_ENV_CANDIDATES = (
     "/usr/local/Ascend/ascend-toolkit/set_env.sh",
@@ -155,6 +158,49 @@ def cann_set_env_files():
     return seen
 
 
+def attention_available():
+    """{attn_implementation: runnable here}, from the runtime's own transformers (its availability checks: the
+    flash-attn package with a CUDA device, or torch_npu's fused attention); {} without transformers."""
+    try:
+        from transformers.utils import import_utils as iu
+    except Exception:  # probe boundary: no transformers is reported by probe_torch_side
+        return {}
+
+    def asks(name):
+        fn = getattr(iu, name, None)
+        try:
+            return bool(fn()) if fn else False
+        except Exception:  # probe boundary: a check that itself fails says "not available"
+            return False
+
+    import torch
+
+    return {"eager": True, "sdpa": hasattr(torch.nn.functional, "scaled_dot_product_attention"),
+            "flash_attention_2": asks("is_flash_attn_2_available") or asks("is_torch_npu_available"),
+            "flash_attention_3": asks("is_flash_attn_3_available")}
+
+
+# what a launched rank gets that a plain process may not: torchrun sets these in every rank's environment, and a
+# site hook, an activation script or a container entry point may act on them (a limit set only for trainer ranks)
+RANK_ENV = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0"}
+_LIMITS = ("import resource, json, os; s, h = resource.getrlimit(resource.RLIMIT_NOFILE); "
+           "print(json.dumps({'nofile_soft': s, 'nofile_hard': h, 'comm_env': {k: v for k, v in os.environ.items() "
+           "if k.startswith(%r)}}))" % (COMM_ENV_PREFIXES,))
+
+
+def rank_view(python=None):
+    """The open-file limit (soft, hard) of a process started with a rank's variables by ``python`` (the runtime's
+    interpreter as the run names it, which the launcher starts too: a wrapper script's own settings apply; default
+    this interpreter); -1 is unlimited. An error string when the process could not be run."""
+    env = {**os.environ, **RANK_ENV}
+    try:
+        out = subprocess.run([python or sys.executable, "-c", _LIMITS], capture_output=True, text=True, timeout=60,
+                             env=env)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def decide_device(info):
     smi_npus = len(info["npu_smi"].get("npus", []))
     if info["torch_npu"]["importable"] and info["npu_count"] > 0:
@@ -181,9 +227,18 @@ def main(argv):
     info["packages"] = package_versions()
     info["cann_set_env"] = cann_set_env_files()
     info["ascend_env"] = {k: v for k, v in os.environ.items() if k.startswith(("ASCEND_", "HCCL_"))}
+    # what the process group and the launcher read from the environment (an interface, an address, a port): a
+    # failure that names one of these values is traced back to the variable that set it
+    info["comm_env"] = {k: v for k, v in os.environ.items() if k.startswith(COMM_ENV_PREFIXES)}
     if target:
         info["mindspeed_mm"] = probe_mindspeed_mm(target)
     info["device"] = decide_device(info)
+    if info.get("torch") is not None:
+        info["attention"] = attention_available()
+    runtime_python = argv[argv.index("--runtime-python") + 1] if "--runtime-python" in argv else None
+    info["rank_limits"] = rank_view(runtime_python)
+    # a rank's variables as the runtime interpreter sets them (a wrapper script's exports) join the probe's own
+    info["comm_env"] = {**info.get("comm_env", {}), **(info["rank_limits"].pop("comm_env", None) or {})}
     emit(info)
     return 0
 

@@ -16,8 +16,8 @@ Result: ``loss``, ``finite``, ``has_loss_attr`` (the engine reads ``output.loss`
 ``forward_params`` + ``accepts_var_kwargs`` (what a collated batch may carry), ``batch_keys``, ``model_class``,
 ``loss_labels`` (which alignment of the batch's labels the loss assumes, recomputed from the logits both ways).
 For a plugin class also the trainer's two ``init_model_with_meta_device`` paths, built again on meta with NaN-filled
-storage: ``meta_fresh`` (no ``training.load``: init_weights as the trainer calls it, what G4 trains) and ``meta_load``
-(a resumed load: init_weights skipped, the eager build's checkpoint loaded, what G5's load run trains), each with the
+storage: ``meta_fresh`` (a config without ``training.load``: init_weights as the trainer calls it) and ``meta_load``
+(init_weights skipped, the eager build's checkpoint loaded: what the delivered config and G4–G6 train), each with the
 first parameter/buffer still non-finite and its loss; ``error`` names the path that failed.
 """
 import contextlib
@@ -327,9 +327,25 @@ def meta_path_error(which, meta):
     return None
 
 
+def forward_defined_at(model):
+    """`` by Class.forward (defined in path)``: the file whose forward made the output the engine cannot read (the
+    path relative to the target root, the probe's cwd), so the classify node places the cause in that file of the run
+    (knowledge/failure_context.py, gate_remedy_owner); a forward of an installed library is named the same way and
+    decides nothing there. Empty when the source file is unknown."""
+    import inspect
+    import os
+
+    try:
+        path = inspect.getsourcefile(type(model).forward)
+    except (TypeError, AttributeError):
+        path = None
+    return f" by {type(model).__name__}.forward (defined in {os.path.relpath(path)})" if path else ""
+
+
 def main(argv):
     args = parse(argv, extra_args)
     start = time.monotonic()
+    params = None
     try:
         import torch
 
@@ -338,6 +354,9 @@ def main(argv):
         if args.weights and how == "transformers":
             model = cls.from_pretrained(args.model or args.model_name_or_path, config=config, dtype=torch.float32,
                                         trust_remote_code=args.trust_remote_code).float()
+            from _meta_init import build, persistent_keys, restore_computed_buffers
+
+            restore_computed_buffers(model, type(model), build, persistent_keys)  # remote code's buffers on the meta load
         else:
             if args.shrink_layers and how == "transformers":
                 shrink_config(config, args.shrink_layers)
@@ -373,8 +392,9 @@ def main(argv):
             fresh = guarded_meta_path(cls, config, batch)
             meta = guarded_meta_path(cls, config, batch, eager=model)
     except Exception as exc:  # probe boundary: the failure is the result
-        # where it was raised too: a bare "shape '[-1, 468]' is invalid" does not say which line asked for it
-        emit({"error": error_with_place(exc)})
+        # where it was raised too: a bare "shape '[-1, 468]' is invalid" does not say which line asked for it; and
+        # what the forward takes, when the model was built (the gate checks the batch's keys against it still)
+        emit({"error": error_with_place(exc), **({"forward_params": params} if params is not None else {})})
         return 1
     loss = getattr(output, "loss", None)
     value = float(loss.detach().float()) if loss is not None and hasattr(loss, "detach") else None
@@ -398,9 +418,13 @@ def main(argv):
     if meta is not None:
         result["meta_fresh"], result["meta_load"] = fresh, meta
     if loss is None:
-        result["error"] = f"forward returned {type(output).__name__} without a .loss (the engine reads output.loss)"
+        result["error"] = (f"forward returned {type(output).__name__} without a .loss (the engine reads output.loss)"
+                           + forward_defined_at(model))
     elif not result["finite"]:
-        result["error"] = f"loss is not finite: {value}"
+        # a batch the source's own processor (or this probe) made: nothing of the run's data path or YAML fed it, so
+        # the forward that made the loss is named; a collated batch (G2) is the data path's, and names nothing
+        result["error"] = f"loss is not finite: {value}" + (forward_defined_at(model) if batch_source != "collated"
+                                                            else "")
     elif meta is not None and (meta_path_error("fresh", fresh) or meta_path_error("load", meta)):
         # both paths' failures, fresh first (G4 trains it before G5 loads): one plugin fix may need to cover both
         result["error"] = "; ".join(e for e in (meta_path_error("fresh", fresh), meta_path_error("load", meta)) if e)

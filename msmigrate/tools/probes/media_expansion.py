@@ -13,6 +13,8 @@ family: every fact is read off the processor by calling it.
   (``pre``/``post``: bos, a trailing newline …). The expansion is decoded and re-encoded (``roundtrip``).
 - ``after_media_once``: ids the processor puts once between the media and the text after it, not per image
   (PaliGemma's ``<bos>`` after the last image run), and after which image (``first`` / ``last``).
+- ``separator_after_media``: text the processor writes between the media and a word right after it, only where
+  the text has no separator (Idefics2's space after its closing boundary token).
 - ``kind``: ``fixed`` when every probed image expands identically, else ``per_image``; ``media_token`` the most
   repeated id of the expansion (cross-checked with the config's image token id); prefix / suffix / break tokens.
 - ``num_multimodal_tokens``: the processor's own ``_get_num_multimodal_tokens`` where it has one (a cross-check).
@@ -125,8 +127,25 @@ def one_expansion(proc, placeholder, image):
     for pre in range(0, len(one) - size + 1):
         exp = one[pre: pre + size]
         if one[:pre] + exp + exp + one[pre + size:] == two:
-            return exp, pre, len(one) - pre - size, out
+            post = len(one) - pre - size
+            if post and _closes_the_media(proc, placeholder, image, exp, one[pre + size:]):
+                return one[pre:], pre, 0, out
+            return exp, pre, post, out
     raise ValueError("the two-image expansion is not the one-image expansion repeated")
+
+
+def _closes_the_media(proc, placeholder, image, exp, tail) -> bool:
+    """Whether ``tail`` (ids after the one-vs-two-image repeat) closes each image: images next to each other share
+    one boundary (``<fake><image>*n<fake><image>*n<fake>``), so the closing one is left out of the repeat, yet
+    with text after each image it follows every expansion (expansion + tail twice in ``P + S + P + S``, whatever
+    the processor then writes before the text: Idefics2 adds a space there). An eos after any text, or ids
+    written once after the media (``after_media_once``'s business), do not."""
+    ids, _ = ids_of(proc, placeholder + SENTINEL + placeholder + SENTINEL, [image, image])
+    needle = list(exp) + list(tail)
+    found, at = 0, _find(ids, needle)
+    while at >= 0:
+        found, at = found + 1, _find(ids, needle, at + 1)
+    return found == 2
 
 
 def _find(ids, needle, start=0):
@@ -136,6 +155,21 @@ def _find(ids, needle, start=0):
     return -1
 
 
+def _between_media_and_text(proc, placeholder, image, exp, pre):
+    """-> (ids between the expansion and the text in ``placeholder + S``, their text, the text's ids) or
+    (None, why, None)."""
+    tok = tokenizer_of(proc)
+    text_ids = tok.encode(SENTINEL, add_special_tokens=False)
+    one, _ = ids_of(proc, placeholder + SENTINEL, [image])
+    at = _find(one, text_ids, pre + len(exp))
+    if one[pre: pre + len(exp)] != exp or at < 0:
+        return None, "the expansion is not followed by the text in placeholder + text", None
+    mid = one[pre + len(exp): at]
+    if not mid:
+        return None, "nothing between the expansion and the text", None
+    return mid, tok.decode(mid, skip_special_tokens=False, clean_up_tokenization_spaces=False), text_ids
+
+
 def after_media_once(proc, placeholder, image, exp, pre):
     """Ids the processor writes ONCE after the media, not per image (PaliGemma: ``<bos>`` after the last image
     run, before the prompt): -> ({"ids", "text", "where": "last" | "first"} or None, why).
@@ -143,19 +177,12 @@ def after_media_once(proc, placeholder, image, exp, pre):
     The one-vs-two-image difference (``one_expansion``) already holds whatever is added per image, so ids between
     an expansion and the text after it in ``placeholder + S`` are of this kind. ``placeholder + S + placeholder + S``
     tells after which image they go."""
-    tok = tokenizer_of(proc)
-    text_ids = tok.encode(SENTINEL, add_special_tokens=False)
-    one, _ = ids_of(proc, placeholder + SENTINEL, [image])
-    at = _find(one, text_ids, pre + len(exp))
-    if one[pre: pre + len(exp)] != exp or at < 0:
-        return None, "the expansion is not followed by the text in placeholder + text"
-    mid = one[pre + len(exp): at]
-    if not mid:
-        return None, "nothing between the expansion and the text"
+    mid, mid_text, text_ids = _between_media_and_text(proc, placeholder, image, exp, pre)
+    if mid is None:
+        return None, mid_text
     # written whatever the text holds (PaliGemma's <bos> after the images: given one already, it writes a second),
     # or only where the text lacks it (a processor that adds a missing bos): the latter is no fact about the media,
     # since the rendered conversation holds that token itself
-    mid_text = tok.decode(mid, skip_special_tokens=False, clean_up_tokenization_spaces=False)
     given, _ = ids_of(proc, placeholder + mid_text + SENTINEL, [image])
     at_given = _find(given, text_ids, pre + len(exp))
     if given[pre: pre + len(exp)] == exp and given[pre + len(exp): at_given] == mid:
@@ -173,8 +200,28 @@ def after_media_once(proc, placeholder, image, exp, pre):
         where = "last"
     if where is None:
         return None, f"ids {mid} after the expansion, but neither once after the first nor after the last image"
-    text = tok.decode(mid, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-    return {"ids": mid, "text": text, "where": where}, "placeholder + text, twice"
+    return {"ids": mid, "text": mid_text, "where": where}, "placeholder + text, twice"
+
+
+def separator_after_media(proc, placeholder, image, exp, pre):
+    """Text the processor writes between the media and a word that follows it directly, only where the text has no
+    separator there itself (Idefics2's processor turns ``<fake_token_around_image>Describe`` into
+    ``<fake_token_around_image> Describe``): -> ({"ids", "text"} or None, why). The plugin expands each image on its
+    own, so a rewrite of the text next to the media is lost unless it is measured.
+
+    Three calls: ``placeholder + S`` has ids between the expansion and the text; ``placeholder + those + S`` gets no
+    second copy (written only where missing); ``S + placeholder + S`` has them right after the expansion in the
+    middle of the text too (a processor that puts the media first and adds a missing bos to the text does not)."""
+    mid, mid_text, text_ids = _between_media_and_text(proc, placeholder, image, exp, pre)
+    if mid is None:
+        return None, mid_text
+    given, _ = ids_of(proc, placeholder + mid_text + SENTINEL, [image])
+    if _find(given, list(exp) + list(mid) + list(text_ids)) < 0:
+        return None, f"ids {mid} after the expansion are written whatever the text holds"
+    middle, _ = ids_of(proc, SENTINEL + placeholder + SENTINEL, [image])
+    if _find(middle, list(text_ids) + list(exp) + list(mid) + list(text_ids)) < 0:
+        return None, f"ids {mid} do not separate the media from the text after it in text + placeholder + text"
+    return {"ids": mid, "text": mid_text}, "placeholder + text, with and without the separator, and mid-text"
 
 
 def structure(exp, media_id, tok):
@@ -271,6 +318,8 @@ def main(argv):
                               "roundtrip": tok.encode(text, add_special_tokens=False) == exp,
                               "num_multimodal_tokens": num_multimodal_tokens(proc, image)})
         once, once_why = after_media_once(proc, placeholder, first, per_image[0]["ids"], sorted(pre_post)[0][0])
+        separator, separator_why = (None, "ids written once after the media") if once else separator_after_media(
+            proc, placeholder, first, per_image[0]["ids"], sorted(pre_post)[0][0])
         declared, declared_from = declared_media_id(args.model)
         counts = collections.Counter(t for p in per_image for t in p["ids"])
         media_id = declared if declared in counts else counts.most_common(1)[0][0]
@@ -295,6 +344,7 @@ def main(argv):
             "token_type_ids": token_type_rule(proc, placeholder, first, media_id),
             "processor_kwargs": processor_kwargs,
             "after_media_once": once, "after_media_once_why": once_why,
+            "separator_after_media": separator, "separator_after_media_why": separator_why,
             "sample_lengths": sample_lengths(proc, args.data, media_id),
         }
     except Exception as exc:  # probe boundary: the failure is the result

@@ -17,6 +17,10 @@ a config saved by transformers 4.x leaves ``tie_word_embeddings`` out when it eq
 (``supported``, eager always) and, per implementation, the classes that do not (``lacks``): transformers refuses a
 requested implementation at build time on each such class ("does not support an attention implementation through
 torch.nn.functional.scaled_dot_product_attention yet"), and the probe builds with eager, so it sees them all.
+``capture_lost``: sub-models whose hook-based output capture does not survive FSDP2's ``fully_shard``, which swaps a
+module's class for a generated subclass: transformers 5 keys each model's ``_can_record_outputs`` by the class's name,
+so a sharded vision tower returns ``hidden_states=None`` to a parent that reads a feature layer from them. Measured
+by swapping each class the same way on the meta model, not assumed.
 """
 import re
 import sys
@@ -51,6 +55,31 @@ def attention_support(model):
                 if type(module).__name__ not in names:
                     names.append(type(module).__name__)
     return {"supported": ["eager"] + [impl for impl in ATTN_FLAGS if impl not in lacks], "lacks": lacks}
+
+
+def capture_lost(model):
+    """Names of the sub-models (the root is wrapped whatever the plan says) whose output-capture settings are not
+    found any more once their class is swapped for a subclass, as ``fully_shard`` does."""
+    try:
+        from transformers.utils.output_capturing import _CAN_RECORD_REGISTRY as registry
+    except ImportError:  # transformers 4.x reads the settings off the class: a subclass inherits them
+        return []
+    lost = []
+    for name, module in model.named_modules():
+        if not name or not hasattr(module, "config"):
+            continue
+        before = registry.get(module)
+        if not before:
+            continue
+        cls = type(module)
+        module.__class__ = type("FSDP" + cls.__name__, (cls,), {})
+        try:
+            after = registry.get(module)
+        finally:
+            module.__class__ = cls
+        if after != before:
+            lost.append(name)
+    return lost
 
 
 def size_facts(model, config):
@@ -102,7 +131,7 @@ def main(argv):
         "names": names, "patterns": patterns, "classes": classes, "no_split_modules": no_split, "accepts_past_key_values": accepts_pkv,
         "accepts_var_kwargs": var_kwargs, "model_class": f"{cls.__module__}.{cls.__qualname__}", "build": how,
         "tied_parameters": tied, "tied_embeddings": embeddings_tied(model), "num_modules": len(names),
-        "attention_support": attention_support(model),
+        "attention_support": attention_support(model), "capture_lost": capture_lost(model),
         **size_facts(model, config), "seconds": round(time.monotonic() - start, 2),
     })
     return 0

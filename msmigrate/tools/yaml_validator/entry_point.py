@@ -12,6 +12,8 @@ import ast
 import re
 from pathlib import Path
 
+from msmigrate.core.python_files import folder_modules
+
 GENERIC_TRAINER = "mindspeed_mm/fsdp/train/trainer.py"
 _LAUNCH = re.compile(r"(?:torchrun|python3?|-m\s+torch\.distributed\.run)\b[^\n]*?\s(\S+\.py)\b")
 
@@ -35,11 +37,7 @@ def entry_point_of(config: Path, target_root: Path) -> str | None:
 def names_read_by(entry: str, target_root: Path) -> set[str]:
     """Attribute names and string constants in the entry point's folder (its task package)."""
     names: set[str] = set()
-    for path in sorted((target_root / entry).parent.glob("*.py")):
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-        except SyntaxError:
-            continue
+    for _, tree in folder_modules((target_root / entry).parent):
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute):
                 names.add(node.attr)

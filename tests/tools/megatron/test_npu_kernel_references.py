@@ -101,10 +101,18 @@ def test_fusion_attention_layouts_equal_torch_attention(layout, kv_heads):
 def test_fusion_attention_band_and_pse():
     b, n, s, d = 1, 2, 6, 4
     q, k, v = (torch.randn(b, n, s, d, generator=_gen(i)) for i in range(3))
-    out = K.npu_fusion_attention(q, k, v, n, "BNSD", scale=0.5, pre_tockens=1, next_tockens=0)[0]
     i, j = torch.arange(s)[:, None], torch.arange(s)[None, :]
     band = (j > i) | (j < i - 1)
-    torch.testing.assert_close(out, _sdpa(q, k, v, mask=band, scale=0.5), rtol=1e-5, atol=1e-5)
+    # sparse_mode 0 with a mask: the band [i - pre, i + next] is applied on top of it, whatever its shape
+    for visible in (torch.zeros(s, s, dtype=torch.bool), torch.zeros(b, 1, s, s, dtype=torch.bool)):
+        out = K.npu_fusion_attention(q, k, v, n, "BNSD", atten_mask=visible, scale=0.5, pre_tockens=1,
+                                     next_tockens=0)[0]
+        torch.testing.assert_close(out, _sdpa(q, k, v, mask=band, scale=0.5), rtol=1e-5, atol=1e-5)
+    # without a mask nothing is masked and pre/next are ignored (the kernel's sparse-mode table): next_tockens=0,
+    # MindSpeed's default, leaves a vision tower's full attention full
+    for layout, to in (("BNSD", lambda t: t), ("SBH", lambda t: t.permute(2, 0, 1, 3).flatten(2))):
+        out = K.npu_fusion_attention(to(q), to(k), to(v), n, layout, scale=0.5, pre_tockens=65536, next_tockens=0)[0]
+        torch.testing.assert_close(out, to(_sdpa(q, k, v, scale=0.5)), rtol=1e-5, atol=1e-5)
     pse = torch.randn(b, n, s, s, generator=_gen(5))
     out = K.npu_fusion_attention(q, k, v, n, "BNSD", pse=pse, scale=0.5)[0]
     want = torch.softmax(q @ k.transpose(-1, -2) * 0.5 + pse, -1) @ v
@@ -116,9 +124,10 @@ def test_fusion_attention_tnd_keeps_packed_sequences_apart():
     t = sum(lens)
     q, k, v = (torch.randn(t, n, d, generator=_gen(i)) for i in range(3))
     ends = torch.tensor(lens).cumsum(0).tolist()
+    # mode 0 with next_tockens 0 and no mask (how the Qwen2.5 ViT's packed attention calls it): full attention
     for mode, causal in ((0, False), (3, True)):
         out = K.npu_fusion_attention(q, k, v, n, "TND", scale=0.5, actual_seq_qlen=ends, actual_seq_kvlen=ends,
-                                     sparse_mode=mode)[0]
+                                     sparse_mode=mode, next_tockens=0)[0]
         start, parts = 0, []
         for end in ends:
             one = lambda x: x[start:end].transpose(0, 1)[None]  # noqa: E731

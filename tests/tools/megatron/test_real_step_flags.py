@@ -36,7 +36,16 @@ def test_verdict():
     assert "no trainable" in problems_of(_ok(params_with_grad=0))[0]
     assert "every gradient is zero" in problems_of(_ok(grads_nonzero=0))[0]
     near = {"max_abs_diff": 0.0046, "ref_abs_max": 0.66, "positions": 46}
-    assert problems_of(_ok(parity=near)) == []
+    data = {"passed": True, "problems": [], "record": 0}
+    assert problems_of(_ok(parity=near, data_parity=data)) == []
+    # with the source given, the batch's data parity must have run and passed
+    assert problems_of(_ok(parity=near)) == ["data parity of get_batch's batch vs the source's processor was not run"]
+    assert "could not run: no records" in problems_of(_ok(parity=near, data_parity={"passed": False,
+                                                                                    "error": "no records"}))[0]
+    wrong = {"passed": False, "record": 1, "problems": ["3 trained tokens outside the assistant turns"]}
+    assert problems_of(_ok(parity=near, data_parity=wrong)) == [
+        "data parity (get_batch's batch vs the source's chat template + processor, record 1): 3 trained tokens "
+        "outside the assistant turns"]
     far = {"max_abs_diff": 0.5, "ref_abs_max": 0.66, "positions": 46}
     assert "differ from the source" in problems_of(_ok(parity=far))[0]
     assert "not measured" in problems_of(_ok(parity={"error": "logits [1, 4] vs [1, 5]"}))[0]

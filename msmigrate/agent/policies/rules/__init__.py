@@ -34,10 +34,11 @@ class RulesPolicy:
         backend = (view.state.get("plan") or {}).get("backend")
         module = (MEGATRON_PHASES if backend == "megatron" else PHASES)[view.phase]
         try:
-            note, calls = module.next_calls(view, self)
+            # (note, calls), or (note, calls, plan_update) from a phase that re-decides its plan keys on a repair
+            note, calls, *replan = module.next_calls(view, self)
         except PhaseUnsupported as exc:
             return Decision(message=AIMessage(content=exc.line), unsupported=exc.line)
-        return Decision(message=AIMessage(content=note, tool_calls=calls))
+        return Decision(message=AIMessage(content=note, tool_calls=calls), plan_update=replan[0] if replan else None)
 
     def classify(self, failure_text: str, view: PolicyView,
                  evidence: dict[str, Any] | None = None) -> dict[str, Any] | None:

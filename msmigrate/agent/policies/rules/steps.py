@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from msmigrate.agent.policies.base import tool_call
+from msmigrate.agent.policies.base import write  # noqa: F401  (the rules phases import it from here)
 
 def step_of(messages: list) -> int:
     return sum(isinstance(m, AIMessage) for m in messages)
@@ -29,6 +29,3 @@ def last_results(messages: list) -> dict[str, dict[str, Any]]:
             out[names.get(m.tool_call_id, m.tool_call_id)] = parsed
     return out
 
-
-def write(path: str, content: str, reason: str) -> dict[str, Any]:
-    return tool_call("write_file", {"path": path, "content": content, "reason": reason}, prefix="rules")

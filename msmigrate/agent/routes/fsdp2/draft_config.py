@@ -15,6 +15,7 @@ from ruamel.yaml.comments import CommentedMap
 from msmigrate.agent.routes.fsdp2.attention_choice import choose_attention
 from msmigrate.agent.routes.fsdp2.config_fit import fit_to_model
 from msmigrate.agent.routes.fsdp2.cutoff_size import sized_cutoff
+from msmigrate.agent.routes.fsdp2.pixel_limits import derived_pixel_limits
 from msmigrate.agent.routes.fsdp2.weights_load import delivered_weights, hf_load_entries, hf_weight_dir
 from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.tools.module_plan import apply_modules_from_tree, recompute_from_tree
@@ -57,10 +58,12 @@ def ships_fast_tokenizer(source: Path) -> bool:
 
 
 def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path, data_json: Path,
-                 tree: dict[str, Any], notes: list[str] | None = None) -> dict[str, Any]:
+                 tree: dict[str, Any], notes: list[str] | None = None,
+                 runtime_attention: dict[str, Any] | None = None) -> dict[str, Any]:
     """The example's document with the keys the migration owns set in place (round trip: the example's comments,
     anchors and key order stay; a key the example lacks is added at the end of its section). ``notes`` collects why
-    a value the example sets was changed for this source."""
+    a value the example sets was changed for this source; ``runtime_attention``: the attention implementations the
+    target runtime can run (the env probe's), so the draft asks for none it cannot."""
     notes = notes if notes is not None else []
     if isinstance(baseline, CommentedMap):
         cfg = rt.clone(baseline)
@@ -77,7 +80,7 @@ def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path
     for key, value in (("model_id", plan["model_id"]), ("model_name_or_path", str(source)),
                        ("trust_remote_code", custom), ("freeze", [])):
         put(model, key, value)
-    attn, why = choose_attention(plan, tree, model.get("attn_implementation"))
+    attn, why = choose_attention(plan, tree, model.get("attn_implementation"), runtime_attention)
     if attn != model.get("attn_implementation"):
         put(model, "attn_implementation", attn)
     if why:
@@ -93,11 +96,26 @@ def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path
         # file has no slow class, and transformers 4.57's AutoProcessor then fails (the real load_tokenizer
         # swallows that and reports "Processor was not found")
         put(pre, "use_fast_tokenizer", True)
+    limits, why = derived_pixel_limits(source, pre)  # the processor's own bounds, never the example's
+    if any(pre.get(k) != v for k, v in limits.items()) or not limits:
+        notes.append(why)
+    for key, value in limits.items():
+        if value is None:
+            rt.remove(pre, key)
+        else:
+            put(pre, key, value)
     basic = rt.section(cfg, "data", "dataset_param", "basic_parameters")
     put(basic, "template", plan["template"])
     put(basic, "dataset", str(data_json))
     put(basic, "dataset_dir", str(Path(data_json).parent))
     rt.remove(basic, "chat_template")
+    if basic.get("max_samples") is not None:
+        # the example's cap is its own demo's: the real huggingface dataset selects range(max_samples), which
+        # crashes on a dataset smaller than the cap and silently drops the rest of a larger one
+        notes.append(f"data.dataset_param.basic_parameters.max_samples: the example's cap {basic.get('max_samples')} "
+                     "set to null (every sample of the user's dataset; the real dataset selects range(max_samples), "
+                     "which fails on fewer samples than the cap)")
+        put(basic, "max_samples", None)
     cutoff, why = sized_cutoff(plan, basic.get("cutoff_len"))
     if why:
         put(basic, "cutoff_len", cutoff)

@@ -253,11 +253,28 @@ def decoder_architecture(cfg: dict[str, Any], shapes: dict[str, list[int]]) -> d
     return out
 
 
+# (source value, component value) pairs that compute the same under a condition the route can check later:
+# multimodal rotary applies one rotary table per axis section; with the same position on every axis it is the
+# plain 1-D rotary of that position (the sections split one frequency range). The framework's mrope position
+# function gives every axis the token's index when the batch carries no image grid, and a 1-D-rotary source
+# positions its image features as ordinary tokens.
+COMPUTES_SAME = {("position_embedding_type", "rope", "mrope"): (
+    "mrope with one position on every axis is rope: reused on the condition that the batch carries no image grid "
+    "(then the framework's position function gives every axis the token index); the logits parity against the "
+    "source on a real batch checks it")}
+
+
 def architecture_diff(source: dict[str, tuple[Any, str]], component: dict[str, Any]) -> list[str]:
     """The facts the component's examples fix to a value the source does not compute (booleans a JSON omits are
     compared only where the examples give them)."""
     return [f"{k}: source {v!r} ({ev}), component {component[k]!r}" for k, (v, ev) in sorted(source.items())
-            if k in component and component[k] != v]
+            if k in component and component[k] != v and (k, v, component[k]) not in COMPUTES_SAME]
+
+
+def reuse_conditions(source: dict[str, tuple[Any, str]], component: dict[str, Any]) -> list[str]:
+    """The differences architecture_diff lets through, with the condition under which they compute the same."""
+    return [f"{k}: source {v!r}, component {component[k]!r}: {COMPUTES_SAME[(k, v, component[k])]}"
+            for k, (v, _) in sorted(source.items()) if k in component and (k, v, component[k]) in COMPUTES_SAME]
 
 
 def match_decoder(fields: set[str], examples: dict[str, dict[str, Any]], registered: set[str] | None,
@@ -268,6 +285,8 @@ def match_decoder(fields: set[str], examples: dict[str, dict[str, Any]], registe
     same = {i for i in ids if not diffs[i]}
     if not ids or same:
         out = match_role("text_decoder", fields, examples, same if ids else registered)
+        if out.model_id in examples and (conds := reuse_conditions(arch, examples[out.model_id].get("values") or {})):
+            out.why += "; " + "; ".join(conds)
         others = sorted(set(ids) - same)
         if out.model_id and others:
             out.why += "; not reused, they compute something else: " + "; ".join(

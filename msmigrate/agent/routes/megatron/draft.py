@@ -86,6 +86,23 @@ def set_numerics(section: dict[str, Any], sub_config: dict[str, Any], shapes: di
             section[key] = fact.value
 
 
+def _fit_mrope_section(node: dict[str, Any], text: dict[str, Any], changes: list[str]) -> None:
+    """A 1-D rotary source on an mrope decoder (reused because every axis then carries the token index): the
+    sections must still split this model's rotary frequencies (head_dim / 2); the example's proportions are kept,
+    their split is immaterial when every axis has the same position."""
+    heads = text.get("num_attention_heads")
+    head_dim = text.get("kv_channels") or (text["hidden_size"] // heads if heads and text.get("hidden_size") else None)
+    old = node["mrope_section"]
+    if not head_dim or not old or sum(old) == head_dim // 2:
+        return
+    half, total = head_dim // 2, sum(old)
+    new = [max(1, v * half // total) for v in old]
+    new[0] += half - sum(new)
+    node["mrope_section"] = new
+    changes.append(f"text_decoder.mrope_section = {new} (the example's {old} split {total} frequencies; the source's "
+                   f"head_dim {head_dim} has {half}, and its 1-D rotary gives every axis the same position)")
+
+
 def draft_model_json(example: dict[str, Any], cfg: dict[str, Any], components: dict[str, dict[str, Any]],
                      parallel: dict[str, int], shapes: dict[str, list[int]] | None = None) -> Draft:
     """``shapes``: the source's tensor names -> shapes (safetensors headers), for the numerics fields."""
@@ -118,6 +135,8 @@ def draft_model_json(example: dict[str, Any], cfg: dict[str, Any], components: d
                 node["pipeline_num_layers"] = stage_layers(text["num_layers"], pp, vpp)
                 changes.append(f"text_decoder.pipeline_num_layers = {node['pipeline_num_layers']} "
                                f"({text['num_layers']} layers over pp {pp} x vpp {vpp})")
+            if isinstance(node.get("mrope_section"), list) and "mrope_section" not in text:
+                _fit_mrope_section(node, text, changes)
             if "group_query_attention" in node and "num_attention_heads" in text:
                 node["group_query_attention"] = text.get("num_query_groups", text["num_attention_heads"]) != \
                     text["num_attention_heads"]

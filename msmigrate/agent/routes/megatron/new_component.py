@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from msmigrate.tools.megatron.encoder_structure import EncoderStructure, encoder_structures, structure_diff
+from msmigrate.tools.megatron.encoder_taps import component_taps
+from msmigrate.tools.megatron.feature_norm import reads_last_entry
 from msmigrate.tools.megatron.registry import MODELS_DIR, _parse, read_registry
 
 ENCODERS_DIR = f"{MODELS_DIR}/vision/vision_encoders"
@@ -107,7 +109,77 @@ def _block_of(target: Path, defined_in: str, class_name: str) -> dict[str, Any] 
         expr = re.sub(rf"\b{re.escape(root)}\b", "x", expr)
     return {"attr": attr, "init": ast.unparse(call),
             "import": f"from {_absolute_import(imp, rel)} import {call.func.id}",
-            "forward": expr, "forward_params": params_used, "file": rel}
+            "forward": expr, "forward_params": params_used, "file": rel,
+            "seq_first": _seq_first_before(fwd, root, stmt.lineno), "mask": _builds_full_mask(fwd, params_used),
+            "mask_when": _mask_condition(fwd, params_used, fns["__init__"], tree, rel)}
+
+
+def _seq_first_before(fwd: ast.FunctionDef, var: str | None, line: int) -> bool:
+    """Whether the closest's forward turns the block's input sequence-first ([s, b, h]: ``permute(1, 0, 2)`` or
+    ``transpose(0, 1)`` assigned to it) before calling the block: the block then takes that layout."""
+    for node in ast.walk(fwd):
+        if (isinstance(node, ast.Assign) and node.lineno < line and var
+                and any(isinstance(t, ast.Name) and t.id == var for t in node.targets)):
+            for c in ast.walk(node.value):
+                if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute):
+                    args = [a.value for a in c.args if isinstance(a, ast.Constant)]
+                    if (c.func.attr, args) in (("permute", [1, 0, 2]), ("transpose", [0, 1]), ("transpose", [1, 0])):
+                        return True
+    return False
+
+
+def _builds_full_mask(fwd: ast.FunctionDef, params: list[str]) -> str | None:
+    """The mask parameter the closest's forward fills itself when the caller passes none (``if <mask> is None:
+    <mask> = ...``): the new class does the same, every patch seeing every patch."""
+    for node in ast.walk(fwd):
+        if (isinstance(node, ast.If) and isinstance(node.test, (ast.Compare, ast.BoolOp))):
+            names = [n.id for n in ast.walk(node.test) if isinstance(n, ast.Name) and n.id in params]
+            if names and any(isinstance(t, ast.Name) and t.id == names[0] for st in node.body
+                             if isinstance(st, ast.Assign) for t in st.targets):
+                return names[0]
+    return None
+
+
+def _mask_condition(fwd: ast.FunctionDef, params: list[str], init: ast.FunctionDef, tree: ast.Module,
+                    rel: str) -> dict[str, Any] | None:
+    """The whole test under which the closest fills a missing mask (``if mask is None and not
+    self.use_flash_attn:``), with the ``self.X = ...`` lines of its __init__ that the test reads and the imports
+    those lines need. Why it matters: on the fused-attention path the closest passes no mask at all, and the fused
+    kernel (sparse_mode 0) treats a given mask differently from none: without one it computes every pair and
+    ignores the pre/next token band; with one it also applies that band, whose next-tokens default in MindSpeed is
+    0 — an all-visible mask then attends causally. None when the fill is unconditional or the test reads what a new
+    class cannot carry over."""
+    for node in ast.walk(fwd):
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.BoolOp)):
+            continue
+        names = [n.id for n in ast.walk(node.test) if isinstance(n, ast.Name) and n.id in params]
+        if not names or not any(isinstance(t, ast.Name) and t.id == names[0] for st in node.body
+                                if isinstance(st, ast.Assign) for t in st.targets):
+            continue
+        attrs = sorted({n.attr for n in ast.walk(node.test) if isinstance(n, ast.Attribute)
+                        and isinstance(n.value, ast.Name) and n.value.id == "self"})
+        free = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)} - {"self", *params, *dir(builtins)}
+        if free:
+            return None
+        lines, imports = [], []
+        for attr in attrs:
+            assign = next((st for st in ast.walk(init) if isinstance(st, ast.Assign) and len(st.targets) == 1
+                           and isinstance(st.targets[0], ast.Attribute) and st.targets[0].attr == attr
+                           and isinstance(st.targets[0].value, ast.Name) and st.targets[0].value.id == "self"), None)
+            if assign is None:
+                return None
+            used = {n.id for n in ast.walk(assign.value) if isinstance(n, ast.Name)} - set(dir(builtins))
+            for name in sorted(used):
+                imp = next((n for n in tree.body if isinstance(n, ast.ImportFrom)
+                            and any((a.asname or a.name) == name for a in n.names)), None)
+                if imp is None:
+                    return None
+                alias = next(a for a in imp.names if (a.asname or a.name) == name)
+                imports.append(f"from {_absolute_import(imp, rel)} import {alias.name}"
+                               + (f" as {alias.asname}" if alias.asname else ""))
+            lines.append(ast.unparse(assign))
+        return {"test": ast.unparse(node.test), "init": lines, "imports": imports}
+    return None
 
 
 def _camel(name: str) -> str:
@@ -115,11 +187,15 @@ def _camel(name: str) -> str:
 
 
 def outside_norms(shapes: dict[str, list[int]], patch_name: str, width: int, vision_cfg: dict[str, Any],
-                  cfg_top: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+                  cfg_top: dict[str, Any], feature_post_normed: bool | None = None
+                  ) -> tuple[list[dict[str, Any]], list[str]]:
     """The tower's norms outside its blocks (a module of the tower width with only 1-D tensors, outside the
     numbered layers and the embeddings), placed by transformers' naming: ``pre`` before the blocks, ``post`` /
-    ``final`` after them. A post norm is left out when the model reads an earlier layer's features
-    (``vision_feature_layer`` other than -1: LLaVA takes the layer before the last, without the post norm).
+    ``final`` after them. When the model reads its features from the tower's list of layer outputs (a
+    ``vision_feature_layer`` in its config, LLaVA's convention), a post norm is carried only when that feature has
+    passed it: ``feature_post_normed``, measured in the source's runtime for the list's last entry (transformers
+    4.56-4.57 put the post-normed output there, 5.x the raw last layer; tools/megatron/feature_norm.py). Not
+    measured (None), or another entry than the last: left out, the entries before the last are layer outputs.
     Returns ({"name", "place", "bias"} per norm carried, the names not placed)."""
     tower = patch_name
     while tower and not any(re.match(re.escape(tower) + r"\.[\w.]*?\d+\.", n) for n in shapes):
@@ -131,7 +207,8 @@ def outside_norms(shapes: dict[str, list[int]], patch_name: str, width: int, vis
         if n.startswith(tower + ".") and not re.search(r"\.\d+\.", n[len(tower):] + "."):
             mod, _, leaf = n.rpartition(".")
             modules.setdefault(mod, {})[leaf] = s
-    feature_layer = cfg_top.get("vision_feature_layer", -1)
+    feature_layer = cfg_top.get("vision_feature_layer")
+    post_feature = bool(feature_post_normed) and reads_last_entry(cfg_top, vision_cfg)
     carried, skipped = [], []
     for mod, leaves in sorted(modules.items()):
         if leaves.get("weight") != [width] or set(leaves) - {"weight", "bias"} or any(len(v) != 1 for v in
@@ -140,8 +217,9 @@ def outside_norms(shapes: dict[str, list[int]], patch_name: str, width: int, vis
         leaf = mod.rpartition(".")[2]
         words = set(re.split(r"[_\W]+", leaf.lower()))
         place = "pre" if "pre" in words else "post" if words & {"post", "final"} else None
-        if place is None or (place == "post" and feature_layer not in (-1, None)):
-            skipped.append(mod + (f" (features from layer {feature_layer})" if place == "post" else ""))
+        if place is None or (place == "post" and feature_layer is not None and not post_feature):
+            skipped.append(mod + (f" (features from layer {feature_layer}, not post-normed)" if place == "post"
+                                  else ""))
             continue
         carried.append({"name": leaf, "place": place, "bias": "bias" in leaves})
     return carried, skipped
@@ -160,9 +238,11 @@ def model_type_problem(model_type: str) -> str | None:
 
 
 def design_encoder(target: Path, match: dict[str, Any], vision_cfg: dict[str, Any], shapes: dict[str, list[int]],
-                   model_type: str, cfg_top: dict[str, Any] | None = None) -> EncoderDesign:
+                   model_type: str, cfg_top: dict[str, Any] | None = None,
+                   feature_post_normed: bool | None = None) -> EncoderDesign:
     """The new encoder for a source whose tower no registered class builds (``match``: the plan's
-    vision_encoder entry, with ``structure`` and ``closest``; ``cfg_top``: the source's config.json)."""
+    vision_encoder entry, with ``structure`` and ``closest``; ``cfg_top``: the source's config.json;
+    ``feature_post_normed``: see ``outside_norms``)."""
     struct, closest = match.get("structure") or {}, match.get("closest")
     if model_type_problem(model_type):
         return EncoderDesign(error=model_type_problem(model_type))
@@ -198,10 +278,14 @@ def design_encoder(target: Path, match: dict[str, Any], vision_cfg: dict[str, An
                        "num_positions": positions, "class_token_len": 1 if struct.get("class_token") else 0,
                        "gated_linear_unit": False, "activation_func": vision_cfg.get("hidden_act"),
                        "layernorm_epsilon": vision_cfg.get("layer_norm_eps") or vision_cfg.get("rms_norm_eps") or 1e-6,
-                       "normalization": "LayerNorm" if struct.get("norm") == "layernorm" else "RMSNorm"}
+                       "normalization": "LayerNorm" if struct.get("norm") == "layernorm" else "RMSNorm",
+                       # the source's dropout (transformers' towers: attention_dropout, none on the hidden states);
+                       # left out, Megatron's defaults (0.1) would train another model and have no CPU reference
+                       "attention_dropout": float(vision_cfg.get("attention_dropout") or 0.0),
+                       "hidden_dropout": float(vision_cfg.get("hidden_dropout") or 0.0)}
     out.reuses = {"block": f"{block['init']} ({block['file']}, as {closest} builds it)",
                   "layer_spec": f"{closest}'s entry in {SPEC_TABLE}"}
-    norms, skipped = outside_norms(shapes, patch_name, width, vision_cfg, cfg_top or {})
+    norms, skipped = outside_norms(shapes, patch_name, width, vision_cfg, cfg_top or {}, feature_post_normed)
     out.outside_norms = norms
     out.not_built = ([f"norms outside the blocks whose place the names do not say: {skipped}"] if skipped else []) + [
         "rotary position embedding (not visible in the weights)",
@@ -225,7 +309,8 @@ def _render_class(d: EncoderDesign, block: dict[str, Any], patch_bias: bool) -> 
         + (", a learned class token" if cls_tok else "")
         + (", a learned position table" if d.json_fields["num_positions"] else "") + ",",
         f"then the framework's {block['init'].split('(')[0]}.\"\"\"",
-        "import torch", "", "from mindspeed_mm.models.common.module import MultiModalModule", block["import"], "", "",
+        "import torch", "", "from mindspeed_mm.models.common.module import MultiModalModule", block["import"],
+        *dict.fromkeys((block.get("mask_when") or {}).get("imports", [])), "", "",
         f"class {d.class_name}(MultiModalModule):",
         "    def __init__(self, config, transformer_layer_spec, pre_process=True, post_process=True, *args, **kwargs):",
         "        super().__init__(config=config)",
@@ -244,6 +329,7 @@ def _render_class(d: EncoderDesign, block: dict[str, Any], patch_bias: bool) -> 
     for n in norms:  # named as the source names them: the converter pairs them by name tokens
         kind = "LayerNorm" if n["bias"] else "RMSNorm"
         lines.append(f"        self.{n['name']} = torch.nn.{kind}(config.hidden_size, eps=config.layernorm_epsilon)")
+    lines += [f"        {line}" for line in (block.get("mask_when") or {}).get("init", [])]
     lines += [f"        self.{block['attr']} = {block['init']}", "",
               f"    def forward(self, pixel_values, *args{extra}, **kwargs):",
               "        # [images, channels, H, W] -> [images, patches, width]",
@@ -253,8 +339,19 @@ def _render_class(d: EncoderDesign, block: dict[str, Any], patch_bias: bool) -> 
     if d.json_fields["num_positions"]:
         lines.append("        x = x + self.position_embedding(torch.arange(x.shape[1], device=x.device))")
     lines += [f"        x = self.{n['name']}(x)" for n in norms if n["place"] == "pre"]
-    lines += ["        tokens = x.shape[1]", "        x = x.reshape(images * tokens, -1)",
-              f"        x = {block['forward']}"]
+    lines += ["        tokens = x.shape[1]"]
+    if block.get("seq_first"):  # the block takes [s, b, h], as the closest feeds it
+        lines.append("        x = x.transpose(0, 1).contiguous()  # [images, patches, width] -> [patches, images, width]")
+    else:
+        lines.append("        x = x.reshape(images * tokens, -1)")
+    if block.get("mask"):  # as the closest: no mask given, every patch attends to every patch (True = masked);
+        # under the closest's own condition (none on the fused path: see _mask_condition)
+        when = (block.get("mask_when") or {}).get("test") or f"{block['mask']} is None"
+        lines += [f"        if {when}:",
+                  f"            {block['mask']} = torch.zeros(1, 1, tokens, tokens, dtype=torch.bool, device=x.device)"]
+    lines.append(f"        x = {block['forward']}")
+    if block.get("seq_first"):
+        lines.append("        x = x.transpose(0, 1).contiguous()")
     lines += [f"        x = self.{n['name']}(x)" for n in norms if n["place"] == "post"]
     lines += [
               f"        # drop the class token{'' if cls_tok else ' (none here)'}: the projector takes patch features",
@@ -281,6 +378,25 @@ def _insert_entry(text: str, table: str, entry: str) -> str | None:
         pos += len(rest) - len(rest.lstrip()) + 1
     indent = " " * key.col_offset if key.lineno != node.lineno or last.end_lineno != node.lineno else " "
     return text[:pos] + ("" if text[:pos].endswith(",") else ",") + f"\n{indent}{entry}," + text[pos:]
+
+
+def _spec_fuses_qkv(target: Path, spec_fn: str) -> bool:
+    """Whether the layer-spec function ``spec_fn`` gives its attention a real ``linear_qkv`` module (read by AST:
+    its ``linear_qkv=`` keyword names something other than ``IdentityOp``)."""
+    fn = _spec_functions(target).get(spec_fn)
+    if fn is None:
+        return False
+    values = [k.value for node in ast.walk(fn) if isinstance(node, ast.Call) for k in node.keywords
+              if k.arg == "linear_qkv"]
+    return bool(values) and not any(isinstance(v, ast.Name) and v.id == "IdentityOp" for v in values)
+
+
+def _spec_functions(target: Path) -> dict[str, ast.FunctionDef]:
+    out = {}
+    for path in sorted((Path(target) / MODELS_DIR / "common" / "module_spec").glob("*.py")):
+        tree = _parse(path)
+        out.update({n.name: n for n in (tree.body if tree else []) if isinstance(n, ast.FunctionDef)})
+    return out
 
 
 def _registry_edits(target: Path, registries: list, comp: Any, d: EncoderDesign,
@@ -313,13 +429,21 @@ def _registry_edits(target: Path, registries: list, comp: Any, d: EncoderDesign,
     specs = {k.value: ast.unparse(v) for k, v in zip(table.value.keys, table.value.values)
              if isinstance(k, ast.Constant)}
     # the closest's own spec; when it has none (a class built outside this table), the spec of the registered
-    # encoder whose structure is nearest the source's
-    order = sorted(specs, key=lambda i: (i != comp.model_id, len(structure_diff(source, structures[i]))
+    # encoder whose structure is nearest the source's, among those whose layers build no per-layer mergers first
+    # (this writer designs encoders only for towers without them: such a layer needs their config to build)
+    taps = {i: bool(component_taps(target, i, None).attr) for i in specs if i != comp.model_id}
+    # and whose attention holds the fused linear_qkv the converter fills (not an IdentityOp placeholder for a
+    # class that builds its own projections under other names)
+    fused = {i: _spec_fuses_qkv(target, specs[i]) for i in specs}
+    order = sorted(specs, key=lambda i: (i != comp.model_id, taps.get(i, False), not fused[i],
+                                         len(structure_diff(source, structures[i]))
                                          if i in structures and not structures[i].error else 99, i))
     if not order:
         return f"{SPEC_TABLE} is empty"
     if order[0] != comp.model_id:
-        d.reuses["layer_spec"] = f"{order[0]}'s entry in {SPEC_TABLE} ({comp.model_id} has none)"
+        d.reuses["layer_spec"] = f"{order[0]}'s entry in {SPEC_TABLE} ({comp.model_id} has none)" + (
+            f"; not {sorted(i for i, t in taps.items() if t)}: their layers build per-layer mergers"
+            if any(taps.values()) else "")
     fn = specs[order[0]]
     edits[str(spec_files[0].relative_to(target))] = _insert_entry(spec_text, SPEC_TABLE, f"'{d.model_id}': {fn}")
     d.tables["specs"] = f"{spec_files[0].relative_to(target)}:{SPEC_TABLE}"

@@ -17,11 +17,13 @@ from msmigrate.agent.backend_route import MEGATRON_ENTRY, BackendChoice
 from msmigrate.tools.media_expansion import MediaExpansion
 from msmigrate.tools.megatron.converters import converter_candidates
 from msmigrate.tools.megatron.encoder_structure import weight_shapes
+from msmigrate.tools.megatron.feature_norm import derive_feature_norm, reads_last_entry
 from msmigrate.tools.megatron.launch_script import parse_launch_script
 from msmigrate.tools.megatron.registry import read_registry
 from msmigrate.agent.routes.megatron.components import (VISION_KEYS, ComponentMatch, example_components, match_components,
                                                  script_assets, weight_names)
 from msmigrate.agent.routes.megatron.new_component import design_encoder
+from msmigrate.agent.routes.megatron.new_converter import design_converter
 from msmigrate.agent.routes.megatron.new_projector import design_projector, projector_module_files
 from msmigrate.tools.megatron.numerics import numerics_diff, source_numerics
 from msmigrate.tools.megatron.parallel_check import text_config
@@ -99,10 +101,13 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
     matches = match_components(cfg, ctx.target, registered, weight_names(ctx.source), shapes)
     examples = example_components(ctx.target)
     _prefer_shared_example(matches, examples, ctx.target)
+    _prefer_launchable_example(matches, examples, ctx.target)
     reasons = list(backend.reasons) + [why_registered]
     reasons += [m.why for m in matches.values()]
     new = [role for role, m in matches.items() if m.model_id is None]
-    new_component = _new_encoder(ctx.target, matches, examples, cfg, shapes, src.get("model_type"), reasons)
+    feature_norm = _feature_norm(ctx, matches, cfg, src, reasons)
+    new_component = _new_encoder(ctx.target, matches, examples, cfg, shapes, src.get("model_type"), reasons,
+                                 feature_norm)
     new_projector = _new_projector(ctx.target, matches, cfg, src.get("model_type"), reasons, new_component)
     if new_component or new_projector:
         new = [role for role, m in matches.items() if m.model_id is None]
@@ -113,14 +118,23 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
                        f"{base.model_id}'s example" + (f", launched by {script}" if script else
                                                        " (no launch script in its folder passes it)"))
     converters = converter_candidates(ctx.target, src.get("model_type"))
-    reasons.append(f"weight converter {converters.best}: its file imports transformers.models.{src.get('model_type')}"
-                   if converters.best else f"no weight converter in the target imports transformers.models."
-                   f"{src.get('model_type')} ({converters.error or 'none matches'}): one is needed for the real "
-                   "weights; G1 checks msmigrate's layout round trip instead")
+    new_converter = None
+    if not converters.best and new_component:
+        new_converter = _new_converter(ctx.target, matches, cfg, shapes, src.get("model_type"), new_component, reasons)
+    if not new_converter and converters.best:
+        reasons.append(f"weight converter {converters.best}: its file imports transformers.models."
+                       f"{src.get('model_type')}")
+    elif not new_converter:
+        reasons.append(f"no weight converter in the target imports transformers.models.{src.get('model_type')} "
+                       f"({converters.error or 'none matches'}): one is needed for the real weights; G1 checks "
+                       "msmigrate's layout round trip instead")
     if data_json:
         reasons.append(f"data JSON from {data_json} (the example script's --mm-data): its dataset_type, template and "
                        "collator are kept; G2 renders the samples with that template, as the target registers it, "
                        "against the source's own chat template (a different chat format fails there)")
+    data_b = data_branch(ctx.target, data_json, expansion, name)
+    if data_b:
+        reasons.append(data_b["why"])
     numerics = example_numerics(ctx.target, base.example if base else None, cfg, shapes, new_component)
     if numerics.get("differs"):
         reasons.append(f"numerics: the starting point differs from the source in " + "; ".join(
@@ -141,8 +155,16 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
         # what registering it edits: its module, the registry and the layer-spec table (additions only)
         # the vision projector the model phase registers (class + registry entry), when one is designed
         "new_projector": new_projector,
+        # the weight converter the model phase writes when the target has none for this model_type
+        "new_converter": new_converter,
+        # data branch B: the example's template expands another media token than the source's processor makes;
+        # the data phase registers a template + mm_plugin derived from the source (the FSDP2 route's writer)
+        "data_branch": "B" if data_b else "A",
+        "template": data_b["template"] if data_b else None,
         "editable_extra": sorted({*([new_component["module_path"], *new_component["edits"]] if new_component
-                                    else []), *projector_module_files(new_projector)}),
+                                    else []), *projector_module_files(new_projector),
+                                  *([new_converter["module_path"], *new_converter["edits"]] if new_converter else []),
+                                  *(MEGATRON_DATA_FILES[:2] if data_b else ())}),
         "similar_case": str(PurePosixPath(base.example).parent) if base and base.example else None,
         "example_model_json": base.example if base else None,
         "example_script": script,
@@ -157,7 +179,7 @@ def make_megatron_plan(deps: Any, state: dict[str, Any], cfg: dict[str, Any], ba
                      "script_path": f"{example_dir}/finetune_{name}.sh",
                      "data_json": f"{example_dir}/data_{name}.json", "entry": MEGATRON_ENTRY},
         "converter_output": f"ckpt/mm_path/{name}",
-        "converter": converters.best,
+        "converter": new_converter["class_name"] if new_converter else converters.best,
         # the round trip runs at the launch's TP size: the shards the launch loads are the ones checked
         "converter_tp": parallel_sizes(getattr(deps, "spec", None))["tp"],
         # the source's per-layer mergers and the encoder attribute they land on, for G1's converter check
@@ -202,10 +224,29 @@ def example_numerics(target: Path, example: str | None, cfg: dict[str, Any], sha
     return out
 
 
+def _feature_norm(ctx: Any, matches: dict[str, ComponentMatch], cfg: dict[str, Any], src: dict[str, Any],
+                  reasons: list[str]) -> bool | None:
+    """Whether the feature the source reads from its tower's last hidden_states entry has passed the tower's post
+    norm, measured in the source's runtime (tools/megatron/feature_norm.py) when a new encoder will be designed for
+    a source that reads that entry; None when not asked or not measured (the reason says which)."""
+    enc = matches.get("vision_encoder")
+    vision = next((cfg[k] for k in VISION_KEYS if isinstance(cfg.get(k), dict)), None)
+    if enc is None or enc.model_id or not enc.structure or not vision or not reads_last_entry(cfg, vision):
+        return None
+    measured = derive_feature_norm(ctx.runtime_python, ctx.source, run_dir=getattr(ctx, "run_dir", None),
+                                   trust_remote_code=bool(src.get("needs_trust_remote_code")),
+                                   timeout=getattr(ctx, "probe_timeout_s", 300.0))
+    reasons.append(f"vision_feature_layer {cfg.get('vision_feature_layer')} (the tower's last hidden_states "
+                   f"entry): {measured.evidence()}")
+    return measured.post_normed
+
+
 def _new_encoder(target: Path, matches: dict[str, ComponentMatch], examples: dict[str, Any], cfg: dict[str, Any],
-                 shapes: dict[str, list[int]], model_type: str | None, reasons: list[str]) -> dict[str, Any] | None:
+                 shapes: dict[str, list[int]], model_type: str | None, reasons: list[str],
+                 feature_post_normed: bool | None = None) -> dict[str, Any] | None:
     """Design the new vision encoder when no registered one builds the source's tower; the match then names the
-    new id, and the projector is the one the closest encoder's examples pair it with."""
+    new id, and the projector is the one the closest encoder's examples pair it with. ``feature_post_normed``: the
+    source's last hidden_states entry carries the tower's post norm (measured; None: not known)."""
     enc = matches.get("vision_encoder")
     vision = next((cfg[k] for k in VISION_KEYS if isinstance(cfg.get(k), dict)), None)
     if enc is None or enc.model_id or not enc.structure or not vision or not model_type:
@@ -218,7 +259,7 @@ def _new_encoder(target: Path, matches: dict[str, ComponentMatch], examples: dic
         enc.why += f"; {why}"
         reasons.append(why)
         return None
-    design = design_encoder(target, enc.to_dict(), vision, shapes, model_type, cfg)
+    design = design_encoder(target, enc.to_dict(), vision, shapes, model_type, cfg, feature_post_normed)
     if design.error:
         reasons.append(f"new vision_encoder not designed: {design.error}")
         return None
@@ -260,6 +301,73 @@ def _new_projector(target: Path, matches: dict[str, ComponentMatch], cfg: dict[s
     return design.to_dict()
 
 
+# the Megatron data tree's template and mm_plugin registries (and the collator module the writer reads)
+MEGATRON_DATA_FILES = ("mindspeed_mm/data/data_utils/func_utils/template.py",
+                       "mindspeed_mm/data/data_utils/func_utils/mm_plugin.py",
+                       "mindspeed_mm/data/data_utils/func_utils/collator.py")
+
+
+def template_media_token(target: Path, template: str) -> str | None:
+    """The image token the mm_plugin of template ``template`` expands, read by AST from the Megatron data tree's
+    template registry (``mm_plugin=get_mm_plugin(..., image_token=...)`` in its registering call)."""
+    try:
+        tree = ast.parse((Path(target) / MEGATRON_DATA_FILES[0]).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        if isinstance(kw.get("name"), ast.Constant) and kw["name"].value == template and isinstance(
+                kw.get("mm_plugin"), ast.Call):
+            token = {k.arg: k.value for k in kw["mm_plugin"].keywords}.get("image_token")
+            return token.value if isinstance(token, ast.Constant) else None
+    return None
+
+
+def data_branch(target: Path, data_json: str | None, expansion: MediaExpansion | None, name: str
+                ) -> dict[str, str] | None:
+    """Branch B when the example data JSON's template expands another image token than the source's processor
+    makes of an image (then its mm_plugin cannot expand the source's samples): a new template named after the
+    model, from the source's chat template, with a plugin running the source's processor."""
+    if not data_json or expansion is None or not expansion.ok or not expansion.media_token:
+        return None
+    try:
+        example = json.loads((Path(target) / data_json).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    template = ((example.get("dataset_param") or {}).get("basic_parameters") or {}).get("template")
+    token = template_media_token(target, template) if template else None
+    if token is None or token == expansion.media_token:
+        return None
+    return {"template": name, "why": (
+        f"data branch B: the example's template {template!r} expands {token!r} in its mm_plugin, the source's "
+        f"processor makes {expansion.media_token!r} of an image: a template {name!r} from the source's chat "
+        "template and an mm_plugin running the source's processor are registered in the Megatron data tree")}
+
+
+def _new_converter(target: Path, matches: dict[str, ComponentMatch], cfg: dict[str, Any],
+                   shapes: dict[str, list[int]], model_type: str | None, new_encoder: dict[str, Any],
+                   reasons: list[str]) -> dict[str, Any] | None:
+    """Design the weight converter the target lacks for this model_type (new_converter.py), for a source whose
+    decoder is reused and whose encoder the model phase writes; None (with why in the reasons) when it cannot."""
+    dec, proj = matches.get("text_decoder"), matches.get("vision_projector")
+    vision = next((cfg[k] for k in VISION_KEYS if isinstance(cfg.get(k), dict)), None)
+    if not model_type or dec is None or not dec.model_id or vision is None:
+        reasons.append("no weight converter designed: it needs a reused text decoder and the source's vision config")
+        return None
+    design = design_converter(target, model_type, shapes, new_encoder, (proj.structure or {}).get("root")
+                              if proj else None, text_config(cfg) or {}, vision)
+    if design.error:
+        reasons.append(f"no weight converter designed: {design.error}")
+        return None
+    reasons.append(f"new weight converter {design.class_name} ({design.module_path}, offered by mm-convert through "
+                   f"{', '.join(design.edits)}): renames derived from the source's weight names and the new "
+                   f"encoder's class" + (f"; dropped (no module builds them): {design.dropped}" if design.dropped
+                                         else ""))
+    return design.to_dict()
+
+
 def registered_components(target: Path) -> tuple[dict[str, set[str]] | None, str]:
     """role -> model_ids the target's registries hold (read by AST), or None with why (then examples alone count)."""
     reg = read_registry(target)
@@ -279,6 +387,21 @@ def _base_match(matches: dict[str, ComponentMatch]) -> ComponentMatch | None:
         if m is not None and m.model_id and m.example:
             return m
     return None
+
+
+def _prefer_launchable_example(matches: dict[str, ComponentMatch], examples: dict[str, dict[str, Any]],
+                               target: Path) -> None:
+    """A matched component whose chosen example no torchrun script of pretrain_vlm.py launches (a MindSpore
+    example first in order) starts from one of its examples that such a script does launch, when it has one: the
+    launch script and data JSON come from that example's folder."""
+    for role in ("text_decoder", "vision_encoder"):
+        m = matches.get(role)
+        if m is None or not m.model_id or not m.example or example_script(target, m.example)[0]:
+            continue
+        launchable = [e for e in (examples.get(role, {}).get(m.model_id) or {}).get("examples", [])
+                      if example_script(target, e)[0]]
+        if launchable:
+            m.example = launchable[0]
 
 
 def _prefer_shared_example(matches: dict[str, ComponentMatch], examples: dict[str, dict[str, Any]],

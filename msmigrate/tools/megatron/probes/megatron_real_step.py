@@ -2,7 +2,9 @@
 target's ``pretrain_vlm.py`` builds it from the launch's flags and model JSON, the converted checkpoint loads into it,
 one batch from the real dataset provider goes through ``get_batch`` and the model (loss and logits), the loss
 backpropagates; with ``--source`` the source's own transformers model runs the same batch and the logits are
-compared. Runs in the target runtime, in the target root, single process (world 1, gloo, TP=PP=1).
+compared, and the batch's ids and labels are compared with the source's own chat template + processor on the
+record the batch came from (``_batch_data_parity``: media expansion, ids, label mask). Runs in the target runtime, in
+the target root, single process (world 1, gloo, TP=PP=1).
 
 Without torch_npu, ``--cpu-shim DIR`` loads msmigrate's launch shim (DIR/sitecustomize.py: a CPU torch_npu whose
 kernels are CPU references); the kernels the step went through are printed by the shim and collected by the
@@ -62,6 +64,20 @@ def source_logits(source, batch):
         return model(**{k: v for k, v in keep.items() if v is not None}).logits.float()
 
 
+def data_parity(batch, source, root, argv):
+    """get_batch's row against the source's own processing of its record (``_batch_data_parity``); a comparison
+    that cannot run is recorded with its reason (the caller fails on it), not skipped."""
+    if "--mm-data" not in argv[:-1]:
+        return {"passed": False, "error": "the launch has no --mm-data: the record the batch came from is unknown"}
+    try:
+        from _batch_data_parity import batch_data_parity
+
+        return batch_data_parity(batch, source, root, argv[argv.index("--mm-data") + 1])
+    except Exception as exc:  # probe boundary: the comparison's failure is data for the gate, the step goes on
+        return {"passed": False, "error": f"{type(exc).__name__}: {str(exc)[:400]}",
+                "traceback": traceback.format_exc()[-1500:]}
+
+
 def run(a):
     import torch
 
@@ -111,6 +127,9 @@ def run(a):
     batch = entry["get_batch"](train_iter)
     facts["batch_keys"] = sorted(k for k, v in batch.items() if v is not None)
     facts["input_ids_shape"] = list(batch["input_ids"].shape)
+    if a.source:
+        facts["stage"] = "data_parity"
+        facts["data_parity"] = data_parity(batch, a.source, root, json.loads(a.flags))
     facts["stage"] = "forward"
     out = wrapped(**batch)
     loss = out["loss_dict"]["loss"]

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from msmigrate.agent.launch_script_checks import parallel_size_findings, port_findings, route_env_findings
+from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
 from msmigrate.agent.gates.evidence import evidence_item
@@ -25,11 +27,15 @@ from msmigrate.tools.target_checks import config_check, module_tree
 _ENTRY = re.compile(r"(?:torchrun|python3?|-m torch\.distributed\.run)\b[^\n]*?\s([\w./-]+\.py)\b")
 
 
+def script_entries(script_text: str) -> list[str]:
+    """The relative .py entry points the launch script runs."""
+    joined = script_text.replace("\\\n", " ")
+    return [e for e in dict.fromkeys(m.group(1) for m in _ENTRY.finditer(joined)) if not e.startswith("/")]
+
+
 def missing_entries(script_text: str, target: Path) -> list[str]:
     """The relative .py entry points the launch script runs that the target does not have."""
-    joined = script_text.replace("\\\n", " ")
-    return [e for e in dict.fromkeys(m.group(1) for m in _ENTRY.finditer(joined))
-            if not e.startswith("/") and not (Path(target) / e).is_file()]
+    return [e for e in script_entries(script_text) if not (Path(target) / e).is_file()]
 
 
 def _yaml(config: Path) -> dict[str, Any]:
@@ -71,6 +77,13 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             problems.append(f"[launch-entry-missing] {plan['script_path']}: it runs {entry}, which is not a file of "
                             f"the target")
             codes.append("launch-entry-missing")
+        text = script.read_text(errors="replace")
+        present = [e for e in script_entries(text) if (ctx.target / e).is_file()]
+        for f in [*launch_size_findings(text, state.get("runtime"), plan["script_path"]),
+                  *port_findings(text, plan["script_path"]),
+                  *route_env_findings(text, plan["script_path"], ctx.target, present)]:
+            problems.append(f"[{f['code']}] {f['key']}: {f['message']}")
+            codes.append(f["code"])
     findings: list[dict] = []
     if config.is_file():
         tree_file = state["gates"].get("G1", {}).get("module_tree_file")
@@ -82,13 +95,20 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             tree = res_tree.data.get("result") if res_tree.ok else None
         bound = bound_config(deps, config)
         res = config_check(ctx, bound, tree=tree, device=None)
-        findings = res.data.get("findings", []) + attention_findings(_yaml(bound), plan, tree)
+        findings = res.data.get("findings", []) + attention_findings(_yaml(bound), plan, tree,
+                                                                             state.get("runtime"))
         errors = [f for f in findings if f["severity"] == "error"]
         codes = sorted({*codes, *(f["code"] for f in errors)})
         problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in errors]
         if not res.ok and not errors:
             problems.append(res.error or "validator failed")
         problems += weights_findings(bound, ctx.source)
+        if script.is_file():
+            sizes = parallel_size_findings(_yaml(config), script.read_text(errors="replace"), plan["script_path"],
+                                           plan["config_path"])
+            findings += sizes
+            problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in sizes]
+            codes = sorted({*codes, *(f["code"] for f in sizes)})
     failure = "\n".join(problems)
     ev = evidence_item("strict validation", ["validate_config", plan["config_path"]], 0 if not problems else 1, t0,
                        time.time(), failure, {"findings": findings[:40], "error_codes": codes})

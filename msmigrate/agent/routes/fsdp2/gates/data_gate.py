@@ -4,7 +4,10 @@ finite loss (which is what "batch keys ⊆ forward signature" has to mean for fo
 parity (``gates/parity.py``): the mapped samples against the source's own chat template + processor, the batch's
 media tokens against the vision features the forward consumes. Last, where G1's model parity was not comparable
 because the source's forward requires inputs G1's batch lacks (media, for a bare-tokenizer source), the same model
-parity on this gate's collated batch (``parity["model"]``): the first batch that can feed both forwards."""
+parity on this gate's collated batch (``parity["model"]``): the first batch that can feed both forwards. And every
+output the source's processor makes with an image that this real batch does not carry, where G1 did not examine it
+(G1 checks the plan's list of dropped outputs), gets G1's check: the source's forward on its own batch without it
+must give the same loss and logits (``parity["dropped"]``)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import yaml
 from msmigrate.agent.routes.fsdp2.cutoff_size import CUTOFF_PATH
 from msmigrate.agent.routes.fsdp2.draft_config import draft_config, load_baseline
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
+from msmigrate.agent.routes.fsdp2.gates.data_settings import settings_check
 from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
 from msmigrate.agent.routes.fsdp2.gates.parity import data_parity_record, model_parity_check, needs_collated_batch, parity_summary
@@ -82,7 +86,17 @@ def cutoff_problems(cutoff: dict[str, Any] | None) -> list[str]:
     return [f["message"] for f in cutoff_findings(cutoff)]
 
 
-def missing_batch_keys(plan: dict[str, Any], batch_keys: Any, forward_params: Any) -> list[str]:
+def collator_place(plan: dict[str, Any], inventory: dict[str, Any] | None) -> str:
+    """``qwen3vl (defined in path)``: the plan's collator id and the file the target registers it in (the classify
+    node places a batch the collator made wrong in that file of the run); the id alone when the inventory lacks it."""
+    ident = plan.get("collator") or "collate_param.collator_id"
+    entry = next((e for e in (inventory or {}).get("collators") or [] if isinstance(e, dict) and e.get("id") == ident
+                  and str(e.get("file", "")).endswith(".py")), None)
+    return f"{ident} (defined in {entry['file']})" if entry else str(ident)
+
+
+def missing_batch_keys(plan: dict[str, Any], batch_keys: Any, forward_params: Any,
+                       inventory: dict[str, Any] | None = None) -> list[str]:
     """Inputs the source's processor makes with an image and the forward names, that the plan's data contract
     routes to the batch, yet the collated batch lacks. A forward that takes ``**kwargs`` runs to a finite loss on
     such a batch (the input defaults to None: no attention mask, no media), so the finite loss alone does not show
@@ -100,8 +114,19 @@ def missing_batch_keys(plan: dict[str, Any], batch_keys: Any, forward_params: An
             f"{'it' if len(unread) == 1 else 'them'} and nothing reads {'it' if len(unread) == 1 else 'them'})"
             if unread else "")
     return [f"the collated batch lacks {', '.join(missing)}, which the source processor makes and the forward "
-            f"takes: the collator ({plan.get('collator') or 'collate_param.collator_id'}) does not put "
+            f"takes: the collator ({collator_place(plan, inventory)}) does not put "
             f"{'it' if len(missing) == 1 else 'them'} in the batch{also}"]
+
+
+def unexamined_drops(plan: dict[str, Any], batch_keys: Any, g1_model: dict[str, Any] | None) -> list[str]:
+    """Outputs the source's processor makes with an image that the collated batch does not carry and G1's
+    dropped-output check did not examine: what the target trains without, measured on the real batch rather than
+    read from the plan's contract (a collator that loses a key the contract routes, or a key no rule names)."""
+    if not isinstance(batch_keys, dict):
+        return []
+    made = (plan.get("media_expansion") or {}).get("keys_with_image") or []
+    examined = {d.get("key") for d in (g1_model or {}).get("dropped_outputs") or [] if d.get("examined")}
+    return sorted(k for k in made if k != "labels" and k not in batch_keys and k not in examined)
 
 
 def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
@@ -135,9 +160,11 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                                       fwd.data.get("stderr_tail", "") if not fwd.ok else "",
                                       {"loss": f.get("loss"), "finite": f.get("finite"),
                                        "forward_params": f.get("forward_params")}, **probe_runtime(fwd)))
+        # a key the batch lacks first: where the forward then rejects the batch, that is why (its params are
+        # reported even when it fails)
+        problems += missing_batch_keys(plan, r.get("batch_keys"), f.get("forward_params"), state.get("target_summary"))
         if not fwd.ok:
             problems.append(f"the model rejects the collated batch: {fwd.error}")
-        problems += missing_batch_keys(plan, r.get("batch_keys"), f.get("forward_params"))
         t2 = time.time()
         found, parity = data_parity_record(r, f)
         evidence.append(evidence_item("data parity (target pipeline vs source processor)", res.data.get("argv", []),
@@ -152,12 +179,30 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         ev, found, model = model_parity_check(deps, state, batch_file=r["batch_file"], media_token_id=media_id)
         evidence.append(ev)
         problems += found
+    unexamined = unexamined_drops(plan, r.get("batch_keys"), g1_model) if res.ok else []
+    dropped = None
+    if unexamined:
+        ev, found, dropped = model_parity_check(deps, state, dropped_keys=unexamined)
+        evidence.append(ev)
+        problems += [f"{p} (an output the collated batch does not carry)" for p in found]
+    settings = {}
+    if not res.ok or data_parity_record(r, None)[0]:
+        # the data check itself failed: would it pass with the YAML's data settings as this migration derives them?
+        def passes(path: Path) -> bool:
+            again = data_check(ctx, path, parity_data=ctx.data_path, media_token_id=media_id, trust_remote_code=custom,
+                               source_training=plan.get("source_training"), name="data_check_as_derived")
+            return again.ok and not data_parity_record(again.data.get("result") or {}, None)[0]
+
+        settings = settings_check(deps, state, config, passes)
+        problems = (settings.get("problems") or []) + problems
     failure = "\n".join(problems + [e["log_excerpt"] for e in evidence if e["log_excerpt"]])
     ok = (f"{r.get('num_samples')} samples via {delivered_via(config, plan)}; batch keys "
           f"{sorted((r.get('batch_keys') or {}).keys())}; forward loss {evidence[1]['metrics'].get('loss')}; "
           f"data parity {parity_summary(parity)}" if len(evidence) > 2 else "")
     if ok and model:
         ok += f"; model parity on this batch (G1's was not comparable) {parity_summary(model)}"
-    records = {**({"data": parity} if parity else {}), **({"model": model} if model else {})}
+    records = {**({"data": parity} if parity else {}), **({"model": model} if model else {}),
+               **({"dropped": dropped} if dropped else {})}
     return {"gate": "G2", "passed": not problems, "summary": "; ".join(problems) or ok, "evidence": evidence,
-            "failure_text": failure, "parity": records, "findings": findings}
+            "failure_text": failure, "parity": records, "findings": findings,
+            **({"data_settings": {k: v for k, v in settings.items() if k != "problems"}} if settings else {})}

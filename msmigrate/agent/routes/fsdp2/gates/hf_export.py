@@ -24,7 +24,7 @@ def hf_export_check(deps: Any, state: dict[str, Any], checkpoint: Any,
     record = {"status": ("pass" if r.get("passed") else "fail") if res.ok else "fail",
               **{k: r.get(k) for k in ("checkpoint", "export_dir", "converter", "files", "tensors", "exact",
                                        "missing", "differ", "max_abs_dlogit", "dloss", "source_loss", "target_loss",
-                                       "tolerance", "source_class")},
+                                       "tolerance", "source_class", "notes")},
               "problems": list(r.get("problems") or ([] if res.ok else [f"export probe: {res.error}"]))}
     ev = evidence_item("HF weights out (export, load into the source class, logits)", res.data.get("argv", []),
                        res.data.get("returncode"), t0, time.time(),
@@ -37,4 +37,5 @@ def export_summary(record: dict[str, Any] | None) -> str:
         return "not run"
     return (f"{record.get('status')}: {record.get('tensors')} tensors {'bit-exact' if record.get('exact') else 'NOT exact'}"
             f", max |Δlogit| {record.get('max_abs_dlogit')} (source class on the export vs trained target), "
-            f"converter {str(record.get('converter') or '?').split(':')[0]}")
+            f"converter {str(record.get('converter') or '?').split(':')[0]}"
+            + "".join(f"; note: {n}" for n in record.get("notes") or []))

@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
-from msmigrate.tools.target_checks import model_parity, training_parity
+from msmigrate.tools.target_checks import model_parity, training_parity, training_probe_limit
 from msmigrate.tools.runtime import run_probe
 
 SHARDED_RTOL = 1e-4
@@ -43,10 +43,12 @@ def _status(passed: bool | None) -> str:
 
 
 def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None = None,
-                       media_token_id: int | None = None) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+                       media_token_id: int | None = None,
+                       dropped_keys: list[str] | None = None) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """(evidence item, problems, parity record) for G1; with ``batch_file`` (G2's collated batch) the same check on
     the target pipeline's batch, for a source whose forward G1's batch could not feed (``media_token_id``: the id
-    that batch's media runs use, for a source whose caller sets it on the model)."""
+    that batch's media runs use, for a source whose caller sets it on the model); ``dropped_keys``: the processor
+    outputs to check instead of the plan's dropped list (G2: those its collated batch lacks)."""
     plan, ctx = state["plan"], deps.ctx
     custom = plan["route"] == "custom"
     t0 = time.time()
@@ -57,6 +59,7 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
     contract = plan.get("data_contract") or {}
     dropped = sorted({d["key"] for d in contract.get("dropped") or [] if d.get("key") != "labels"}
                      | set(contract.get("collator_drops") or []) | set(plan.get("collator_drops") or []))
+    dropped = dropped if dropped_keys is None else sorted(dropped_keys)
     res = model_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"], trust_remote_code=custom,
                        sample_data=ctx.data_path if own else (None if custom or batch_file else ctx.data_path),
                        batch_file=batch_file, media_token_id=media_token_id,
@@ -72,7 +75,8 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
               "meta_still_nan": r.get("meta_still_nan"), "source_called_as": r.get("source_called_as"),
               "dropped_outputs": r.get("dropped_outputs"),
               "problems": list(r.get("problems") or ([] if res.ok else [f"model parity probe: {res.error}"]))}
-    label = "model parity (plugin vs source class)" + (" on the collated batch" if batch_file else "")
+    label = "model parity (plugin vs source class)" + (" on the collated batch" if batch_file else "") + (
+        " for the outputs the collated batch lacks" if dropped_keys is not None else "")
     ev = evidence_item(label, res.data.get("argv", []), res.data.get("returncode"),
                        t0, time.time(), res.data.get("stderr_tail", "") if not res.ok else "", record,
                        **probe_runtime(res))
@@ -137,20 +141,25 @@ def media_token_id(state: dict[str, Any]) -> int | None:
 
 
 def training_parity_check(deps: Any, state: dict[str, Any], nproc: int = 1,
-                          real_weights: bool = False) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+                          real_weights: bool = False, step_s: float | None = None,
+                          setup_s: float | None = None) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """(evidence item, problems, parity record) for G4: K steps, source vs migrated model (module doc); ``nproc`` > 1
     for G6: the migrated model sharded over that many ranks, the source one process; ``real_weights``: both start
     from the source's own checkpoint cut to its first layers per tower (G4's second run, where the source has
-    safetensors weights)."""
+    safetensors weights); ``step_s``/``setup_s``: the gate's own launch's median step and wall on this config, which
+    size the probe's time limit (``training_probe_limit``: K stays the spec's, the limit follows the work)."""
     plan, ctx = state["plan"], deps.ctx
     t0 = time.time()
     media = media_token_id(state)
+    steps = deps.spec.launch.parity_steps
+    limit, basis = training_probe_limit(ctx, steps, step_s, setup_s)
     res = training_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
-                          config_path=ctx.target / plan["config_path"], steps=deps.spec.launch.parity_steps,
+                          config_path=ctx.target / plan["config_path"], steps=steps,
                           trust_remote_code=plan["route"] == "custom", media_token_id=media, nproc=nproc,
-                          source_training=plan.get("source_training"), real_weights=real_weights)
+                          source_training=plan.get("source_training"), real_weights=real_weights, timeout=limit)
     r = (res.data.get("result") or {}) if res.data else {}
-    record = {"status": _status(r.get("passed")) if res.ok else "fail",
+    record = {"status": _status(r.get("passed")) if res.ok else "fail", "probe_limit_s": round(limit),
+              "probe_limit_basis": basis, "probe_seconds": round(time.time() - t0, 1),
               **{k: r.get(k) for k in ("steps", "source", "target", "grad_groups", "fixed_batch", "tolerance",
                                        "settings", "source_step", "first_loss_cause", "why_not", "source_class",
                                        "plugin_class", "target_param_groups", "nproc", "sharding", "launch", "weights",
@@ -231,7 +240,11 @@ def parity_summary(record: dict[str, Any] | None) -> str:
         return (f"{status}: {record.get('steps')} steps, max |Δloss| {_fig(record.get('max_dloss'))}, max rel "
                 f"Δgrad-norm {_fig(record.get('max_rel_dgrad_norm'))}, fixed-batch loss "
                 f"{_loss(fixed.get('before'))} → {_loss(fixed.get('after'))}"
-                + (f" ({-fall:+.1%})" if isinstance(fall, float) else ""))
+                + (f" ({-fall:+.2%})" if isinstance(fall, float) else "")
+                + (f", source's own {-fixed['source_fall']:+.2%}" if isinstance(fixed.get("source_fall"), float)
+                   else "")
+                + (f"; probe {record['probe_seconds']:.0f} s of {record['probe_limit_s']} s"
+                   if record.get("probe_limit_s") and record.get("probe_seconds") is not None else ""))
     if "distributed_first_loss" in record:
         return (f"{status}: {record.get('nproc')}-rank {_loss(record.get('distributed_first_loss'))} vs 1-process "
                 f"{_loss(record.get('reference_loss'))} (|Δ| {_fig(record.get('dloss'))})")

@@ -79,8 +79,14 @@ def apply_action(cfg: dict[str, Any], action: dict[str, Any], tree: dict[str, An
 # findings about a key's value (not its place): the repair re-derives the value; of those, the ones where the target's
 # own default is an accepted value when the draft has none to give (a range or a consistency check such as lr_min
 # above lr: the defaults satisfy them), so the key may go
-_VALUE_FINDINGS = ("value-out-of-range", "bad-value", "weakened-train-iters", "weakened-zero-lr", "attn-unsupported")
+_VALUE_FINDINGS = ("value-out-of-range", "bad-value", "weakened-train-iters", "weakened-zero-lr", "attn-unsupported",
+                   "attn-unavailable", "type-mismatch", "bad-type", "bad-dtype")
 _DEFAULT_ACCEPTED = ("value-out-of-range", "bad-value")
+# a registry id the YAML names that nobody registers: the draft's id is the one the run's plan registered (the model
+# phase's plugin, the data path it chose), so it is set back; never deleted (the key is required)
+_REGISTRY_FINDINGS = ("model-id-unregistered", "model-id-outside-plugin", "dataset-type-unregistered",
+                      "dataset-type-outside-plugin", "template-unknown", "template-unregistered", "collator-unknown",
+                      "collator-unregistered")
 
 
 def restore_values(cfg: dict[str, Any], findings: list[dict[str, Any]],
@@ -91,7 +97,8 @@ def restore_values(cfg: dict[str, Any], findings: list[dict[str, Any]],
     target's own check)."""
     done = []
     for f in findings:
-        if f.get("severity") != "error" or f.get("code") not in _VALUE_FINDINGS or get_path(cfg, f["path"]) is None:
+        if f.get("severity") != "error" or f.get("code") not in _VALUE_FINDINGS + _REGISTRY_FINDINGS or \
+                get_path(cfg, f["path"]) is None:
             continue
         wanted = get_path(reference, f["path"]) if reference else None
         if wanted is not None and wanted != get_path(cfg, f["path"]):
@@ -130,6 +137,11 @@ def apply_findings(cfg: dict[str, Any], findings: list[dict[str, Any]]) -> list[
         if len(set(paths)) == 1 and get_path(cfg, f["path"]) is not None and get_path(cfg, paths[0]) is None:
             set_path(cfg, paths[0], delete_path(cfg, f["path"]))
             done.append(f"moved {f['path']} → {paths[0]} (validator suggestion)")
+        elif len(set(paths)) == 1 and get_path(cfg, f["path"]) is not None and f.get("code") == "unknown-key":
+            # a misspelt copy of a key the YAML already sets: the framework never reads it, the real key stays
+            dropped = delete_path(cfg, f["path"])
+            done.append(f"deleted {f['path']} (was {dropped!r}: a key the target does not know, next to "
+                        f"{paths[0]} = {get_path(cfg, paths[0])!r}, which it reads)")
     return done
 
 

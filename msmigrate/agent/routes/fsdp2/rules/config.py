@@ -12,9 +12,10 @@ from typing import Any
 from msmigrate.agent.launch_size import size_launch_script
 from msmigrate.agent.policies.base import PolicyView, tool_call
 from msmigrate.agent.policies.rules.steps import last_results, step_of, write
+from msmigrate.agent.routes.fsdp2.attention_choice import launch_host_attention
 from msmigrate.agent.routes.fsdp2.draft_config import draft_config, launch_script, load_baseline, tied_embeddings
 from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure, raise_minimums
-from msmigrate.agent.routes.fsdp2.rules.code_templates import render_template
+from msmigrate.agent.code_templates import render_template
 from msmigrate.agent.routes.fsdp2.weights_load import weights_origin
 from msmigrate.tools import yaml_roundtrip as rt
 
@@ -42,6 +43,21 @@ def _findings(state: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def _resized_script(view: PolicyView) -> str | None:
+    """The delivered launch script with its sizes set again from the plan, when G3 rejected them
+    (``launch-size``: a process or node count below 1, or more processes than the accelerators G0 found); None
+    otherwise."""
+    plan = view.state["plan"]
+    script = view.ctx.target / plan["script_path"]
+    if "launch-size" not in (_record(view.state, "G3").get("finding_codes") or []) or not plan.get("launch_size") \
+            or not script.is_file():
+        return None
+    try:
+        return size_launch_script(script.read_text(encoding="utf-8"), plan["launch_size"])
+    except ValueError:  # a script whose size cannot be set: nothing deterministic to do
+        return None
+
+
 def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     state, ctx = view.state, view.ctx
     plan = state["plan"]
@@ -50,8 +66,13 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
     if current.is_file() and failure:
         cfg = rt.load(current.read_text(encoding="utf-8"))
         baseline, _, _ = load_baseline(ctx.target, plan["similar_case"])
-        fresh = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree)
+        fresh = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree,
+                             runtime_attention=launch_host_attention(state.get("runtime")))
         fixes = apply_failure(cfg, failure, _findings(state), tree, reference=fresh)
+        resized = _resized_script(view)
+        if resized is not None and not fixes:  # only the launch script's size was wrong: the YAML stays
+            return (f"Auto-fix: {plan['script_path']} sized again ({plan['launch_size']['why']}).",
+                    [write(plan["script_path"], resized, "launch script sized again: G3 rejected its size")])
         if not fixes:
             return (f"No deterministic fix for {failure.get('case_id') or failure.get('diagnosis', '')[:120]}; "
                     "leaving the config as it is.", [])
@@ -60,10 +81,14 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
             # the fix reproduces the file the gate just rejected: retrying it would only fail the same way
             return (f"The fix for {failure.get('case_id') or 'this failure'} leaves {plan['config_path']} "
                     "unchanged; not rewriting it.", [])
-        return "Auto-fix: " + "; ".join(fixes), [write(plan["config_path"], text, "; ".join(fixes)[:200])]
+        calls = [write(plan["config_path"], text, "; ".join(fixes)[:200])]
+        if resized is not None:
+            calls.append(write(plan["script_path"], resized, "launch script sized again: G3 rejected its size"))
+        return "Auto-fix: " + "; ".join(fixes), calls
     baseline, script, _ = load_baseline(ctx.target, plan["similar_case"])
     notes: list[str] = []
-    cfg = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree, notes=notes)
+    cfg = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree, notes=notes,
+                       runtime_attention=launch_host_attention(state.get("runtime")))
     if failure:  # a later gate measured what a key needs before any config was written (G2 on its own draft)
         notes += raise_minimums(cfg, _findings(state))
     if policy.config_mutator is not None and not current.is_file():

@@ -6,7 +6,7 @@ from typing import Any
 
 from msmigrate.agent.policies.base import PhaseUnsupported, PolicyView
 from msmigrate.agent.policies.rules.steps import step_of, write
-from msmigrate.agent.routes.fsdp2.rules.code_templates import render_template
+from msmigrate.agent.code_templates import render_template
 
 
 def plugin_files(plan: dict[str, Any], source_name: str) -> dict[str, str]:

@@ -27,12 +27,25 @@ CONVERSION_TIMEOUT_S = 900.0
 STEP_TIMEOUT_S = 1200.0
 
 
+def data_parity_summary(dp: dict[str, Any] | None) -> str:
+    """The batch data parity in a clause (probes/_batch_data_parity.py; only a passed one reaches a passed summary)."""
+    if not dp or dp.get("error") or not dp.get("passed"):
+        return "data parity of get_batch's batch: not passed"
+    cut = dp.get("same_text_retokenized_from")
+    equal = "equal" if cut is None else f"equal up to {cut}, the same text cut differently from there"
+    return (f"get_batch's batch vs the source's chat template + processor on record {dp.get('record')}: "
+            f"{dp.get('tokens')} ids {equal} ({dp.get('media_tokens')} media tokens, source "
+            f"{dp.get('source_media_tokens')}), {dp.get('trained')} trained positions all in the source's answer "
+            f"spans ({dp.get('label_convention')} labels, {dp.get('padding_removed')} padding positions removed)")
+
+
 def step_summary(res: RealStep) -> str:
     f = res.facts
     load, parity = f.get("load") or {}, f.get("parity") or {}
     return (f"{f.get('model_class')} built by the target's model_provider; {load.get('tensors')} converted tensors "
             f"loaded strictly; logits vs the source's: max |diff| {parity.get('max_abs_diff', float('nan')):.3g} over "
-            f"{parity.get('positions')} positions (tolerance {parity.get('tolerance', float('nan')):.3g}); backward: "
+            f"{parity.get('positions')} positions (tolerance {parity.get('tolerance', float('nan')):.3g}); "
+            f"{data_parity_summary(f.get('data_parity'))}; backward: "
             f"{f.get('grads_nonzero')} of {f.get('params_with_grad')} trainable tensors got a nonzero gradient"
             + (f"; torch_npu kernels run as CPU references: {', '.join(dict.fromkeys(k.split('(')[0] for k in res.kernels))}"
                if res.kernels else ""))

@@ -11,7 +11,8 @@ template the data JSON names, read from the target's registry, renders the sampl
 template does (tools/megatron/template_parity.py; a ChatML template for a ``USER: … ASSISTANT:`` model fails here).
 A template the target does not register, or a comparison that could not run, fails the gate: the format is then
 unproven, not assumed. What it does not prove: the token ids after the framework's media expansion and its label
-mask (the real dataset computes those in the accelerator machine's environment)."""
+mask (the real dataset computes those): G4's CPU preflight compares get_batch's batch with the source's own processor
+(tools/megatron/probes/_batch_data_parity.py)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def megatron_data_record(runtime_python: str, target: Any, source: Any, data_jso
           f"{facts.get('images')} images resolve; get_batch passes {facts.get('consumed')} to the model; template "
           f"{f.get('template')!r} ({f.get('registered_in')}) renders {f.get('turns_compared')} turn(s) of "
           f"{f.get('samples_compared')} sample(s) as the source's chat template does (text around the answers; "
-          "media expansion and label mask not compared)"
+          "the ids after media expansion and the label mask are compared by G4's CPU preflight on get_batch's "
+          "batch, where the runtime builds the model)"
           + (f"; {'; '.join(warnings)}" if warnings else ""))
     return {"gate": "G2", "backend": "megatron", "passed": not problems, "summary": "; ".join(problems[:5]) or ok,
             "evidence": [ev, ev_parity], "failure_text": "\n".join(problems), "data_parity": par.to_dict()}

@@ -10,12 +10,14 @@ training) so that the same G1..G6 order holds on both routes.
 - G4 functional: where the target runtime builds the real model on this CPU (megatron.core and megatron.training
   import under msmigrate's CPU shim; cpu_step_gate.py), first the delivered weight conversion (the target's converter
   on the source, one rank) and the real step (build by model_provider, strict load, forward parity with the source,
-  backward); a failed step fails G4. Then the delivered launch script (training_gate). When the sizes need model parallelism
+  backward); a failed step fails G4. After a passed step, ``torchrun`` of the real pretrain_vlm.py trains a few
+  iterations at TP=1 and TP=2 (gloo) on the CPU (cpu_train_gate.py). Without the preflight (the stand-in, an
+  accelerator machine), the delivered launch script (training_gate). When the sizes need model parallelism
   (tp·pp·cp > 1) and the runtime probe found no accelerator, nothing is launched: the record says
   ``needs_accelerator`` with the sizes and the runtime's device (the stand-in, like a CPU box, runs TP=PP=CP=1 only).
-- G5 reliability: the same launch again; passes when its losses equal G4's (same seed → same losses).
-- G6 distributed: G4's launch ran the delivered script's ranks; passes when that was ≥ 2 ranks (the evidence is
-  G4's launch, cited, not a second run).
+- G5 reliability: the same launch again (on the CPU route, G4's TP=1 launch); passes when its losses equal G4's.
+- G6 distributed: G4's launch ran ≥ 2 ranks (the delivered script's, or on the CPU route the TP=2 launch); the
+  evidence is G4's launch, cited, not a second run.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.megatron.gates.converter_gate import gate_megatron_converter
 from msmigrate.agent.routes.megatron.gates.cpu_step_gate import cpu_preflight_record, with_preflight
+from msmigrate.agent.routes.megatron.gates.cpu_train_gate import (cpu_distributed_record, cpu_reliability_record,
+                                                                  cpu_training_record)
 from msmigrate.agent.routes.megatron.gates.imports_gate import megatron_imports_record
 from msmigrate.agent.routes.megatron.gates.new_projector_gate import new_projector_record
 from msmigrate.agent.routes.megatron.gates.training_gate import UNPROVEN_ON_CPU, megatron_training_record
@@ -199,8 +203,12 @@ def gate_megatron_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]
     if pre is not None and not pre["passed"]:
         return {**pre, "gate": "G4", "launches": 0, "cpu_preflight": {k: pre[k] for k in (
             "readiness", "conversion_run", "real_step", "summary") if k in pre}}
-    launch = _launch_record(ctx, meg, device)
-    return launch if pre is None else with_preflight(pre, launch, meg["script_path"])
+    if pre is None:
+        return _launch_record(ctx, meg, device)
+    # the model builds here: the real pretrain_vlm.py trains under torchrun on the CPU (TP=1 and TP=2)
+    launch = cpu_training_record(ctx.runtime_python, ctx.target, ctx.source, {**state["plan"], "megatron": meg}, pre,
+                                 ctx.run_dir / "cpu_preflight")
+    return with_preflight(pre, launch, meg["script_path"])
 
 
 def _losses(rec: dict[str, Any]) -> list[float]:
@@ -212,7 +220,10 @@ def _losses(rec: dict[str, Any]) -> list[float]:
 
 def gate_megatron_reliability(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     ctx, meg = deps.ctx, _meg(state)
-    first = _losses((state.get("gates") or {}).get("G4") or {})
+    g4 = (state.get("gates") or {}).get("G4") or {}
+    if g4.get("cpu_launches"):  # G4 trained on the CPU: the same CPU launch again
+        return cpu_reliability_record(ctx.runtime_python, ctx.target, {**state["plan"], "megatron": meg}, g4)
+    first = _losses(g4)
     rec = megatron_training_record(ctx.runtime_python, ctx.target, meg["script_path"], entry=meg["entry"])
     again = _losses(rec)
     problems = [] if rec["passed"] else [rec["summary"]]
@@ -225,6 +236,8 @@ def gate_megatron_reliability(deps: Any, state: dict[str, Any]) -> dict[str, Any
 
 def gate_megatron_distributed(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     meg, g4 = _meg(state), (state.get("gates") or {}).get("G4") or {}
+    if g4.get("cpu_launches"):
+        return cpu_distributed_record(g4)
     script = parse_launch_script((Path(deps.ctx.target) / meg["script_path"]).read_text(encoding="utf-8"))
     ranks = script.launcher_args.get("--nproc_per_node")
     try:

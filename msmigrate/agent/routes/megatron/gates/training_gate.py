@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -21,23 +20,13 @@ from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.megatron.gates.imports_gate import megatron_imports_record
 from msmigrate.tools.launcher.command import free_port
 from msmigrate.tools.megatron.launch_script import parse_launch_script
+from msmigrate.tools.megatron.train_log import iteration_losses
 from msmigrate.tools.runtime import run_process
 
-ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
-LOSS = re.compile(r"\|\s*(?:lm )?loss:\s*([-+0-9.eEnaNinf]+)\s*\|")
 UNPROVEN_ON_CPU = ("the model builds from Megatron components at the script's TP/PP/CP sizes",
                    "the converted checkpoint loads into that model",
                    "a forward/backward step gives a finite loss that falls over iterations",
                    "tensor / pipeline / data parallel ranks agree")
-
-
-def iteration_losses(log: str) -> list[tuple[int, int, float]]:
-    out = []
-    for line in log.splitlines():
-        it, loss = ITERATION.search(line), LOSS.search(line)
-        if it and loss:
-            out.append((int(it.group(1)), int(it.group(2)), float(loss.group(1))))
-    return out
 
 
 def megatron_training_record(runtime_python: str, target: Path, script: str, *, entry: str = "pretrain_vlm.py",

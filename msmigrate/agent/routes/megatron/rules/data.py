@@ -12,6 +12,8 @@ from typing import Any
 from msmigrate.agent.routes.megatron.draft import draft_data_json
 from msmigrate.agent.policies.base import PhaseUnsupported, PolicyView
 from msmigrate.agent.policies.rules.steps import step_of, write
+from msmigrate.agent.data_branch_b import propose
+from msmigrate.agent.routes.megatron.plan import MEGATRON_DATA_FILES
 
 
 def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]]:
@@ -27,7 +29,10 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
     except (OSError, ValueError) as exc:
         raise PhaseUnsupported("Megatron data JSON", f"cannot read {plan['example_data_json']}: {exc}") from exc
     data = str(ctx.data_path or ctx.source / "data" / "train.json")
-    draft = draft_data_json(example, str(ctx.source), data, None)
+    branch_note, branch_calls = "", []
+    if plan.get("data_branch") == "B":  # the example's template cannot expand the source's media token
+        branch_note, branch_calls = propose(view, MEGATRON_DATA_FILES)
+    draft = draft_data_json(example, str(ctx.source), data, plan.get("template"))
     contract = plan.get("batch_contract") or {}
     gap = contract.get("not_consumed") or []
     note = (f"Data JSON from {plan['example_data_json']}: " + "; ".join(draft.changes)
@@ -35,4 +40,5 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
                if contract.get("consumed") else "")
             + (f"; the model's forward has no parameter for {gap}" if gap else "") + ".")
     text = json.dumps(draft.text, indent=4, ensure_ascii=False) + "\n"
-    return note, [write(plan["data_json_path"], text, f"Megatron data JSON for {plan['model_id']}")]
+    return ((branch_note + " " if branch_note else "") + note,
+            branch_calls + [write(plan["data_json_path"], text, f"Megatron data JSON for {plan['model_id']}")])

@@ -40,6 +40,11 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
                 calls += [write(new["module_path"], new["code"], f"new vision encoder {new['model_id']}")]
                 calls += [write(path, text, f"register {new['model_id']}") for path, text in new["edits"].items()
                           if not proj or path not in proj["edits"]]  # the projector's text holds both entries
+            if conv := plan.get("new_converter"):
+                note.append(f"Write the weight converter {conv['class_name']} in {conv['module_path']} and offer it "
+                            f"through {', '.join(conv['edits'])}.")
+                calls += [write(conv["module_path"], conv["code"], f"new weight converter {conv['class_name']}")]
+                calls += [write(path, text, f"offer {conv['class_name']}") for path, text in conv["edits"].items()]
             if proj:
                 note.append(f"Register the new vision_projector {proj['model_id']}: {proj['class_name']} in "
                             f"{proj['module_path']} and an entry in the projector registry.")

@@ -1,11 +1,12 @@
-"""The FSDP2 plugin route's code templates (``templates/``: model plugin, mm_plugin class, template call, collator)."""
+"""The code templates of the generated framework code (``code_templates_j2/``: the FSDP2 route's model plugin, the
+data branch B mm_plugin class, template call and collator both routes write)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-TEMPLATES = Path(__file__).parent / "templates"
+TEMPLATES = Path(__file__).parent / "code_templates_j2"
 
 
 def render_template(template_file: str, **values: Any) -> str:

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from msmigrate.agent.policies.base import PhaseUnsupported, PolicyView
+from msmigrate.agent.policies.base import PhaseUnsupported, PolicyView, write
 from msmigrate.agent.chat_format import ChatFormatError, derive_chat_format
-from msmigrate.agent.routes.fsdp2.data_contract import DERIVABLE
 from msmigrate.tools.media_expansion import MediaExpansion
-from msmigrate.agent.policies.rules.steps import write
-from msmigrate.agent.routes.fsdp2.rules.code_templates import render_template
+from msmigrate.agent.code_templates import render_template
 
 TEMPLATE_FILE = "mindspeed_mm/fsdp/data/data_utils/func_utils/template.py"
 PLUGIN_FILE = "mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py"
@@ -56,12 +54,20 @@ def render_plugin(cls: str, family: str, exp: MediaExpansion, keys: list[str], t
     return render_template(
         "mm_plugin_class.py.j2", cls=cls, family=family, processor_class=exp.processor_class,
         processor_class_base=exp.processor_class, placeholder=exp.placeholder, pre=exp.pre, post=exp.post,
-        keys=keys, once_text=once.get("text"), once_where=once.get("where"), text_lead=text_lead)
+        keys=keys, once_text=once.get("text"), once_where=once.get("where"), text_lead=text_lead,
+        separator=(exp.separator_after_media or {}).get("text", ""))
 
 
-def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
+def propose(view: PolicyView, files: tuple[str, str, str] = (TEMPLATE_FILE, PLUGIN_FILE, COLLATOR_FILE),
+            derivable: dict[str, Any] | None = None,
+            plan: dict[str, Any] | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """``files``: the template, mm_plugin and collator modules to extend (the FSDP2 data tree's by default; the
+    Megatron route passes its own data tree's, whose registries have the same shape); ``derivable``: the batch
+    fields a generated collator may compute (the FSDP2 route's data contract; none where no collator is written);
+    ``plan``: the plan to propose for (default: the run's; the data phase passes the one it is re-deciding)."""
+    template_file, plugin_file, collator_file = files
     state, ctx = view.state, view.ctx
-    plan, src = state["plan"], state["source_summary"]
+    plan, src = plan or state["plan"], state["source_summary"]
     name = plan["template"]
     exp = MediaExpansion.from_dict(plan["media_expansion"]) if plan.get("media_expansion") else None
     if exp is None or not exp.ok:
@@ -79,9 +85,9 @@ def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
         raise PhaseUnsupported("data branch B (chat template)", f"cannot derive the turn format: {exc}") from exc
     cls = _camel(name) + "Plugin"
     calls, kept = [], []
-    plugin_text = (ctx.target / PLUGIN_FILE).read_text()
-    template_text_t = (ctx.target / TEMPLATE_FILE).read_text()
-    collator_text = (ctx.target / COLLATOR_FILE).read_text()
+    plugin_text = (ctx.target / plugin_file).read_text()
+    template_text_t = (ctx.target / template_file).read_text()
+    collator_text = (ctx.target / collator_file).read_text()
     # Idempotent on repair: an entry this run (or an earlier one) already added is kept, not added twice.
     has_plugin = f'"{name}": ' in plugin_text
     has_template = f'name="{name}"' in template_text_t or f"name='{name}'" in template_text_t
@@ -95,22 +101,22 @@ def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
     new_plugin = _insert_before(plugin_text, "PLUGINS = {", plugin_code + "\n\n")
     new_plugin = _plugins_entry(new_plugin, name, cls) if new_plugin else None
     if new_plugin is None:
-        raise PhaseUnsupported("data branch B (mm_plugin registry)", f"{PLUGIN_FILE} has no `PLUGINS = {{` dict "
+        raise PhaseUnsupported("data branch B (mm_plugin registry)", f"{plugin_file} has no `PLUGINS = {{` dict "
                                "literal to extend")
     if not has_plugin:
-        calls.append(write(PLUGIN_FILE, new_plugin, f"mm_plugin {name}: {exp.media_token} x {exp.counts} ({exp.kind})"))
+        calls.append(write(plugin_file, new_plugin, f"mm_plugin {name}: {exp.media_token} x {exp.counts} ({exp.kind})"))
     call = render_template("template_call.py.j2", name=name, fmt=fmt, plugin=name, token=exp.media_token,
                            efficient_eos=not fmt.closes_answer(str(tokens.get("eos_token") or "")),
                            replace_eos=bool(fmt.stop_word and fmt.stop_word != tokens.get("eos_token")))
     if not has_template:
-        calls.append(write(TEMPLATE_FILE, template_text_t.rstrip("\n") + "\n" + call,
+        calls.append(write(template_file, template_text_t.rstrip("\n") + "\n" + call,
                            f"template {name} derived from the source chat template"))
-    if plan["collator"] == name and not has_collator:
+    if plan.get("collator") == name and not has_collator:
         derives = contract.get("collator_derives") or {}
         code = render_template("collator_class.py.j2", cls=f"DataCollatorFor{_camel(name)}", family=plan["hf_class"],
                                hf_class=plan["hf_class"], drop=plan.get("collator_drops", []), name=name,
-                               derives=derives, rules=DERIVABLE, media_token=exp.media_token)
-        calls.append(write(COLLATOR_FILE, collator_text.rstrip("\n") + "\n" + code,
+                               derives=derives, rules=derivable or {}, media_token=exp.media_token)
+        calls.append(write(collator_file, collator_text.rstrip("\n") + "\n" + code,
                            f"collator {name}: computes {sorted(derives)}, drops {plan.get('collator_drops')}"))
     if kept:
         note = f"Branch B entries already present, kept as they are: {', '.join(kept)}. "
@@ -118,4 +124,4 @@ def propose(view: PolicyView) -> tuple[str, list[dict[str, Any]]]:
             return note + "Nothing else to add; G2 decides.", []
     return (f"Branch B: template '{name}' from the source chat template, mm_plugin '{name}' "
             f"({exp.describe()})"
-            + (f", collator '{name}'" if plan["collator"] == name else "") + ".", calls)
+            + (f", collator '{name}'" if plan.get("collator") == name else "") + ".", calls)

@@ -1,0 +1,135 @@
+"""G3 on the delivered launch script beyond its size (launch_size.py): what the gates' own launches establish and
+the script must establish too, since no gate runs the script itself.
+
+- **ports**: every port the script sets (``MASTER_PORT=…``, ``${MASTER_PORT:-…}``, ``--master_port …``) is a TCP
+  port, 1 to 65535: torchrun's rendezvous cannot bind another.
+- **the route's environment**: the variables the target's own code on the trainer's import path compares with a
+  literal (``os.getenv("NON_MEGATRON", "") != "true"`` in the packages that hold the entry point, and the entry point
+  itself), where the gates' launches set them (``ROUTE_ENV``): the gates proved training under that value, so the
+  script must export the same one. The names and the comparison are read from the target, not assumed.
+- **parallel sizes**: each integer ``parallel.*_parallel_size`` of the YAML divides the ranks the script starts.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+from msmigrate.agent.launch_size import script_size
+from msmigrate.core.python_files import parsed_files
+from msmigrate.tools.launcher.command import ROUTE_ENV
+
+_PORT_SET = re.compile(r"^\s*(?:export\s+)?(?P<name>\w*PORT)=(?:\$\{(?P=name):-)?(?P<value>-?\d+)", re.M)
+_PORT_FLAG = re.compile(r"(?P<name>--master[_-]port)[ =](?P<value>-?\d+)")
+MAX_PORT = 65535
+
+
+def port_findings(text: str, script: str) -> list[dict[str, Any]]:
+    """A port the script sets outside 1..65535."""
+    out = []
+    for m in [*_PORT_SET.finditer(text), *_PORT_FLAG.finditer(text)]:
+        value = int(m.group("value"))
+        if 1 <= value <= MAX_PORT:
+            continue
+        out.append({"severity": "error", "code": "launch-port", "path": script, "key": m.group("name"), "value": value,
+                    "message": f"{script} sets {m.group('name')} to {value}, which is no TCP port (1 to {MAX_PORT}): "
+                               f"torchrun's rendezvous cannot listen on it; set {m.group('name')} to a free port in "
+                               f"that range"})
+    return out
+
+
+def _env_reads(tree: ast.AST) -> dict[str, str]:
+    """Variable -> the string literal the code compares its value with (``os.getenv("X", d) == "v"``,
+    ``os.environ.get("X") != "v"``, ``os.environ["X"] == "v"``)."""
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare) or len(node.comparators) != 1:
+            continue
+        sides = [node.left, node.comparators[0]]
+        name = next((n for n in map(_env_name, sides) if n), None)
+        literal = next((s.value for s in sides if isinstance(s, ast.Constant) and isinstance(s.value, str)), None)
+        if name and literal is not None:
+            found.setdefault(name, literal)
+    return found
+
+
+def _env_name(node: ast.AST) -> str | None:
+    """X for ``os.getenv("X", …)``, ``os.environ.get("X", …)``, ``os.environ["X"]``; None otherwise."""
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+        func = ast.unparse(node.func)
+        if func in ("os.getenv", "os.environ.get", "getenv", "environ.get"):
+            return str(node.args[0].value)
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value) in ("os.environ", "environ") and \
+            isinstance(node.slice, ast.Constant):
+        return str(node.slice.value)
+    return None
+
+
+def import_path_env(target: Path, entry: str) -> dict[str, str]:
+    """The variables the entry point's import path compares with a literal: the ``__init__.py`` of each package
+    that holds the entry (outermost first: Python imports them before it) and the entry file itself."""
+    entry_path = Path(target) / entry
+    files = []
+    folder = entry_path.parent
+    while folder != Path(target) and Path(target) in folder.parents:
+        files.insert(0, folder / "__init__.py")
+        folder = folder.parent
+    files.append(entry_path)
+    reads: dict[str, str] = {}
+    for _, tree in parsed_files(files):
+        for name, literal in _env_reads(tree).items():
+            reads.setdefault(name, literal)
+    return reads
+
+
+def script_sets(text: str, name: str) -> str | None:
+    """The value the script gives ``name`` (``export X=v``, ``X=v``, ``X=${X:-v}``, quoted or not), None if none."""
+    m = None
+    for m in re.finditer(rf"^\s*(?:export\s+)?{re.escape(name)}=(?:\$\{{{re.escape(name)}:-)?[\"']?([^\s\"'}}]*)",
+                         text, re.M):
+        pass
+    return m.group(1) if m else None
+
+
+def route_env_findings(text: str, script: str, target: Path, entries: list[str]) -> list[dict[str, Any]]:
+    """A variable the target's import path reads and the gates' launches set that the script does not export with
+    the gates' value."""
+    out = []
+    for entry in entries:
+        reads = import_path_env(target, entry)
+        for name, value in ROUTE_ENV.items():
+            if name not in reads:
+                continue
+            given = script_sets(text, name)
+            if given == value:
+                continue
+            said = f"sets {name}={given}" if given is not None else f"does not set {name}"
+            out.append({"severity": "error", "code": "launch-env", "path": script, "key": name, "value": given,
+                        "message": f"{script} {said}: the target's code on {entry}'s import path reads {name} "
+                                   f"(compared with '{reads[name]}'), and every gate launched the trainer with "
+                                   f"{name}={value}; export {name}={value} in {script}"})
+    return out
+
+
+def parallel_size_findings(cfg: dict[str, Any], text: str, script: str, config: str) -> list[dict[str, Any]]:
+    """A parallel size of the YAML (``parallel.*_parallel_size``, an integer) that does not divide the ranks the
+    launch script starts (its processes per node × nodes): each is a dimension of the device mesh the ranks are laid
+    out on, so the world size must be a multiple of it (``auto`` is derived from the world size: never wrong)."""
+    nproc, nnodes = script_size(text)
+    section = cfg.get("parallel") if isinstance(cfg, dict) else None
+    if not nproc or not isinstance(section, dict):
+        return []
+    world = nproc * (nnodes or 1)
+    out = []
+    for key, value in section.items():
+        if not str(key).endswith("_parallel_size") or isinstance(value, bool) or not isinstance(value, int) or \
+                value < 1 or world % value == 0:
+            continue
+        out.append({"severity": "error", "code": "value-out-of-range", "path": f"parallel.{key}", "value": value,
+                    "message": f"parallel.{key} is {value}, but {script} starts {world} rank(s) ({nproc} per node "
+                               f"× {nnodes or 1} node(s)): a parallel size is a dimension of the device mesh and must "
+                               f"divide the world size; set parallel.{key} in {config} to a divisor of {world} "
+                               f"(or auto)"})
+    return out
