@@ -175,8 +175,29 @@ def test_training_gate_runs_the_standin(standin_copy, tmp_path):
     (standin_copy / EXAMPLE["mm_dir"]).parent.mkdir(parents=True)
     (tmp_path / "w" / "mm").rename(standin_copy / EXAMPLE["mm_dir"])
     rec = megatron_training_record(PY, standin_copy, EXAMPLE["script"], timeout=600)
-    assert rec["passed"], rec["failure_text"][-2000:]
+    if rec["crashed_by_signal"]:
+        # One CI run saw rank 0 abort (SIGABRT, no Python error) on 2 loaded cores, never reproduced in 12 runs
+        # at load 4: a native crash of the host's gloo is not what this test proves, so one relaunch, recorded.
+        print("relaunched after", rec["crashed_by_signal"], rec["failure_text"][:4000])
+        rec = megatron_training_record(PY, standin_copy, EXAMPLE["script"], timeout=600)
+    assert rec["passed"], rec["failure_text"][:6000]
     assert rec["evidence"][-1]["metrics"]["iterations"] == 6
+
+
+@pytest.mark.integration
+def test_a_rank_killed_by_a_signal_is_named_with_the_first_error(standin_copy):
+    """A native crash: the record names the signal and keeps the first error line, not only torchrun's summary."""
+    trainer = standin_copy / "mindspeed_mm/training.py"
+    trainer.write_text(trainer.read_text().replace(
+        "    torch.manual_seed(args.seed)\n",
+        "    torch.manual_seed(args.seed)\n    import os as _os, sys as _sys\n"
+        "    if _os.environ.get('RANK') == '0':\n"
+        "        _sys.stderr.write('terminate called after throwing an instance of gloo::IoException\\n' + 'x' * 4000 + '\\n')\n"
+        "        _sys.stderr.flush(); _os.abort()\n", 1))
+    rec = megatron_training_record(PY, standin_copy, EXAMPLE["script"], timeout=300)
+    assert not rec["passed"] and rec["crashed_by_signal"] == ["SIGABRT"], rec["summary"]
+    assert "died by SIGABRT" in rec["summary"]
+    assert "first error in the log:\nterminate called after throwing" in rec["failure_text"]
 
 
 def test_a_converter_that_maps_nothing_does_not_pass(standin_copy, tmp_path):

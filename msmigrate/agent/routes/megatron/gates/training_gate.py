@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,11 @@ from msmigrate.tools.launcher.command import free_port
 from msmigrate.tools.megatron.launch_script import parse_launch_script
 from msmigrate.tools.megatron.train_log import iteration_losses
 from msmigrate.tools.runtime import run_process
+
+# torchrun's summary of a rank that died by a signal: "exitcode  : -6 (pid: 20498)  (SIGABRT)"
+_SIGNAL_DEATH = re.compile(r"exitcode\s*:\s*-(\d+) \(pid: \d+\)\s*\((SIG[A-Z]+)\)")
+# where a native or Python failure starts saying why, ahead of torchrun's own summary
+_WHY_START = re.compile(r"terminate called|Traceback \(most recent call last\)|\] Error|Error:|Aborted")
 
 UNPROVEN_ON_CPU = ("the model builds from Megatron components at the script's TP/PP/CP sizes",
                    "the converted checkpoint loads into that model",
@@ -60,14 +66,26 @@ def megatron_training_record(runtime_python: str, target: Path, script: str, *, 
     bad = [(i, v) for i, _, v in losses if not math.isfinite(v)]
     if bad:
         problems.append(f"non-finite loss at iteration(s) {[i for i, _ in bad][:5]}")
+    signals = sorted({m.group(2) for m in _SIGNAL_DEATH.finditer(log)} - {"SIGTERM"})
+    if signals and not out.timed_out:
+        # torchrun's summary is all the tail shows of a native crash; name it, the head of the log says why
+        problems.append(f"a rank died by {', '.join(signals)} (a crash in native code, not a Python exception)")
     ev = evidence_item("megatron launch", ["bash", script], out.returncode, t0, time.time(), log,
                        {"iterations": len(losses), "train_iters": want,
                         "losses": [v for _, _, v in losses][:50]})
     first, last = (losses[0][2], losses[-1][2]) if losses else (None, None)
     return {"gate": "training", "backend": "megatron", "passed": not problems, "needs_accelerator": False,
             "summary": "; ".join(problems) or f"{script}: {len(losses)} iterations, loss {first:.4g} -> {last:.4g}",
-            "evidence": imports["evidence"] + [ev], "failure_text": "\n".join(problems + [log[-3000:]])
-            if problems else ""}
+            "evidence": imports["evidence"] + [ev], "crashed_by_signal": signals,
+            "failure_text": "\n".join(problems + _why_head(log) + [log[-3000:]]) if problems else ""}
+
+
+def _why_head(log: str) -> list[str]:
+    """The first lines that say why a launch failed, when they lie before the tail the record keeps."""
+    m = _WHY_START.search(log)
+    if m is None or m.start() >= len(log) - 3000:
+        return []
+    return ["first error in the log:", log[m.start():m.start() + 1500], "...", "end of the log:"]
 
 
 def gate_megatron_training(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
