@@ -77,7 +77,9 @@ else:
     print("RESULT " + json.dumps({"loss": model(**batch).loss.item()}))
 '''
 _DATA_PATH = {"template", "mm_plugin", "collator"}
-COMPUTED = sorted(i for i, f in H4.items() if f.surface in _DATA_PATH | {"plugin"} or i == "h4-config-image-min-pixels-huge")
+# (the one YAML fault here changes what the data path reads; the others act in the trainer)
+COMPUTED = sorted(i for i, f in H4.items()
+                  if f.surface in _DATA_PATH | {"plugin"} or i == "h4-config-attr-images-singular")
 
 
 def _compute(layout, green, what: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict | None]:

@@ -10,14 +10,14 @@ template that opens every sample with its begin token twice, images normalised w
 BGR, a token count that forgets to square the merge size, labels rebuilt from the input ids (the prompt and the image
 trained), the pad id looked up as the image pad token, records whose images are swapped between samples or whose
 image marker follows the question; a warm-up as long as the run, a starting learning rate above the peak, gradient
-clipping off, weight decay on every parameter, the seed unset, an AdamW epsilon that lost its exponent, a minimum
-image size whose tokens no longer fit the cutoff; a launch line whose distributed arguments are quoted into one word,
+clipping off, weight decay on every parameter, the seed unset, an AdamW epsilon that lost its exponent, the records'
+image column named as another dataset's; a launch line whose distributed arguments are quoted into one word,
 a launch script that changes into its own folder; a warnings filter that makes every warning an error, PyYAML gone
 from the runtime, a host where localhost does not resolve, a site customisation that makes float64 torch's default
 dtype, a gloo transport variable exported for another platform.
 
-Some fail loudly, some only change numbers; several surface in another phase's gate than the owner's (a YAML image
-size that shows in the model's forward, a data-path pad id that shows as a media mismatch in the model, a warnings
+Some fail loudly, some only change numbers; several surface in another phase's gate than the owner's (a YAML
+attribute name that shows in the data path, a data-path pad id that shows as a media mismatch in the model, a warnings
 filter that breaks whichever phase first warns). Like the earlier held-out groups, their figures are reported apart
 (``--group heldout4``) and a miss is recorded, never fixed by editing the fault or by a rule keyed on its text.
 
@@ -90,13 +90,10 @@ torch.set_default_dtype(torch.float64)
 
 MODEL = [
     Fault("h4-model-mrope-sections-reversed", "model", "plugin",
-          "the plugin's __init__ rewrites mrope_section in (w, h, t) order, read off a figure instead of the config: "
-          "the rotary frequencies of time, height and width go to the wrong position axes",
-          (_before_init(_TEXT_CONFIG +
-                        "        for rope in (getattr(text, \"rope_parameters\", None), "
-                        "getattr(text, \"rope_scaling\", None)):\n"
-                        "            if isinstance(rope, dict) and rope.get(\"mrope_section\"):\n"
-                        "                rope[\"mrope_section\"] = list(reversed(rope[\"mrope_section\"]))\n"),),
+          "the plugin's __init__ reorders the rotary embedding's mrope_section as (w, h, t), read off a figure "
+          "instead of the config: the rotary frequencies of time, height and width go to the wrong position axes",
+          (_in_init("        rotary = self.model.language_model.rotary_emb\n"
+                    "        rotary.mrope_section = list(reversed(rotary.mrope_section))\n"),),
           fix=(*_MODELING, "mrope_section"), repair=True, heldout=True),
     Fault("h4-model-vision-last-block-dropped", "model", "plugin",
           "LLaVA's vision_feature_layer: -2 carried over by cutting the vision tower's last block: the features "
@@ -214,11 +211,10 @@ CONFIG = [
           "weights barely move",
           (Replace("{config}", "  optimizer: adamw\n", "  optimizer: adamw\n  adam_eps: 1.0\n"),),
           fix=("adam_eps",), repair=True, heldout=True),
-    Fault("h4-config-image-min-pixels-huge", "config", "yaml",
-          "image_min_pixels: 1003520 copied from the max of a large recipe: every image is upscaled to ~1280 "
-          "tokens, which cutoff_len: 256 cuts mid-image (shows in the model's forward as a media mismatch)",
-          (SetLine("{config}", "image_min_pixels", "1003520"),), fix=("image_min_pixels", "cutoff_len"),
-          repair=True, heldout=True),
+    Fault("h4-config-attr-images-singular", "config", "yaml",
+          "attr.images set to `image`, the column name of the LLaVA-style dataset the recipe was written for: the "
+          "records' image lists are never read, so every <image> marker has no image (shows in the data path)",
+          (SetLine("{config}", "images", "image"),), fix=("images", "attr"), repair=True, heldout=True),
     Fault("h4-config-launch-args-quoted", "config", "launch",
           "$DISTRIBUTED_ARGS quoted on the torchrun line to silence a shell linter: torchrun gets the whole "
           "argument block as one word and takes it for the script to run",
