@@ -60,3 +60,44 @@ def test_a_fixed_resize_removes_the_example_bounds(tmp_path: Path):
 def test_nothing_to_derive_keeps_the_example_and_says_so(tmp_path: Path):
     values, why = derived_pixel_limits(tmp_path, {"image_max_pixels": 4096})
     assert values == {} and "states no resolution" in why and "4096" in why
+
+
+def test_video_bounds_come_from_the_video_processor_file(tmp_path: Path):
+    """A checkpoint saved with its own video processor file: the video bounds are that file's, not the image's."""
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"size": {"shortest_edge": 65536, "longest_edge": 16777216}, "patch_size": 16, "merge_size": 2,
+         "temporal_patch_size": 2}))
+    (tmp_path / "video_preprocessor_config.json").write_text(json.dumps(
+        {"size": {"shortest_edge": 4096, "longest_edge": 25165824}, "patch_size": 16, "merge_size": 2,
+         "temporal_patch_size": 2}))
+    values, why = derived_pixel_limits(tmp_path, {"video_max_pixels": 65536, "video_min_pixels": 256})
+    assert values == {"image_max_pixels": 16777216, "image_min_pixels": 0,
+                      "video_max_pixels": 25165824, "video_min_pixels": 0}
+    assert "video_max_pixels 25165824" in why and "65536" in why
+
+
+def test_video_bounds_from_processor_config_json(tmp_path: Path):
+    (tmp_path / "processor_config.json").write_text(json.dumps(
+        {"image_processor": {"max_pixels": 1003520}, "video_processor": {"max_pixels": 602112, "min_pixels": 3136},
+         "processor_class": "X"}))
+    assert derived_pixel_limits(tmp_path, {})[0] == {"image_max_pixels": 1003520, "image_min_pixels": 0,
+                                                     "video_max_pixels": 602112, "video_min_pixels": 0}
+
+
+def test_a_frame_patching_image_processor_is_also_the_video_processor(tmp_path: Path):
+    """No video file, but the image processor patches frames in time: transformers loads the video processor from
+    the image processor's file, so its bounds are the video's too."""
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2, "temporal_patch_size": 2}))
+    values = derived_pixel_limits(tmp_path, {"video_max_pixels": 65536})[0]
+    assert values["video_max_pixels"] == 12845056 and values["video_min_pixels"] == 0
+
+
+def test_a_source_without_a_video_processor_gets_no_video_bounds(tmp_path: Path):
+    """An image-only processor (tiles, no time axis, no video file): nothing derived for video, the example's kept."""
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"crop_to_patches": True, "max_patches": 12, "size": {"height": 448, "width": 448}}))
+    values, why = derived_pixel_limits(tmp_path, {"video_max_pixels": 65536, "video_min_pixels": 256})
+    assert values == {"image_max_pixels": 12 * 448 * 448, "image_min_pixels": 0}
+    assert "no video processor in the source" in why
+
