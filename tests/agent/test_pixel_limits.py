@@ -101,3 +101,27 @@ def test_a_source_without_a_video_processor_gets_no_video_bounds(tmp_path: Path)
     assert values == {"image_max_pixels": 12 * 448 * 448, "image_min_pixels": 0}
     assert "no video processor in the source" in why
 
+
+
+def test_the_upper_bound_never_shrinks_a_sample_image(tmp_path: Path):
+    """A processor of at most 2 tiles of 28x28 (1568 pixels) and a 64x48 sample image: the processor shrinks the
+    image itself; a bound of 1568 would make the plugin resample it first (G2 fails it on the pixels), so the bound
+    is raised to the largest sample image. A bound above every sample stays the processor's."""
+    from PIL import Image
+
+    from msmigrate.agent.routes.fsdp2.pixel_limits import largest_sample_image
+
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"crop_to_patches": True, "max_patches": 2, "size": {"height": 28, "width": 28}}))
+    data = tmp_path / "data"
+    data.mkdir()
+    Image.new("RGB", (64, 48)).save(data / "a.png")
+    Image.new("RGB", (40, 30)).save(data / "b.png")
+    (data / "train.json").write_text(json.dumps([{"images": ["a.png"]}, {"images": [str(data / "b.png")]},
+                                                 {"messages": []}, {"images": ["missing.png"]}]))
+    assert largest_sample_image(data / "train.json") == 64 * 48
+    values, why = derived_pixel_limits(tmp_path, {}, largest_sample_image(data / "train.json"))
+    assert values == {"image_max_pixels": 3072, "image_min_pixels": 0}
+    assert "raised to 3072, the largest sample image" in why
+    assert derived_pixel_limits(tmp_path, {}, 1000)[0]["image_max_pixels"] == 1568
+    assert largest_sample_image(tmp_path / "absent.json") is None

@@ -19,6 +19,12 @@ count still matches. The bounds are read from how the processor itself bounds an
 
 A processor config with none of these leaves the example's keys as they are, said in the notes.
 
+The upper bound is raised to the largest image the user's samples hold where it is smaller: a processor shrinks an
+image above its own bound itself (a tiling processor to at most ``max_patches`` tiles, a pixel-bounded one into
+its max pixels), and the plugin's resize before it (nearest-neighbour) would only resample it twice — G2 fails a
+sample whose pixels then differ from the source processor's. Found on the stand-in once it applied the bounds: a
+64×48 sample image and a processor of at most 2 tiles of 28×28 (1568 pixels).
+
 Video frames go through the same resize with ``video_max_pixels`` / ``video_min_pixels`` (the framework regularises
 each sampled frame as an image), so those bounds are derived the same way from the source's video processor config:
 ``video_preprocessor_config.json``, else ``processor_config.json``'s ``video_processor`` entry, else — where the image
@@ -29,6 +35,7 @@ they are inert without one)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -88,11 +95,39 @@ def pixel_bounds(ip: dict[str, Any]) -> tuple[int | None, int | None, str] | Non
     return None
 
 
-def derived_pixel_limits(source: Path, current: dict[str, Any]) -> tuple[dict[str, int | None], str]:
+def largest_sample_image(data_json: Path | None) -> int | None:
+    """The pixel count of the largest image the samples name (``images`` paths, relative to the dataset's folder as
+    the delivered ``dataset_dir`` reads them, or absolute); None where they name none that opens."""
+    from PIL import Image, UnidentifiedImageError  # (matplotlib, an agent dependency, brings Pillow)
+
+    try:
+        samples = json.loads(Path(data_json).read_text(encoding="utf-8")) if data_json else []
+    except (OSError, json.JSONDecodeError):
+        return None
+    largest = None
+    for sample in samples if isinstance(samples, list) else []:
+        for name in (sample.get("images") or []) if isinstance(sample, dict) else []:
+            path = Path(name) if Path(name).is_absolute() else Path(data_json).parent / name
+            try:
+                with Image.open(path) as image:  # reads the header only
+                    area = image.width * image.height
+            except (OSError, UnidentifiedImageError):
+                continue
+            largest = area if largest is None else max(largest, area)
+    return largest
+
+
+def derived_pixel_limits(source: Path, current: dict[str, Any],
+                         largest_image: int | None = None) -> tuple[dict[str, int | None], str]:
     """(the keys to write — None: remove it —, why) for the delivered preprocess_parameters: the image bounds from
-    the image processor, the video bounds from the video processor; ({}, why) where neither says anything to derive
-    them from."""
+    the image processor (the upper one at least ``largest_image``, the samples' largest image's pixels), the video
+    bounds from the video processor; ({}, why) where neither says anything to derive them from."""
     values, why = _derived(image_processor_config(source), current, PIXEL_KEYS, "image")
+    high = values.get("image_max_pixels")
+    if high is not None and largest_image and largest_image > high:
+        values["image_max_pixels"] = largest_image
+        why += (f"; image_max_pixels raised to {largest_image}, the largest sample image, so that no sample is "
+                f"resampled before the processor (which shrinks it itself)")
     video = video_processor_config(source)
     if video is None:
         return values, why + f"; no video processor in the source: no {' / '.join(VIDEO_KEYS)} derived"
