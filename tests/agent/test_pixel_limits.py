@@ -1,5 +1,6 @@
-"""The delivered YAML's image pixel bounds come from the source's own image processor config, never from the
-similar example (msmigrate/agent/routes/fsdp2/pixel_limits.py)."""
+"""The delivered YAML's pixel bounds come from the source's own processor configs (image bounds from the image
+processor, video bounds from the video processor), never from the similar example, and never below a sample image
+(msmigrate/agent/routes/fsdp2/pixel_limits.py)."""
 
 from __future__ import annotations
 
