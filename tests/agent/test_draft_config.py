@@ -200,3 +200,23 @@ def test_draft_is_a_round_trip_of_the_example(workspace, tmp_path):
     assert heads == ["parallel:", "data:", "model:", "training:", "features:"]  # a section it lacked comes last
     assert text.index("# training settings") < text.index("training:") < text.index("  lr:")
     assert text.index("images: images") < text.index("messages: messages")  # attr keys stay in the example's order
+
+
+def test_the_draft_writes_the_source_processors_video_bounds(workspace, tmp_path):
+    """The example's video bounds (sized for its own model) are replaced by the source video processor's; the
+    example's other video settings stay; an image-only source gets no video keys it did not have."""
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2, "temporal_patch_size": 2}))
+    baseline = {"data": {"dataset_param": {"preprocess_parameters": {"video_max_pixels": 65536,
+                                                                     "video_min_pixels": 256, "video_fps": 2.0}}}}
+    data = workspace["source"] / "data" / "train.json"
+    notes: list[str] = []
+    pre = draft_config(PLAN, baseline, source=tmp_path, data_json=data, tree=TREE,
+                       notes=notes)["data"]["dataset_param"]["preprocess_parameters"]
+    assert (pre["video_max_pixels"], pre["video_min_pixels"], pre["video_fps"]) == (12845056, 0, 2.0)
+    assert any("video_max_pixels 12845056" in n and "65536" in n for n in notes), notes
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"crop_to_patches": True, "max_patches": 12, "size": {"height": 448, "width": 448}}))
+    image_only = draft_config(PLAN, {}, source=tmp_path, data_json=data,
+                              tree=TREE)["data"]["dataset_param"]["preprocess_parameters"]
+    assert image_only["image_max_pixels"] == 12 * 448 * 448 and "video_max_pixels" not in image_only

@@ -1,5 +1,6 @@
-"""The delivered YAML's image pixel bounds come from the source's own image processor config, never from the
-similar example (msmigrate/agent/routes/fsdp2/pixel_limits.py)."""
+"""The delivered YAML's pixel bounds come from the source's own processor configs (image bounds from the image
+processor, video bounds from the video processor), never from the similar example, and never below a sample image
+(msmigrate/agent/routes/fsdp2/pixel_limits.py)."""
 
 from __future__ import annotations
 
@@ -60,3 +61,68 @@ def test_a_fixed_resize_removes_the_example_bounds(tmp_path: Path):
 def test_nothing_to_derive_keeps_the_example_and_says_so(tmp_path: Path):
     values, why = derived_pixel_limits(tmp_path, {"image_max_pixels": 4096})
     assert values == {} and "states no resolution" in why and "4096" in why
+
+
+def test_video_bounds_come_from_the_video_processor_file(tmp_path: Path):
+    """A checkpoint saved with its own video processor file: the video bounds are that file's, not the image's."""
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"size": {"shortest_edge": 65536, "longest_edge": 16777216}, "patch_size": 16, "merge_size": 2,
+         "temporal_patch_size": 2}))
+    (tmp_path / "video_preprocessor_config.json").write_text(json.dumps(
+        {"size": {"shortest_edge": 4096, "longest_edge": 25165824}, "patch_size": 16, "merge_size": 2,
+         "temporal_patch_size": 2}))
+    values, why = derived_pixel_limits(tmp_path, {"video_max_pixels": 65536, "video_min_pixels": 256})
+    assert values == {"image_max_pixels": 16777216, "image_min_pixels": 0,
+                      "video_max_pixels": 25165824, "video_min_pixels": 0}
+    assert "video_max_pixels 25165824" in why and "65536" in why
+
+
+def test_video_bounds_from_processor_config_json(tmp_path: Path):
+    (tmp_path / "processor_config.json").write_text(json.dumps(
+        {"image_processor": {"max_pixels": 1003520}, "video_processor": {"max_pixels": 602112, "min_pixels": 3136},
+         "processor_class": "X"}))
+    assert derived_pixel_limits(tmp_path, {})[0] == {"image_max_pixels": 1003520, "image_min_pixels": 0,
+                                                     "video_max_pixels": 602112, "video_min_pixels": 0}
+
+
+def test_a_frame_patching_image_processor_is_also_the_video_processor(tmp_path: Path):
+    """No video file, but the image processor patches frames in time: transformers loads the video processor from
+    the image processor's file, so its bounds are the video's too."""
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2, "temporal_patch_size": 2}))
+    values = derived_pixel_limits(tmp_path, {"video_max_pixels": 65536})[0]
+    assert values["video_max_pixels"] == 12845056 and values["video_min_pixels"] == 0
+
+
+def test_a_source_without_a_video_processor_gets_no_video_bounds(tmp_path: Path):
+    """An image-only processor (tiles, no time axis, no video file): nothing derived for video, the example's kept."""
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"crop_to_patches": True, "max_patches": 12, "size": {"height": 448, "width": 448}}))
+    values, why = derived_pixel_limits(tmp_path, {"video_max_pixels": 65536, "video_min_pixels": 256})
+    assert values == {"image_max_pixels": 12 * 448 * 448, "image_min_pixels": 0}
+    assert "no video processor in the source" in why
+
+
+
+def test_the_upper_bound_never_shrinks_a_sample_image(tmp_path: Path):
+    """A processor of at most 2 tiles of 28x28 (1568 pixels) and a 64x48 sample image: the processor shrinks the
+    image itself; a bound of 1568 would make the plugin resample it first (G2 fails it on the pixels), so the bound
+    is raised to the largest sample image. A bound above every sample stays the processor's."""
+    from PIL import Image
+
+    from msmigrate.agent.routes.fsdp2.pixel_limits import largest_sample_image
+
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"crop_to_patches": True, "max_patches": 2, "size": {"height": 28, "width": 28}}))
+    data = tmp_path / "data"
+    data.mkdir()
+    Image.new("RGB", (64, 48)).save(data / "a.png")
+    Image.new("RGB", (40, 30)).save(data / "b.png")
+    (data / "train.json").write_text(json.dumps([{"images": ["a.png"]}, {"images": [str(data / "b.png")]},
+                                                 {"messages": []}, {"images": ["missing.png"]}]))
+    assert largest_sample_image(data / "train.json") == 64 * 48
+    values, why = derived_pixel_limits(tmp_path, {}, largest_sample_image(data / "train.json"))
+    assert values == {"image_max_pixels": 3072, "image_min_pixels": 0}
+    assert "raised to 3072, the largest sample image" in why
+    assert derived_pixel_limits(tmp_path, {}, 1000)[0]["image_max_pixels"] == 1568
+    assert largest_sample_image(tmp_path / "absent.json") is None

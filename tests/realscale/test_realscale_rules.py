@@ -163,12 +163,13 @@ def _check_pixel_bounds(evidence: dict, delivery: dict) -> None:
     similar example's: a real image is never resized before the processor takes it."""
     import git
 
-    from msmigrate.agent.routes.fsdp2.pixel_limits import derived_pixel_limits
+    from msmigrate.agent.routes.fsdp2.pixel_limits import derived_pixel_limits, largest_sample_image
 
     plan = evidence["plan"]
     text = git.Repo(delivery["target"]).git.show(f"msmigrate/{delivery['run_id']}:{plan['config_path']}")
     pre = yaml.safe_load(text)["data"]["dataset_param"]["preprocess_parameters"]
-    derived = derived_pixel_limits(delivery["source"], {})[0]
+    samples = Path(delivery["source"]) / "data" / "train.json"  # the fixture's samples, the run's data
+    derived = derived_pixel_limits(delivery["source"], {}, largest_sample_image(samples))[0]
     assert derived, "the published processor config states its resolution"
     assert {k: pre.get(k) for k in derived} == derived, (pre, derived)
 

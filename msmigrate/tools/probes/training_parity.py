@@ -76,6 +76,7 @@ the real MindSpeed-MM runtime's CUDA wheel names cuda as its accelerator on a ho
 import math
 import os
 import sys
+import tempfile
 import time
 
 from _model_build import add_source_args, emit, forward_params, shrink_config
@@ -280,7 +281,6 @@ def on_ranks(argv, args):
     weights (strict) into the source and trains it on those micro batches, its step-1 gradients compared as they
     are computed. The comparison is the one-process check's, term for term."""
     import gc
-    import tempfile
 
     from _ranks import launch_ranks
 
@@ -780,8 +780,6 @@ def main(argv):
         return as_rank(args)
     start = time.monotonic()
     try:
-        import gc
-
         import torch
         from data_check import load_pipeline
 
@@ -791,40 +789,12 @@ def main(argv):
         src_cls, src_cfg, params, takes_kwargs, plg_cls, plg_cfg = opened
         cfg, dataset, collate_fn = load_pipeline(args.config)
         settings = settings_from(cfg)
-        source, plugin, attention, weights, problem = initial_pair(args, src_cls, src_cfg, plg_cls, plg_cfg)
-        if problem:
-            emit({"passed": False, "problems": [problem]})
+        with tempfile.TemporaryDirectory(prefix="msmigrate-parity-") as scratch:
+            found = one_process(args, start, scratch, (src_cls, src_cfg, plg_cls, plg_cfg),
+                                (cfg, dataset, collate_fn, settings), None if takes_kwargs else set(params))
+        if found is None:
             return 0
-        ready(source, args)
-        src_keys = None if takes_kwargs else set(params)
-        target_grads = {}
-        sink = lambda grads: target_grads.update((n, g.clone()) for n, g in grads)  # noqa: E731
-        checked = {}
-
-        def precheck(fixed):
-            why_not, checked["before"] = source_precheck(source, fixed, src_keys)
-            return why_not
-
-        tgt = target_side(args, cfg, dataset, collate_fn, settings, plugin, sink, precheck=precheck)
-        if tgt.get("why_not"):  # G1 says the same through its own probe; nothing to train side by side
-            emit({"source_class": class_name(src_cls), "passed": None, "why_not": tgt["why_not"][:600],
-                  "problems": [], "seconds": round(time.monotonic() - start, 2)})
-            return 0
-        # the target side is recorded: its model, optimizer state and last gradients would otherwise sit beside the
-        # source's while it trains
-        del plugin
-        gc.collect()
-
-        def fresh_source():
-            torch.manual_seed(args.seed)
-            fresh = build(src_cls, src_cfg)
-            if args.real_weights:
-                real_weights(src_cls, src_cfg, os.path.abspath(args.model), fresh, args.trust_remote_code)
-            return ready(fresh, args)
-
-        held = [source]
-        del source
-        found = source_side(args, held.pop, fresh_source, tgt, target_grads, settings, src_keys, 1, checked["before"])
+        tgt, found, attention, weights = found
     except Exception as exc:  # probe boundary: the failure is the result
         import traceback
 
@@ -833,6 +803,61 @@ def main(argv):
         return 1
     emit(result(args, start, src_cls, class_name(plg_cls), tgt, settings, *found, attention, weights, 1))
     return 0
+
+
+def one_process(args, start, scratch, classes, pipeline, src_keys):
+    """Both sides in this process, one model's training state at a time: the shared initial weights wait on disk
+    (``scratch``) while the target trains, the target's step-1 gradients wait there while the source trains, and
+    the source is built from those weights (strict) when its turn comes — at real scale the source model and a copy
+    of every gradient beside the target's weights, gradients and Adam state were the largest process of a run.
+    ``classes``: (source class, its config, plugin class, its config); ``pipeline``: (delivered config, dataset,
+    collate_fn, settings). -> (target record, ``source_side``'s result, attention used, weights record), or None
+    where the result is already emitted (a plugin that does not take the source's weights; a source that cannot
+    train on the target's batches)."""
+    import gc
+
+    import torch
+
+    src_cls, src_cfg, plg_cls, plg_cfg = classes
+    cfg, dataset, collate_fn, settings = pipeline
+    source, plugin, attention, weights, problem = initial_pair(args, src_cls, src_cfg, plg_cls, plg_cfg)
+    if problem:
+        emit({"passed": False, "problems": [problem]})
+        return None
+    initial, grads_file = os.path.join(scratch, INITIAL), os.path.join(scratch, TARGET_GRADS)
+    torch.save(source.state_dict(), initial)
+    del source
+    gc.collect()
+
+    def fresh_source():  # the source at the weights the target started from, read back strictly
+        torch.manual_seed(args.seed)
+        model = build(src_cls, src_cfg)
+        model.load_state_dict(torch.load(initial, mmap=True, weights_only=True), strict=True)
+        return ready(model, args)
+
+    checked = {}
+
+    def precheck(fixed):  # a copy of the source for its loss on the fixed batch, freed before the target trains
+        why_not, checked["before"] = source_precheck(fresh_source(), fixed, src_keys)
+        gc.collect()
+        return why_not
+
+    def to_disk(grads):
+        torch.save(dict(grads), grads_file)
+
+    tgt = target_side(args, cfg, dataset, collate_fn, settings, plugin, to_disk, precheck=precheck)
+    if tgt.get("why_not"):  # G1 says the same through its own probe; nothing to train side by side
+        emit({"source_class": class_name(src_cls), "passed": None, "why_not": tgt["why_not"][:600],
+              "problems": [], "seconds": round(time.monotonic() - start, 2)})
+        return None
+    # the target side is recorded: its model, optimizer state and last gradients go before the source trains
+    del plugin
+    gc.collect()
+    target_grads = torch.load(grads_file, mmap=True, weights_only=True)
+    found = source_side(args, fresh_source, fresh_source, tgt, target_grads, settings, src_keys, 1,
+                        checked["before"])
+    del target_grads
+    return tgt, found, attention, weights
 
 
 def scale_cause(ratio, nproc):

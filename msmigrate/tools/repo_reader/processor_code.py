@@ -18,7 +18,8 @@ from typing import Any
 DECLARING_FILES = ("processor_config.json", "preprocessor_config.json", "tokenizer_config.json")
 
 
-def _json(path: Path) -> dict[str, Any]:
+def json_object(path: Path) -> dict[str, Any]:
+    """A JSON file's object; empty where the file is missing, unreadable or not an object."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -33,13 +34,13 @@ def declared_processor_code(folder: Path | str) -> dict[str, Any] | None:
     folder = Path(folder)
     name, declared_in, reached = None, None, False
     for fname in DECLARING_FILES:
-        value = _json(folder / fname).get("processor_class")
+        value = json_object(folder / fname).get("processor_class")
         if isinstance(value, str) and value and name is None:
             name, declared_in = value, fname
     if name is None:
         return None
     for fname in DECLARING_FILES + ("config.json",):  # any file's auto_map may reach it
-        auto = _json(folder / fname).get("auto_map") or {}
+        auto = json_object(folder / fname).get("auto_map") or {}
         if isinstance(auto, dict) and any(str(v).split(".")[-1] == name for v in auto.values()):
             reached = True
     for path in sorted(folder.glob("*.py")):

@@ -15,7 +15,7 @@ from ruamel.yaml.comments import CommentedMap
 from msmigrate.agent.routes.fsdp2.attention_choice import choose_attention
 from msmigrate.agent.routes.fsdp2.config_fit import fit_to_model
 from msmigrate.agent.routes.fsdp2.cutoff_size import sized_cutoff
-from msmigrate.agent.routes.fsdp2.pixel_limits import derived_pixel_limits
+from msmigrate.agent.routes.fsdp2.pixel_limits import derived_pixel_limits, largest_sample_image
 from msmigrate.agent.routes.fsdp2.weights_load import delivered_weights, hf_load_entries, hf_weight_dir
 from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.tools.module_plan import apply_modules_from_tree, recompute_from_tree
@@ -96,7 +96,8 @@ def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path
         # file has no slow class, and transformers 4.57's AutoProcessor then fails (the real load_tokenizer
         # swallows that and reports "Processor was not found")
         put(pre, "use_fast_tokenizer", True)
-    limits, why = derived_pixel_limits(source, pre)  # the processor's own bounds, never the example's
+    # the processor's own bounds, never the example's; none below a sample image (it would be resampled twice)
+    limits, why = derived_pixel_limits(source, pre, largest_sample_image(data_json))
     if any(pre.get(k) != v for k, v in limits.items()) or not limits:
         notes.append(why)
     for key, value in limits.items():

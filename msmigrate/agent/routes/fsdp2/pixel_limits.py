@@ -17,7 +17,21 @@ count still matches. The bounds are read from how the processor itself bounds an
   would resize it twice (the plugin's resample, then the processor's), so the keys are removed and the framework's
   own defaults apply (the similar example's bound was chosen for another model).
 
-A processor config with none of these leaves the example's keys as they are, said in the notes."""
+A processor config with none of these leaves the example's keys as they are, said in the notes.
+
+The upper bound is raised to the largest image the user's samples hold where it is smaller: a processor shrinks an
+image above its own bound itself (a tiling processor to at most ``max_patches`` tiles, a pixel-bounded one into
+its max pixels), and the plugin's resize before it (nearest-neighbour) would only resample it twice — G2 fails a
+sample whose pixels then differ from the source processor's. Found on the stand-in once it applied the bounds: a
+64×48 sample image and a processor of at most 2 tiles of 28×28 (1568 pixels).
+
+Video frames go through the same resize with ``video_max_pixels`` / ``video_min_pixels`` (the framework regularises
+each sampled frame as an image), so those bounds are derived the same way from the source's video processor config:
+``video_preprocessor_config.json``, else ``processor_config.json``'s ``video_processor`` entry, else — where the image
+processor patches frames in time (``temporal_patch_size``) — the image processor's own file, which is where
+transformers loads such a processor's video processor from when the checkpoint has no video file of its own. A
+source with none of these has no video processor to follow: no video key is written (the example's, if any, stay;
+they are inert without one)."""
 
 from __future__ import annotations
 
@@ -25,23 +39,34 @@ import json
 from pathlib import Path
 from typing import Any
 
+from msmigrate.tools.repo_reader.processor_code import json_object
+
 PIXEL_KEYS = ("image_max_pixels", "image_min_pixels")
+VIDEO_KEYS = ("video_max_pixels", "video_min_pixels")
 PIXELS_PATH = "data.dataset_param.preprocess_parameters"
 
 
 def image_processor_config(source: Path) -> dict[str, Any]:
     """The image processor's saved settings: preprocessor_config.json, else processor_config.json's
     ``image_processor`` entry (newer transformers save the processor in one file)."""
-    for name, key in (("preprocessor_config.json", None), ("processor_config.json", "image_processor")):
-        path = Path(source) / name
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue
-        data = data.get(key) if key else data
-        if isinstance(data, dict) and data:
-            return data
-    return {}
+    own = json_object(Path(source) / "preprocessor_config.json")
+    if own:
+        return own
+    nested = json_object(Path(source) / "processor_config.json").get("image_processor")
+    return nested if isinstance(nested, dict) else {}
+
+
+def video_processor_config(source: Path) -> dict[str, Any] | None:
+    """The video processor's saved settings, or None where the source has no video processor config (see the
+    module's docstring for the order, which is transformers' own)."""
+    own = json_object(Path(source) / "video_preprocessor_config.json")
+    if own:
+        return own.get("video_processor") if isinstance(own.get("video_processor"), dict) else own
+    nested = json_object(Path(source) / "processor_config.json").get("video_processor")
+    if isinstance(nested, dict) and nested:
+        return nested
+    image = image_processor_config(source)
+    return image if _side(image.get("temporal_patch_size")) else None
 
 
 def _side(value: Any) -> int | None:
@@ -70,18 +95,58 @@ def pixel_bounds(ip: dict[str, Any]) -> tuple[int | None, int | None, str] | Non
     return None
 
 
-def derived_pixel_limits(source: Path, current: dict[str, Any]) -> tuple[dict[str, int], str]:
-    """(the keys to write — None: remove it —, why) for the delivered preprocess_parameters; ({}, why) where the
-    processor config says nothing to derive them from."""
-    bounds = pixel_bounds(image_processor_config(source))
+def largest_sample_image(data_json: Path | None) -> int | None:
+    """The pixel count of the largest image the samples name (``images`` paths, relative to the dataset's folder as
+    the delivered ``dataset_dir`` reads them, or absolute); None where they name none that opens."""
+    from PIL import Image, UnidentifiedImageError  # (matplotlib, an agent dependency, brings Pillow)
+
+    try:
+        samples = json.loads(Path(data_json).read_text(encoding="utf-8")) if data_json else []
+    except (OSError, json.JSONDecodeError):
+        return None
+    largest = None
+    for sample in samples if isinstance(samples, list) else []:
+        for name in (sample.get("images") or []) if isinstance(sample, dict) else []:
+            path = Path(name) if Path(name).is_absolute() else Path(data_json).parent / name
+            try:
+                with Image.open(path) as image:  # reads the header only
+                    area = image.width * image.height
+            except (OSError, UnidentifiedImageError):
+                continue
+            largest = area if largest is None else max(largest, area)
+    return largest
+
+
+def derived_pixel_limits(source: Path, current: dict[str, Any],
+                         largest_image: int | None = None) -> tuple[dict[str, int | None], str]:
+    """(the keys to write — None: remove it —, why) for the delivered preprocess_parameters: the image bounds from
+    the image processor (the upper one at least ``largest_image``, the samples' largest image's pixels), the video
+    bounds from the video processor; ({}, why) where neither says anything to derive them from."""
+    values, why = _derived(image_processor_config(source), current, PIXEL_KEYS, "image")
+    high = values.get("image_max_pixels")
+    if high is not None and largest_image and largest_image > high:
+        values["image_max_pixels"] = largest_image
+        why += (f"; image_max_pixels raised to {largest_image}, the largest sample image, so that no sample is "
+                f"resampled before the processor (which shrinks it itself)")
+    video = video_processor_config(source)
+    if video is None:
+        return values, why + f"; no video processor in the source: no {' / '.join(VIDEO_KEYS)} derived"
+    more, said = _derived(video, current, VIDEO_KEYS, "video")
+    return {**values, **more}, f"{why}; {said}"
+
+
+def _derived(config: dict[str, Any], current: dict[str, Any], keys: tuple[str, str],
+             kind: str) -> tuple[dict[str, int | None], str]:
+    high_key, low_key = keys
+    bounds = pixel_bounds(config)
     if bounds is None:
-        kept = {k: current.get(k) for k in PIXEL_KEYS if k in current}
-        return {}, (f"{PIXELS_PATH}: the source's image processor config states no resolution or pixel bounds; "
+        kept = {k: current.get(k) for k in keys if k in current}
+        return {}, (f"{PIXELS_PATH}: the source's {kind} processor config states no resolution or pixel bounds; "
                     f"the example's {kept or 'defaults'} kept")
     high, low, how = bounds
-    values = {"image_max_pixels": high, "image_min_pixels": low}
-    was = {k: current.get(k) for k in PIXEL_KEYS if k in current}
-    said = (f"image_max_pixels {high}, image_min_pixels {low}" if high is not None
-            else "image_max_pixels / image_min_pixels left to the framework")
-    return values, (f"{PIXELS_PATH} {said} from the source's image processor ({how})"
+    values = {high_key: high, low_key: low}
+    was = {k: current.get(k) for k in keys if k in current}
+    said = (f"{high_key} {high}, {low_key} {low}" if high is not None
+            else f"{high_key} / {low_key} left to the framework")
+    return values, (f"{PIXELS_PATH} {said} from the source's {kind} processor ({how})"
                     + (f"; the similar example had {was}" if was and was != values else ""))

@@ -121,6 +121,11 @@ def get_dataset_converter(name: str):
     return DATASET_CONVERTERS[name]
 
 
+MEDIA_SETTINGS = ("image_max_pixels", "image_min_pixels", "image_do_pan_and_scan", "crop_to_patches",
+                  "video_max_pixels", "video_min_pixels", "video_fps", "video_maxlen", "audio_sampling_rate",
+                  "use_audio_in_video")
+
+
 class _ImageOnlyProcessor:
     """Processor assembled from tokenizer + image processor when AutoProcessor cannot load (e.g. no torchvision
     for the video processor). Stand-in simplification; the real loader only warns and continues."""
@@ -149,6 +154,11 @@ def load_tokenizer(model_args) -> Dict[str, Any]:
             processor = None
     if processor is not None and not hasattr(processor, "image_processor"):
         processor = None  # a bare tokenizer came back
+    if processor is not None:
+        # the plugins read the data settings off the processor (getattr with their own defaults), so the YAML's
+        # preprocess_parameters reach the resize only through these attributes, as in the real loader
+        for key in MEDIA_SETTINGS:
+            setattr(processor, key, getattr(model_args, key))
     return {"tokenizer": tokenizer, "processor": processor}
 
 
