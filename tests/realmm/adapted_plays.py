@@ -10,7 +10,10 @@ phi3_v (replayed unchanged on the real target, G1 passes; G2 fails: ImportError 
 - the data plugin ``datasets/phi3_v`` (an ``alpaca`` record converter built on the stand-in's private ``_media``
   helper) is dropped: the real ``convert.py`` registers ``alpaca`` itself (``AlpacaDatasetConverter``), which maps
   the source's {image, question, answer} records through the same ``attr``; it leaves every ``plugins`` list and the
-  YAMLs' ``training.plugin``.
+  YAMLs' ``training.plugin``;
+- G3 then fails (replayed with the two changes above): the YAMLs' FSDP/recompute module paths
+  ``...img_processor.encoder.layers.{*}`` match nothing, since the real runtime's transformers 4.57 builds the
+  vendored CLIP tower as ``...img_processor.vision_model.encoder``: the paths are renamed.
 
 internvl_chat (the same two kinds of anchor): its ``InternVLPlugin`` goes before the real ``PLUGINS`` table, its
 entry into it; its template after the real ``empty`` one."""
@@ -23,6 +26,10 @@ from typing import Any
 REAL_EMPTY_TEMPLATE = ('_register_template(\n    name="empty",\n    params=RegisterParams(\n'
                        '        format_assistant=StringFormatter(slots=["{{content}}"])\n    ),\n)\n')
 PHI3_V_DATA_PLUGIN = "mindspeed_mm/fsdp/data/datasets/phi3_v"
+# transformers 4.57 (the real runtime) builds CLIPVisionModel with a ``vision_model`` wrapper that 5.x (the stand-in
+# runtime the player saw) does not have: the FSDP and recompute plans name the tower's modules one level deeper
+PHI3_V_CLIP_PATHS = {"img_processor.encoder": "img_processor.vision_model.encoder",
+                     "img_processor.embeddings": "img_processor.vision_model.embeddings"}
 
 
 def _calls(script: dict[str, list[dict[str, Any]]]):
@@ -63,9 +70,11 @@ def _plugin_before_registry(args: dict[str, Any]) -> bool:
     return True
 
 
-def to_real(rec: dict[str, Any], drop_data_plugin: str | None = None) -> dict[str, Any]:
+def to_real(rec: dict[str, Any], drop_data_plugin: str | None = None,
+            yaml_paths: dict[str, str] | None = None) -> dict[str, Any]:
     """The recording with its framework-file edits re-anchored on the real files (``_template_after_empty``,
-    ``_plugin_before_registry``) and, with ``drop_data_plugin``, that plugin package left out (see phi3_v)."""
+    ``_plugin_before_registry``); with ``drop_data_plugin``, that plugin package left out (see phi3_v); with
+    ``yaml_paths``, module paths in the YAMLs it writes renamed (old prefix -> new prefix)."""
     rec = copy.deepcopy(rec)
     moved = 0
     for turn, calls in _calls(rec["script"]):
@@ -83,6 +92,10 @@ def to_real(rec: dict[str, Any], drop_data_plugin: str | None = None) -> dict[st
                 args["plugins"] = [p for p in args["plugins"] if p != drop_data_plugin]
             if drop_data_plugin and call["name"] == "write_file" and path.endswith(".yaml"):
                 args["content"] = args["content"].replace(f"    - {drop_data_plugin}\n", "")
+            if yaml_paths and call["name"] == "write_file" and path.endswith(".yaml"):
+                for old, new in yaml_paths.items():
+                    moved += old in args["content"]
+                    args["content"] = args["content"].replace(old, new)
             kept.append(call)
         if calls:
             assert kept, "an adapted turn lost every call: the server would read it as 'phase done'"
@@ -94,7 +107,7 @@ def to_real(rec: dict[str, Any], drop_data_plugin: str | None = None) -> dict[st
 
 
 def phi3_v_on_real(rec: dict[str, Any]) -> dict[str, Any]:
-    return to_real(rec, drop_data_plugin=PHI3_V_DATA_PLUGIN)
+    return to_real(rec, drop_data_plugin=PHI3_V_DATA_PLUGIN, yaml_paths=PHI3_V_CLIP_PATHS)
 
 
 ADAPTERS = {"phi3_v": phi3_v_on_real, "internvl_chat": to_real}
