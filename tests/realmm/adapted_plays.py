@@ -13,7 +13,10 @@ phi3_v (replayed unchanged on the real target, G1 passes; G2 fails: ImportError 
   YAMLs' ``training.plugin``;
 - G3 then fails (replayed with the two changes above): the YAMLs' FSDP/recompute module paths
   ``...img_processor.encoder.layers.{*}`` match nothing, since the real runtime's transformers 4.57 builds the
-  vendored CLIP tower as ``...img_processor.vision_model.encoder``: the paths are renamed.
+  vendored CLIP tower as ``...img_processor.vision_model.encoder``: the paths are renamed;
+- G3 then fails again (``recompute-rejects-past-key-values``): the real trainer's recompute wrapper passes
+  ``past_key_values`` to each module it wraps, and 4.57's ``CLIPEncoderLayer.forward`` takes no such argument (5.x's
+  takes ``**kwargs``): the CLIP layers leave ``recompute_plan`` (the LM layers stay in it).
 
 internvl_chat (the same two kinds of anchor): its ``InternVLPlugin`` goes before the real ``PLUGINS`` table, its
 entry into it; its template after the real ``empty`` one."""
@@ -71,10 +74,11 @@ def _plugin_before_registry(args: dict[str, Any]) -> bool:
 
 
 def to_real(rec: dict[str, Any], drop_data_plugin: str | None = None,
-            yaml_paths: dict[str, str] | None = None) -> dict[str, Any]:
+            yaml_paths: dict[str, str] | None = None, no_recompute: str | None = None) -> dict[str, Any]:
     """The recording with its framework-file edits re-anchored on the real files (``_template_after_empty``,
     ``_plugin_before_registry``); with ``drop_data_plugin``, that plugin package left out (see phi3_v); with
-    ``yaml_paths``, module paths in the YAMLs it writes renamed (old prefix -> new prefix)."""
+    ``yaml_paths``, module paths in the YAMLs it writes renamed (old prefix -> new prefix); with ``no_recompute``,
+    that pattern left out of the YAMLs' ``recompute_plan`` (kept in the FSDP plan)."""
     rec = copy.deepcopy(rec)
     moved = 0
     for turn, calls in _calls(rec["script"]):
@@ -96,6 +100,11 @@ def to_real(rec: dict[str, Any], drop_data_plugin: str | None = None,
                 for old, new in yaml_paths.items():
                     moved += old in args["content"]
                     args["content"] = args["content"].replace(old, new)
+            if no_recompute and call["name"] == "write_file" and path.endswith(".yaml"):
+                head = "recompute_plan:\n    apply_modules:\n"
+                line = f"      - {no_recompute}\n"
+                moved += head + line in args["content"]
+                args["content"] = args["content"].replace(head + line, head)
             kept.append(call)
         if calls:
             assert kept, "an adapted turn lost every call: the server would read it as 'phase done'"
@@ -107,7 +116,8 @@ def to_real(rec: dict[str, Any], drop_data_plugin: str | None = None,
 
 
 def phi3_v_on_real(rec: dict[str, Any]) -> dict[str, Any]:
-    return to_real(rec, drop_data_plugin=PHI3_V_DATA_PLUGIN, yaml_paths=PHI3_V_CLIP_PATHS)
+    return to_real(rec, drop_data_plugin=PHI3_V_DATA_PLUGIN, yaml_paths=PHI3_V_CLIP_PATHS,
+                   no_recompute="model.vision_embed_tokens.img_processor.vision_model.encoder.layers.{*}")
 
 
 ADAPTERS = {"phi3_v": phi3_v_on_real, "internvl_chat": to_real}
