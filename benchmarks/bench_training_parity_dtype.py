@@ -59,7 +59,9 @@ def from_run(work: Path, run_dir: Path, checkout: Path, runtime_python: str) -> 
     if not tree.exists():
         subprocess.run(["git", "-C", str(checkout), "worktree", "add", "-f", str(tree), f"msmigrate/{run_dir.name}"],
                        check=True, capture_output=True)
-    argv[argv.index("--target") + 1] = str(tree)
+    # the run's own worktree is gone once it ended: every path into it (--target, --config) points into the new one
+    recorded = argv[argv.index("--target") + 1]
+    argv = [a.replace(recorded, str(tree)) for a in argv]
     argv[0] = runtime_python
     env = {**os.environ, "NON_MEGATRON": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     out = {"run": str(run_dir), "argv": argv}
@@ -67,6 +69,8 @@ def from_run(work: Path, run_dir: Path, checkout: Path, runtime_python: str) -> 
         proc = subprocess.run(argv + ([] if dtype == "fp32" else ["--dtype", dtype]), cwd=tree, env=env,
                               capture_output=True, text=True, timeout=2400)
         record = probe_result(proc.stdout)
+        if "error" in record:
+            raise RuntimeError(f"{dtype}: {record['error']}\n{proc.stderr[-2000:]}")
         record["status"] = "pass" if record.get("passed") else "fail"
         out[dtype] = {**figures(record), "probe_seconds": record.get("seconds")}
     return out

@@ -19,7 +19,9 @@ phi3_v (replayed unchanged on the real target, G1 passes; G2 fails: ImportError 
   takes ``**kwargs``): the CLIP layers leave ``recompute_plan`` (the LM layers stay in it).
 
 internvl_chat (the same two kinds of anchor): its ``InternVLPlugin`` goes before the real ``PLUGINS`` table, its
-entry into it; its template after the real ``empty`` one."""
+entry into it; its template after the real ``empty`` one. Replayed so, G2 fails: ``get_dataset_converter()
+missing 2 required positional arguments`` (its dataset module calls the stand-in's signature): the two calls take
+the real one."""
 
 from __future__ import annotations
 
@@ -74,11 +76,13 @@ def _plugin_before_registry(args: dict[str, Any]) -> bool:
 
 
 def to_real(rec: dict[str, Any], drop_data_plugin: str | None = None,
-            yaml_paths: dict[str, str] | None = None, no_recompute: str | None = None) -> dict[str, Any]:
+            yaml_paths: dict[str, str] | None = None, no_recompute: str | None = None,
+            code: dict[str, str] | None = None) -> dict[str, Any]:
     """The recording with its framework-file edits re-anchored on the real files (``_template_after_empty``,
     ``_plugin_before_registry``); with ``drop_data_plugin``, that plugin package left out (see phi3_v); with
     ``yaml_paths``, module paths in the YAMLs it writes renamed (old prefix -> new prefix); with ``no_recompute``,
-    that pattern left out of the YAMLs' ``recompute_plan`` (kept in the FSDP plan)."""
+    that pattern left out of the YAMLs' ``recompute_plan`` (kept in the FSDP plan); with ``code``, those texts
+    replaced in the Python files it writes (a call into the framework whose signature differs)."""
     rec = copy.deepcopy(rec)
     moved = 0
     for turn, calls in _calls(rec["script"]):
@@ -98,6 +102,10 @@ def to_real(rec: dict[str, Any], drop_data_plugin: str | None = None,
                 args["content"] = args["content"].replace(f"    - {drop_data_plugin}\n", "")
             if yaml_paths and call["name"] == "write_file" and path.endswith(".yaml"):
                 for old, new in yaml_paths.items():
+                    moved += old in args["content"]
+                    args["content"] = args["content"].replace(old, new)
+            if code and call["name"] == "write_file" and path.endswith(".py"):
+                for old, new in code.items():
                     moved += old in args["content"]
                     args["content"] = args["content"].replace(old, new)
             if no_recompute and call["name"] == "write_file" and path.endswith(".yaml"):
@@ -120,4 +128,12 @@ def phi3_v_on_real(rec: dict[str, Any]) -> dict[str, Any]:
                    no_recompute="model.vision_embed_tokens.img_processor.vision_model.encoder.layers.{*}")
 
 
-ADAPTERS = {"phi3_v": phi3_v_on_real, "internvl_chat": to_real}
+def internvl_chat_on_real(rec: dict[str, Any]) -> dict[str, Any]:
+    # the real ``get_dataset_converter(name, dataset_attr, data_args)`` returns a converter object called on the
+    # example alone; the stand-in's ``get_dataset_converter(name)`` a function of (example, attr, data_args)
+    return to_real(rec, code={"get_dataset_converter(attr.formatting)":
+                              "get_dataset_converter(attr.formatting, attr, data_args)",
+                              "converter(sample, attr, data_args)": "converter(sample)"})
+
+
+ADAPTERS = {"phi3_v": phi3_v_on_real, "internvl_chat": internvl_chat_on_real}
