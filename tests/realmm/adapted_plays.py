@@ -21,7 +21,8 @@ phi3_v (replayed unchanged on the real target, G1 passes; G2 fails: ImportError 
 internvl_chat (the same two kinds of anchor): its ``InternVLPlugin`` goes before the real ``PLUGINS`` table, its
 entry into it; its template after the real ``empty`` one. Replayed so, G2 fails: ``get_dataset_converter()
 missing 2 required positional arguments`` (its dataset module calls the stand-in's signature): the two calls take
-the real one."""
+the real one; then G2 ``object of type 'NoneType' has no len()`` (the real converter's ``_videos`` is None where the
+stand-in's is []): the media lists handed to ``process_messages`` default to []."""
 
 from __future__ import annotations
 
@@ -131,9 +132,14 @@ def phi3_v_on_real(rec: dict[str, Any]) -> dict[str, Any]:
 def internvl_chat_on_real(rec: dict[str, Any]) -> dict[str, Any]:
     # the real ``get_dataset_converter(name, dataset_attr, data_args)`` returns a converter object called on the
     # example alone; the stand-in's ``get_dataset_converter(name)`` a function of (example, attr, data_args)
+    # and its converters give None, not [], for a media column the attr does not name, which the real
+    # ``_validate_input`` takes the len() of
     return to_real(rec, code={"get_dataset_converter(attr.formatting)":
                               "get_dataset_converter(attr.formatting, attr, data_args)",
-                              "converter(sample, attr, data_args)": "converter(sample)"})
+                              "converter(sample, attr, data_args)": "converter(sample)",
+                              'converted["_images"], converted["_videos"],':
+                              'converted["_images"] or [], converted["_videos"] or [],',
+                              'converted["_audios"], processor)': 'converted["_audios"] or [], processor)'})
 
 
 ADAPTERS = {"phi3_v": phi3_v_on_real, "internvl_chat": internvl_chat_on_real}
