@@ -22,7 +22,9 @@ internvl_chat (the same two kinds of anchor): its ``InternVLPlugin`` goes before
 entry into it; its template after the real ``empty`` one. Replayed so, G2 fails: ``get_dataset_converter()
 missing 2 required positional arguments`` (its dataset module calls the stand-in's signature): the two calls take
 the real one; then G2 ``object of type 'NoneType' has no len()`` (the real converter's ``_videos`` is None where the
-stand-in's is []): the media lists handed to ``process_messages`` default to []."""
+stand-in's is []): the media lists handed to ``process_messages`` default to []. Replayed so, G0–G3 pass and G4's
+training-parity probe fails in the plugin's forward (``8 <IMG_CONTEXT> tokens ... but 4 image feature rows``), not
+yet diagnosed (benchmarks/RESULTS.md): internvl_chat is not in the realmm test's green list."""
 
 from __future__ import annotations
 
