@@ -121,6 +121,9 @@ class LaunchSettings(_UserInput):
     gate_train_iters: int = Field(6, ge=5, description="iterations each gate launch runs (a gate bound, not the config's)")
     parity_steps: int = Field(20, ge=2, description="optimizer steps G4's training parity runs, source vs migrated "
                                                    "model (fp32, CPU, one process)")
+    parity_dtype: Literal["fp32", "bf16"] = Field(
+        "fp32", description="compute dtype of both sides of the training parity: bf16 as the delivered FSDP2 plan "
+                            "on NPU (fp32 master weights; wider tolerances, probes/_precision.py)")
     timeout_s: float = Field(900.0, gt=0)
     no_output_timeout_s: float = Field(300.0, gt=0)
     probe_timeout_s: float = Field(300.0, gt=0, description="seconds one runtime probe (G1–G3 checks: module tree, "

@@ -219,13 +219,14 @@ def training_probe_limit(ctx: RunContext, steps: int, step_s: float | None = Non
 def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, config_path: Path, steps: int,
                     trust_remote_code: bool = False, media_token_id: int | None = None, nproc: int = 1,
                     source_training: dict[str, Any] | None = None, real_weights: bool = False,
-                    timeout: float | None = None) -> ToolResult:
+                    timeout: float | None = None, dtype: str = "fp32") -> ToolResult:
     """``steps`` optimizer steps of the source class and of the plugin class in the target trainer's step, same
     weights, batches and optimizer settings, fp32 on CPU (``probes/training_parity.py``); ``nproc`` > 1: the plugin
     sharded over that many torchrun ranks against the single-process source; ``source_training`` (the plan's facts,
     ``kind: own``): the source side runs the source's own loss path; ``real_weights``: both start from the source's
     own checkpoint cut to 2 layers per tower instead of a random init; ``timeout``: the probe's limit
-    (``training_probe_limit``; never below the floor or the spec's). ``ok`` means the probe ran; ``result.passed``
+    (``training_probe_limit``; never below the floor or the spec's); ``dtype`` bf16: both sides compute in bf16 on
+    fp32 master weights, as the delivered FSDP2 plan trains on NPU (``probes/_precision.py``). ``ok`` means the probe ran; ``result.passed``
     is the verdict (None: not comparable)."""
     if (refused := unapproved(ctx)) is not None:
         return refused
@@ -239,12 +240,15 @@ def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, confi
         args += ["--source-training", str(_facts_file(ctx, source_training))]
     if real_weights:
         args += ["--real-weights"]
+    if dtype != "fp32":
+        args += ["--dtype", dtype]
     limit = max(TRAINING_PROBE_FLOOR_S, ctx.probe_timeout_s, timeout or 0.0)
     if nproc > 1:  # not --nproc: torchrun would read it as its own; the ranks end a minute before the probe does
         args += ["--ranks", str(nproc), "--rank-timeout", str(int(limit - 60))]
     res = run_probe(ctx.runtime_python, "training_parity", args, cwd=ctx.target, env_extra=PROBE_ENV, timeout=limit)
     if res.ok:
-        suffix = (f"_{nproc}ranks" if nproc > 1 else "") + ("_real_weights" if real_weights else "")
+        suffix = (f"_{nproc}ranks" if nproc > 1 else "") + ("_real_weights" if real_weights else "") + (
+            f"_{dtype}" if dtype != "fp32" else "")
         res.data["saved"] = _save(ctx, f"training_parity_{model_id}{suffix}", res.data["result"])
     return res
 

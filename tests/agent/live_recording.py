@@ -24,23 +24,45 @@ def bound(value: Any, paths: dict[str, str]) -> Any:
     return value
 
 
-def replay(rec: dict[str, Any], work: Path, run_id: str, prompt_budget: int | None = None) -> dict[str, Any]:
-    """Run the recording's fixture into a fresh stand-in under ``work`` with the recorded answers as the model."""
+def outcomes(run_dir: Path) -> tuple[list[dict[str, Any]], list[list[Any]], list[list[Any]]]:
+    """A run's trajectory records, and what a recording's ``outcomes`` compares: [phase, tool, ok] per tool call
+    and [gate, passed, tool calls before it] per gate verdict."""
+    import json
+
+    records = [json.loads(line) for line in (run_dir / "trajectory.jsonl").read_text().splitlines()]
+    tools: list[list[Any]] = []
+    gates: list[list[Any]] = []
+    for r in records:
+        if r["kind"] == "tool":
+            tools.append([r.get("phase"), r.get("name"), str(r.get("result", "")).startswith('{"ok": true')])
+        elif r["kind"] == "gate":
+            gates.append([r.get("gate"), bool(r.get("passed")), len(tools)])
+    return records, tools, gates
+
+
+def replay(rec: dict[str, Any], work: Path, run_id: str, prompt_budget: int | None = None, *,
+           source: Path | None = None, target: Path | None = None, runtime_python: str | None = None,
+           gate_train_iters: int = 5) -> dict[str, Any]:
+    """Run the recording's fixture into a fresh stand-in under ``work`` with the recorded answers as the model; or,
+    given ``source``/``target``/``runtime_python``, into that target (a real MindSpeed-MM checkout and its runtime,
+    the source written by that runtime): the recorded answers are served by phase, attempt and turn, whatever the
+    target's tools answer, so a target other than the recorded one shows where the recorded play stops fitting."""
     from msmigrate.agent.config import LaunchSettings, LLMSettings, RunSpec, Settings
     from msmigrate.agent.runner import Run
     from msmigrate.testbeds.fixtures import build_source
     from msmigrate.testbeds.standin import write_standin
 
-    source = build_source(rec["fixture"], work / "source")
-    target = write_standin(work / "target")
+    source = source or build_source(rec["fixture"], work / "source")
+    target = target or write_standin(work / "target")
     run_dir = work / "runs" / run_id
     paths = {"run": str(run_dir), "source": str(source), "target": str(target)}
     llm = {"prompt_budget_tokens": prompt_budget} if prompt_budget else {}
     with ScriptedChatServer(bound(rec["script"], paths), classify_reply=bound(rec["classify"], paths) or "model") \
             as server:
         spec = RunSpec(source=source, target=target, model_name=rec["fixture"], policy="llm",
+                       runtime_python=runtime_python,
                        llm=LLMSettings(base_url=server.base_url, model="recorded", timeout_s=60, **llm),
-                       launch=LaunchSettings(gate_train_iters=5))
+                       launch=LaunchSettings(gate_train_iters=gate_train_iters))
         run = Run(spec, run_id, Settings(runs_dir=work / "runs", llm_api_key="sk-test"))
         try:
             final = run.drive()

@@ -22,7 +22,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from live_recording import replay  # noqa: E402
+from live_recording import outcomes, replay  # noqa: E402
 
 # Each replay is a whole run (~5 min on 2 shared cores): the default suite replays two (internvl_chat, and phi3_v,
 # whose replay found a G2 regression); MSMIGRATE_RECORDINGS=all replays every recording (qwen_vl_chat and
@@ -49,13 +49,7 @@ def replayed(request, tmp_path_factory) -> dict[str, Any]:
 def test_recorded_live_run_replays_over_http(replayed):
     rec, final, server, run_dir = replayed["rec"], replayed["final"], replayed["server"], replayed["run_dir"]
     target, run_id = replayed["target"], replayed["run_id"]
-    records = [json.loads(line) for line in (run_dir / "trajectory.jsonl").read_text().splitlines()]
-    tools, gates = [], []
-    for r in records:
-        if r["kind"] == "tool":
-            tools.append([r.get("phase"), r.get("name"), str(r.get("result", "")).startswith('{"ok": true')])
-        elif r["kind"] == "gate":
-            gates.append([r.get("gate"), bool(r.get("passed")), len(tools)])
+    records, tools, gates = outcomes(run_dir)
     live = rec["outcomes"]
     assert set(server.statuses) == {200}  # every request well-formed (tool results answer every call)
     if live["exit_status"] == "success":

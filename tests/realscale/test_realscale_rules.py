@@ -34,6 +34,9 @@ REALMM = Path(__file__).resolve().parents[1] / "realmm"
 PARITY_STEPS = 5
 # G1-G3's probes (one forward each: 75-100 s measured at load 9) get 900 s; G4/G6's training probes are sized by
 # the gate from its own launch's measured step (target_checks.training_probe_limit), not by this limit
+# the run's default wall budget (3600 s) ends a loaded host's real-scale run before G6: a real-checkout internvl run
+# spent 39 min in G4 and 21 in G5 at load 14-16, and was stopped budget_exhausted with G6 running
+BUDGETS = {"wall_seconds": 14400}
 LAUNCH = {"gate_train_iters": 5, "parity_steps": PARITY_STEPS, "timeout_s": 1800, "no_output_timeout_s": 900,
           "probe_timeout_s": 900}
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
@@ -79,7 +82,7 @@ def _standin_run(tmp_path: Path, family: str) -> tuple[dict, dict, dict]:
     source = _source(family, tmp_path / family)
     target = write_standin(tmp_path / "MindSpeed-MM", with_assets=False)
     spec = RunSpec(source=source, target=target, model_name=family, policy="rules",
-                   launch=LAUNCH)
+                   launch=LAUNCH, budgets=BUDGETS)
     run = Run(spec, new_run_id(family), Settings(runs_dir=tmp_path / "runs"))
     try:
         state = run.drive()
@@ -104,8 +107,8 @@ def _real_checkout_run(tmp_path: Path, family: str) -> tuple[dict, dict, dict]:
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump({"source": str(source), "target": target, "model_name": family,
                                     "runtime_python": python, "policy": "rules",
-                                    "launch": LAUNCH}))
-    proc = msmigrate("run", str(spec), "--runs-dir", str(tmp_path / "runs"), timeout=7200)
+                                    "launch": LAUNCH, "budgets": BUDGETS}))
+    proc = msmigrate("run", str(spec), "--runs-dir", str(tmp_path / "runs"), timeout=14400)
     summary = json.loads(proc.stdout)
     run_dir = tmp_path / "runs" / summary["run_id"]
     delivery = {"target": Path(target), "run_id": summary["run_id"], "source": source, "run_dir": run_dir}

@@ -24,7 +24,8 @@ order: the target's own pipeline (the delivered config's dataset, collator and `
 
 Both sides use the delivered optimizer settings (lr, weight decay, betas, eps, clip_grad) at a CONSTANT learning rate:
 a warmup or decay in the delivered config is set aside on both sides (recorded), so only the step itself is compared.
-fp32, CPU, one process, dropout 0 (as ``model_parity``).
+fp32, CPU, one process, dropout 0 (as ``model_parity``); ``--dtype bf16``: both sides compute in bf16 as the
+delivered FSDP2 plan does on NPU, fp32 master weights and optimizer (``_precision.py``, its tolerances there).
 
 Checks (tolerances, fp32): per-step loss |Δ| ≤ ``LOSS_RTOL``·max(1, |loss|) and global grad norm |Δ| ≤
 ``GRAD_NORM_RTOL``·max(1e-6, norm). fp32 carries 24 mantissa bits (unit roundoff 6e-8); the two sides run the same
@@ -34,7 +35,7 @@ moves the weights by ~lr·1e-6 per step and the curves stay within ~1e-5 relativ
 leaves a decade of headroom and is still three decades below any real defect (a wrong loss scale, a lost gradient,
 labels off by one all move the loss or the norm by percent). The grad norm sums squares over every parameter, so a
 small relative error in many elements compounds: 1e-3. (In bf16 — 8 mantissa bits, unit roundoff 4e-3 — the same
-argument gives ~1e-2 on the loss and ~5e-2 on the norm; this probe always runs fp32.) Step 1 per parameter group
+argument gives ~1e-2 on the loss and ~5e-2 on the norm: ``--dtype bf16``, ``_precision.TOLERANCES``.) Step 1 per parameter group
 (the name up to its first layer index, at most three parts: ``model.visual.blocks``, ``lm_head``): every
 parameter the source trains gets a gradient in the migrated model, and max |Δgrad| ≤ ``GRAD_RTOL``·max |grad| of the
 group (1e-3, same argument). The first group that differs is named, with the ratio of the gradient norms (a uniform
@@ -81,12 +82,17 @@ import time
 
 from _model_build import add_source_args, emit, forward_params, shrink_config
 from _meta_init import build
+from _precision import TORCH_DTYPE, TOLERANCES, bf16_compute, cast_inputs, torch_dtype
 
 LOSS_RTOL = 1e-4
 GRAD_NORM_RTOL = 1e-3
 GRAD_RTOL = 1e-3
 LEARN_FRACTION = 0.005
 LEARN_FLOOR = 1e-4
+PRECISION = {"fp32": "fp32 weights, compute, gradients and optimizer on both sides",
+             "bf16": "both sides as FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) trains: bf16 "
+                     "compute on a copy of fp32 master weights, gradients accumulated and clipped in fp32, AdamW on "
+                     "the fp32 weights"}
 # what the N-rank phases hand each other in their scratch folder (``on_ranks``)
 INITIAL, TARGET_RECORD, TARGET_GRADS = "initial_weights.pt", "target_record.pt", "target_step1_grads.pt"
 
@@ -106,6 +112,8 @@ def parse(argv):
     ap.add_argument("--real-weights", action="store_true",
                     help="start from the source's own checkpoint cut to --shrink-layers layers per tower")
     ap.add_argument("--learn-fraction", type=float, default=LEARN_FRACTION)
+    ap.add_argument("--dtype", choices=sorted(TOLERANCES), default="fp32",
+                    help="compute dtype of both sides: bf16 as the delivered FSDP2 plan on NPU (_precision.py)")
     ap.add_argument("--ranks", type=int, default=1, help="ranks the migrated model is sharded over (torchrun)")
     ap.add_argument("--rank-timeout", type=int, default=540, help="seconds the --ranks ranks may take")
     ap.add_argument("--as-rank", action="store_true", help=argparse_suppress())
@@ -181,17 +189,30 @@ def micro_batches(cfg, dataset, collate_fn, model, count):
     return out
 
 
-def fixed_loss(model, batch, loss_func=None):
+def fixed_loss(model, batch, loss_func=None, dtype="fp32"):
     import torch
 
     if loss_func is not None:
         model.loss_function = loss_func
-    with torch.no_grad():
-        return float(model(**batch, use_cache=False).loss.detach())
+    with torch.no_grad(), bf16_compute(model, dtype):
+        return float(model(**compute_batch(batch, dtype), use_cache=False).loss.detach().float())
+
+
+def compute_batch(batch, dtype):
+    return batch if dtype == "fp32" else cast_inputs(batch, torch_dtype(dtype))
+
+
+def use_dtype(name):
+    """The tolerances of the compute dtype (``_precision.TOLERANCES``): the probe runs one dtype per process, so
+    the module's constants, which every check reads, are set once here."""
+    global LOSS_RTOL, GRAD_NORM_RTOL, GRAD_RTOL, LEARN_FLOOR
+    tol = TOLERANCES[name]
+    LOSS_RTOL, GRAD_NORM_RTOL, GRAD_RTOL, LEARN_FLOOR = (tol["loss_rtol"], tol["grad_norm_rtol"], tol["grad_rtol"],
+                                                        tol["learn_floor"])
 
 
 def train(model, batches, settings, optimizer, loss_func_for=None, forward_keys=None, over_ranks=False,
-          loss_of=None, first_grads=None):
+          loss_of=None, first_grads=None, dtype="fp32"):
     """The engine's step, K times: per micro batch ``loss / ga`` backward; clip over parameters with a gradient;
     optimizer step at a constant lr. Returns per-step records; the first carries ``grads`` (a copy, before
     clipping), or, with ``first_grads``, the names of the parameters with a gradient (``grad_names``) and what
@@ -199,7 +220,8 @@ def train(model, batches, settings, optimizer, loss_func_for=None, forward_keys=
     clipping: a consumer that compares or writes them needs no second copy of every gradient.
     ``over_ranks``: the model is sharded over the process group (every rank calls this): the logged loss is the mean
     over the ranks, gradients and the norm are read whole. ``loss_of(model, batch)``: another loss path than
-    ``model(**batch).loss`` (the source's own training code)."""
+    ``model(**batch).loss`` (the source's own training code). ``dtype``: the compute dtype of each micro batch's
+    forward and backward (``_precision.bf16_compute``: fp32 master weights, gradients and optimizer)."""
     import torch
     from _ranks import full, mean_over_ranks
 
@@ -215,9 +237,11 @@ def train(model, batches, settings, optimizer, loss_func_for=None, forward_keys=
                 func = loss_func_for(batch)
                 if func is not None:
                     model.loss_function = func
-            loss = (loss_of(model, batch) if loss_of is not None else model(**batch, use_cache=False).loss) / ga
-            loss.backward()
-            total += float(loss.detach())
+            with bf16_compute(model, dtype):
+                batch = compute_batch(batch, dtype)
+                loss = (loss_of(model, batch) if loss_of is not None else model(**batch, use_cache=False).loss) / ga
+                loss.backward()
+            total += float(loss.detach().float())
         params = [p for p in model.parameters() if p.grad is not None]
         record = {"loss": mean_over_ranks(total) if over_ranks else total}
         if step == 0 and first_grads is None:
@@ -254,15 +278,16 @@ def target_optimizer(cfg, model):
     return Trainer.get_optimizer(SimpleNamespace(args=cfg, model=model))
 
 
-def shard(cfg, model):
+def shard(cfg, model, dtype="fp32"):
     """The plugin wrapped the way the target's trainer wraps it (``Trainer.get_model`` after the build: its
-    ``ParallelApplier``, FSDP2 over the data-parallel ranks), mixed precision fp32 so both sides compute alike."""
+    ``ParallelApplier``, FSDP2 over the data-parallel ranks), mixed precision set so both sides compute alike: all
+    fp32, or (``dtype`` bf16) FSDP2's own bf16 compute with fp32 reduction, as the delivered plan runs on NPU."""
     from mindspeed_mm.fsdp.distributed.torch_parallelize import ParallelApplier
 
     plan = cfg.parallel.fsdp_plan
     for key in ("param_dtype", "reduce_dtype", "output_dtype"):
-        if getattr(plan, key, None) is not None:
-            setattr(plan, key, "fp32")
+        if getattr(plan, key, None) is not None or (key == "param_dtype" and dtype != "fp32"):
+            setattr(plan, key, dtype if key == "param_dtype" else "fp32")
     return ParallelApplier(cfg.parallel, cfg.training)(model)
 
 
@@ -331,7 +356,7 @@ def on_ranks(argv, args):
 
             src_keys = None if takes_kwargs else set(params)
             source = fresh_source()
-            why_not, source_before = source_precheck(source, tgt["per_rank"][0][0], src_keys)
+            why_not, source_before = source_precheck(source, tgt["per_rank"][0][0], src_keys, args.dtype)
             if why_not:  # G1 says the same through its own probe; nothing to train side by side
                 emit({"source_class": class_name(src_cls), "passed": None, "why_not": why_not[:600], "problems": [],
                       "launch": launch, "seconds": round(time.monotonic() - start, 2)})
@@ -510,12 +535,12 @@ def shifted_once_more(batch):
     return {**batch, "labels": torch.cat([labels[:, 1:], pad], dim=1)}
 
 
-def loss_cause(source, batches, src_loss, tgt_loss):
+def loss_cause(source, batches, src_loss, tgt_loss, dtype="fp32"):
     """Why the step-1 losses (mean over the step's micro batches, at the initial weights) differ, where one
     explanation fits within the tolerance: labels shifted one more time, or a constant loss scale."""
     shifted = [shifted_once_more(b) for b in batches]
     if shifted and all(b is not None for b in shifted):
-        twice = sum(fixed_loss(source, b) for b in shifted) / len(shifted)
+        twice = sum(fixed_loss(source, b, dtype=dtype) for b in shifted) / len(shifted)
         if abs(twice - tgt_loss) <= LOSS_RTOL * max(1.0, abs(tgt_loss)):
             return (f"labels are shifted twice: the migrated loss {tgt_loss:.6g} equals the source's loss with the "
                     f"labels moved one more position ({twice:.6g})")
@@ -628,8 +653,10 @@ def target_side(args, cfg, dataset, collate_fn, settings, plugin, grads_sink, pr
 
     nproc = world()[1]
     ready(plugin, args)
+    # sharded, FSDP2's mixed precision computes in the dtype (``shard``); one process, ``bf16_compute`` does
+    dtype = args.dtype if nproc == 1 else "fp32"
     if nproc > 1:
-        plugin = shard(cfg, plugin)
+        plugin = shard(cfg, plugin, args.dtype)
     # the trainer's order: the optimizer right after wrapping, before any forward. FSDP2 leaves the root
     # module's parameters unsharded after a forward without backward (it expects the backward next), so an
     # optimizer built after the fixed-batch forward below would hold those transient unsharded tensors and
@@ -644,14 +671,15 @@ def target_side(args, cfg, dataset, collate_fn, settings, plugin, grads_sink, pr
     if why_not:
         return {"why_not": why_not}
     loss_func_for = lambda b: engine_loss_func(cfg, b)  # noqa: E731  (the engine sets it per batch)
-    fixed_before = fixed_loss(plugin, fixed, loss_func_for(fixed))
+    fixed_before = fixed_loss(plugin, fixed, loss_func_for(fixed), dtype)
     opt_groups = [{"params": len(g["params"]), "weight_decay": g.get("weight_decay"), "lr": g.get("lr")}
                   for g in tgt_opt.param_groups]
-    recs = train(plugin, batches, settings, tgt_opt, loss_func_for, over_ranks=nproc > 1, first_grads=grads_sink)
+    recs = train(plugin, batches, settings, tgt_opt, loss_func_for, over_ranks=nproc > 1, first_grads=grads_sink,
+                 dtype=dtype)
     graded = set(recs[0]["grad_names"]) if recs else set()
     unheld = [n for n, p in plugin.named_parameters() if n in graded and id(p) not in held]
     stale = len(held - {id(p) for p in plugin.parameters()})  # held tensors that are not the model's now
-    fixed_after = fixed_loss(plugin, fixed, loss_func_for(fixed))
+    fixed_after = fixed_loss(plugin, fixed, loss_func_for(fixed), dtype)
     return {"recs": [{k: r[k] for k in ("loss", "grad_norm")} for r in recs], "per_rank": per_rank,
             "fixed_before": fixed_before, "fixed_after": fixed_after, "unheld": unheld, "stale": stale,
             "optimizer": type(tgt_opt).__name__, "param_groups": opt_groups}
@@ -662,7 +690,7 @@ def source_fixed(fixed, src_keys):
     return {k: v for k, v in fixed.items() if src_keys is None or k in src_keys}
 
 
-def source_precheck(source, fixed, src_keys):
+def source_precheck(source, fixed, src_keys, dtype="fp32"):
     """(why the source cannot train on the target pipeline's batches — None: it can —, the source's loss on the
     fixed batch at the initial weights)."""
     from model_parity import required_params
@@ -672,7 +700,7 @@ def source_precheck(source, fixed, src_keys):
     if unfed:
         return f"the source's own forward requires {unfed}, which the target pipeline's batch does not carry", None
     try:
-        return None, fixed_loss(source, first)
+        return None, fixed_loss(source, first, dtype=dtype)
     except Exception as exc:  # probe boundary: the target's batch is not the source's own input format
         return f"the source's own forward fails on the target pipeline's batch: {type(exc).__name__}: {exc}", None
 
@@ -699,7 +727,7 @@ def source_side(args, take_source, fresh_source, tgt, target_grads, settings, sr
     else:
         loss_of = own_loss_of(own, os.path.abspath(args.model)) if own is not None else None
         source_recs = train(source, src_batches, src_settings, plain_adamw(source, src_settings), None, src_keys,
-                            loss_of=loss_of, first_grads=compare)
+                            loss_of=loss_of, first_grads=compare, dtype=args.dtype)
         groups = source_recs[0].get("first_grads") or [] if source_recs else []
         if own is not None:
             trainer = own.get("trainer") or {}
@@ -711,7 +739,7 @@ def source_side(args, take_source, fresh_source, tgt, target_grads, settings, sr
             source_step = "HF class loss + torch.optim.AdamW (no source training code plugged in)"
     source_fall = None
     try:  # the source's own fall on the fixed batch: the learning check's judge where the target falls little
-        after = fixed_loss(source, source_fixed(tgt["per_rank"][0][0], src_keys))
+        after = fixed_loss(source, source_fixed(tgt["per_rank"][0][0], src_keys), dtype=args.dtype)
         source_fall = (fixed_before - after) / abs(fixed_before) if fixed_before else None
     except Exception as exc:  # probe boundary: recorded, the check then asks the stated fraction alone
         print(f"source fixed-batch loss after training: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -722,7 +750,7 @@ def source_side(args, take_source, fresh_source, tgt, target_grads, settings, sr
         del source  # memory for the fresh copy
         fresh = fresh_source()
         first = [source_fixed(b, src_keys) for b in src_batches[:ga * nproc]]
-        cause = loss_cause(fresh, first, s0, t0)
+        cause = loss_cause(fresh, first, s0, t0, args.dtype)
     return source_recs, groups, source_step, cause, source_fall
 
 
@@ -750,8 +778,10 @@ def result(args, start, src_cls, plg_name, tgt, settings, source_recs, groups, s
                                                    "fall": (before - after) / abs(before) if before else None,
                                                    "source_fall": source_fall},
             "tolerance": {"loss_rtol": LOSS_RTOL, "grad_norm_rtol": GRAD_NORM_RTOL, "grad_rtol": GRAD_RTOL,
-                          "learn_fraction": args.learn_fraction, "learn_floor": LEARN_FLOOR, "dtype": "float32"},
-            "first_loss_cause": cause, "dtype": "float32", "device": "cpu", "attention": attention, "nproc": nproc,
+                          "learn_fraction": args.learn_fraction, "learn_floor": LEARN_FLOOR,
+                          "dtype": TORCH_DTYPE[args.dtype]},
+            "first_loss_cause": cause, "dtype": TORCH_DTYPE[args.dtype], "device": "cpu",
+            "precision": PRECISION[args.dtype], "attention": attention, "nproc": nproc,
             "weights": weights, "layers_per_tower": args.shrink_layers,
             "sharding": ("the target's ParallelApplier (FSDP2, fp32) over {} gloo ranks; the source one process on "
                          "all ranks' micro batches, after the ranks".format(nproc)) if nproc > 1
@@ -774,6 +804,7 @@ def class_name(cls):
 
 def main(argv):
     args = parse(argv)
+    use_dtype(args.dtype)
     if args.ranks > 1 and not args.as_rank:
         return on_ranks(argv, args)
     if args.as_rank:
@@ -838,7 +869,7 @@ def one_process(args, start, scratch, classes, pipeline, src_keys):
     checked = {}
 
     def precheck(fixed):  # a copy of the source for its loss on the fixed batch, freed before the target trains
-        why_not, checked["before"] = source_precheck(fresh_source(), fixed, src_keys)
+        why_not, checked["before"] = source_precheck(fresh_source(), fixed, src_keys, args.dtype)
         gc.collect()
         return why_not
 

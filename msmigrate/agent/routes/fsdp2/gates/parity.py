@@ -156,14 +156,15 @@ def training_parity_check(deps: Any, state: dict[str, Any], nproc: int = 1,
     res = training_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
                           config_path=ctx.target / plan["config_path"], steps=steps,
                           trust_remote_code=plan["route"] == "custom", media_token_id=media, nproc=nproc,
-                          source_training=plan.get("source_training"), real_weights=real_weights, timeout=limit)
+                          source_training=plan.get("source_training"), real_weights=real_weights, timeout=limit,
+                          dtype=deps.spec.launch.parity_dtype)
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail", "probe_limit_s": round(limit),
               "probe_limit_basis": basis, "probe_seconds": round(time.time() - t0, 1),
               **{k: r.get(k) for k in ("steps", "source", "target", "grad_groups", "fixed_batch", "tolerance",
                                        "settings", "source_step", "first_loss_cause", "why_not", "source_class",
                                        "plugin_class", "target_param_groups", "nproc", "sharding", "launch", "weights",
-                                       "layers_per_tower")},
+                                       "layers_per_tower", "dtype", "precision")},
               "problems": list(r.get("problems") or ([] if res.ok else [f"training parity probe: {res.error}"]))}
     src, tgt = record.get("source") or {}, record.get("target") or {}
     if src.get("loss") and tgt.get("loss"):
