@@ -118,4 +118,8 @@ def cross(out: dict) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from results_md import recorded  # benchmarks/ is the script's own folder, first on sys.path
+
+    with recorded("bench_training_parity_dtype"):
+        rc = main(sys.argv[1:])
+    sys.exit(rc)
