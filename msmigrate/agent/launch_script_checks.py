@@ -133,3 +133,47 @@ def parallel_size_findings(cfg: dict[str, Any], text: str, script: str, config: 
                                f"divide the world size; set parallel.{key} in {config} to a divisor of {world} "
                                f"(or auto)"})
     return out
+
+
+def _int_leaves(node: Any, key: str, path: str = "") -> list[tuple[str, int]]:
+    """Every integer ``key`` leaf under ``node``, with its dotted path."""
+    out = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            dotted = f"{path}.{k}" if path else str(k)
+            if k == key and isinstance(v, int) and not isinstance(v, bool):
+                out.append((dotted, v))
+            else:
+                out += _int_leaves(v, key, dotted)
+    return out
+
+
+def sample_count_findings(cfg: dict[str, Any], text: str, script: str, config: str) -> list[dict[str, Any]]:
+    """A sample cap (``max_samples``) below what one step of the ranks the launch script starts takes: with
+    ``drop_last`` the sampler gives each data-parallel rank ``max_samples // ranks`` samples and drops a rank's last
+    partial batch, so fewer than ranks × ``micro_batch_size`` samples yields no batch at all. The data-parallel ranks
+    are the world size over the integer parallel sizes that are not data parallelism (FSDP shards within it)."""
+    nproc, nnodes = script_size(text)
+    if not nproc or not isinstance(cfg, dict):
+        return []
+    data, training = cfg.get("data"), cfg.get("training")
+    loader = data.get("dataloader_param") if isinstance(data, dict) else None
+    if not isinstance(loader, dict) or loader.get("drop_last") is not True or not isinstance(training, dict):
+        return []
+    mbs = training.get("micro_batch_size")
+    if not isinstance(mbs, int) or isinstance(mbs, bool) or mbs < 1:
+        return []  # a size out of range is the range check's
+    world = nproc * (nnodes or 1)
+    other = 1
+    for key, value in (cfg.get("parallel") or {}).items() if isinstance(cfg.get("parallel"), dict) else []:
+        if str(key).endswith("_parallel_size") and key not in ("fully_shard_parallel_size", "data_parallel_size") \
+                and isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            other *= value
+    ranks = max(1, world // other)
+    need = ranks * mbs
+    return [{"severity": "error", "code": "value-out-of-range", "path": path, "value": value,
+             "message": f"{path} is {value}, but {script} starts {world} rank(s) ({ranks} data-parallel) with "
+                        f"training.micro_batch_size {mbs} and drop_last: one step takes {need} samples, so the "
+                        f"sampler yields no batch; raise {path} in {config} to at least {need} (or remove it)",
+             "minimum": need}
+            for path, value in _int_leaves(data, "max_samples", "data") if 0 < value < need]

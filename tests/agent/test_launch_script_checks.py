@@ -75,3 +75,23 @@ def test_a_parallel_size_that_does_not_divide_the_scripts_ranks_is_out_of_range(
     assert parallel_size_findings({"parallel": {"fully_shard_parallel_size": "auto"}}, SCRIPT, "l.sh", "c.yaml") == []
     assert parallel_size_findings({"parallel": {"fully_shard_parallel_size": 2}}, SCRIPT, "l.sh", "c.yaml") == []
     assert parallel_size_findings(cfg, "torchrun t.py\n", "l.sh", "c.yaml") == []  # no rank count: nothing to say
+
+
+def test_a_sample_cap_below_one_step_of_the_scripts_ranks_is_out_of_range():
+    """max_samples 1 for the script's 2 ranks with drop_last: no rank gets a batch; 2 (one each) is enough."""
+    from msmigrate.agent.launch_script_checks import sample_count_findings
+
+    cfg = {"data": {"dataset_param": {"basic_parameters": {"max_samples": 1}}, "dataloader_param": {"drop_last": True}},
+           "training": {"micro_batch_size": 1}, "parallel": {"tensor_parallel_size": 1}}
+    found = sample_count_findings(cfg, SCRIPT, "l.sh", "cfg.yaml")
+    assert [(f["path"], f["minimum"]) for f in found] == [("data.dataset_param.basic_parameters.max_samples", 2)]
+    assert "max_samples" in found[0]["message"] and "no batch" in found[0]["message"]
+    cfg["data"]["dataset_param"]["basic_parameters"]["max_samples"] = 2
+    assert sample_count_findings(cfg, SCRIPT, "l.sh", "cfg.yaml") == []
+    cfg["training"]["micro_batch_size"] = 2  # one step of 2 ranks × 2 samples
+    assert [f["minimum"] for f in sample_count_findings(cfg, SCRIPT, "l.sh", "cfg.yaml")] == [4]
+    cfg["parallel"]["tensor_parallel_size"] = 2  # the 2 ranks are one tensor-parallel group: one data rank
+    assert sample_count_findings(cfg, SCRIPT, "l.sh", "cfg.yaml") == []
+    cfg["data"]["dataloader_param"]["drop_last"] = False
+    cfg["parallel"]["tensor_parallel_size"] = 1
+    assert sample_count_findings(cfg, SCRIPT, "l.sh", "cfg.yaml") == []

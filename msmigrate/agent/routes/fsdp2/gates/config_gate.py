@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-from msmigrate.agent.launch_script_checks import parallel_size_findings, port_findings, route_env_findings
+from msmigrate.agent.launch_script_checks import (parallel_size_findings, port_findings, route_env_findings,
+                                                 sample_count_findings)
 from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
@@ -111,8 +112,9 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in unexercised]
         codes = sorted({*codes, *(f["code"] for f in unexercised)})
         if script.is_file():
-            sizes = parallel_size_findings(_yaml(config), script.read_text(errors="replace"), plan["script_path"],
-                                           plan["config_path"])
+            script_text = script.read_text(errors="replace")
+            sizes = [*parallel_size_findings(_yaml(config), script_text, plan["script_path"], plan["config_path"]),
+                     *sample_count_findings(_yaml(config), script_text, plan["script_path"], plan["config_path"])]
             findings += sizes
             problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in sizes]
             codes = sorted({*codes, *(f["code"] for f in sizes)})
