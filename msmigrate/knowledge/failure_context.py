@@ -400,19 +400,22 @@ def gate_remedy_owner(gate_lines: str, artifacts: Artifacts) -> ContextVerdict |
     data.dataset_param.basic_parameters.cutoff_len to at least 95``): a whole dotted key of this run's YAML in the
     gate's problem lines (not in the run's output) is the fix, so config, whichever case the output's error matches
     (a cut sample then fails in the model as too few media tokens). Also a file of this run the check traced the
-    cause to (``defined in <path>``: the collator or mm_plugin doing it): that file's owner."""
-    for m in DEFINED_IN.finditer(gate_lines):
-        owner = artifacts.owner_of(m.group("path"))
-        if owner is not None:
-            return ContextVerdict(owner, "gate-remedy",
-                                  f"the gate's own check traced the cause to {m.group('path')}, {_what(owner)} of "
-                                  f"this run: the fix changes that file")
+    cause to (``defined in <path>``: the collator or mm_plugin doing it): that file's owner. The setting comes
+    first: the code object is where the effect showed, while a setting the check measured (or re-ran the check with
+    and saw pass: G2's data settings set as derived) is what makes that code do it — a collator that pads the labels
+    with the pad id because the YAML's ``ignore_pad_token_for_loss`` tells it to is fixed in the YAML."""
     keys = set(artifacts.yaml_keys.values())
     for m in _REMEDY.finditer(gate_lines):
         if m.group("key") in keys:
             config = _names(artifacts.config[:1]) or "the YAML"
             return ContextVerdict("config", "gate-remedy",
                                   f"the gate's own check names the setting to change: {m.group(0)} in {config}")
+    for m in DEFINED_IN.finditer(gate_lines):
+        owner = artifacts.owner_of(m.group("path"))
+        if owner is not None:
+            return ContextVerdict(owner, "gate-remedy",
+                                  f"the gate's own check traced the cause to {m.group('path')}, {_what(owner)} of "
+                                  f"this run: the fix changes that file")
     return None
 
 

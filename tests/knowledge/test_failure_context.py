@@ -218,3 +218,20 @@ def test_at_g1_a_data_verdict_stands_only_on_a_record_or_media_file():
     assert verdict.owner == "model" and "tiny_vl" in verdict.reason
     unreadable = "UnidentifiedImageError: cannot identify image file '/data/src/data/images/a.png'"
     assert source_batch_owner(unreadable, ART) is None
+
+
+def test_a_setting_the_gate_re_ran_its_check_with_outranks_the_code_object_it_traced():
+    """G2 traced trained padding to the collator, then passed with the YAML's data settings set as derived: the
+    collator only did what the setting told it, so the YAML is the fix (config), not the collator's file."""
+    from msmigrate.knowledge.failure_context import Artifacts, gate_remedy_owner
+
+    key = "data.dataloader_param.collate_param.ignore_pad_token_for_loss"
+    arts = Artifacts(config=("examples/m/m.yaml",), yaml_keys={"ignore_pad_token_for_loss": key},
+                     data=("mindspeed_mm/fsdp/data/dataloader/data_collator.py",))
+    traced = ("data parity: row 1: 4 of the 4 positions the collator added (padding) train: the collator X (defined "
+              "in mindspeed_mm/fsdp/data/dataloader/data_collator.py) pads the labels with a token id")
+    assert gate_remedy_owner(traced, arts).owner == "data"
+    both = (f"{traced}; data settings: the same check passes with the YAML's data settings that differ from what "
+            f"this migration derives set as derived: set `{key}` to True (it is False) in examples/m/m.yaml")
+    verdict = gate_remedy_owner(both, arts)
+    assert verdict.owner == "config" and key in verdict.reason
