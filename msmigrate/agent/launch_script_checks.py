@@ -8,6 +8,9 @@ the script must establish too, since no gate runs the script itself.
   itself), where the gates' launches set them (``ROUTE_ENV``): the gates proved training under that value, so the
   script must export the same one. The names and the comparison are read from the target, not assumed.
 - **parallel sizes**: each integer ``parallel.*_parallel_size`` of the YAML divides the ranks the script starts.
+- **line continuations**: a line whose backslash is followed by whitespace before its end is not continued (the
+  shell escapes the space, the newline ends the command): the command stops there and the next line runs as a
+  command of its own — the trainer starts without the arguments that follow.
 """
 
 from __future__ import annotations
@@ -24,6 +27,26 @@ from msmigrate.tools.launcher.command import ROUTE_ENV
 _PORT_SET = re.compile(r"^\s*(?:export\s+)?(?P<name>\w*PORT)=(?:\$\{(?P=name):-)?(?P<value>-?\d+)", re.M)
 _PORT_FLAG = re.compile(r"(?P<name>--master[_-]port)[ =](?P<value>-?\d+)")
 MAX_PORT = 65535
+
+
+_BROKEN_CONTINUATION = re.compile(r"\\[ \t]+$")
+
+
+def continuation_findings(text: str, script: str) -> list[dict[str, Any]]:
+    """A line continuation broken by whitespace after its backslash (comments left out)."""
+    out = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("#") or not _BROKEN_CONTINUATION.search(line):
+            continue
+        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        out.append({"severity": "error", "code": "launch-continuation", "path": script, "key": f"line {i + 1}",
+                    "value": line.strip(),
+                    "message": f"line {i + 1} of {script} ends in a backslash followed by whitespace: the shell does "
+                               f"not continue it, so the command ends at `{line.strip()[:80]}` and the next line "
+                               f"(`{nxt[:60]}`) runs as a command of its own; remove the whitespace after the "
+                               "backslash"})
+    return out
 
 
 def port_findings(text: str, script: str) -> list[dict[str, Any]]:

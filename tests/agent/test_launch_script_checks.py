@@ -95,3 +95,14 @@ def test_a_sample_cap_below_one_step_of_the_scripts_ranks_is_out_of_range():
     cfg["data"]["dataloader_param"]["drop_last"] = False
     cfg["parallel"]["tensor_parallel_size"] = 1
     assert sample_count_findings(cfg, SCRIPT, "l.sh", "cfg.yaml") == []
+
+
+def test_a_continuation_broken_by_whitespace_after_the_backslash_is_named_with_its_line():
+    from msmigrate.agent.launch_script_checks import continuation_findings
+
+    good = "torchrun $ARGS trainer.py \\\n    cfg.yaml\n"
+    assert continuation_findings(good, "l.sh") == []
+    found = continuation_findings(good.replace(" \\\n", " \\ \n"), "l.sh")
+    assert [(f["code"], f["key"]) for f in found] == [("launch-continuation", "line 1")]
+    assert "cfg.yaml" in found[0]["message"] and "l.sh" in found[0]["message"]
+    assert continuation_findings("# a comment \\ \ntorchrun t.py\n", "l.sh") == []
