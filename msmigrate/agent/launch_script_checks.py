@@ -8,6 +8,9 @@ the script must establish too, since no gate runs the script itself.
   itself), where the gates' launches set them (``ROUTE_ENV``): the gates proved training under that value, so the
   script must export the same one. The names and the comparison are read from the target, not assumed.
 - **parallel sizes**: each integer ``parallel.*_parallel_size`` of the YAML divides the ranks the script starts.
+- **rank variables**: an entry point whose package reads torchrun's rank variables (``RANK``, ``LOCAL_RANK``,
+  ``WORLD_SIZE``) with no default must be started by a launcher that sets them (torchrun, ``python -m
+  torch.distributed.run`` …) or have them exported: started by plain ``python`` it fails on the first read.
 - **line continuations**: a line whose backslash is followed by whitespace before its end is not continued (the
   shell escapes the space, the newline ends the command): the command stops there and the next line runs as a
   command of its own — the trainer starts without the arguments that follow.
@@ -200,3 +203,42 @@ def sample_count_findings(cfg: dict[str, Any], text: str, script: str, config: s
                         f"sampler yields no batch; raise {path} in {config} to at least {need} (or remove it)",
              "minimum": need}
             for path, value in _int_leaves(data, "max_samples", "data") if 0 < value < need]
+
+
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")  # what torchrun (torch.distributed.run) sets for each process
+_LAUNCHERS = re.compile(r"\b(?:torchrun|torch\.distributed\.(?:run|launch)|deepspeed|accelerate\s+launch|mpirun|srun|"
+                        r"msrun)\b")
+
+
+def _required_env(tree: ast.AST) -> set[str]:
+    """Variables read with no default (``os.environ["X"]``, one-argument ``os.getenv("X")`` / ``environ.get``)."""
+    out = set()
+    for node in ast.walk(tree):
+        name = _env_name(node)
+        if name and (isinstance(node, ast.Subscript) or (isinstance(node, ast.Call) and len(node.args) == 1 and
+                                                          not node.keywords)):
+            out.add(name)
+    return out
+
+
+def rank_env_findings(text: str, script: str, target: Path, entries: list[str]) -> list[dict[str, Any]]:
+    """An entry started by plain python whose package (the folder above the entry's own: ``pkg/fsdp`` for
+    ``pkg/fsdp/train/x.py``) reads a rank variable with no default that the script does not set."""
+    joined = text.replace("\\\n", " ")
+    out = []
+    for entry in entries:
+        commands = [line for line in joined.splitlines() if entry in line and not line.lstrip().startswith("#")]
+        if not commands or any(_LAUNCHERS.search(c.split(entry)[0]) for c in commands):
+            continue
+        root = (Path(target) / entry).parent.parent
+        needed: set[str] = set()
+        for _, tree in parsed_files(sorted(root.rglob("*.py"))):
+            needed |= _required_env(tree) & set(RANK_VARIABLES)
+        missing = sorted(n for n in needed if script_sets(text, n) is None)
+        if missing:
+            out.append({"severity": "error", "code": "launch-env", "path": script, "key": missing[0], "value": None,
+                        "message": f"{script} starts {entry} without a distributed launcher (plain python) and sets "
+                                   f"no {', '.join(missing)}: the target's code under {root.relative_to(target)} reads "
+                                   f"{', '.join(missing)} with no default, which torchrun sets for each rank; start "
+                                   f"it with torchrun $DISTRIBUTED_ARGS as the target's examples do"})
+    return out

@@ -106,3 +106,20 @@ def test_a_continuation_broken_by_whitespace_after_the_backslash_is_named_with_i
     assert [(f["code"], f["key"]) for f in found] == [("launch-continuation", "line 1")]
     assert "cfg.yaml" in found[0]["message"] and "l.sh" in found[0]["message"]
     assert continuation_findings("# a comment \\ \ntorchrun t.py\n", "l.sh") == []
+
+
+def test_an_entry_that_reads_rank_variables_started_by_plain_python_is_named():
+    """The stand-in's trainer package reads LOCAL_RANK / RANK / WORLD_SIZE with no default: torchrun sets them, a
+    plain python start does not."""
+    from msmigrate.agent.launch_script_checks import rank_env_findings
+
+    assert rank_env_findings(SCRIPT, "l.sh", STANDIN, [ENTRY]) == []
+    plain = SCRIPT.replace("torchrun --nproc_per_node $NPUS_PER_NODE --master_port $MASTER_PORT", "python")
+    found = rank_env_findings(plain, "l.sh", STANDIN, [ENTRY])
+    assert [f["code"] for f in found] == ["launch-env"] and "torchrun" in found[0]["message"]
+    assert "LOCAL_RANK" in found[0]["message"]
+    assert rank_env_findings(plain.replace("python ", "python -m torch.distributed.run "), "l.sh", STANDIN,
+                             [ENTRY]) == []
+    exported = "export RANK=0 LOCAL_RANK=0 WORLD_SIZE=1\n".replace(" LOCAL", "\nexport LOCAL").replace(
+        " WORLD", "\nexport WORLD") + plain
+    assert rank_env_findings(exported, "l.sh", STANDIN, [ENTRY]) == []

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from msmigrate.agent.launch_script_checks import (continuation_findings, parallel_size_findings, port_findings,
-                                                 route_env_findings, sample_count_findings)
+                                                 rank_env_findings, route_env_findings, sample_count_findings)
 from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
@@ -83,7 +83,8 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         present = [e for e in script_entries(text) if (ctx.target / e).is_file()]
         for f in [*launch_size_findings(text, state.get("runtime"), plan["script_path"]),
                   *port_findings(text, plan["script_path"]), *continuation_findings(text, plan["script_path"]),
-                  *route_env_findings(text, plan["script_path"], ctx.target, present)]:
+                  *route_env_findings(text, plan["script_path"], ctx.target, present),
+                  *rank_env_findings(text, plan["script_path"], ctx.target, present)]:
             problems.append(f"[{f['code']}] {f['key']}: {f['message']}")
             codes.append(f["code"])
     findings: list[dict] = []
