@@ -7,51 +7,25 @@ benchmark's (``--group heldout3``), made by someone other than the faults' autho
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
-from collections import Counter
-from pathlib import Path
 
 import pytest
+from heldout_checks import assert_bench_reports_every_group, assert_group_apart, run_wrapped_and_plain
 from standin_migration import apply_fault_checked, fault_copy, green_for_faults
 
-from msmigrate.testbeds.faults import GROUPS, all_faults, fault_group, heldout3, wrap_runtime
+from msmigrate.testbeds.faults import heldout3
 
 H3 = {f.id: f for f in heldout3.FAULTS}
 EDITS = sorted(i for i, f in H3.items() if f.edits)
 RUNTIMES = sorted(i for i, f in H3.items() if f.runtime is not None)
-ARTIFACT_SURFACES = {"plugin", "mm_plugin", "template", "collator", "yaml", "launch"}
 
 
 def test_the_group_is_registered_apart_blind_and_spread_over_owners_and_surfaces():
-    faults = all_faults()
-    assert {f.id for f in faults if fault_group(f) == "heldout3"} == set(H3)
-    assert "heldout3" in GROUPS and not any(fault_group(f) == "heldout3" for f in faults if f.id not in H3)
-    assert all(i.startswith("h3-") and f.heldout for i, f in H3.items())
-    per_owner = Counter(f.owner for f in H3.values())
-    assert len(H3) >= 32 and per_owner["model"] >= 8 and per_owner["data"] >= 8 and per_owner["config"] >= 9 \
-        and per_owner["environment"] >= 7, per_owner
-    assert {f.surface for f in H3.values()} >= ARTIFACT_SURFACES | {"dataset", "runtime", "host"}
-    # repair is expected exactly where the fix is in the run's own artifacts; never on the records, the target's
-    # conversion code, the runtime or the host
-    assert all(f.repair == (f.surface in ARTIFACT_SURFACES) for f in H3.values())
-    assert all((f.runtime is not None) == (f.owner == "environment") for f in H3.values())
-    # no fault repeats another group's edits or simulation
-    others = [f for f in faults if f.id not in H3]
-    assert not [i for i in EDITS if tuple(H3[i].edits) in {tuple(f.edits) for f in others if f.edits}]
-    assert not [i for i in RUNTIMES if H3[i].runtime in [f.runtime for f in others if f.runtime is not None]]
+    assert_group_apart("heldout3", H3, "h3-", 32, {"model": 8, "data": 8, "config": 9, "environment": 7})
 
 
 def test_the_bench_reports_the_group_apart():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_fault_routing.py"
-    spec = importlib.util.spec_from_file_location("bench_fault_routing_h3", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    results = [{"id": f.id, "owner": f.owner} for f in all_faults()]
-    assert set(bench.grouped_totals(results)) == set(GROUPS)
+    assert_bench_reports_every_group()
 
 
 @pytest.fixture(scope="module")
@@ -112,13 +86,9 @@ def test_every_runtime_fault_has_a_check():
 def test_each_runtime_fault_produces_its_condition_in_the_wrapped_runtime(green, tmp_path, fault_id):
     env, program, expect = SIMULATED[fault_id]
     env = {k: v.replace(_TARGET, str(green["target"])) for k, v in env.items()}
-    python = wrap_runtime(H3[fault_id].runtime, sys.executable, tmp_path / "rt", model_type="qwen2_vl")
-    out = subprocess.run([python, "-c", program], capture_output=True, text=True, timeout=180,
-                         env={**os.environ, **env}, cwd=tmp_path)
+    out, plain = run_wrapped_and_plain(H3[fault_id].runtime, program, env, tmp_path)
     assert out.returncode != 0 and expect in out.stderr, out.stderr[-2000:]
     # without the fault the same program gets past the point the fault breaks (the simulation is the cause)
-    plain = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=180,
-                           env={**os.environ, **env}, cwd=tmp_path)
     assert expect not in plain.stderr, plain.stderr[-2000:]
     if fault_id != "h3-env-collective-timeout":  # (plain, the collective fails for want of a process group)
         assert plain.returncode == 0, plain.stderr[-2000:]
