@@ -355,8 +355,23 @@ _RAISED_IN_PACKAGE = re.compile(r"raised in [^\s;]*[/\\](?:site|dist)-packages[/
 _ID_UNREGISTERED = re.compile(r"ID '(?P<id>[^']+)' is not registered|model_id '(?P<id2>[^']+)' is not registered")
 
 
+_UNPARSABLE = re.compile(r"\b(?:SyntaxError|IndentationError|TabError)\b")
+
+
+def broken_install_owner(text: str) -> ContextVerdict | None:
+    """A file of an installed package that does not parse (a SyntaxError raised in site-packages): the package's
+    install is broken (cut by a full disk, an interrupted upgrade); no artifact of the run fixes that."""
+    raiser = _RAISED_IN_PACKAGE.search(text)
+    if raiser is None or not _UNPARSABLE.search(text):
+        return None
+    return ContextVerdict("environment", "broken-install",
+                          f"a file of the installed `{raiser.group('package')}` does not parse (a SyntaxError raised "
+                          f"in its own module under site-packages): its install is broken; reinstall "
+                          f"{raiser.group('package')} (pip install --force-reinstall)")
+
+
 def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | None,
-                        model_type: str | None) -> ContextVerdict | None:
+                        model_type: str | None, target_imports: Iterable[str] = ()) -> ContextVerdict | None:
     """An import the run's own plugin makes fails. Environment when what is missing is the source's own
     architecture (its class, or the library module of its model type): installing the release that has it is the
     fix. Model otherwise: the plugin imports a name the installed library does not have, so the plugin must change
@@ -374,6 +389,11 @@ def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | Non
                               f"the plugin's import at {path}:{line} needs `{missing}`, the source's own "
                               f"architecture, which the installed library lacks: install a release that has it "
                               f"(transformers)")
+    if module and module in set(target_imports):
+        return ContextVerdict("environment", "plugin-import",
+                              f"`{module}`, which the plugin's import at {path}:{line} asks for, is imported by the "
+                              f"target's own code too: the installed release lacks a module the target itself needs, "
+                              f"which no change of the plugin fixes; install the release the target requires")
     raiser = _RAISED_IN_PACKAGE.search(text)
     if raiser and module.split(".")[0] == raiser.group("package"):
         return ContextVerdict("environment", "plugin-import",
