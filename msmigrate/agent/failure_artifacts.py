@@ -15,7 +15,7 @@ import yaml
 
 from msmigrate.core.python_files import folder_modules
 from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact,
-                                                 attention_class_owner, finding_remedy_owner, gate_remedy_owner,
+                                                 attention_class_owner, broken_install_owner, finding_remedy_owner, gate_remedy_owner,
                                                  keys_named, keys_valued, media_path_owner, plugin_import_owner,
                                                  registration_owner, signature_owner, yaml_keys, yaml_values)
 from msmigrate.tools.repo_reader.target_inventory import target_inventory
@@ -73,8 +73,12 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
     refused = attention_class_owner(text, model_classes(state, ctx))
     if refused is not None:
         return refused
+    broken = broken_install_owner(text)
+    if broken is not None:
+        return broken
     text += _import_sites(Path(ctx.target), plan.get("plugin_dir"), text)
-    said = plugin_import_owner(text, artifacts, plan.get("hf_class"), plan.get("model_type"))
+    said = plugin_import_owner(text, artifacts, plan.get("hf_class"), plan.get("model_type"),
+                               target_imports_of(Path(ctx.target), plan.get("plugin_dir"), text))
     if said is not None:
         return said
     inventory = target_inventory(Path(ctx.target))
@@ -95,6 +99,29 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
         facts.append(RegistryFact(key, value, plan.get(plan_key), tuple(e["id"] for e in entries), registrar,
                                   where or ""))
     return registration_owner(text, facts)
+
+
+def target_imports_of(target: Path, plugin_dir: str | None, text: str) -> set[str]:
+    """Of the modules the failure says could not be imported, those the target's own code (its package holding the
+    plugin, the plugin itself left out) imports too: a dependency of the target, not of the plugin alone."""
+    wanted = {m.group("mod") or m.group("missing") for m in IMPORT_FAILED.finditer(text)} - {None, ""}
+    if not wanted or not plugin_dir:
+        return set()
+    plugin = (target / plugin_dir).resolve()
+    package = target / Path(plugin_dir).parts[0]
+    found: set[str] = set()
+    for py in package.rglob("*.py"):
+        if plugin in py.resolve().parents:
+            continue
+        try:
+            body = py.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        found |= {m for m in wanted
+                  if re.search(rf"^\s*(?:from\s+{re.escape(m)}(?:\.\w+)*\s+import|import\s+{re.escape(m)}\b)", body, re.M)}
+        if found == wanted:
+            break
+    return found
 
 
 def defined_classes(folder: Path) -> dict[str, Path]:

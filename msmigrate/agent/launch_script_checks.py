@@ -8,6 +8,12 @@ the script must establish too, since no gate runs the script itself.
   itself), where the gates' launches set them (``ROUTE_ENV``): the gates proved training under that value, so the
   script must export the same one. The names and the comparison are read from the target, not assumed.
 - **parallel sizes**: each integer ``parallel.*_parallel_size`` of the YAML divides the ranks the script starts.
+- **rank variables**: an entry point whose package reads torchrun's rank variables (``RANK``, ``LOCAL_RANK``,
+  ``WORLD_SIZE``) with no default must be started by a launcher that sets them (torchrun, ``python -m
+  torch.distributed.run`` …) or have them exported: started by plain ``python`` it fails on the first read.
+- **line continuations**: a line whose backslash is followed by whitespace before its end is not continued (the
+  shell escapes the space, the newline ends the command): the command stops there and the next line runs as a
+  command of its own — the trainer starts without the arguments that follow.
 """
 
 from __future__ import annotations
@@ -24,6 +30,26 @@ from msmigrate.tools.launcher.command import ROUTE_ENV
 _PORT_SET = re.compile(r"^\s*(?:export\s+)?(?P<name>\w*PORT)=(?:\$\{(?P=name):-)?(?P<value>-?\d+)", re.M)
 _PORT_FLAG = re.compile(r"(?P<name>--master[_-]port)[ =](?P<value>-?\d+)")
 MAX_PORT = 65535
+
+
+_BROKEN_CONTINUATION = re.compile(r"\\[ \t]+$")
+
+
+def continuation_findings(text: str, script: str) -> list[dict[str, Any]]:
+    """A line continuation broken by whitespace after its backslash (comments left out)."""
+    out = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("#") or not _BROKEN_CONTINUATION.search(line):
+            continue
+        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        out.append({"severity": "error", "code": "launch-continuation", "path": script, "key": f"line {i + 1}",
+                    "value": line.strip(),
+                    "message": f"line {i + 1} of {script} ends in a backslash followed by whitespace: the shell does "
+                               f"not continue it, so the command ends at `{line.strip()[:80]}` and the next line "
+                               f"(`{nxt[:60]}`) runs as a command of its own; remove the whitespace after the "
+                               "backslash"})
+    return out
 
 
 def port_findings(text: str, script: str) -> list[dict[str, Any]]:
@@ -132,4 +158,87 @@ def parallel_size_findings(cfg: dict[str, Any], text: str, script: str, config: 
                                f"× {nnodes or 1} node(s)): a parallel size is a dimension of the device mesh and must "
                                f"divide the world size; set parallel.{key} in {config} to a divisor of {world} "
                                f"(or auto)"})
+    return out
+
+
+def _int_leaves(node: Any, key: str, path: str = "") -> list[tuple[str, int]]:
+    """Every integer ``key`` leaf under ``node``, with its dotted path."""
+    out = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            dotted = f"{path}.{k}" if path else str(k)
+            if k == key and isinstance(v, int) and not isinstance(v, bool):
+                out.append((dotted, v))
+            else:
+                out += _int_leaves(v, key, dotted)
+    return out
+
+
+def sample_count_findings(cfg: dict[str, Any], text: str, script: str, config: str) -> list[dict[str, Any]]:
+    """A sample cap (``max_samples``) below what one step of the ranks the launch script starts takes: with
+    ``drop_last`` the sampler gives each data-parallel rank ``max_samples // ranks`` samples and drops a rank's last
+    partial batch, so fewer than ranks × ``micro_batch_size`` samples yields no batch at all. The data-parallel ranks
+    are the world size over the integer parallel sizes that are not data parallelism (FSDP shards within it)."""
+    nproc, nnodes = script_size(text)
+    if not nproc or not isinstance(cfg, dict):
+        return []
+    data, training = cfg.get("data"), cfg.get("training")
+    loader = data.get("dataloader_param") if isinstance(data, dict) else None
+    if not isinstance(loader, dict) or loader.get("drop_last") is not True or not isinstance(training, dict):
+        return []
+    mbs = training.get("micro_batch_size")
+    if not isinstance(mbs, int) or isinstance(mbs, bool) or mbs < 1:
+        return []  # a size out of range is the range check's
+    world = nproc * (nnodes or 1)
+    other = 1
+    for key, value in (cfg.get("parallel") or {}).items() if isinstance(cfg.get("parallel"), dict) else []:
+        if str(key).endswith("_parallel_size") and key not in ("fully_shard_parallel_size", "data_parallel_size") \
+                and isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            other *= value
+    ranks = max(1, world // other)
+    need = ranks * mbs
+    return [{"severity": "error", "code": "value-out-of-range", "path": path, "value": value,
+             "message": f"{path} is {value}, but {script} starts {world} rank(s) ({ranks} data-parallel) with "
+                        f"training.micro_batch_size {mbs} and drop_last: one step takes {need} samples, so the "
+                        f"sampler yields no batch; raise {path} in {config} to at least {need} (or remove it)",
+             "minimum": need}
+            for path, value in _int_leaves(data, "max_samples", "data") if 0 < value < need]
+
+
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")  # what torchrun (torch.distributed.run) sets for each process
+_LAUNCHERS = re.compile(r"\b(?:torchrun|torch\.distributed\.(?:run|launch)|deepspeed|accelerate\s+launch|mpirun|srun|"
+                        r"msrun)\b")
+
+
+def _required_env(tree: ast.AST) -> set[str]:
+    """Variables read with no default (``os.environ["X"]``, one-argument ``os.getenv("X")`` / ``environ.get``)."""
+    out = set()
+    for node in ast.walk(tree):
+        name = _env_name(node)
+        if name and (isinstance(node, ast.Subscript) or (isinstance(node, ast.Call) and len(node.args) == 1 and
+                                                          not node.keywords)):
+            out.add(name)
+    return out
+
+
+def rank_env_findings(text: str, script: str, target: Path, entries: list[str]) -> list[dict[str, Any]]:
+    """An entry started by plain python whose package (the folder above the entry's own: ``pkg/fsdp`` for
+    ``pkg/fsdp/train/x.py``) reads a rank variable with no default that the script does not set."""
+    joined = text.replace("\\\n", " ")
+    out = []
+    for entry in entries:
+        commands = [line for line in joined.splitlines() if entry in line and not line.lstrip().startswith("#")]
+        if not commands or any(_LAUNCHERS.search(c.split(entry)[0]) for c in commands):
+            continue
+        root = (Path(target) / entry).parent.parent
+        needed: set[str] = set()
+        for _, tree in parsed_files(sorted(root.rglob("*.py"))):
+            needed |= _required_env(tree) & set(RANK_VARIABLES)
+        missing = sorted(n for n in needed if script_sets(text, n) is None)
+        if missing:
+            out.append({"severity": "error", "code": "launch-env", "path": script, "key": missing[0], "value": None,
+                        "message": f"{script} starts {entry} without a distributed launcher (plain python) and sets "
+                                   f"no {', '.join(missing)}: the target's code under {root.relative_to(target)} reads "
+                                   f"{', '.join(missing)} with no default, which torchrun sets for each rank; start "
+                                   f"it with torchrun $DISTRIBUTED_ARGS as the target's examples do"})
     return out

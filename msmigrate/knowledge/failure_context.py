@@ -355,8 +355,23 @@ _RAISED_IN_PACKAGE = re.compile(r"raised in [^\s;]*[/\\](?:site|dist)-packages[/
 _ID_UNREGISTERED = re.compile(r"ID '(?P<id>[^']+)' is not registered|model_id '(?P<id2>[^']+)' is not registered")
 
 
+_UNPARSABLE = re.compile(r"\b(?:SyntaxError|IndentationError|TabError)\b")
+
+
+def broken_install_owner(text: str) -> ContextVerdict | None:
+    """A file of an installed package that does not parse (a SyntaxError raised in site-packages): the package's
+    install is broken (cut by a full disk, an interrupted upgrade); no artifact of the run fixes that."""
+    raiser = _RAISED_IN_PACKAGE.search(text)
+    if raiser is None or not _UNPARSABLE.search(text):
+        return None
+    return ContextVerdict("environment", "broken-install",
+                          f"a file of the installed `{raiser.group('package')}` does not parse (a SyntaxError raised "
+                          f"in its own module under site-packages): its install is broken; reinstall "
+                          f"{raiser.group('package')} (pip install --force-reinstall)")
+
+
 def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | None,
-                        model_type: str | None) -> ContextVerdict | None:
+                        model_type: str | None, target_imports: Iterable[str] = ()) -> ContextVerdict | None:
     """An import the run's own plugin makes fails. Environment when what is missing is the source's own
     architecture (its class, or the library module of its model type): installing the release that has it is the
     fix. Model otherwise: the plugin imports a name the installed library does not have, so the plugin must change
@@ -374,6 +389,11 @@ def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | Non
                               f"the plugin's import at {path}:{line} needs `{missing}`, the source's own "
                               f"architecture, which the installed library lacks: install a release that has it "
                               f"(transformers)")
+    if module and module in set(target_imports):
+        return ContextVerdict("environment", "plugin-import",
+                              f"`{module}`, which the plugin's import at {path}:{line} asks for, is imported by the "
+                              f"target's own code too: the installed release lacks a module the target itself needs, "
+                              f"which no change of the plugin fixes; install the release the target requires")
     raiser = _RAISED_IN_PACKAGE.search(text)
     if raiser and module.split(".")[0] == raiser.group("package"):
         return ContextVerdict("environment", "plugin-import",
@@ -400,19 +420,22 @@ def gate_remedy_owner(gate_lines: str, artifacts: Artifacts) -> ContextVerdict |
     data.dataset_param.basic_parameters.cutoff_len to at least 95``): a whole dotted key of this run's YAML in the
     gate's problem lines (not in the run's output) is the fix, so config, whichever case the output's error matches
     (a cut sample then fails in the model as too few media tokens). Also a file of this run the check traced the
-    cause to (``defined in <path>``: the collator or mm_plugin doing it): that file's owner."""
-    for m in DEFINED_IN.finditer(gate_lines):
-        owner = artifacts.owner_of(m.group("path"))
-        if owner is not None:
-            return ContextVerdict(owner, "gate-remedy",
-                                  f"the gate's own check traced the cause to {m.group('path')}, {_what(owner)} of "
-                                  f"this run: the fix changes that file")
+    cause to (``defined in <path>``: the collator or mm_plugin doing it): that file's owner. The setting comes
+    first: the code object is where the effect showed, while a setting the check measured (or re-ran the check with
+    and saw pass: G2's data settings set as derived) is what makes that code do it — a collator that pads the labels
+    with the pad id because the YAML's ``ignore_pad_token_for_loss`` tells it to is fixed in the YAML."""
     keys = set(artifacts.yaml_keys.values())
     for m in _REMEDY.finditer(gate_lines):
         if m.group("key") in keys:
             config = _names(artifacts.config[:1]) or "the YAML"
             return ContextVerdict("config", "gate-remedy",
                                   f"the gate's own check names the setting to change: {m.group(0)} in {config}")
+    for m in DEFINED_IN.finditer(gate_lines):
+        owner = artifacts.owner_of(m.group("path"))
+        if owner is not None:
+            return ContextVerdict(owner, "gate-remedy",
+                                  f"the gate's own check traced the cause to {m.group('path')}, {_what(owner)} of "
+                                  f"this run: the fix changes that file")
     return None
 
 

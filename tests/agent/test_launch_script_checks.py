@@ -75,3 +75,51 @@ def test_a_parallel_size_that_does_not_divide_the_scripts_ranks_is_out_of_range(
     assert parallel_size_findings({"parallel": {"fully_shard_parallel_size": "auto"}}, SCRIPT, "l.sh", "c.yaml") == []
     assert parallel_size_findings({"parallel": {"fully_shard_parallel_size": 2}}, SCRIPT, "l.sh", "c.yaml") == []
     assert parallel_size_findings(cfg, "torchrun t.py\n", "l.sh", "c.yaml") == []  # no rank count: nothing to say
+
+
+def test_a_sample_cap_below_one_step_of_the_scripts_ranks_is_out_of_range():
+    """max_samples 1 for the script's 2 ranks with drop_last: no rank gets a batch; 2 (one each) is enough."""
+    from msmigrate.agent.launch_script_checks import sample_count_findings
+
+    cfg = {"data": {"dataset_param": {"basic_parameters": {"max_samples": 1}}, "dataloader_param": {"drop_last": True}},
+           "training": {"micro_batch_size": 1}, "parallel": {"tensor_parallel_size": 1}}
+    found = sample_count_findings(cfg, SCRIPT, "l.sh", "cfg.yaml")
+    assert [(f["path"], f["minimum"]) for f in found] == [("data.dataset_param.basic_parameters.max_samples", 2)]
+    assert "max_samples" in found[0]["message"] and "no batch" in found[0]["message"]
+    cfg["data"]["dataset_param"]["basic_parameters"]["max_samples"] = 2
+    assert sample_count_findings(cfg, SCRIPT, "l.sh", "cfg.yaml") == []
+    cfg["training"]["micro_batch_size"] = 2  # one step of 2 ranks × 2 samples
+    assert [f["minimum"] for f in sample_count_findings(cfg, SCRIPT, "l.sh", "cfg.yaml")] == [4]
+    cfg["parallel"]["tensor_parallel_size"] = 2  # the 2 ranks are one tensor-parallel group: one data rank
+    assert sample_count_findings(cfg, SCRIPT, "l.sh", "cfg.yaml") == []
+    cfg["data"]["dataloader_param"]["drop_last"] = False
+    cfg["parallel"]["tensor_parallel_size"] = 1
+    assert sample_count_findings(cfg, SCRIPT, "l.sh", "cfg.yaml") == []
+
+
+def test_a_continuation_broken_by_whitespace_after_the_backslash_is_named_with_its_line():
+    from msmigrate.agent.launch_script_checks import continuation_findings
+
+    good = "torchrun $ARGS trainer.py \\\n    cfg.yaml\n"
+    assert continuation_findings(good, "l.sh") == []
+    found = continuation_findings(good.replace(" \\\n", " \\ \n"), "l.sh")
+    assert [(f["code"], f["key"]) for f in found] == [("launch-continuation", "line 1")]
+    assert "cfg.yaml" in found[0]["message"] and "l.sh" in found[0]["message"]
+    assert continuation_findings("# a comment \\ \ntorchrun t.py\n", "l.sh") == []
+
+
+def test_an_entry_that_reads_rank_variables_started_by_plain_python_is_named():
+    """The stand-in's trainer package reads LOCAL_RANK / RANK / WORLD_SIZE with no default: torchrun sets them, a
+    plain python start does not."""
+    from msmigrate.agent.launch_script_checks import rank_env_findings
+
+    assert rank_env_findings(SCRIPT, "l.sh", STANDIN, [ENTRY]) == []
+    plain = SCRIPT.replace("torchrun --nproc_per_node $NPUS_PER_NODE --master_port $MASTER_PORT", "python")
+    found = rank_env_findings(plain, "l.sh", STANDIN, [ENTRY])
+    assert [f["code"] for f in found] == ["launch-env"] and "torchrun" in found[0]["message"]
+    assert "LOCAL_RANK" in found[0]["message"]
+    assert rank_env_findings(plain.replace("python ", "python -m torch.distributed.run "), "l.sh", STANDIN,
+                             [ENTRY]) == []
+    exported = "export RANK=0 LOCAL_RANK=0 WORLD_SIZE=1\n".replace(" LOCAL", "\nexport LOCAL").replace(
+        " WORLD", "\nexport WORLD") + plain
+    assert rank_env_findings(exported, "l.sh", STANDIN, [ENTRY]) == []

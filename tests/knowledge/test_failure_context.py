@@ -218,3 +218,53 @@ def test_at_g1_a_data_verdict_stands_only_on_a_record_or_media_file():
     assert verdict.owner == "model" and "tiny_vl" in verdict.reason
     unreadable = "UnidentifiedImageError: cannot identify image file '/data/src/data/images/a.png'"
     assert source_batch_owner(unreadable, ART) is None
+
+
+def test_a_setting_the_gate_re_ran_its_check_with_outranks_the_code_object_it_traced():
+    """G2 traced trained padding to the collator, then passed with the YAML's data settings set as derived: the
+    collator only did what the setting told it, so the YAML is the fix (config), not the collator's file."""
+    from msmigrate.knowledge.failure_context import Artifacts, gate_remedy_owner
+
+    key = "data.dataloader_param.collate_param.ignore_pad_token_for_loss"
+    arts = Artifacts(config=("examples/m/m.yaml",), yaml_keys={"ignore_pad_token_for_loss": key},
+                     data=("mindspeed_mm/fsdp/data/dataloader/data_collator.py",))
+    traced = ("data parity: row 1: 4 of the 4 positions the collator added (padding) train: the collator X (defined "
+              "in mindspeed_mm/fsdp/data/dataloader/data_collator.py) pads the labels with a token id")
+    assert gate_remedy_owner(traced, arts).owner == "data"
+    both = (f"{traced}; data settings: the same check passes with the YAML's data settings that differ from what "
+            f"this migration derives set as derived: set `{key}` to True (it is False) in examples/m/m.yaml")
+    verdict = gate_remedy_owner(both, arts)
+    assert verdict.owner == "config" and key in verdict.reason
+
+
+def test_a_file_of_an_installed_package_that_does_not_parse_is_a_broken_install():
+    from msmigrate.knowledge.failure_context import broken_install_owner
+
+    text = ("plugin does not build on meta: SyntaxError: '(' was never closed (modeling_x.py, line 1187) (raised in "
+            "/v/lib/python3.11/site-packages/transformers/models/x/modeling_x.py:1187 in <module>; called from "
+            "mindspeed_mm/fsdp/models/x/modeling_x.py:3)")
+    verdict = broken_install_owner(text)
+    assert verdict.owner == "environment" and "transformers" in verdict.reason
+    # the plugin's own file that does not parse is not an install's
+    assert broken_install_owner("SyntaxError: invalid syntax (raised in mindspeed_mm/fsdp/models/x/m.py:3)") is None
+
+
+def test_a_module_the_target_itself_imports_missing_is_the_environments_not_the_plugins():
+    from msmigrate.knowledge.failure_context import Artifacts, plugin_import_owner
+
+    arts = Artifacts(model=("mindspeed_mm/fsdp/models/x",))
+    text = ("ModuleNotFoundError: No module named 'mindspeed.fsdp'\n"
+            '  File "mindspeed_mm/fsdp/models/x/modeling_x.py", line 11, in <module>\n')
+    assert plugin_import_owner(text, arts, "XForCausalLM", "x").owner == "model"
+    assert plugin_import_owner(text, arts, "XForCausalLM", "x", {"mindspeed.fsdp"}).owner == "environment"
+
+
+def test_target_imports_are_read_from_the_target_outside_the_plugin(tmp_path):
+    from msmigrate.agent.failure_artifacts import target_imports_of
+
+    (tmp_path / "pkg/models/x").mkdir(parents=True)
+    (tmp_path / "pkg/train").mkdir(parents=True)
+    (tmp_path / "pkg/models/x/m.py").write_text("from lib.only_plugin import A\nfrom lib.shared import B\n")
+    (tmp_path / "pkg/train/t.py").write_text("from lib.shared.sub import C\n")
+    text = "No module named 'lib.shared'\nNo module named 'lib.only_plugin'"
+    assert target_imports_of(tmp_path, "pkg/models/x", text) == {"lib.shared"}

@@ -269,7 +269,30 @@ VARIANTS = [
     ("warmup-percent", v_set("training.lr_warmup_ratio", 10), "value-out-of-range", "training.lr_warmup_ratio", "0.1"),
     ("gc-interval-negative", v_set("training.manual_gc_interval", -2), "value-out-of-range",
      "training.manual_gc_interval", "manual_gc_interval < 0"),
+    # Adam's pair written in swapped order (β1 ≥ √β2), and a rate outside [0, 1)
+    ("adam-betas-swapped", lambda c: (_set(c, "training.adam_beta1", 0.999), _set(c, "training.adam_beta2", 0.9)),
+     "value-out-of-range", "training.adam_beta1", "swap"),
+    ("adam-beta2-one", v_set("training.adam_beta2", 1.0), "value-out-of-range", "training.adam_beta2", "[0, 1)"),
+    # freeze patterns that leave no block of any tower trainable (only heads / connectors would train)
+    ("weak-freeze-backbone", v_set("model.freeze", ["model"]), "weakened-all-blocks-frozen", "model.freeze", None),
+    ("weak-freeze-both-towers", v_set("model.freeze", ["model.visual.blocks", "model.language_model.layers"]),
+     "weakened-all-blocks-frozen", "model.freeze", None),
 ]
+
+
+@pytest.mark.parametrize("pair", [(0.9, 0.999), (0.9, 0.95), (0.9, 0.9), (0.0, 0.99)])
+def test_usual_adam_pairs_pass(schema, target_root, pair):
+    cfg = copy.deepcopy(BASE)
+    cfg["training"].update(adam_beta1=pair[0], adam_beta2=pair[1])
+    assert not [f for f in run(cfg, schema, target_root).data["findings"] if "beta" in f["path"]]
+
+
+@pytest.mark.parametrize("freeze", [["model.visual"], ["model.language_model"], ["model.visual.blocks",
+                                                                                  "model.language_model.embed_tokens"]])
+def test_freezing_one_tower_is_a_choice_not_a_finding(schema, target_root, freeze):
+    cfg = copy.deepcopy(BASE)
+    cfg["model"]["freeze"] = freeze
+    assert not [f for f in run(cfg, schema, target_root).data["findings"] if f["code"].startswith("weakened-all")]
 
 
 @pytest.mark.parametrize("vid,mutate,code,path,hint", VARIANTS, ids=[v[0] for v in VARIANTS])

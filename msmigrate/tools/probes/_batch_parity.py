@@ -7,7 +7,8 @@ the COLLATED batch. Two things happen between them that no example-level check s
   text-only batch). It must not change which positions train: each row must hold its example's ids, the positions
   that were trained in the example (already checked against the source) must be the trained positions of the row,
   and every position the collator added must carry the loss's ignore index. A collator that pads labels with the
-  pad id trains the padding (``collation_parity``);
+  pad id trains the padding (``collation_parity``). The attention mask likewise: the example's own positions keep
+  the example's mask, and no padding position is attended — the source attends none (``attention_parity``);
 - media inputs: the mm_plugin opens and converts the images and the processor's image processor makes the pixel
   values at collate time. They must be the source processor's for the same images (``media_input_parity``). The
   real samples' images may not tell colour handling apart (a grey square is the same in any mode), so the same
@@ -90,6 +91,10 @@ def collation_parity(examples, batch, collate_fn=None, media_id=None):
     if not all(isinstance(batch.get(k), torch.Tensor) and batch[k].dim() == 2 for k in ("input_ids", "labels")):
         return {"compared": 0, "why_not": "the batch has no input_ids / labels rows", "problems": []}
     rows_ids, rows_labels = batch["input_ids"].tolist(), batch["labels"].tolist()
+    mask = batch.get("attention_mask")
+    masks = mask.tolist() if isinstance(mask, torch.Tensor) and mask.dim() == 2 else None
+    tokenizer = find_attribute(collate_fn, "tokenizer") if collate_fn is not None else None
+    pad_id = getattr(tokenizer, "pad_token_id", None)
     problems, compared, padded, remarked = [], 0, 0, 0
     for i, example in enumerate(examples[:len(rows_ids)]):
         if example.get("input_ids") is None or example.get("labels") is None:
@@ -111,6 +116,8 @@ def collation_parity(examples, batch, collate_fn=None, media_id=None):
                             f"(first at position {moved[0]}: {labels[moved[0]]} -> {inside[moved[0]]})")
         added = [j for j in range(len(row)) if not start <= j < start + len(ids)]
         padded += len(added)
+        problems += attention_parity(i, example, masks[i] if masks else None, start, added, row, pad_id,
+                                     collate_fn)
         trained = [j for j in added if row_labels[j] != IGNORE]
         if trained:
             values = sorted({row_labels[j] for j in trained})
@@ -120,6 +127,34 @@ def collation_parity(examples, batch, collate_fn=None, media_id=None):
                             "ignore index (its label_pad_token_id), so the model learns to predict padding")
     return {"compared": compared, "added_positions": padded, "media_positions_remarked": remarked,
             "problems": problems}
+
+
+def attention_parity(i, example, row_mask, start, added, row, pad_id, collate_fn=None):
+    """The collated row's attention mask against what the source attends: the source processes each sample on its
+    own (or pads with its processor, whose mask is 0 on padding), so it attends exactly the example's own positions
+    as the example's mask says, and never a padding position. A padding position is one the collator added that
+    holds the tokenizer's pad id (a fake image the collator adds holds media tokens: not padding)."""
+    if row_mask is None:
+        return []
+    out = []
+    own = example.get("attention_mask")
+    if own is not None:
+        inside = row_mask[start:start + len(own)]
+        changed = [j for j, (a, b) in enumerate(zip(own, inside)) if bool(a) != bool(b)]
+        if changed:
+            out.append(f"row {i}: the collator{_named(collate_fn)} changed the attention mask at {len(changed)} of "
+                       f"example {i}'s own positions (first at {changed[0]}: {own[changed[0]]} -> "
+                       f"{inside[changed[0]]})")
+    if pad_id is None:
+        return out
+    padding = [j for j in added if row[j] == pad_id]
+    attended = [j for j in padding if row_mask[j]]
+    if attended:
+        out.append(f"row {i}: {len(attended)} of the {len(padding)} padding positions the collator added are "
+                   f"attended (attention_mask {row_mask[attended[0]]}, not 0): the source attends a sample's own "
+                   f"tokens only (its processor pads the mask with 0); the collator{_named(collate_fn)} pads the "
+                   "attention_mask with 1, so the model attends padding")
+    return out
 
 
 def gradient_image(size):

@@ -145,7 +145,30 @@ def pattern_checks(data: dict, tree: ModuleTree) -> list[Finding]:
         out.append(Finding("error", "weakened-all-frozen", "model.freeze",
                            "the freeze patterns select every top-level sub-module: nothing would train",
                            "freeze only the parts the baseline freezes (e.g. model.visual)"))
+    elif frozen:
+        out.extend(_blocks_all_frozen(frozen, tree))
     return out
+
+
+def _blocks_all_frozen(frozen: set[str], tree: ModuleTree) -> list[Finding]:
+    """Every transformer block of every tower (the instances of the ``_no_split_modules`` classes) frozen: what
+    trains is at most a head, an embedding or a connector, while the source's training (the HF Trainer's, or its own
+    code's, neither of which freezes a whole model) trains the blocks. Freezing one tower (the vision encoder) is a
+    common, legitimate choice and is not reported."""
+    def is_frozen(name: str) -> bool:
+        parts = name.split(".")
+        return any(".".join(parts[:i]) in frozen for i in range(1, len(parts) + 1))
+
+    towers = {c: [n for n in tree.names if tree.classes.get(n) == c] for c in tree.no_split_modules}
+    towers = {c: names for c, names in towers.items() if names}
+    if not towers or not all(is_frozen(n) for names in towers.values() for n in names):
+        return []
+    trains = [n for n in tree.names if n and "." not in n and not is_frozen(n)]
+    return [Finding("error", "weakened-all-blocks-frozen", "model.freeze",
+                    f"the freeze patterns freeze every block of every tower ({', '.join(sorted(towers))}: "
+                    f"{sum(map(len, towers.values()))} blocks); only {', '.join(trains) or 'modules outside them'} "
+                    "would train, where the source's training trains the blocks",
+                    "freeze only the tower the source's training freezes (e.g. model.visual), not its parent")]
 
 
 def _generalise(name: str) -> str:

@@ -12,7 +12,10 @@ Where the target states nothing about a field, generic rules that follow from wh
 reason: an integer size, length, step count or interval whose default is positive is used as a divisor or a loop
 bound (0 or less breaks the run: ``micro_batch_size: 0`` divides by zero in the sampler, ``gradient_accumulation_
 steps: 0`` makes every step empty); a ``*_ratio`` is a fraction in [0, 1]; a learning rate or weight decay is not
-negative.
+negative; Adam's moment decay rates (``adam_beta1`` / ``adam_beta2``, ``beta1`` / ``beta2``) are each in [0, 1) and
+keep β1 < √β2 — the condition Adam's convergence analyses assume (Reddi et al. 2018, γ = β1/√β2 < 1; Kingma & Ba's
+weaker β1²/√β2 < 1 fails too on the pair written in swapped order, 0.999 / 0.9): the first moment must forget faster
+than the second's square root, or the update divides a slow momentum by a fast-moving scale.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ _SIZE_NAME = re.compile(r"(^|_)(size|steps|iters|len|length|interval)$")
 _PLAIN_SIZE = re.compile(r"_(size|steps|iters|len|length)$")
 _RATIO_NAME = re.compile(r"_ratio$")
 _RATE_NAME = re.compile(r"^(lr|lr_\w+|\w+_lr|weight_decay)$")
+_BETA_NAME = re.compile(r"^(?:(\w+)_)?beta([12])$")  # adam_beta1, beta2: one optimizer's pair shares the prefix
 
 
 class _Unknown(Exception):
@@ -186,6 +190,39 @@ def range_checks(data: dict, schema_root: dict, said: set[str] = frozenset()) ->
             if value is None or name in stated or join_path(path, name) in said:
                 continue
             out.extend(_generic(join_path(path, name), name, value, fnode))
+        out.extend(_moment_pairs(path, node, section, stated, said))
+    return out
+
+
+def _moment_pairs(path: str, node: dict, section: dict, stated: set[str], said) -> list[Finding]:
+    """Adam's (β1, β2) pairs of a section, the YAML's values over the schema's defaults, checked when the YAML sets
+    one of them and the target states nothing about either."""
+    fields = node.get("fields", {})
+    pairs: dict[str, dict[str, str]] = {}
+    for name in fields:
+        m = _BETA_NAME.match(name)
+        if m:
+            pairs.setdefault(m.group(1) or "", {})[m.group(2)] = name
+    out = []
+    for pair in pairs.values():
+        if len(pair) != 2 or not any(pair[i] in section for i in "12") or any(pair[i] in stated for i in "12") or \
+                any(join_path(path, pair[i]) in said for i in "12"):
+            continue
+        raw = {i: section[pair[i]] if pair[i] in section else fields[pair[i]].get("default") for i in "12"}
+        b1, b2 = (None if isinstance(raw[i], bool) else _num(raw[i]) for i in "12")
+        if b1 is None or b2 is None:
+            continue
+        first = join_path(path, pair["1"] if pair["1"] in section else pair["2"])
+        both = f"{join_path(path, pair['1'])}={b1:g}, {join_path(path, pair['2'])}={b2:g}"
+        if not (0 <= b1 < 1 and 0 <= b2 < 1):
+            out.append(Finding("error", CODE, first, f"{both}: Adam's moment decay rates are each in [0, 1)",
+                               "use values in [0, 1) (the usual pair is 0.9, 0.999)"))
+        elif b1 >= b2 ** 0.5:
+            out.append(Finding("error", CODE, first, f"{both}: β1 ≥ √β2 ({b2 ** 0.5:.4g}) breaks the condition "
+                               "Adam's convergence rests on (β1 < √β2): the first moment would average over a longer "
+                               "window than the second — the pair looks written in swapped order",
+                               f"set {join_path(path, pair['1'])} below √β2 (swap the two values if they were "
+                               "written in each other's place; the usual pair is 0.9, 0.999)"))
     return out
 
 

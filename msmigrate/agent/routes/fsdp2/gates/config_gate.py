@@ -13,10 +13,12 @@ from typing import Any
 
 import yaml
 
-from msmigrate.agent.launch_script_checks import parallel_size_findings, port_findings, route_env_findings
+from msmigrate.agent.launch_script_checks import (continuation_findings, parallel_size_findings, port_findings,
+                                                 rank_env_findings, route_env_findings, sample_count_findings)
 from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
+from msmigrate.agent.routes.fsdp2.gates.source_settings import optimizer_state_findings, precision_findings
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
 from msmigrate.tools.target_checks import config_check, module_tree
@@ -80,8 +82,9 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         text = script.read_text(errors="replace")
         present = [e for e in script_entries(text) if (ctx.target / e).is_file()]
         for f in [*launch_size_findings(text, state.get("runtime"), plan["script_path"]),
-                  *port_findings(text, plan["script_path"]),
-                  *route_env_findings(text, plan["script_path"], ctx.target, present)]:
+                  *port_findings(text, plan["script_path"]), *continuation_findings(text, plan["script_path"]),
+                  *route_env_findings(text, plan["script_path"], ctx.target, present),
+                  *rank_env_findings(text, plan["script_path"], ctx.target, present)]:
             problems.append(f"[{f['code']}] {f['key']}: {f['message']}")
             codes.append(f["code"])
     findings: list[dict] = []
@@ -103,9 +106,16 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         if not res.ok and not errors:
             problems.append(res.error or "validator failed")
         problems += weights_findings(bound, ctx.source)
+        entries = script_entries(script.read_text(errors="replace")) if script.is_file() else []
+        unexercised = [*optimizer_state_findings(_yaml(config), _yaml(bound)),
+                       *precision_findings(_yaml(config), ctx.source, ctx.target, entries)]
+        findings += unexercised
+        problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in unexercised]
+        codes = sorted({*codes, *(f["code"] for f in unexercised)})
         if script.is_file():
-            sizes = parallel_size_findings(_yaml(config), script.read_text(errors="replace"), plan["script_path"],
-                                           plan["config_path"])
+            script_text = script.read_text(errors="replace")
+            sizes = [*parallel_size_findings(_yaml(config), script_text, plan["script_path"], plan["config_path"]),
+                     *sample_count_findings(_yaml(config), script_text, plan["script_path"], plan["config_path"])]
             findings += sizes
             problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in sizes]
             codes = sorted({*codes, *(f["code"] for f in sizes)})

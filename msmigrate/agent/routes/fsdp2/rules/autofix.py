@@ -79,7 +79,8 @@ def apply_action(cfg: dict[str, Any], action: dict[str, Any], tree: dict[str, An
 # findings about a key's value (not its place): the repair re-derives the value; of those, the ones where the target's
 # own default is an accepted value when the draft has none to give (a range or a consistency check such as lr_min
 # above lr: the defaults satisfy them), so the key may go
-_VALUE_FINDINGS = ("value-out-of-range", "bad-value", "weakened-train-iters", "weakened-zero-lr", "attn-unsupported",
+_VALUE_FINDINGS = ("value-out-of-range", "bad-value", "weakened-train-iters", "weakened-zero-lr", "weakened-all-frozen",
+                   "weakened-all-blocks-frozen", "checkpoint-state-absent", "precision-diverges", "attn-unsupported",
                    "attn-unavailable", "type-mismatch", "bad-type", "bad-dtype")
 _DEFAULT_ACCEPTED = ("value-out-of-range", "bad-value")
 # a registry id the YAML names that nobody registers: the draft's id is the one the run's plan registered (the model
