@@ -72,7 +72,7 @@ def test_one_model_at_a_time_and_the_handoffs_are_exact(tp, monkeypatch, tmp_pat
     monkeypatch.setattr(tp, "target_side", target_side)
     monkeypatch.setattr(tp, "source_side", source_side)
     monkeypatch.setattr(tp, "build", lambda cls, cfg: cls(cfg))
-    monkeypatch.setattr(tp, "source_precheck", lambda source, fixed, keys: (None, 2.5))
+    monkeypatch.setattr(tp, "source_precheck", lambda source, fixed, keys, dtype: (None, 2.5))
     args = SimpleNamespace(seed=0, dtype="fp32")
     monkeypatch.setattr(tp, "ready", lambda model, a: model)
     found = tp.one_process(args, time.monotonic(), str(tmp_path), (Source, None, Plugin, None),
