@@ -7,6 +7,7 @@ included. Deterministic: the same answers every run; what the gates say is the r
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -19,7 +20,10 @@ sys.path.insert(0, str(HERE.parent / "agent"))
 from adapted_plays import ADAPTERS  # noqa: E402
 from live_recording import replay  # noqa: E402
 
-pytestmark = [pytest.mark.realmm, pytest.mark.integration]
+pytestmark = [pytest.mark.realmm, pytest.mark.integration,
+              # 15–25 min each: kept out of CI's realmm run (its 90 min also hold the default suite); opt in
+              pytest.mark.skipif(os.environ.get("MSMIGRATE_REALMM_PLAYS") != "1",
+                                 reason="adapted LLM plays on the real checkout: set MSMIGRATE_REALMM_PLAYS=1")]
 
 # the adapted plays measured green on the real checkout (benchmarks/RESULTS.md: custom-code fixtures on the real
 # MindSpeed-MM); each ≈ 15–25 min on 2 loaded cores
