@@ -202,8 +202,10 @@ def compare_tensors(source, target):
 
 def _source_media(proc, render, sample, images):
     """The source processor's outputs for the sample's conversation with ``images``."""
+    from _processor import call_with_images
+
     text = render(proc, sample["messages"], False)
-    return dict(proc(text=[text], images=images or None, return_tensors="pt"))
+    return dict(call_with_images(proc, text, images, return_tensors="pt"))
 
 
 MIN_SIDE = 28  # a side below this is enlarged by some mm_plugins on their own (an aspect change of theirs)

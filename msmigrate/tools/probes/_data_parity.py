@@ -47,7 +47,9 @@ END_PROBE = "QQTEXTENDQQ"
 
 
 def _call(proc, text, images, kwargs):
-    ids = proc(text=[text], images=images or None, **kwargs)["input_ids"]
+    from _processor import call_with_images
+
+    ids = call_with_images(proc, text, images, **kwargs)["input_ids"]
     return list((ids.tolist() if hasattr(ids, "tolist") else ids)[0])
 
 

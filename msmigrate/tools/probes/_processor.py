@@ -4,6 +4,22 @@ import json
 import os
 
 
+def call_with_images(proc, text, images, **kwargs):
+    """The processor on one prompt and its images. Processors take a prompt's images in one of two forms: a flat
+    list, or one list per prompt (Idefics counts image lists against prompts and refuses two flat images for one
+    prompt). The flat form first; where the processor refuses it, the nested one; where both are refused, the flat
+    form's error, which is the processor's own word on its input."""
+    if not images:
+        return proc(text=[text], images=None, **kwargs)
+    try:
+        return proc(text=[text], images=images, **kwargs)
+    except (ValueError, TypeError) as flat:
+        try:
+            return proc(text=[text], images=[list(images)], **kwargs)
+        except (ValueError, TypeError):
+            raise flat from None
+
+
 def load_processor(folder, trust_remote_code):
     """AutoProcessor; where it cannot load (transformers 5 video processors need torchvision), the recorded
     processor class built from its tokenizer + image processor alone (video is then unavailable, images are not)."""

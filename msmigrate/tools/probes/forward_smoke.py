@@ -29,7 +29,7 @@ import time
 from _model_build import (emit, error_with_place, forward_params, instantiate, parse, resolve, shrink_config,
                           to_compute_dtype)
 from _data_parity import render_messages
-from _processor import load_processor
+from _processor import call_with_images, load_processor
 
 
 def extra_args(ap):
@@ -74,7 +74,7 @@ def sample_batch(folder, data_path, config, params, trust_remote_code):
     tok = getattr(proc, "tokenizer", proc)
     bos = getattr(tok, "bos_token", None)
     kwargs = {"add_special_tokens": False} if bos and text.startswith(bos) else {}
-    batch = dict(proc(text=[text], images=images or None, return_tensors="pt", **kwargs))
+    batch = dict(call_with_images(proc, text, images, return_tensors="pt", **kwargs))
     ids = batch["input_ids"]
     labels = ids.clone()
     labels[batch.get("attention_mask", torch.ones_like(ids)) == 0] = -100

@@ -30,7 +30,7 @@ import json
 import os
 import sys
 
-from _processor import load_processor
+from _processor import call_with_images, load_processor
 
 RESULT_MARKER = "MSMIGRATE_PROBE_RESULT "
 SAMPLE_LIMIT = 64
@@ -111,7 +111,7 @@ def sample_lengths(proc, data_path, media_id, limit=SAMPLE_LIMIT):
 
 
 def ids_of(proc, text, images):
-    out = proc(text=[text], images=images)
+    out = call_with_images(proc, text, images)
     ids = out["input_ids"]
     ids = ids.tolist() if hasattr(ids, "tolist") else ids
     return list(ids[0]), out

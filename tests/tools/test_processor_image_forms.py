@@ -1,0 +1,80 @@
+"""Processors take one prompt's images flat or one list per prompt; the probes call every source processor through
+``_processor.call_with_images``, which asks the flat form first and the nested one where the processor refuses it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import msmigrate
+
+PROBES = Path(msmigrate.__file__).parent / "tools" / "probes"
+
+
+@pytest.fixture
+def probes(monkeypatch):
+    monkeypatch.syspath_prepend(str(PROBES))  # the probes import their siblings as the runtime runs them
+    for name in ("_processor", "media_expansion"):
+        sys.modules.pop(name, None)
+    import _processor
+    import media_expansion
+
+    return _processor, media_expansion
+
+
+class ListsPerPrompt:
+    """A processor that, like Idefics', counts image lists against prompts: each prompt's images come as one list.
+    Each image is written as 3 ids (open, patch, close) where the prompt says <image>."""
+
+    def __call__(self, text, images=None):
+        if images is not None and len(images) != len(text):
+            raise ValueError("the number of text prompts should be the same as the number of image lists")
+        ids = []
+        for prompt, own in zip(text, images or [[]] * len(text)):
+            if not isinstance(own, list):
+                raise TypeError("each prompt's images must be a list")
+            row, k = [1], 0
+            for part in prompt.split("<image>")[:-1]:
+                row += [5] * len(part) + [7, 8, 9]
+                k += 1
+            row += [5] * len(prompt.split("<image>")[-1])
+            assert k == len(own)
+            ids.append(row)
+        return {"input_ids": ids}
+
+
+class Flat:
+    """A processor that takes the images of all prompts in one flat list (most do)."""
+
+    def __call__(self, text, images=None):
+        if images and any(isinstance(i, list) for i in images):
+            raise ValueError("nested image lists are not accepted")
+        return {"input_ids": [[1] + [7, 8, 9] * len(images or [])]}
+
+
+def test_a_processor_that_wants_one_image_list_per_prompt_is_given_one(probes):
+    proc_mod, _ = probes
+    out = proc_mod.call_with_images(ListsPerPrompt(), "<image><image>hi", ["a", "b"])
+    assert out["input_ids"] == [[1, 7, 8, 9, 7, 8, 9, 5, 5]]
+    assert proc_mod.call_with_images(Flat(), "<image><image>", ["a", "b"])["input_ids"] == [[1, 7, 8, 9, 7, 8, 9]]
+
+
+def test_where_both_forms_are_refused_the_flat_forms_error_is_raised(probes):
+    proc_mod, _ = probes
+
+    class Neither:
+        def __call__(self, text, images=None):
+            raise ValueError("nested" if isinstance(images[0], list) else "flat refused")
+
+    with pytest.raises(ValueError, match="flat refused"):
+        proc_mod.call_with_images(Neither(), "<image>", ["a"])
+
+
+def test_the_two_image_expansion_is_measured_on_a_lists_per_prompt_processor(probes):
+    """Before: ``one_expansion`` passed two flat images and the processor refused them; the sweep's idefics source
+    was declined at the model phase for a call form of the probe's own."""
+    _, me = probes
+    exp, pre, post, _ = me.one_expansion(ListsPerPrompt(), "<image>", "img")
+    assert (exp, pre, post) == ([7, 8, 9], 1, 0)
