@@ -64,3 +64,43 @@ def _call_as_positional(monkeypatch):
         with torch.no_grad():
             return model(batch), None
     monkeypatch.setattr(model_parity, "run_forward", run_forward)
+
+
+def test_a_plugin_that_casts_part_of_itself_is_named_with_its_parameters():
+    import torch
+
+    a, b = _pair()
+    assert model_parity.dtype_differences(a, b) == []
+    b[3].to(torch.bfloat16)  # a tower the plugin's own code keeps in bf16
+    assert model_parity.dtype_differences(a, b) == [("3.weight", "float32", "bfloat16"),
+                                                     ("3.bias", "float32", "bfloat16")]
+
+
+def test_the_constructors_own_cast_is_seen_through_the_probes_fp32_build():
+    """The probes build both sides and cast them to fp32; a plugin whose __init__ keeps its tower in bf16 (the
+    heldout4 fault G1 passed with |Δlogit| 2e-7) is still named, from the dtypes its constructor left."""
+    import torch
+    from _meta_init import build
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    class Cfg(PretrainedConfig):
+        model_type = "tiny-cast"
+
+    class Source(PreTrainedModel):
+        config_class = Cfg
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.visual = torch.nn.Linear(4, 4)
+            self.head = torch.nn.Linear(4, 2)
+
+    class Plugin(Source):
+        def __init__(self, config):
+            super().__init__(config)
+            self.visual.to(torch.bfloat16)
+
+    src, plg = build(Source, Cfg()), build(Plugin, Cfg())
+    assert all(p.dtype == torch.float32 for p in plg.parameters())  # what every later check sees
+    assert model_parity.dtype_differences(src, plg) == [("visual.weight", "float32", "bfloat16"),
+                                                         ("visual.bias", "float32", "bfloat16")]
+    assert model_parity.dtype_differences(src, build(Source, Cfg())) == []

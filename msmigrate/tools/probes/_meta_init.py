@@ -21,13 +21,29 @@ def build(cls, config, meta=False):
         for module in model.modules():  # as ModelHub does: a later init_weights must not skip them
             if getattr(module, "_is_hf_initialized", False):
                 module._is_hf_initialized = False
-        return model.float()
+        return as_fp32(model)
 
     def make_cpu():
         with torch.device("cpu"):
             return cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
 
-    return with_attention_fallback(make_cpu, config).float()
+    return as_fp32(with_attention_fallback(make_cpu, config))
+
+
+# the parameter dtypes a model came out of its constructor with, before the probes' fp32 cast: a part the model's
+# own code casts (a tower kept in bf16) shows here and nowhere after the cast
+BUILT_DTYPES = "_msmigrate_built_dtypes"
+
+
+def as_fp32(model):
+    """The probes compare in fp32; the constructor's own dtypes are kept on the model (``built_dtypes``)."""
+    object.__setattr__(model, BUILT_DTYPES, {n: p.dtype for n, p in model.named_parameters()})
+    return model.float()
+
+
+def built_dtypes(model):
+    """Parameter dtypes as the model's constructor left them (``as_fp32``), else as they are now."""
+    return getattr(model, BUILT_DTYPES, None) or {n: p.dtype for n, p in model.named_parameters()}
 
 
 def materialize(model):

@@ -114,6 +114,18 @@ def no_dropout(config):
     return zeroed
 
 
+def dtype_differences(source, plugin):
+    """(name, source dtype, plugin dtype) of each parameter the plugin holds in another dtype than the source's
+    same-named one, as their constructors left them (before the probe's fp32 cast). Both are built alike here, so a
+    difference is a cast in the plugin's own code: a tower kept in bf16 computes and trains in bf16 whatever the
+    config's mixed precision says, and its logits may still agree within the parity tolerance."""
+    from _meta_init import built_dtypes
+
+    want, got = built_dtypes(source), built_dtypes(plugin)
+    return [(n, str(want[n]).replace("torch.", ""), str(d).replace("torch.", ""))
+            for n, d in got.items() if n in want and d != want[n]]
+
+
 def training_mode(model):
     """Training mode as the trainer runs it, dropout modules made inert (p = 0)."""
     import torch
@@ -467,6 +479,7 @@ def main(argv):
         eager = build(plg_cls, plg_cfg)
         caller_set_media_ids(eager, args.media_token_id if media_ids_set else None)
         missing, unexpected = eager.load_state_dict(state, strict=False)
+        cast = dtype_differences(source, eager)
         e_logits, e_loss = run_forward(eager, plugin_batch)
         e_dlogit, e_dloss = compare(ref_logits, ref_loss, e_logits, e_loss)
         divergence = None
@@ -506,6 +519,12 @@ def main(argv):
                 where = f"; still NaN after the load: {', '.join(unset[:5])}" + (", ..." if len(unset) > 5 else "")
             problems.append(f"{label}: max |Δlogit| {dlogit:.3g} (tol {args.logit_tol:g}), |Δloss| {dloss:.3g} "
                             f"(tol {args.loss_tol:g}) against the source class{where}")
+    if cast:
+        problems.append(f"the plugin holds {len(cast)} parameter(s) in another dtype than the source class built the "
+                        "same way (the plugin casts them itself; the delivered config's precision settings, not the "
+                        "model code, decide dtypes): " + ", ".join(f"{n} {got} (source {want})"
+                                                                   for n, want, got in cast[:4])
+                        + (", ..." if len(cast) > 4 else ""))
     problems += dropped_problems
     if source_tied and not meta_tied:
         problems.append("meta init + load: input and output embeddings are no longer tied (the source ties them)")
@@ -524,7 +543,7 @@ def main(argv):
         "meta": {"loss": fig(m_loss), "max_abs_dlogit": fig(m_dlogit), "dloss": fig(m_dloss)},
         "tolerance": {"max_abs_dlogit": args.logit_tol, "dloss": args.loss_tol},
         "missing": list(missing), "unexpected": list(unexpected), "nonpersistent_buffers": nonpersistent,
-        "meta_still_nan": unset,
+        "meta_still_nan": unset, "dtype_differences": [list(c) for c in cast[:20]],
         "tied": {"source": source_tied, "meta": meta_tied}, "dropped_outputs": dropped,
         "meta_path": {"materialize": materialized, "retie_embeddings": retied}, "dtype": "float32", "device": "cpu",
         "passed": not problems, "problems": problems, "seconds": round(time.monotonic() - start, 2),
