@@ -57,8 +57,9 @@ def from_run(work: Path, run_dir: Path, checkout: Path, runtime_python: str) -> 
     argv = list(item["command"])
     tree = work / f"tree_{run_dir.name}"
     if not tree.exists():
-        subprocess.run(["git", "-C", str(checkout), "worktree", "add", "-f", str(tree), f"msmigrate/{run_dir.name}"],
-                       check=True, capture_output=True)
+        from msmigrate.core.git import git
+
+        git(checkout, "worktree", "add", "-f", str(tree), f"msmigrate/{run_dir.name}")
     # the run's own worktree is gone once it ended: every path into it (--target, --config) points into the new one
     recorded = argv[argv.index("--target") + 1]
     argv = [a.replace(recorded, str(tree)) for a in argv]

@@ -37,7 +37,8 @@ BUILT_DTYPES = "_msmigrate_built_dtypes"
 
 def as_fp32(model):
     """The probes compare in fp32; the constructor's own dtypes are kept on the model (``built_dtypes``)."""
-    object.__setattr__(model, BUILT_DTYPES, {n: p.dtype for n, p in model.named_parameters()})
+    if hasattr(model, "named_parameters"):
+        object.__setattr__(model, BUILT_DTYPES, {n: p.dtype for n, p in model.named_parameters()})
     return model.float()
 
 
