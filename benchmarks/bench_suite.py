@@ -4,7 +4,7 @@ As a pytest plugin it appends one JSON line per test as the test ends (a run sto
 figures); as a script it prints the totals and the tests and files costing the most CPU:
 
     PYTHONPATH=benchmarks MSMIGRATE_SUITE_PROFILE=/tmp/suite.jsonl \\
-        python -m pytest -q -m "not realmm" -p bench_suite --durations=60
+        python -m pytest -q -m "not realmm and not long" -p bench_suite --durations=60
     python benchmarks/bench_suite.py /tmp/suite.jsonl --top 30
 
 CPU is this process's plus its reaped children's (``getrusage``), setup + call + teardown. Work done by a process

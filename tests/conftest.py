@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from suite_tiers import long_reason
+
 
 @pytest.fixture(scope="session")
 def source_model(tmp_path_factory) -> Path:
@@ -57,6 +59,7 @@ XDIST_FILE_GROUPS = {
 FIXTURE_GROUPS = {"hostile_rules_run": "hostile_rules_run"}  # a test using the fixture must be in its group's files
 
 
+
 def xdist_scope(nodeid: str) -> str:
     """The work unit of a test: its file group's name, or its file."""
     path = nodeid.split("::", 1)[0]
@@ -70,6 +73,8 @@ def pytest_collection_modifyitems(config, items):
     """A new user of a shared costly fixture outside its group's files would silently rebuild it on another
     worker: refuse to run until it is listed."""
     for item in items:
+        if long_reason(item.nodeid) is not None:
+            item.add_marker(pytest.mark.long)
         for fixture, group in FIXTURE_GROUPS.items():
             if fixture in getattr(item, "fixturenames", ()) and xdist_scope(item.nodeid) != group:
                 raise pytest.UsageError(f"{item.nodeid} uses {fixture}: add its file to XDIST_FILE_GROUPS[{group!r}] "

@@ -55,3 +55,25 @@ def test_the_whole_tree_collects_in_one_call():
                           timeout=600)
     last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     assert proc.returncode == 0 and "tests collected" in last and "error" not in last, (proc.stdout + proc.stderr)[-3000:]
+
+
+
+def test_every_long_tier_entry_names_a_test_file_that_exists():
+    """A renamed file would silently move its tests back into the default selection."""
+    from suite_tiers import LONG
+
+    missing = [prefix for prefix in LONG if not (TESTS.parent / prefix.split("::", 1)[0]).is_file()]
+    assert not missing, f"tests/suite_tiers.py names files that do not exist: {missing}"
+
+
+def test_a_long_entry_marks_its_file_its_test_and_its_case_only():
+    from suite_tiers import LONG, long_reason
+
+    LONG["tests/x/test_a.py::test_b"] = "kept"
+    try:
+        assert long_reason("tests/x/test_a.py::test_b") == "kept"
+        assert long_reason("tests/x/test_a.py::test_b[case]") == "kept"
+        assert long_reason("tests/x/test_a.py::test_bc") is None
+        assert long_reason("tests/x/test_a.py::test_c") is None
+    finally:
+        del LONG["tests/x/test_a.py::test_b"]
