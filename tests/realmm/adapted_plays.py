@@ -23,8 +23,13 @@ entry into it; its template after the real ``empty`` one. Replayed so, G2 fails:
 missing 2 required positional arguments`` (its dataset module calls the stand-in's signature): the two calls take
 the real one; then G2 ``object of type 'NoneType' has no len()`` (the real converter's ``_videos`` is None where the
 stand-in's is []): the media lists handed to ``process_messages`` default to []. Replayed so, G0–G3 pass and G4's
-training-parity probe fails in the plugin's forward (``8 <IMG_CONTEXT> tokens ... but 4 image feature rows``), not
-yet diagnosed (benchmarks/RESULTS.md): internvl_chat is not in the realmm test's green list."""
+training-parity probe fails in the plugin's forward (``8 <IMG_CONTEXT> tokens ... but 4 image feature rows``): its
+``ListDataset.__getitem__`` hands out the dict it stores, and the real ``MultiModalDataCollatorForSeq2Seq`` pops the
+``images`` of every feature it is handed (the stand-in's collator copies them first), so a sample's second draw — the
+real trainer's iterator is cyclic, the 20-step probe draws 20 of 16 samples — has no image: the collator appends its
+blank fake image's 4 tokens to the sample's own 4 and passes one image. The real trainer fails the same way at step 17
+of a 20-step launch. G2 now names it (``tools/probes/_redraw.py``); the adaptation returns a copy from
+``__getitem__``."""
 
 from __future__ import annotations
 
@@ -141,7 +146,10 @@ def internvl_chat_on_real(rec: dict[str, Any]) -> dict[str, Any]:
                               "converter(sample, attr, data_args)": "converter(sample)",
                               'converted["_images"], converted["_videos"],':
                               'converted["_images"] or [], converted["_videos"] or [],',
-                              'converted["_audios"], processor)': 'converted["_audios"] or [], processor)'})
+                              'converted["_audios"], processor)': 'converted["_audios"] or [], processor)',
+                              # the real collator pops each feature's media and rebinds its input_ids; its own
+                              # datasets build a new dict per draw, this ListDataset handed out the one it keeps
+                              "return self.examples[idx]": "return dict(self.examples[idx])"})
 
 
 ADAPTERS = {"phi3_v": phi3_v_on_real, "internvl_chat": internvl_chat_on_real}
