@@ -201,12 +201,18 @@ def _deepseek_template(rec: dict[str, Any]) -> tuple[str, str]:
     raise AssertionError("the deepseek_vl_v2 recording has no template edit before the getter: re-check")
 
 
+# as the CLIP tower above: 4.57 builds ``SiglipVisionModel`` with its ``vision_model`` wrapper (G3 on the recorded
+# YAMLs: ``no-split-uncovered`` for the Siglip blocks, ``pattern-no-match`` for ``vision.encoder`` …); its encoder
+# layers take ``**kwargs`` there, so they stay in ``recompute_plan``
+SIGLIP_PATHS = {f"vision.{part}": f"vision.vision_model.{part}" for part in ("encoder", "embeddings", "head")}
+
+
 def deepseek_vl_v2_on_real(rec: dict[str, Any]) -> dict[str, Any]:
     """Its template subclass overrides the stand-in's ``Template._convert_slots`` (encode the text around each
     image token piece by piece), a method the real ``Template`` calls ``_convert_elements_to_ids``; its template edit
     anchors on the stand-in's getter signature; its dataset module calls the converter with the stand-in's
     signature."""
-    return to_real(rec, anchors={STAND_IN_TEMPLATE_GETTER: _deepseek_template(rec)},
+    return to_real(rec, anchors={STAND_IN_TEMPLATE_GETTER: _deepseek_template(rec)}, yaml_paths=SIGLIP_PATHS,
                    code={**REAL_CONVERTER,
                          "def _convert_slots(self, tokenizer, slots)": "def _convert_elements_to_ids(self, tokenizer, slots)",
                          "super()._convert_slots(tokenizer, [slot])": "super()._convert_elements_to_ids(tokenizer, [slot])",
