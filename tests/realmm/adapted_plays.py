@@ -29,7 +29,10 @@ training-parity probe fails in the plugin's forward (``8 <IMG_CONTEXT> tokens ..
 real trainer's iterator is cyclic, the 20-step probe draws 20 of 16 samples — has no image: the collator appends its
 blank fake image's 4 tokens to the sample's own 4 and passes one image. The real trainer fails the same way at step 17
 of a 20-step launch. G2 now names it (``tools/probes/_redraw.py``); the adaptation returns a copy from
-``__getitem__``."""
+``__getitem__``.
+
+qwen_vl_chat and deepseek_vl_v2: the same kinds of change (each function's docstring), plus deepseek's template
+method under the real ``Template``'s name and its YAMLs' Siglip paths as 4.57 builds the tower."""
 
 from __future__ import annotations
 
