@@ -217,8 +217,10 @@ def deepseek_vl_v2_on_real(rec: dict[str, Any]) -> dict[str, Any]:
     signature."""
     return to_real(rec, anchors={STAND_IN_TEMPLATE_GETTER: _deepseek_template(rec)}, yaml_paths=SIGLIP_PATHS,
                    code={**REAL_CONVERTER,
-                         "def _convert_slots(self, tokenizer, slots)": "def _convert_elements_to_ids(self, tokenizer, slots)",
-                         "super()._convert_slots(tokenizer, [slot])": "super()._convert_elements_to_ids(tokenizer, [slot])",
+                         "def _convert_slots(self, tokenizer, slots)":
+                         "def _convert_elements_to_ids(self, tokenizer, slots)",
+                         "super()._convert_slots(tokenizer, [slot])":
+                         "super()._convert_elements_to_ids(tokenizer, [slot])",
                          "converter(_lift_images(record, attr, json_dir, data_args.dataset_dir), attr, data_args)":
                          "converter(_lift_images(record, attr, json_dir, data_args.dataset_dir))"})
 
