@@ -90,6 +90,9 @@ def check_data(ctx: RunContext, config_path: str, model_id: str = "", plugins: l
                      trust_remote_code=trust_remote_code or plan.get("route") == "custom",
                      source_training=plan.get("source_training"))
     parity = (res.data.get("result") or {}).get("parity") if res.ok else None
+    redrawn = ((res.data.get("result") or {}).get("redraw") or {}).get("problems") if res.ok else None
+    if redrawn:  # G2 fails on it too (tools/probes/_redraw.py)
+        return ToolResult.failure("the pipeline runs once, but not twice: " + " | ".join(redrawn), **res.data)
     if parity and not parity.get("passed"):
         problems = parity.get("problems") or [parity.get("error") or "no sample compared"]
         return ToolResult.failure("the pipeline runs, but G2's data parity fails (" + (parity.get("oracle") or

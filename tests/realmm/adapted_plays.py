@@ -23,8 +23,16 @@ entry into it; its template after the real ``empty`` one. Replayed so, G2 fails:
 missing 2 required positional arguments`` (its dataset module calls the stand-in's signature): the two calls take
 the real one; then G2 ``object of type 'NoneType' has no len()`` (the real converter's ``_videos`` is None where the
 stand-in's is []): the media lists handed to ``process_messages`` default to []. Replayed so, G0–G3 pass and G4's
-training-parity probe fails in the plugin's forward (``8 <IMG_CONTEXT> tokens ... but 4 image feature rows``), not
-yet diagnosed (benchmarks/RESULTS.md): internvl_chat is not in the realmm test's green list."""
+training-parity probe fails in the plugin's forward (``8 <IMG_CONTEXT> tokens ... but 4 image feature rows``): its
+``ListDataset.__getitem__`` hands out the dict it stores, and the real ``MultiModalDataCollatorForSeq2Seq`` pops the
+``images`` of every feature it is handed (the stand-in's collator copies them first), so a sample's second draw — the
+real trainer's iterator is cyclic, the 20-step probe draws 20 of 16 samples — has no image: the collator appends its
+blank fake image's 4 tokens to the sample's own 4 and passes one image. The real trainer fails the same way at step 17
+of a 20-step launch. G2 now names it (``tools/probes/_redraw.py``); the adaptation returns a copy from
+``__getitem__``.
+
+qwen_vl_chat and deepseek_vl_v2: the same kinds of change (each function's docstring), plus deepseek's template
+method under the real ``Template``'s name and its YAMLs' Siglip paths as 4.57 builds the tower."""
 
 from __future__ import annotations
 
@@ -80,12 +88,16 @@ def _plugin_before_registry(args: dict[str, Any]) -> bool:
 
 def to_real(rec: dict[str, Any], drop_data_plugin: str | None = None,
             yaml_paths: dict[str, str] | None = None, no_recompute: str | None = None,
-            code: dict[str, str] | None = None) -> dict[str, Any]:
+            code: dict[str, str] | None = None,
+            anchors: dict[str, tuple[str, str] | None] | None = None) -> dict[str, Any]:
     """The recording with its framework-file edits re-anchored on the real files (``_template_after_empty``,
     ``_plugin_before_registry``); with ``drop_data_plugin``, that plugin package left out (see phi3_v); with
     ``yaml_paths``, module paths in the YAMLs it writes renamed (old prefix -> new prefix); with ``no_recompute``,
     that pattern left out of the YAMLs' ``recompute_plan`` (kept in the FSDP plan); with ``code``, those texts
-    replaced in the Python files it writes (a call into the framework whose signature differs)."""
+    replaced in the Python it writes or inserts (a call into the framework whose signature differs); with
+    ``anchors``, an edit whose recorded ``old_text`` is a key: that text (and its start in ``new_text``) replaced by
+    the pair's first item (the real file's text) and second (what the edit now writes), or the edit dropped (None:
+    the real file already has what it adds)."""
     rec = copy.deepcopy(rec)
     moved = 0
     for turn, calls in _calls(rec["script"]):
@@ -95,6 +107,16 @@ def to_real(rec: dict[str, Any], drop_data_plugin: str | None = None,
             path = str(args.get("path", ""))
             if drop_data_plugin and call["name"] == "write_file" and path.startswith(drop_data_plugin + "/"):
                 continue
+            if anchors and call["name"] == "edit_file" and args.get("old_text") in anchors:
+                moved += 1
+                pair = anchors[args["old_text"]]
+                if pair is None:
+                    continue
+                args["old_text"], args["new_text"] = pair
+            if code and call["name"] == "edit_file" and path.endswith(".py"):
+                for old, new in code.items():
+                    moved += old in args["new_text"]
+                    args["new_text"] = args["new_text"].replace(old, new)
             if call["name"] == "edit_file" and path.endswith("func_utils/template.py"):
                 moved += _template_after_empty(args)
             if call["name"] == "edit_file" and path.endswith("func_utils/mm_plugin.py"):
@@ -141,7 +163,67 @@ def internvl_chat_on_real(rec: dict[str, Any]) -> dict[str, Any]:
                               "converter(sample, attr, data_args)": "converter(sample)",
                               'converted["_images"], converted["_videos"],':
                               'converted["_images"] or [], converted["_videos"] or [],',
-                              'converted["_audios"], processor)': 'converted["_audios"] or [], processor)'})
+                              'converted["_audios"], processor)': 'converted["_audios"] or [], processor)',
+                              # the real collator pops each feature's media and rebinds its input_ids; its own
+                              # datasets build a new dict per draw, this ListDataset handed out the one it keeps
+                              "return self.examples[idx]": "return dict(self.examples[idx])"})
 
 
-ADAPTERS = {"phi3_v": phi3_v_on_real, "internvl_chat": internvl_chat_on_real}
+# the stand-in's ``get_dataset_converter(name)`` returns a function of (example, attr, data_args); the real one takes
+# (name, dataset_attr, data_args) and returns a converter called on the example alone, whose media lists are None (not
+# []) for a column the attr does not name
+REAL_CONVERTER = {"get_dataset_converter(attr.formatting)": "get_dataset_converter(attr.formatting, attr, data_args)"}
+
+
+def qwen_vl_chat_on_real(rec: dict[str, Any]) -> dict[str, Any]:
+    """Its mm_plugin edit adds ``import re`` after the stand-in's ``import math / import os`` and a blank line (the
+    real file goes on with ``from copy import deepcopy``); its data_collator edit adds ``import torch``, which the real
+    file imports already (dropped); the dataset module calls the converter with the stand-in's signature and hands
+    the converter's media lists (None on the real one) to its plugin, whose ``len()`` of them fails."""
+    return to_real(rec, anchors={
+        "import math\nimport os\n\n": ("import math\nimport os\n", "import math\nimport os\nimport re\n"),
+        "import logging\n\nfrom transformers import DataCollatorForLanguageModeling\n": None},
+        code={**REAL_CONVERTER, "converter(sample, attr, data_args)": "converter(sample)",
+              'converted["_images"], converted["_videos"],': 'converted["_images"] or [], converted["_videos"] or [],',
+              'converted["_audios"], None)': 'converted["_audios"] or [], None)'})
+
+
+STAND_IN_TEMPLATE_GETTER = "def get_template_and_fix_tokenizer(tokenizer, template: Optional[str]) -> Template:\n"
+REAL_TEMPLATE_GETTER = ('def get_template_and_fix_tokenizer(tokenizer: "PreTrainedTokenizer", template: str) '
+                        '-> "Template":\n')
+
+
+def _deepseek_template(rec: dict[str, Any]) -> tuple[str, str]:
+    """The deepseek template edit (a Template subclass and its registration inserted before the template getter),
+    anchored on the real getter's signature line."""
+    for _, calls in _calls(rec["script"]):
+        for call in calls:
+            args = call["arguments"]
+            if call["name"] == "edit_file" and args.get("old_text") == STAND_IN_TEMPLATE_GETTER:
+                return REAL_TEMPLATE_GETTER, args["new_text"].replace(STAND_IN_TEMPLATE_GETTER, REAL_TEMPLATE_GETTER)
+    raise AssertionError("the deepseek_vl_v2 recording has no template edit before the getter: re-check")
+
+
+# as the CLIP tower above: 4.57 builds ``SiglipVisionModel`` with its ``vision_model`` wrapper (G3 on the recorded
+# YAMLs: ``no-split-uncovered`` for the Siglip blocks, ``pattern-no-match`` for ``vision.encoder`` …); its encoder
+# layers take ``**kwargs`` there, so they stay in ``recompute_plan``
+SIGLIP_PATHS = {f"vision.{part}": f"vision.vision_model.{part}" for part in ("encoder", "embeddings", "head")}
+
+
+def deepseek_vl_v2_on_real(rec: dict[str, Any]) -> dict[str, Any]:
+    """Its template subclass overrides the stand-in's ``Template._convert_slots`` (encode the text around each
+    image token piece by piece), a method the real ``Template`` calls ``_convert_elements_to_ids``; its template edit
+    anchors on the stand-in's getter signature; its dataset module calls the converter with the stand-in's
+    signature."""
+    return to_real(rec, anchors={STAND_IN_TEMPLATE_GETTER: _deepseek_template(rec)}, yaml_paths=SIGLIP_PATHS,
+                   code={**REAL_CONVERTER,
+                         "def _convert_slots(self, tokenizer, slots)":
+                         "def _convert_elements_to_ids(self, tokenizer, slots)",
+                         "super()._convert_slots(tokenizer, [slot])":
+                         "super()._convert_elements_to_ids(tokenizer, [slot])",
+                         "converter(_lift_images(record, attr, json_dir, data_args.dataset_dir), attr, data_args)":
+                         "converter(_lift_images(record, attr, json_dir, data_args.dataset_dir))"})
+
+
+ADAPTERS = {"phi3_v": phi3_v_on_real, "internvl_chat": internvl_chat_on_real, "qwen_vl_chat": qwen_vl_chat_on_real,
+            "deepseek_vl_v2": deepseek_vl_v2_on_real}

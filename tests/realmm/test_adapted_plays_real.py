@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.realmm, pytest.mark.integration,
 
 # the adapted plays measured green on the real checkout (benchmarks/RESULTS.md: custom-code fixtures on the real
 # MindSpeed-MM); each ≈ 15–25 min on 2 loaded cores
-GREEN = ["phi3_v"]
+GREEN = ["phi3_v", "internvl_chat", "qwen_vl_chat", "deepseek_vl_v2"]
 
 
 @pytest.mark.parametrize("name", GREEN)

@@ -40,3 +40,14 @@ def test_check_data_is_ok_when_the_parity_holds(tmp_path, monkeypatch):
     monkeypatch.setattr(tools, "data_check", lambda ctx, path, **kw: ToolResult.success(
         result={"parity": {"passed": True, "problems": []}}))
     assert tools.check_data(ctx_for(tmp_path), "examples/c.yaml").ok
+
+
+def test_check_data_fails_where_a_second_draw_differs(tmp_path, monkeypatch):
+    # what G2 fails on (tools/probes/_redraw.py): a player told "ok" here would deliver a pipeline whose second
+    # epoch breaks (internvl_chat's play on the real MindSpeed-MM)
+    found = "sample 0 read from the dataset again after its batch was collated is not the sample read before (...)"
+    monkeypatch.setattr(tools, "data_check", lambda ctx, path, **kw: ToolResult.success(
+        result={"parity": {"passed": True, "problems": []}, "redraw": {"changed": [{"sample": 0}],
+                                                                       "problems": [found]}}))
+    res = tools.check_data(ctx_for(tmp_path), "examples/c.yaml")
+    assert not res.ok and res.error == "the pipeline runs once, but not twice: " + found

@@ -315,7 +315,7 @@ def media_input_parity(source, data_path, examples, collate_fn, trust_remote_cod
             continue
         originals = [Image.open(p if os.path.isabs(p) else os.path.join(root, p)).convert("RGB") for p in paths]
         problems, figures = [], {}
-        batch = dict(collate_fn([example]))
+        batch = dict(collate_fn([dict(example)]))  # a copy: the real collator pops the media of what it is given
         source_out = _source_media(proc, render_messages, sample, originals)
         found, figures["sample"] = compare_tensors(source_out, batch)
         problems += [f"sample {i}'s images: {p}" for p in found]

@@ -8,7 +8,8 @@ real MindSpeed-MM as on the stand-in. Result: ``num_samples``, ``example_keys``,
 dtypes, ``media`` (referenced / missing files), ``sample`` (first row decoded, trained span between ⟦ ⟧, token and
 trained-token counts, media placeholder runs with their lengths), ``forward_receives``, ``batch_file`` (the collated batch, for a forward on real data); with
 ``--parity-source``/``--parity-data`` also ``parity``: the mapped samples against the source's own chat template and
-processor (``_data_parity``).
+processor (``_data_parity``); ``redraw``: the drawn samples read again after their collation, which must not have
+changed them (``_redraw``: the trainer draws every sample again in the next epoch).
 Starts a 1-rank gloo group and the target's parallel state first (``_single_rank``). Imports nothing from msmigrate."""
 import argparse
 import json
@@ -244,7 +245,12 @@ def main(argv):
         if n == 0:
             emit({"error": "the dataset is empty after mapping (all samples dropped?)", "num_samples": 0})
             return 1
-        examples = [dataset[i] for i in range(min(args.samples, n))]
+        from _batch_parity import defined_at
+        from _redraw import redraw_check
+
+        # collated as the trainer does (the dataset's own objects); the checks below read the samples as they were
+        # before the collation: the real collator pops their media
+        batch, examples, redraw = redraw_check(dataset, list(range(min(args.samples, n))), collate_fn, defined_at)
         media, missing = [], []
         for ex in examples:
             for kind in ("images", "videos", "audios"):
@@ -253,7 +259,6 @@ def main(argv):
                         media.append(path)
                         if not os.path.exists(path):
                             missing.append(path)
-        batch = dict(collate_fn(examples))
         batch_file = None
         if args.batch_out:
             # list-valued keys too (per-image tensors, bounds, sizes): the forward the gate runs on this batch must
@@ -310,7 +315,7 @@ def main(argv):
         "forward_receives": sorted(batch) + ["use_cache"],
         "batch_keys": {k: describe(v) for k, v in batch.items()},
         "media": {"referenced": len(media), "missing": missing[:20]}, "batch_file": batch_file, "setup": setup,
-        "parity": parity, "cutoff": cutoff,
+        "parity": parity, "cutoff": cutoff, "redraw": redraw,
     })
     return 0
 

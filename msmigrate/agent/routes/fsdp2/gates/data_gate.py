@@ -2,12 +2,13 @@
 template + mm_plugin + collator produce a batch, and that batch — real data — goes through the plugin's forward to a
 finite loss (which is what "batch keys ⊆ forward signature" has to mean for forwards that take ``**kwargs``); and data
 parity (``gates/parity.py``): the mapped samples against the source's own chat template + processor, the batch's
-media tokens against the vision features the forward consumes. Last, where G1's model parity was not comparable
-because the source's forward requires inputs G1's batch lacks (media, for a bare-tokenizer source), the same model
-parity on this gate's collated batch (``parity["model"]``): the first batch that can feed both forwards. And every
-output the source's processor makes with an image that this real batch does not carry, where G1 did not examine it
-(G1 checks the plan's list of dropped outputs), gets G1's check: the source's forward on its own batch without it
-must give the same loss and logits (``parity["dropped"]``)."""
+media tokens against the vision features the forward consumes. The samples collated once must read the same from the
+dataset afterwards: the trainer draws each again in the next epoch (``tools/probes/_redraw.py``). Last, where G1's
+model parity was not comparable because the source's forward requires inputs G1's batch lacks (media, for a
+bare-tokenizer source), the same model parity on this gate's collated batch (``parity["model"]``): the first batch
+that can feed both forwards. And every output the source's processor makes with an image that this real batch does
+not carry, where G1 did not examine it (G1 checks the plan's list of dropped outputs), gets G1's check: the source's
+forward on its own batch without it must give the same loss and logits (``parity["dropped"]``)."""
 
 from __future__ import annotations
 
@@ -142,12 +143,15 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     evidence.append(evidence_item("dataset → collator", res.data.get("argv", []), res.data.get("returncode"), t0,
                                   time.time(), res.data.get("stderr_tail", "") if not res.ok else "",
                                   {"num_samples": r.get("num_samples"), "batch_keys": r.get("batch_keys"),
-                                   "media": r.get("media"), "cutoff": r.get("cutoff")}, config=str(config), **probe_runtime(res)))
+                                   "media": r.get("media"), "cutoff": r.get("cutoff"), "redraw": r.get("redraw")},
+                                  config=str(config), **probe_runtime(res)))
     if not res.ok:
         problems.append(f"data pipeline failed: {res.error}")
     else:
         findings = cutoff_findings(r.get("cutoff"))
         problems += [f["message"] for f in findings]
+        # a sample the collation changed in the dataset: the next epoch trains on another batch (probes/_redraw.py)
+        problems += (r.get("redraw") or {}).get("problems") or []
         # no media id in the plan (a source processor that does not expand media): the one data parity read from
         # the target's media spans, so the forward still counts the vision features against those tokens
         media_id = media_id if media_id is not None else (r.get("parity") or {}).get("media_token_id")
