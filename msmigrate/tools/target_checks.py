@@ -74,10 +74,12 @@ def module_tree(ctx: RunContext, *, plugins: list[str] | None = None, model_id: 
 
 def forward_check(ctx: RunContext, *, plugins: list[str], model_id: str, batch_file: str | None = None,
                   trust_remote_code: bool = False, sample_data: Path | None = None,
-                  media_token_id: int | None = None) -> ToolResult:
+                  media_token_id: int | None = None, fresh_untrained: bool = False) -> ToolResult:
     """One forward with labels through the plugin class on a shrunk config: a real collated batch, else the source
     processor's batch of a real sample (``sample_data``), else a synthetic one. With ``media_token_id`` the result
-    also counts the batch's media tokens and the vision features the forward consumed (``vision``)."""
+    also counts the batch's media tokens and the vision features the forward consumed (``vision``).
+    ``fresh_untrained``: the delivered config loads weights, so the fresh meta-init path (init_weights, no load) is
+    recorded (``result.fresh_note``) rather than failed."""
     if (refused := unapproved(ctx)) is not None:
         return refused
     args = plugin_args(ctx, plugins, model_id) + ["--shrink-layers", "2"]
@@ -89,6 +91,8 @@ def forward_check(ctx: RunContext, *, plugins: list[str], model_id: str, batch_f
         args += ["--sample-data", str(sample_data)]
     if trust_remote_code:
         args += ["--trust-remote-code"]
+    if fresh_untrained:
+        args += ["--fresh-untrained"]
     res = run_probe(ctx.runtime_python, "forward_smoke", args, cwd=ctx.target, env_extra=PROBE_ENV,
                     timeout=ctx.probe_timeout_s)
     if res.ok:

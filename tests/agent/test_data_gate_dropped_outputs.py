@@ -47,7 +47,7 @@ def test_g2_fails_when_an_unexamined_dropped_output_changes_the_source(monkeypat
     monkeypatch.setattr(data_gate, "data_check", lambda *a, **k: ok)
     monkeypatch.setattr(data_gate, "forward_check", lambda *a, **k: fwd)
     monkeypatch.setattr(data_gate, "model_parity_check", parity)
-    deps = SimpleNamespace(ctx=SimpleNamespace(data_path=tmp_path / "d.json"))
+    deps = SimpleNamespace(ctx=SimpleNamespace(data_path=tmp_path / "d.json", target=tmp_path, source=tmp_path))
     state = {"plan": PLAN, "gates": {"G1": {"parity": {"model": G1}}}}
     result = data_gate.gate_data(deps, state)
     assert asked == [["expert_ids"]]

@@ -42,7 +42,8 @@ def gate(monkeypatch, tmp_path):
             [f"model parity: {p}" for p in problems], record
 
     monkeypatch.setattr(data_gate, "model_parity_check", fake_parity)
-    deps = SimpleNamespace(ctx=SimpleNamespace(data_path=tmp_path / "train.json", target=tmp_path), spec=None)
+    deps = SimpleNamespace(ctx=SimpleNamespace(data_path=tmp_path / "train.json", target=tmp_path, source=tmp_path),
+                           spec=None)
     plan = {"route": "custom", "plugin_dir": "mindspeed_mm/fsdp/models/x", "model_id": "x", "dataset_type": "x",
             "template": "x", "collator": "x"}
 

@@ -3,8 +3,8 @@ weights, the check that a launch's log shows the load, and the log lines it read
 
 from __future__ import annotations
 
-from msmigrate.agent.routes.fsdp2.weights_load import (delivered_weights, single_process_weights, weights_origin,
-                                          weights_problems)
+from msmigrate.agent.routes.fsdp2.weights_load import (delivered_training, delivered_weights, single_process_weights,
+                                                       trains_fresh_init, weights_origin, weights_problems)
 from msmigrate.tools.log_parser import parse_log
 
 
@@ -35,6 +35,41 @@ def test_single_process_gates_keep_the_weights_of_a_from_pretrained_config(tmp_p
     hf = _hf(tmp_path)
     assert single_process_weights({"model": {"model_name_or_path": str(hf)}, "training": {}})["load"] == str(hf)
     assert single_process_weights({"training": {"load": str(hf), "init_model_with_meta_device": True}}) == {}
+
+
+def test_only_a_meta_build_without_load_trains_the_fresh_init_path(tmp_path):
+    """G1/G2 gate the fresh meta path (init_weights, nothing loaded) only for a config that trains it: one that loads
+    the source's weights, or builds with from_pretrained, never runs init_weights on a meta build (BLIP's bare
+    ``cls.predictions.bias``, which upstream init leaves out, failed G1 on a path its delivered config never takes)."""
+    hf = _hf(tmp_path)
+    assert not trains_fresh_init(delivered_weights(hf))  # meta + HF load: the draft's config for a safetensors source
+    assert not trains_fresh_init(delivered_weights(tmp_path / "bin_only"))  # from_pretrained
+    assert trains_fresh_init({"init_model_with_meta_device": True})  # meta, no load: a random init
+    # before the config phase: the similar example's entries with the draft's weights entries for the source
+    baseline = {"training": {"init_model_with_meta_device": True, "lr": 1e-5}}
+    assert not trains_fresh_init(delivered_training(None, baseline, hf))
+    assert delivered_training(None, baseline, hf)["lr"] == 1e-5
+    # once written, the run's YAML decides, even when it drops the load the draft would write
+    assert trains_fresh_init(delivered_training({"training": {"init_model_with_meta_device": True}}, baseline, hf))
+
+
+def test_g1_and_g2_record_rather_than_fail_the_fresh_path_of_a_config_that_loads_weights(tmp_path):
+    from types import SimpleNamespace
+
+    import yaml
+
+    from msmigrate.agent.routes.fsdp2.gates.model_gate import fresh_untrained
+
+    hf = _hf(tmp_path)
+    ctx = SimpleNamespace(target=tmp_path / "target", source=hf)
+    plan = {"config_path": "examples/m/m.yaml", "similar_case": None}
+    assert fresh_untrained(ctx, plan)  # before the config phase: the draft loads the source's safetensors
+    written = ctx.target / plan["config_path"]
+    written.parent.mkdir(parents=True)
+    written.write_text(yaml.safe_dump({"training": {"init_model_with_meta_device": True}}))
+    assert not fresh_untrained(ctx, plan)  # a written config that trains a random init: the fresh path gates
+    written.write_text(yaml.safe_dump({"training": {"init_model_with_meta_device": True, "load": str(hf)}}))
+    assert fresh_untrained(ctx, plan)
 
 
 LOADED = ("[Rank 0 | Local Rank 0] 2026-12-06 07:04:32,634 INFO [mindspeed_mm.fsdp.checkpoint.hf_utils:48] => Loading HF "

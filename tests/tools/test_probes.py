@@ -421,6 +421,26 @@ def test_forward_smoke_fresh_path_names_a_bare_parameter_init_weights_skips(targ
     assert "resumed load" not in res.error
 
 
+def test_forward_smoke_records_the_fresh_path_a_weight_loading_config_never_trains(target, tiny_qwen2vl):
+    """``--fresh-untrained`` (the delivered config loads weights): the same init gap is named in ``fresh_note`` and the
+    probe passes, since the load path (what that config trains) is whole; a load-path failure would still fail."""
+    res, out = _probe("forward_smoke", ["--target", str(target), "--plugin", "mindspeed_mm/fsdp/models/tinyvl",
+                                        "--model-id", "tiny_vl_init_skips_marked",
+                                        "--model-name-or-path", str(tiny_qwen2vl), "--fresh-untrained"])
+    assert res.ok, res.error
+    assert out["fresh_note"].startswith("fresh init (no load"), out
+    assert "parameter `extra.class_embedding` is not finite after to_empty + init_weights" in out["fresh_note"]
+    assert out["meta_load"]["finite"] and out["meta_fresh"]["finite"] is False
+
+
+def test_forward_smoke_fresh_untrained_still_fails_the_load_path(target):
+    res, out = _probe("forward_smoke", ["--target", str(target), "--plugin", "mindspeed_mm/fsdp/models/rotary",
+                                        "--model-id", "rotary_init_weights_only", "--model-name-or-path", "/nonexistent",
+                                        "--fresh-untrained"])
+    assert not res.ok and res.error.startswith("resumed load"), res.error
+    assert "fresh_note" not in out  # the fresh path restores the buffer here
+
+
 def test_forward_smoke_fresh_and_load_paths_pass_a_plugin_whose_init_covers_every_parameter(target, tiny_qwen2vl):
     res, out = _probe("forward_smoke", ["--target", str(target), "--plugin", "mindspeed_mm/fsdp/models/tinyvl",
                                         "--model-id", "tiny_vl_init_covers_all",

@@ -78,3 +78,47 @@ def test_the_two_image_expansion_is_measured_on_a_lists_per_prompt_processor(pro
     _, me = probes
     exp, pre, post, _ = me.one_expansion(ListsPerPrompt(), "<image>", "img")
     assert (exp, pre, post) == ([7, 8, 9], 1, 0)
+
+
+class PlacesImagesItself:
+    """Like Idefics' image-text call: a prompt's flat images (one per prompt) go before its text, nested ones after
+    it, each as 3 ids (open, patch, close); an ``<image>`` in the text stays one literal id (6)."""
+
+    class Tok:
+        def __call__(self, text):
+            return {"input_ids": [[1] + [i for t in text for i in PlacesImagesItself.text_ids(t)]]}
+
+    tokenizer = Tok()
+
+    @staticmethod
+    def text_ids(text):
+        return [6 if c == "\0" else 5 for c in text.replace("<image>", "\0")]
+
+    def __call__(self, text, images=None):
+        if images and not isinstance(images[0], list):
+            if len(images) != len(text):
+                raise ValueError("as many prompts as images")
+            return {"input_ids": [[1, 7, 8, 9] + self.text_ids(t) for t in text]}
+        return {"input_ids": [[1] + self.text_ids(t) + [7, 8, 9] * len(own) for t, own in zip(text, images)]}
+
+
+def test_a_processor_that_places_images_itself_is_declined_with_that_reason(probes):
+    """The sweep's idefics: no per-image expansion of the placeholder exists (the one-image call puts the image
+    before the text, the two-image call after it, the placeholder stays a literal id), and the failure says so."""
+    _, me = probes
+    with pytest.raises(ValueError, match="not the one-image expansion repeated .*places its images itself"):
+        me.one_expansion(PlacesImagesItself(), "<image>", "img")
+
+
+class ExpandsPlaceholder(PlacesImagesItself):
+    """Writes an image's 3 ids where the text says <image>, and nothing for a text without one."""
+
+    def __call__(self, text, images=None):
+        return {"input_ids": [[1] + [i for c in t.replace("<image>", "\0") for i in ([7, 8, 9] if c == "\0" else [5])]
+                              for t in text]}
+
+
+def test_the_reason_names_no_self_placement_for_a_processor_that_expands_the_placeholder(probes):
+    _, me = probes
+    assert me.placed_without_placeholder(ExpandsPlaceholder(), "img") == ""
+    assert me.one_expansion(ExpandsPlaceholder(), "<image>", "img")[:3] == ([7, 8, 9], 1, 0)

@@ -52,7 +52,7 @@ CONTEXT_CONFIDENCE = {"frames": 0.8, "config-loading": 0.85, "key": 0.8, "host":
 META_PATH_RE = re.compile(r"(fresh init|resumed load) \([^`\n]*\): ((?:non-persistent )?(?:parameter|buffer) `[^`]+` "
                           r"is not finite [^;.\n]*)")
 META_PATH_WORDS = {"fresh init": "the fresh path without training.load (meta -> to_empty -> init_weights; G4 trains "
-                                 "it): init_weights did not write it",
+                                 "it where the config loads no weights): init_weights did not write it",
                    "resumed load": "the resumed-load path (meta -> to_empty -> checkpoint load, init_weights skipped; "
                                    "G5's load run trains it): the checkpoint does not restore it"}
 

@@ -131,7 +131,25 @@ def one_expansion(proc, placeholder, image):
             if post and _closes_the_media(proc, placeholder, image, exp, one[pre + size:]):
                 return one[pre:], pre, 0, out
             return exp, pre, post, out
-    raise ValueError("the two-image expansion is not the one-image expansion repeated")
+    raise ValueError("the two-image expansion is not the one-image expansion repeated"
+                     + placed_without_placeholder(proc, image))
+
+
+def placed_without_placeholder(proc, image):
+    """Why a placeholder measurement can fail: a processor that writes media ids for an image whose text holds no
+    placeholder at all places its images itself (by its call form, before or after the text: Idefics' image-text
+    call), so a placeholder in the text marks nothing. '' when it does not, or when that cannot be asked."""
+    try:
+        with_image, _ = ids_of(proc, SENTINEL, [image])
+        text = tokenizer_of(proc)([SENTINEL])["input_ids"][0]
+    except Exception:  # probe boundary: only a clue to the failure already found
+        return ""
+    extra = len(with_image) - len(list(text))
+    if extra <= 0:
+        return ""
+    return (f" (the processor writes {extra} more ids for one image given a text with no placeholder: it places "
+            "its images itself, not where the text's placeholder is, so no per-image expansion of a placeholder "
+            "exists to measure)")
 
 
 def _closes_the_media(proc, placeholder, image, exp, tail) -> bool:

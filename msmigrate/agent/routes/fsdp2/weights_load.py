@@ -101,6 +101,21 @@ def single_process_training(cfg: dict[str, Any], custom: bool = False) -> dict[s
     return {**weights, "init_model_with_meta_device": True} if weights else {}
 
 
+def delivered_training(delivered: dict[str, Any] | None, baseline: dict[str, Any] | None,
+                       source: Path) -> dict[str, Any]:
+    """The delivered config's ``training`` entries: the run's YAML once written; before that, the similar example's
+    with the weights entries the draft writes for ``source`` (``delivered_weights``)."""
+    if isinstance(delivered, dict):
+        return _training(delivered)
+    return {**_training(baseline or {}), **delivered_weights(source)}
+
+
+def trains_fresh_init(training: dict[str, Any]) -> bool:
+    """Whether a config with these ``training`` entries trains the meta-built model from ``init_weights`` (meta init
+    without ``training.load``: a random init). A config that loads weights, or builds with from_pretrained, never
+    calls init_weights on a meta build, so a gap there is no fact about the model it trains."""
+    return weights_origin({"training": training})[0] == "random"
+
 
 def load_settings(delivered: dict[str, Any] | None, baseline: dict[str, Any] | None,
                   source: Path) -> dict[str, Any] | None:
@@ -108,10 +123,7 @@ def load_settings(delivered: dict[str, Any] | None, baseline: dict[str, Any] | N
     ``load_rank0_and_broadcast`` — or None when it loads no HF folder into a meta-built model. ``delivered``: the
     run's YAML once written (its own entries decide); before that, the similar example's entries (round-tripped into
     the delivered YAML) with the weights entries the draft writes for ``source`` (``delivered_weights``)."""
-    if isinstance(delivered, dict):
-        training = _training(delivered)
-    else:
-        training = {**_training(baseline or {}), **delivered_weights(source)}
+    training = delivered_training(delivered, baseline, source)
     if not training.get("init_model_with_meta_device") or weights_origin({"training": training})[0] != "hf-load":
         return None
     return {"load": str(training["load"]), "load_strict": bool(training.get("load_strict")),

@@ -27,6 +27,7 @@ from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
 from msmigrate.agent.routes.fsdp2.gates.parity import data_parity_record, model_parity_check, needs_collated_batch, parity_summary
 from msmigrate.tools.media_expansion import TEXT_KEYS
 from msmigrate.tools.target_checks import data_check, forward_check
+from msmigrate.agent.routes.fsdp2.gates.model_gate import fresh_untrained
 
 
 def config_for_data(deps: Any, state: dict[str, Any]) -> Path:
@@ -157,7 +158,8 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         media_id = media_id if media_id is not None else (r.get("parity") or {}).get("media_token_id")
         t1 = time.time()
         fwd = forward_check(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
-                            batch_file=r.get("batch_file"), trust_remote_code=custom, media_token_id=media_id)
+                            batch_file=r.get("batch_file"), trust_remote_code=custom, media_token_id=media_id,
+                            fresh_untrained=fresh_untrained(ctx, plan))
         f = fwd.data.get("result") or {}
         evidence.append(evidence_item("forward on the collated batch", fwd.data.get("argv", []),
                                       fwd.data.get("returncode"), t1, time.time(),

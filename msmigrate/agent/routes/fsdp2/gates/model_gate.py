@@ -1,6 +1,8 @@
 """G1 model: in the target runtime, the plugin packages import (as ``import_plugin`` does), ``model_id`` resolves in
 ``model_register``, the class builds on the meta device, and a forward with labels on a shrunk config returns a
-finite ``.loss``; the target's own HF weight load, as the delivered config makes its trainer run it (G4's launch runs
+finite ``.loss`` (and the meta-init paths the trainer takes: a fresh init_weights path only gates where the
+delivered config trains it, a config without ``training.load``; elsewhere its gap is a note); the target's own HF
+weight load, as the delivered config makes its trainer run it (G4's launch runs
 it before its first step: a loader that raises or leaves parameters unwritten fails here, in the model phase that
 owns the plugin class it reads); then model parity (``gates/parity.py``): the plugin computes what the source's own
 class computes, eager and after meta init + load."""
@@ -15,7 +17,7 @@ import yaml
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
 from msmigrate.agent.routes.fsdp2.gates.parity import model_parity_check, parity_summary
 from msmigrate.agent.routes.fsdp2.draft_config import load_baseline
-from msmigrate.agent.routes.fsdp2.weights_load import load_settings
+from msmigrate.agent.routes.fsdp2.weights_load import delivered_training, load_settings, trains_fresh_init
 from msmigrate.tools.target_checks import forward_check, framework_load_check, module_tree
 
 
@@ -36,14 +38,15 @@ def gate_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     else:
         t1 = time.time()
         fwd = forward_check(ctx, plugins=plugins, model_id=plan["model_id"], trust_remote_code=custom,
-                            sample_data=None if custom else ctx.data_path)
+                            sample_data=None if custom else ctx.data_path, fresh_untrained=fresh_untrained(ctx, plan))
         r = fwd.data.get("result") or {}
         evidence.append(evidence_item("forward with labels", fwd.data.get("argv", []), fwd.data.get("returncode"), t1,
                                       time.time(), fwd.data.get("stderr_tail", "") if not fwd.ok else "",
                                       {"loss": r.get("loss"), "finite": r.get("finite"),
                                        "output_type": r.get("output_type"), "batch_keys": r.get("batch_keys"),
                                        "batch_source": r.get("batch_source"),
-                                       "sample_batch_error": r.get("sample_batch_error")},
+                                       "sample_batch_error": r.get("sample_batch_error"),
+                                       "fresh_init_note": r.get("fresh_note")},
                                       **probe_runtime(fwd)))
         if not fwd.ok:
             problems.append(f"forward smoke failed: {fwd.error}")
@@ -55,8 +58,11 @@ def gate_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             problems += found
     failure = "\n".join(problems + [e["log_excerpt"] for e in evidence if e["log_excerpt"]])
     loads = [e for e in evidence if e["label"] == "framework HF load"]
+    note = evidence[1]["metrics"].get("fresh_init_note") if len(evidence) > 1 else None
     ok_summary = (f"{plan['model_id']} registered in {plan['plugin_dir']}, built on meta "
                   f"({evidence[0]['metrics']['modules']} modules), forward loss {evidence[1]['metrics'].get('loss')}; "
+                  + (f"not trained by the delivered config (it loads weights), so not gating: {note}; "
+                     if note else "")
                   + (f"{loads[0]['metrics']['loader']} filled {loads[0]['metrics']['parameters']} parameters; "
                      if loads else "")
                   + f"model parity {parity_summary(parity)}" if len(evidence) > 2 else "")
@@ -69,11 +75,7 @@ def framework_load(deps: Any, plan: dict[str, Any], custom: bool, evidence: list
     """The target's own HF load of the delivered config's weights into the plugin class (an evidence item); the
     problem line when it raised or left parameters unwritten, None when it passed or the config loads no HF folder."""
     ctx = deps.ctx
-    written = ctx.target / plan["config_path"] if plan.get("config_path") else None
-    delivered = yaml.safe_load(written.read_text(encoding="utf-8")) if written and written.is_file() else None
-    baseline = load_baseline(ctx.target, plan["similar_case"])[0] \
-        if delivered is None and plan.get("similar_case") else None
-    settings = load_settings(delivered, baseline, ctx.source)
+    settings = load_settings(*delivered_and_baseline(ctx, plan), ctx.source)
     if settings is None:
         return None
     t0 = time.time()
@@ -90,3 +92,18 @@ def framework_load(deps: Any, plan: dict[str, Any], custom: bool, evidence: list
     return (f"the target's own HF weight load ({r.get('loader') or 'its trainer loader'}, training.load "
             f"{settings['load']}, load_strict {settings['load_strict']}), which G4's launch runs before its first "
             f"step, failed on the plugin class: {res.error}")
+
+
+def delivered_and_baseline(ctx: Any, plan: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The run's written YAML (None before the config phase) and, without one, the similar example's config."""
+    written = ctx.target / plan["config_path"] if plan.get("config_path") else None
+    delivered = yaml.safe_load(written.read_text(encoding="utf-8")) if written and written.is_file() else None
+    baseline = load_baseline(ctx.target, plan["similar_case"])[0] \
+        if delivered is None and plan.get("similar_case") else None
+    return delivered, baseline
+
+
+def fresh_untrained(ctx: Any, plan: dict[str, Any]) -> bool:
+    """Whether the delivered config never trains the fresh meta-init path (it loads weights or builds with
+    from_pretrained): the forward probe then records a gap of init_weights instead of failing on it."""
+    return not trains_fresh_init(delivered_training(*delivered_and_baseline(ctx, plan), ctx.source))
