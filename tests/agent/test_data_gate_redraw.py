@@ -26,7 +26,8 @@ def gate_with(monkeypatch, tmp_path, redraw):
         "parity": parity, "redraw": redraw}}))
     monkeypatch.setattr(data_gate, "forward_check", lambda *a, **k: ToolResult(ok=True, data={"result": {
         "loss": 6.2, "finite": True}}))
-    deps = SimpleNamespace(ctx=SimpleNamespace(data_path=tmp_path / "train.json", target=tmp_path), spec=None)
+    deps = SimpleNamespace(ctx=SimpleNamespace(data_path=tmp_path / "train.json", target=tmp_path, source=tmp_path),
+                           spec=None)
     plan = {"route": "custom", "plugin_dir": "mindspeed_mm/fsdp/models/x", "model_id": "x", "dataset_type": "x",
             "template": "x", "collator": "x"}
     return data_gate.gate_data(deps, {"plan": plan, "gates": {"G1": {"passed": True, "parity": {}}}})
