@@ -94,6 +94,9 @@ class Artifacts:
     # the target runtime's communication variables as G0's env probe read them (GLOO_SOCKET_IFNAME, MASTER_ADDR …)
     environment: dict[str, str] = field(default_factory=dict)
     host_memory: int | None = None  # bytes of physical memory of the host the gates run on
+    # variables the target's own code reads (os.getenv) that the runtime's environment sets to another value than
+    # the code's default, as G0's env probe read them: name -> (the value, the code's default or None)
+    runtime_env: dict[str, tuple[str, str | None]] = field(default_factory=dict)
 
     def owner_of(self, path: str) -> str | None:
         """model / data / config for a file of this run, None for any other file (installed, framework, stdlib)."""
@@ -256,6 +259,48 @@ def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = No
                               f"nothing in the failure decides; the last change of this run before the failing gate "
                               f"was the {changed_last} phase's")
     return None
+
+
+def runtime_env_owner(text: str, artifacts: Artifacts, script_sets: Iterable[str] = ()) -> ContextVerdict | None:
+    """The failure's error lines quote a value that a variable of the target runtime's environment holds, a variable
+    the target's own code reads (``os.getenv(NAME, default)``) and that the environment sets to another value than
+    that default (G0's env probe): the code took the value from the process environment, which no file of the run
+    sets, so the environment is the fix (unset or correct the variable), whatever the message's usual owner. Not
+    when the run's launch script sets the variable (``script_sets``: the run's setting then) or the run's YAML holds
+    the same value (either could have supplied it). None when no such value is quoted."""
+    said = "\n".join(_error_lines(text))
+    in_yaml = set(artifacts.yaml_values.values())
+    for name, (value, default) in sorted(artifacts.runtime_env.items()):
+        if name in set(script_sets) or len(value) < 3 or value == default or value in in_yaml:
+            continue
+        if re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w-])", said):
+            was = f" (the code's default: `{default}`)" if default is not None else ""
+            return ContextVerdict("environment", "runtime-env",
+                                  f"`{value}`, which the error quotes, is the value of {name} in the target "
+                                  f"runtime's environment; the target's own code reads {name}{was} and no file of "
+                                  f"this run sets it: unset {name} in the runtime's environment (its activation "
+                                  f"script or shell profile), no migration artifact changes")
+    return None
+
+
+def runtime_decode_owner(text: str, source_error: str, undecodable: list[str] | None,
+                         checked: int) -> ContextVerdict | None:
+    """The same error the failure shows was raised in this runtime by the source's own processor on the same
+    records (``source_error``: G1's forward probe building its batch, which runs none of the run's data path), and
+    every media file of the records that msmigrate's own interpreter decoded (``checked`` of them, ``undecodable``
+    naming those that did not) decodes there: neither the run's data path nor the files cause it, the runtime's own
+    media library does (a Pillow without a codec, a broken install): environment. None when the error differs from
+    the source's, when a file does not decode outside the runtime either (the file is the fault: data), or when
+    nothing was decoded."""
+    message = source_error.split(": ", 1)[-1].strip()
+    if len(message) < 8 or message not in text or undecodable is None or undecodable or not checked:
+        return None
+    return ContextVerdict("environment", "runtime-decode",
+                          f"the source's own processor, which runs none of this run's data path, failed in this "
+                          f"runtime on the same records with the same error (`{source_error[:160]}`, G1), and the "
+                          f"records' {checked} media file(s) decode with Pillow outside the runtime: the runtime's "
+                          f"media library cannot decode them; reinstall Pillow (with its codecs: zlib, libjpeg) in "
+                          f"the target runtime, no migration artifact changes")
 
 
 def host_memory_shortage(text: str, host_memory: int | None) -> str:

@@ -1,0 +1,92 @@
+"""Context rules for a failure whose cause is the target runtime's process environment or installed library while
+the message reads like the data path's: a value the error quotes that a variable of the runtime's environment holds
+(a variable the target's own code reads, set to another value than its default), and an image decode error the
+source's own processor met in the same runtime on records whose files decode outside it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import msmigrate
+from msmigrate.knowledge.failure_context import Artifacts, runtime_decode_owner, runtime_env_owner
+
+PROBES = Path(msmigrate.__file__).parent / "tools" / "probes"
+STANDIN = Path(msmigrate.__file__).parent / "testbeds" / "standin" / "tree"
+MM_PLUGIN = "mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py"
+# the data path's own check of a sample's placeholders, as the target raises it (a traceback through its mm_plugin)
+COUNT = (f'Traceback (most recent call last):\n  File "{MM_PLUGIN}", line 51, in _validate_messages\n'
+         "ValueError: The number of images does not match the number of <img> tokens in [{'role': 'user', "
+         "'content': '<image>Describe the image.'}, {'role': 'assistant', 'content': 'A red square.'}].")
+ENV = {"IMAGE_PLACEHOLDER": ("<img>", "<image>")}
+
+
+def artifacts(**over) -> Artifacts:
+    return Artifacts(model=("mindspeed_mm/fsdp/models/qwen2_vl",), data=("mindspeed_mm/fsdp/data",),
+                     config=("examples/qwen2_vl/qwen2_vl_config.yaml",), **over)
+
+
+def test_a_quoted_value_the_runtimes_environment_gave_a_variable_the_target_reads_is_environment():
+    verdict = runtime_env_owner(COUNT, artifacts(runtime_env=ENV))
+    assert (verdict.owner, verdict.rule) == ("environment", "runtime-env")
+    assert "IMAGE_PLACEHOLDER" in verdict.reason and "`<image>`" in verdict.reason
+    # without the runtime's variable (G0 found none set) the same message decides nothing here
+    assert runtime_env_owner(COUNT, artifacts()) is None
+
+
+def test_the_variable_does_not_decide_when_the_run_sets_it_or_it_holds_the_codes_default_or_is_not_quoted():
+    assert runtime_env_owner(COUNT, artifacts(runtime_env=ENV), script_sets=["IMAGE_PLACEHOLDER"]) is None
+    assert runtime_env_owner(COUNT, artifacts(runtime_env={"IMAGE_PLACEHOLDER": ("<image>", "<image>")})) is None
+    # the YAML holding the same value: either could have supplied it
+    assert runtime_env_owner(COUNT, artifacts(runtime_env=ENV, yaml_values={"data.x": "<img>"})) is None
+    other = COUNT.replace("<img>", "<image>")
+    assert runtime_env_owner(other, artifacts(runtime_env=ENV)) is None
+
+
+def test_the_env_probe_reads_the_variables_the_targets_code_reads_and_their_values_in_a_ranks_view():
+    sys.path.insert(0, str(PROBES))
+    try:
+        import env_probe
+    finally:
+        sys.path.remove(str(PROBES))
+    reads = env_probe.target_env_reads(STANDIN)
+    assert reads["IMAGE_PLACEHOLDER"] == "<image>" and reads["NON_MEGATRON"] == ""
+    old = os.environ.get("IMAGE_PLACEHOLDER")
+    os.environ["IMAGE_PLACEHOLDER"] = "<img>"
+    try:
+        view = env_probe.rank_view(sys.executable, sorted(reads))
+    finally:
+        os.environ.pop("IMAGE_PLACEHOLDER") if old is None else os.environ.__setitem__("IMAGE_PLACEHOLDER", old)
+    assert view["read_env"]["IMAGE_PLACEHOLDER"] == "<img>"
+
+
+def test_a_credential_like_variable_the_target_reads_is_never_recorded(tmp_path):
+    sys.path.insert(0, str(PROBES))
+    try:
+        import env_probe
+    finally:
+        sys.path.remove(str(PROBES))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text('import os\nA = os.getenv("WANDB_API_KEY")\n'
+                                                  'B = os.environ.get("MM_MODE", "fast")\nC = os.environ["MM_ROOT"]\n')
+    assert env_probe.target_env_reads(tmp_path) == {"MM_MODE": "fast", "MM_ROOT": None}
+
+
+# G2's data check, as the probes report an image the runtime's Pillow cannot decode (the data path opened it)
+DECODE = (f"data pipeline failed: OSError: decoder zip not available (raised in /opt/rt/lib/python3.11/site-packages/"
+          f"PIL/ImageFile.py:300 in load; called from {MM_PLUGIN}:72 in _regularize_images)")
+
+
+def test_the_sources_own_error_on_records_that_decode_outside_the_runtime_is_the_runtimes_library():
+    verdict = runtime_decode_owner(DECODE, "OSError: decoder zip not available", [], 2)
+    assert (verdict.owner, verdict.rule) == ("environment", "runtime-decode") and "Pillow" in verdict.reason
+
+
+def test_a_file_that_does_not_decode_outside_the_runtime_either_or_another_error_decides_nothing():
+    # the file itself is broken: the records' (data), as the message's case says
+    assert runtime_decode_owner(DECODE, "OSError: decoder zip not available", ["sample_00.png: OSError: x"], 2) is None
+    # the source's processor met no error, or another one: the run's data path may be the cause
+    assert runtime_decode_owner(DECODE, "", [], 2) is None
+    assert runtime_decode_owner(DECODE, "ValueError: image size 0", [], 2) is None
+    assert runtime_decode_owner(DECODE, "OSError: decoder zip not available", None, 0) is None
