@@ -20,7 +20,7 @@ from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, Conte
                                                  attention_class_owner, broken_install_owner, finding_remedy_owner, gate_remedy_owner,
                                                  keys_named, keys_valued, media_path_owner, plugin_import_owner,
                                                  registration_owner, runtime_decode_owner, runtime_env_owner,
-                                                 signature_owner, yaml_keys,
+                                                 signature_owner, warning_raised_owner, yaml_keys,
                                                  yaml_values)
 from msmigrate.tools.repo_reader.target_inventory import target_inventory
 from msmigrate.tools.worktree import git
@@ -38,7 +38,9 @@ def run_artifacts(ctx: Any, state: dict[str, Any], failed: dict[str, Any]) -> tu
     artifacts = Artifacts(model=model, data=data, config=config, records=records, yaml_keys=yaml_keys(loaded),
                           yaml_values=yaml_values(loaded), frozen=_frozen(loaded) if loaded else None,
                           environment=runtime_variables(state.get("runtime")),
-                          host_memory=host_memory(), runtime_env=target_env(state.get("runtime")))
+                          host_memory=host_memory(), runtime_env=target_env(state.get("runtime")),
+                          interpreter_env={k: str(v) for k, v in
+                                           ((state.get("runtime") or {}).get("python_env") or {}).items()})
     return artifacts, _changed_last(target, ctx, artifacts, failed)
 
 
@@ -82,10 +84,15 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
     plan = state.get("plan") or {}
     # a value the code took from the process environment comes first: the code object a gate traced the effect to
     # (its mm_plugin, its collator) did what the variable told it, as with a YAML setting (gate_remedy_owner)
-    from_env = runtime_env_owner(text, artifacts, _script_sets(Path(ctx.target), plan.get("script_path"),
-                                                               artifacts.runtime_env))
+    target = Path(ctx.target)
+    from_env = runtime_env_owner(text, artifacts, _script_sets(target, plan.get("script_path"), artifacts.runtime_env))
     if from_env is not None:
         return from_env
+    script = target / plan["script_path"] if plan.get("script_path") else None
+    raised = warning_raised_owner(text, artifacts, script.read_text(encoding="utf-8", errors="replace")
+                                  if script is not None and script.is_file() else "")
+    if raised is not None:
+        return raised
     remedy = finding_remedy_owner(findings) or gate_remedy_owner(gate_lines, artifacts)
     if remedy is not None:
         return remedy

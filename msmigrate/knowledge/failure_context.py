@@ -97,6 +97,8 @@ class Artifacts:
     # variables the target's own code reads (os.getenv) that the runtime's environment sets to another value than
     # the code's default, as G0's env probe read them: name -> (the value, the code's default or None)
     runtime_env: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    # the interpreter's own switches (PYTHONWARNINGS …) a rank's environment sets, as G0's env probe read them
+    interpreter_env: dict[str, str] = field(default_factory=dict)
 
     def owner_of(self, path: str) -> str | None:
         """model / data / config for a file of this run, None for any other file (installed, framework, stdlib)."""
@@ -280,6 +282,37 @@ def runtime_env_owner(text: str, artifacts: Artifacts, script_sets: Iterable[str
                                   f"runtime's environment; the target's own code reads {name}{was} and no file of "
                                   f"this run sets it: unset {name} in the runtime's environment (its activation "
                                   f"script or shell profile), no migration artifact changes")
+    return None
+
+
+# a traceback whose exception is a warning class: ``warnings.warn`` raised it, so the warnings filter was "error"
+_WARNING_RAISED = re.compile(r"^\s*(?:\[rank\d+\]:\s*)?(?:[A-Za-z_][\w.]*\.)?(?P<cls>[A-Za-z]*Warning): ", re.M)
+# the filter set to error on a command line (python -W error, -Werror) or in the variable
+_WARNINGS_ERROR = re.compile(r"(?:^|,)\s*error\b")
+_W_FLAG = re.compile(r"(?:^|\s)-W\s*['\"]?error\b")
+
+
+def warning_raised_owner(text: str, artifacts: Artifacts, script: str = "") -> ContextVerdict | None:
+    """A warning was raised as an exception (a traceback through ``warnings.warn`` that ends in a ``…Warning:``
+    line): a library's warning is no failure unless the process's warnings filter turns it into one. That filter
+    comes from the runtime's environment (PYTHONWARNINGS, which G0's env probe read in a rank's view: environment)
+    or from the run's launch script (``python -W error``: config); None when neither says error (the code itself
+    set the filter, or it is not known)."""
+    found = _WARNING_RAISED.search(text)
+    if not found or ("warnings.warn" not in text and "Traceback (most recent call last)" not in text):
+        return None
+    said = artifacts.interpreter_env.get("PYTHONWARNINGS", "")
+    if _WARNINGS_ERROR.search(said):
+        return ContextVerdict("environment", "runtime-env",
+                              f"a {found.group('cls')} was raised as an exception: the runtime's environment sets "
+                              f"PYTHONWARNINGS={said}, which turns every library's warning into an error; unset "
+                              f"PYTHONWARNINGS (or drop its error filter) in the runtime's environment, no migration "
+                              f"artifact changes")
+    if _W_FLAG.search(script):
+        config = _names(artifacts.config[1:2]) or "the launch script"
+        return ContextVerdict("config", "key",
+                              f"a {found.group('cls')} was raised as an exception: {config} starts Python with "
+                              f"-W error, which turns every library's warning into an error; drop that flag")
     return None
 
 

@@ -94,3 +94,19 @@ def test_a_file_of_an_installed_package_that_does_not_parse_is_routed_to_environ
     record = first_classification(fast_prepare, tmp_path, FakeGates({"G1": [text]}))
     assert (record["owner"], record["route"], record["context"]["rule"]) == ("environment", "config",
                                                                              "broken-install")
+
+
+WARNED = ('[rank0]:   File "/opt/rt/lib/python3.11/site-packages/transformers/utils/deprecation.py", line 176, in '
+          "wrapped_func\n[rank0]:     warnings.warn(message, FutureWarning, stacklevel=2)\n[rank0]: FutureWarning: "
+          "Both `past_key_values` and `cache` are set for `FSDPQwen2VLDecoderLayer.forward`.\n"
+          "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n")
+
+
+def test_a_warning_raised_in_training_under_the_runtimes_error_filter_names_pythonwarnings(fast_prepare, tmp_path,
+                                                                                          monkeypatch):
+    probed(monkeypatch, python_env={"PYTHONWARNINGS": "error"})
+    record = first_classification(fast_prepare, tmp_path, FakeGates({"G4": [WARNED]}))
+    assert (record["owner"], record["route"]) == ("environment", "config")
+    assert "PYTHONWARNINGS" in record["diagnosis"][:400]
+    probed(monkeypatch)  # G0 found no such filter: no owner from the run's facts
+    assert first_classification(fast_prepare, tmp_path, FakeGates({"G4": [WARNED]}))["owner"] is None

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import msmigrate
-from msmigrate.knowledge.failure_context import Artifacts, runtime_decode_owner, runtime_env_owner
+from msmigrate.knowledge.failure_context import (Artifacts, runtime_decode_owner, runtime_env_owner,
+                                                 warning_raised_owner)
 
 PROBES = Path(msmigrate.__file__).parent / "tools" / "probes"
 STANDIN = Path(msmigrate.__file__).parent / "testbeds" / "standin" / "tree"
@@ -59,6 +60,7 @@ def test_the_env_probe_reads_the_variables_the_targets_code_reads_and_their_valu
     finally:
         os.environ.pop("IMAGE_PLACEHOLDER") if old is None else os.environ.__setitem__("IMAGE_PLACEHOLDER", old)
     assert view["read_env"]["IMAGE_PLACEHOLDER"] == "<img>"
+    assert "PYTHONWARNINGS" in env_probe.INTERPRETER_ENV  # asked of the rank's view besides the target's reads
 
 
 def test_a_credential_like_variable_the_target_reads_is_never_recorded(tmp_path):
@@ -90,3 +92,21 @@ def test_a_file_that_does_not_decode_outside_the_runtime_either_or_another_error
     assert runtime_decode_owner(DECODE, "", [], 2) is None
     assert runtime_decode_owner(DECODE, "ValueError: image size 0", [], 2) is None
     assert runtime_decode_owner(DECODE, "OSError: decoder zip not available", None, 0) is None
+
+
+# G4's training launch, as recorded: a library's deprecation warning raised in a rank (the filter set to error)
+WARNED = ('[rank0]:   File "/opt/rt/lib/python3.11/site-packages/transformers/utils/deprecation.py", line 176, in '
+          "wrapped_func\n[rank0]:     warnings.warn(message, FutureWarning, stacklevel=2)\n[rank0]: FutureWarning: "
+          "Both `past_key_values` and `cache` are set for `FSDPQwen2VLDecoderLayer.forward`.\n"
+          "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n")
+
+
+def test_a_warning_raised_as_an_error_is_the_filter_the_runtimes_environment_or_the_launch_script_sets():
+    verdict = warning_raised_owner(WARNED, artifacts(interpreter_env={"PYTHONWARNINGS": "error"}))
+    assert (verdict.owner, verdict.rule) == ("environment", "runtime-env") and "PYTHONWARNINGS" in verdict.reason
+    verdict = warning_raised_owner(WARNED, artifacts(), script="torchrun $DISTRIBUTED_ARGS -W error trainer.py\n")
+    assert verdict.owner == "config" and "-W error" in verdict.reason
+    # neither sets the filter: undecided; a warning only printed (the run went on) is no raised warning
+    assert warning_raised_owner(WARNED, artifacts(interpreter_env={"PYTHONWARNINGS": "ignore"})) is None
+    printed = "/opt/rt/x.py:12: FutureWarning: Both are set\n  warnings.warn(msg)\nRuntimeError: boom\n"
+    assert warning_raised_owner(printed, artifacts(interpreter_env={"PYTHONWARNINGS": "error"})) is None

@@ -192,6 +192,8 @@ ENV_READ = re.compile(r"""(?:getenv|environ\.get)\(\s*["'](?P<name>[A-Za-z_]\w*)
                       r"""["'][^"'\n]*["']|[^)\n]*))?\)|environ\[\s*["'](?P<key>[A-Za-z_]\w*)["']\s*\]""")
 # names whose values are credentials: never read into the run's records
 SECRET_NAME = re.compile(r"(?i)key|token|secret|passw|credential|auth|cookie")
+# the interpreter's own variables that change how any code runs in it (not read by the target's code)
+INTERPRETER_ENV = ("PYTHONWARNINGS", "PYTHONDEVMODE", "PYTHONOPTIMIZE")
 MAX_SCANNED = 5000
 # what this probe sets itself (a rank's variables, the route's NON_MEGATRON): not the runtime's own settings
 SET_BY_PROBE = frozenset({*RANK_ENV, "NON_MEGATRON"})  # Python files of the target's packages read for the variables they read
@@ -277,7 +279,7 @@ def main(argv):
         info["attention"] = attention_available()
     runtime_python = argv[argv.index("--runtime-python") + 1] if "--runtime-python" in argv else None
     reads = target_env_reads(target) if target else {}
-    info["rank_limits"] = rank_view(runtime_python, sorted(reads))
+    info["rank_limits"] = rank_view(runtime_python, sorted({*reads, *INTERPRETER_ENV}))
     # a rank's variables as the runtime interpreter sets them (a wrapper script's exports) join the probe's own
     info["comm_env"] = {**info.get("comm_env", {}), **(info["rank_limits"].pop("comm_env", None) or {})}
     # the variables the target's code reads that a rank's environment sets to another value than the code's default:
@@ -286,6 +288,9 @@ def main(argv):
     values = info["rank_limits"].pop("read_env", None) or {}
     info["target_env"] = {k: {"value": v, "default": reads[k]} for k, v in sorted(values.items())
                           if k in reads and v != reads[k] and k not in SET_BY_PROBE}
+    # the interpreter's own switches a rank's environment sets (a warnings filter of "error" turns any library's
+    # warning into an exception)
+    info["python_env"] = {k: v for k, v in sorted(values.items()) if k in INTERPRETER_ENV}
     emit(info)
     return 0
 
