@@ -16,7 +16,7 @@ import yaml
 from msmigrate.agent.input_checks import read_records
 from msmigrate.agent.launch_script_checks import script_sets
 from msmigrate.core.python_files import folder_modules
-from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact,
+from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact, backend_env_owner,
                                                  attention_class_owner, broken_install_owner, finding_remedy_owner, gate_remedy_owner,
                                                  keys_named, keys_valued, media_path_owner, plugin_import_owner,
                                                  registration_owner, runtime_decode_owner, runtime_env_owner,
@@ -88,6 +88,9 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
     from_env = runtime_env_owner(text, artifacts, _script_sets(target, plan.get("script_path"), artifacts.runtime_env))
     if from_env is not None:
         return from_env
+    backend = backend_env_owner(text, artifacts, _script_sets(target, plan.get("script_path"), artifacts.environment))
+    if backend is not None:
+        return backend
     script = target / plan["script_path"] if plan.get("script_path") else None
     raised = warning_raised_owner(text, artifacts, script.read_text(encoding="utf-8", errors="replace")
                                   if script is not None and script.is_file() else "")

@@ -316,6 +316,30 @@ def warning_raised_owner(text: str, artifacts: Artifacts, script: str = "") -> C
     return None
 
 
+# torch.distributed building a backend's process group (its own frames or error): the backend reads its variables
+_PG_BACKEND = re.compile(r"ProcessGroup(?P<a>Gloo|NCCL|Nccl|HCCL|Hccl)\b|(?P<b>gloo|nccl|hccl) (?:device|transport)\b")
+
+
+def backend_env_owner(text: str, artifacts: Artifacts, script_sets: Iterable[str] = ()) -> ContextVerdict | None:
+    """A collective backend failed to build its process group (``ProcessGroupGloo(...)`` in the traceback, or its
+    error naming the backend's device / transport) while the runtime's environment (G0's env probe, a rank's view)
+    sets that backend's own variables (``GLOO_*`` for gloo) that the run's launch script does not set: the backend
+    read them when it started, so they are the fix (environment). None when no such variable is set."""
+    found = _PG_BACKEND.search(text)
+    if not found:
+        return None
+    prefix = (found.group("a") or found.group("b")).upper() + "_"
+    named = {k: v for k, v in sorted(artifacts.environment.items()) if k.startswith(prefix) and k not in
+             set(script_sets)}
+    if not named:
+        return None
+    said = ", ".join(f"{k}={v}" for k, v in list(named.items())[:3])
+    return ContextVerdict("environment", "runtime-env",
+                          f"the {prefix[:-1].lower()} backend failed to build its process group while the target "
+                          f"runtime's environment sets {said}, which that backend reads when it starts and no file of "
+                          f"this run sets: unset or correct {', '.join(list(named)[:3])} in the runtime's environment")
+
+
 def runtime_decode_owner(text: str, source_error: str, undecodable: list[str] | None,
                          checked: int) -> ContextVerdict | None:
     """The same error the failure shows was raised in this runtime by the source's own processor on the same

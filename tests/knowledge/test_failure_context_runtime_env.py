@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import msmigrate
-from msmigrate.knowledge.failure_context import (Artifacts, runtime_decode_owner, runtime_env_owner,
+from msmigrate.knowledge.failure_context import (Artifacts, backend_env_owner, runtime_decode_owner, runtime_env_owner,
                                                  warning_raised_owner)
 
 PROBES = Path(msmigrate.__file__).parent / "tools" / "probes"
@@ -110,3 +110,19 @@ def test_a_warning_raised_as_an_error_is_the_filter_the_runtimes_environment_or_
     assert warning_raised_owner(WARNED, artifacts(interpreter_env={"PYTHONWARNINGS": "ignore"})) is None
     printed = "/opt/rt/x.py:12: FutureWarning: Both are set\n  warnings.warn(msg)\nRuntimeError: boom\n"
     assert warning_raised_owner(printed, artifacts(interpreter_env={"PYTHONWARNINGS": "error"})) is None
+
+
+# G4's training launch, as recorded: gloo refusing the device its transport variable asked for
+GLOO = ('  File "/opt/rt/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2169, in '
+        "_new_process_group_helper\n    backend_class = ProcessGroupGloo(\n"
+        "RuntimeError: makeDeviceForHostname(): unsupported gloo device\n")
+
+
+def test_a_backend_failing_to_start_under_its_own_variables_from_the_runtime_is_environment():
+    verdict = backend_env_owner(GLOO, artifacts(environment={"GLOO_DEVICE_TRANSPORT": "UV", "NCCL_DEBUG": "INFO"}))
+    assert verdict.owner == "environment" and "GLOO_DEVICE_TRANSPORT=UV" in verdict.reason
+    assert "NCCL_DEBUG" not in verdict.reason
+    # no gloo variable set by the runtime, or the run's own script sets it: not decided here
+    assert backend_env_owner(GLOO, artifacts(environment={"NCCL_DEBUG": "INFO"})) is None
+    assert backend_env_owner(GLOO, artifacts(environment={"GLOO_DEVICE_TRANSPORT": "UV"}),
+                             script_sets=["GLOO_DEVICE_TRANSPORT"]) is None
