@@ -23,6 +23,11 @@ the run, never a table fitted to logs:
 - **the runtime's own setup**: a probe's 1-rank process-group setup (torch.distributed alone, before any code of
   the target or the run) failing: environment. An installed package failing to import a name from its own package
   (torch's module importing ``torch.distributed.fsdp.fully_shard``) is its release, not the caller: environment.
+- **the runtime's environment**: a value the error quotes that a variable the target's own code reads holds in the
+  runtime's environment (G0's env probe, a rank's view; not set by the launch script or the YAML); a warning raised
+  as an exception under the runtime's ``PYTHONWARNINGS=error``; a collective backend failing to start while the
+  runtime sets that backend's own variables; an image error the source's own processor met in the runtime on
+  records whose files decode outside it: environment, naming the variable or the library.
 - **a media path resolved elsewhere**: a relative file an error could not open that exists in the training records'
   folder: the YAML's path setting that resolves it is wrong (config), not the file (data).
 - **derived data settings**: a config case at G2 that names YAML data settings G2 found to be what the migration
