@@ -9,15 +9,19 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import yaml
 
+from msmigrate.agent.input_checks import read_records
+from msmigrate.agent.launch_script_checks import script_sets
 from msmigrate.core.python_files import folder_modules
-from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact,
+from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact, backend_env_owner,
                                                  attention_class_owner, broken_install_owner, finding_remedy_owner, gate_remedy_owner,
                                                  keys_named, keys_valued, media_path_owner, plugin_import_owner,
-                                                 registration_owner, signature_owner, yaml_keys, yaml_values)
+                                                 registration_owner, runtime_decode_owner, runtime_env_owner,
+                                                 signature_owner, warning_raised_owner, yaml_keys,
+                                                 yaml_values)
 from msmigrate.tools.repo_reader.target_inventory import target_inventory
 from msmigrate.tools.worktree import git
 
@@ -33,9 +37,25 @@ def run_artifacts(ctx: Any, state: dict[str, Any], failed: dict[str, Any]) -> tu
     loaded = _yaml_data(target, plan.get("config_path")) or {}  # (a YAML that does not load: no keys)
     artifacts = Artifacts(model=model, data=data, config=config, records=records, yaml_keys=yaml_keys(loaded),
                           yaml_values=yaml_values(loaded), frozen=_frozen(loaded) if loaded else None,
-                          environment=dict((state.get("runtime") or {}).get("comm_env") or {}),
-                          host_memory=host_memory())
+                          environment=runtime_variables(state.get("runtime")),
+                          host_memory=host_memory(), runtime_env=target_env(state.get("runtime")),
+                          interpreter_env={k: str(v) for k, v in
+                                           ((state.get("runtime") or {}).get("python_env") or {}).items()})
     return artifacts, _changed_last(target, ctx, artifacts, failed)
+
+
+def target_env(runtime: dict[str, Any] | None) -> dict[str, tuple[str, str | None]]:
+    """The variables the target's code reads that G0's env probe found set, in a rank's view, to another value than
+    the code's default: name -> (value, default)."""
+    said = (runtime or {}).get("target_env") or {}
+    return {k: (str(v.get("value")), None if v.get("default") is None else str(v["default"]))
+            for k, v in said.items() if isinstance(v, dict) and v.get("value") is not None}
+
+
+def runtime_variables(runtime: dict[str, Any] | None) -> dict[str, str]:
+    """The runtime's variables a failure's value is traced back to (variables_valued): the communication ones and
+    those the target's code reads."""
+    return {**dict((runtime or {}).get("comm_env") or {}), **{k: v for k, (v, _) in target_env(runtime).items()}}
 
 
 def host_memory() -> int | None:
@@ -55,14 +75,35 @@ REGISTRIES = (("model.model_id", "model_id", "model_ids", "model"),
 
 def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx: Any,
                     gate_lines: str = "", findings: list[dict[str, Any]] | None = None) -> ContextVerdict | None:
-    """Facts of this run that decide an owner even against a matched case: whose import failed (the source's
-    architecture, or a name only the plugin asks for), which side of a registry lookup left the plan (the plan's
-    id in the YAML but registered nowhere, or another id in the YAML), and a setting the failed gate's own check
-    (``gate_lines``: its problem lines; ``findings``: its structured findings) measured as the cause."""
+    """Facts of this run that decide an owner even against a matched case: a value the error quotes that the
+    runtime's environment gave a variable the target's code reads, whose import failed (the source's architecture,
+    or a name only the plugin asks for), which side of a registry lookup left the plan (the plan's id in the YAML
+    but registered nowhere, or another id in the YAML), a setting the failed gate's own check (``gate_lines``: its
+    problem lines; ``findings``: its structured findings) measured as the cause, and an error the source's own
+    processor met in this runtime on records whose media decode outside it."""
     plan = state.get("plan") or {}
+    # a value the code took from the process environment comes first: the code object a gate traced the effect to
+    # (its mm_plugin, its collator) did what the variable told it, as with a YAML setting (gate_remedy_owner)
+    target = Path(ctx.target)
+    from_env = runtime_env_owner(text, artifacts, _script_sets(target, plan.get("script_path"), artifacts.runtime_env))
+    if from_env is not None:
+        return from_env
+    backend = backend_env_owner(text, artifacts, _script_sets(target, plan.get("script_path"), artifacts.environment))
+    if backend is not None:
+        return backend
+    script = target / plan["script_path"] if plan.get("script_path") else None
+    raised = warning_raised_owner(text, artifacts, script.read_text(encoding="utf-8", errors="replace")
+                                  if script is not None and script.is_file() else "")
+    if raised is not None:
+        return raised
     remedy = finding_remedy_owner(findings) or gate_remedy_owner(gate_lines, artifacts)
     if remedy is not None:
         return remedy
+    decoded = media_decoded(getattr(ctx, "data_path", None))
+    if decoded is not None:
+        from_runtime = runtime_decode_owner(text, source_batch_error(state), *decoded)
+        if from_runtime is not None:
+            return from_runtime
     resolved = media_path_owner(text, artifacts, Path(ctx.target), Path(artifacts.records[0]) if artifacts.records
                                 else None)
     if resolved is not None:
@@ -99,6 +140,59 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
         facts.append(RegistryFact(key, value, plan.get(plan_key), tuple(e["id"] for e in entries), registrar,
                                   where or ""))
     return registration_owner(text, facts)
+
+
+def source_batch_error(state: dict[str, Any]) -> str:
+    """The error G1's forward probe met building its batch with the source's own processor from the records (it
+    then ran on a synthetic batch), from the newest G1 record; '' when it met none."""
+    for record in reversed(state.get("gate_history") or []):
+        if record.get("gate") == "G1":
+            return next((str(e["metrics"]["sample_batch_error"]) for e in record.get("evidence") or []
+                         if (e.get("metrics") or {}).get("sample_batch_error")), "")
+    return ""
+
+
+MAX_DECODED = 16  # media files of the records decoded outside the runtime (the first ones)
+
+
+def media_decoded(data_path: Any, limit: int = MAX_DECODED) -> tuple[list[str], int] | None:
+    """The records' image files, decoded with msmigrate's own Pillow (outside the target runtime): (those that do not
+    decode, how many were tried). None when there are no records, no image files or no Pillow here."""
+    if not data_path or not Path(data_path).is_file():
+        return None
+    try:
+        from PIL import Image
+    except ImportError:
+        return None
+    base = Path(data_path).parent
+    paths: list[Path] = []
+    for record in read_records(Path(data_path)) or []:
+        media = record.get("images", record.get("image")) if isinstance(record, dict) else None
+        for p in [media] if isinstance(media, str) else media if isinstance(media, list) else []:
+            if isinstance(p, str):
+                paths.append(Path(p) if os.path.isabs(p) else base / p)
+        if len(paths) >= limit:
+            break
+    paths = list(dict.fromkeys(paths))[:limit]
+    if not paths:
+        return None
+    bad = []
+    for path in paths:
+        try:
+            with Image.open(path) as image:
+                image.load()
+        except (OSError, ValueError, SyntaxError) as exc:  # Pillow's errors for a file it cannot decode
+            bad.append(f"{path.name}: {type(exc).__name__}: {exc}"[:200])
+    return bad, len(paths)
+
+
+def _script_sets(target: Path, script: str | None, names: Iterable[str]) -> list[str]:
+    """Of ``names``, the variables the run's launch script sets itself."""
+    path = target / script if script else None
+    if path is None or not path.is_file():
+        return []
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return [n for n in names if script_sets(text, n) is not None]
 
 
 def target_imports_of(target: Path, plugin_dir: str | None, text: str) -> set[str]:

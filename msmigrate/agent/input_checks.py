@@ -64,7 +64,8 @@ def trajectory_problem(path: Path) -> str | None:
 
 # ------------------------------------------------------------------------------------------------ sample data
 
-def _records(path: Path) -> list[Any] | None:
+def read_records(path: Path) -> list[Any] | None:
+    """The records of a JSON (a list, or one object) or JSON-lines file; None when it is neither."""
     text = path.read_text(encoding="utf-8")
     try:
         records = json.loads(text)
@@ -126,7 +127,7 @@ def data_record_problems(path: Path) -> list[str]:
     """One line for the data file when records are not samples or media do not resolve, naming the first records
     by index (0-based, as in the file); [] when every record is fine or the file is not records at all (that is
     ``prepare.data_file_problems``'s finding)."""
-    records = _records(path)
+    records = read_records(path)
     if not records:
         return []
     bad = [(i, why) for i, r in enumerate(records) if (why := record_problem(r, path.parent))]

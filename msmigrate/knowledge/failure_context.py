@@ -23,6 +23,11 @@ the run, never a table fitted to logs:
 - **the runtime's own setup**: a probe's 1-rank process-group setup (torch.distributed alone, before any code of
   the target or the run) failing: environment. An installed package failing to import a name from its own package
   (torch's module importing ``torch.distributed.fsdp.fully_shard``) is its release, not the caller: environment.
+- **the runtime's environment**: a value the error quotes that a variable the target's own code reads holds in the
+  runtime's environment (G0's env probe, a rank's view; not set by the launch script or the YAML); a warning raised
+  as an exception under the runtime's ``PYTHONWARNINGS=error``; a collective backend failing to start while the
+  runtime sets that backend's own variables; an image error the source's own processor met in the runtime on
+  records whose files decode outside it: environment, naming the variable or the library.
 - **a media path resolved elsewhere**: a relative file an error could not open that exists in the training records'
   folder: the YAML's path setting that resolves it is wrong (config), not the file (data).
 - **derived data settings**: a config case at G2 that names YAML data settings G2 found to be what the migration
@@ -94,6 +99,11 @@ class Artifacts:
     # the target runtime's communication variables as G0's env probe read them (GLOO_SOCKET_IFNAME, MASTER_ADDR …)
     environment: dict[str, str] = field(default_factory=dict)
     host_memory: int | None = None  # bytes of physical memory of the host the gates run on
+    # variables the target's own code reads (os.getenv) that the runtime's environment sets to another value than
+    # the code's default, as G0's env probe read them: name -> (the value, the code's default or None)
+    runtime_env: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    # the interpreter's own switches (PYTHONWARNINGS …) a rank's environment sets, as G0's env probe read them
+    interpreter_env: dict[str, str] = field(default_factory=dict)
 
     def owner_of(self, path: str) -> str | None:
         """model / data / config for a file of this run, None for any other file (installed, framework, stdlib)."""
@@ -256,6 +266,103 @@ def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = No
                               f"nothing in the failure decides; the last change of this run before the failing gate "
                               f"was the {changed_last} phase's")
     return None
+
+
+def runtime_env_owner(text: str, artifacts: Artifacts, script_sets: Iterable[str] = ()) -> ContextVerdict | None:
+    """The failure's error lines quote a value that a variable of the target runtime's environment holds, a variable
+    the target's own code reads (``os.getenv(NAME, default)``) and that the environment sets to another value than
+    that default (G0's env probe): the code took the value from the process environment, which no file of the run
+    sets, so the environment is the fix (unset or correct the variable), whatever the message's usual owner. Not
+    when the run's launch script sets the variable (``script_sets``: the run's setting then) or the run's YAML holds
+    the same value (either could have supplied it). None when no such value is quoted."""
+    said = "\n".join(_error_lines(text))
+    in_yaml = set(artifacts.yaml_values.values())
+    for name, (value, default) in sorted(artifacts.runtime_env.items()):
+        if name in set(script_sets) or len(value) < 3 or value == default or value in in_yaml:
+            continue
+        if re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w-])", said):
+            was = f" (the code's default: `{default}`)" if default is not None else ""
+            return ContextVerdict("environment", "runtime-env",
+                                  f"`{value}`, which the error quotes, is the value of {name} in the target "
+                                  f"runtime's environment; the target's own code reads {name}{was} and no file of "
+                                  f"this run sets it: unset {name} in the runtime's environment (its activation "
+                                  f"script or shell profile), no migration artifact changes")
+    return None
+
+
+# a traceback whose exception is a warning class: ``warnings.warn`` raised it, so the warnings filter was "error"
+_WARNING_RAISED = re.compile(r"^\s*(?:\[rank\d+\]:\s*)?(?:[A-Za-z_][\w.]*\.)?(?P<cls>[A-Za-z]*Warning): ", re.M)
+# the filter set to error on a command line (python -W error, -Werror) or in the variable
+_WARNINGS_ERROR = re.compile(r"(?:^|,)\s*error\b")
+_W_FLAG = re.compile(r"(?:^|\s)-W\s*['\"]?error\b")
+
+
+def warning_raised_owner(text: str, artifacts: Artifacts, script: str = "") -> ContextVerdict | None:
+    """A warning was raised as an exception (a traceback through ``warnings.warn`` that ends in a ``…Warning:``
+    line): a library's warning is no failure unless the process's warnings filter turns it into one. That filter
+    comes from the runtime's environment (PYTHONWARNINGS, which G0's env probe read in a rank's view: environment)
+    or from the run's launch script (``python -W error``: config); None when neither says error (the code itself
+    set the filter, or it is not known)."""
+    found = _WARNING_RAISED.search(text)
+    if not found or ("warnings.warn" not in text and "Traceback (most recent call last)" not in text):
+        return None
+    said = artifacts.interpreter_env.get("PYTHONWARNINGS", "")
+    if _WARNINGS_ERROR.search(said):
+        return ContextVerdict("environment", "runtime-env",
+                              f"a {found.group('cls')} was raised as an exception: the runtime's environment sets "
+                              f"PYTHONWARNINGS={said}, which turns every library's warning into an error; unset "
+                              f"PYTHONWARNINGS (or drop its error filter) in the runtime's environment, no migration "
+                              f"artifact changes")
+    if _W_FLAG.search(script):
+        config = _names(artifacts.config[1:2]) or "the launch script"
+        return ContextVerdict("config", "key",
+                              f"a {found.group('cls')} was raised as an exception: {config} starts Python with "
+                              f"-W error, which turns every library's warning into an error; drop that flag")
+    return None
+
+
+# torch.distributed building a backend's process group (its own frames or error): the backend reads its variables
+_PG_BACKEND = re.compile(r"ProcessGroup(?P<a>Gloo|NCCL|Nccl|HCCL|Hccl)\b|(?P<b>gloo|nccl|hccl) (?:device|transport)\b")
+
+
+def backend_env_owner(text: str, artifacts: Artifacts, script_sets: Iterable[str] = ()) -> ContextVerdict | None:
+    """A collective backend failed to build its process group (``ProcessGroupGloo(...)`` in the traceback, or its
+    error naming the backend's device / transport) while the runtime's environment (G0's env probe, a rank's view)
+    sets that backend's own variables (``GLOO_*`` for gloo) that the run's launch script does not set: the backend
+    read them when it started, so they are the fix (environment). None when no such variable is set."""
+    found = _PG_BACKEND.search(text)
+    if not found:
+        return None
+    prefix = (found.group("a") or found.group("b")).upper() + "_"
+    named = {k: v for k, v in sorted(artifacts.environment.items()) if k.startswith(prefix) and k not in
+             set(script_sets)}
+    if not named:
+        return None
+    said = ", ".join(f"{k}={v}" for k, v in list(named.items())[:3])
+    return ContextVerdict("environment", "runtime-env",
+                          f"the {prefix[:-1].lower()} backend failed to build its process group while the target "
+                          f"runtime's environment sets {said}, which that backend reads when it starts and no file of "
+                          f"this run sets: unset or correct {', '.join(list(named)[:3])} in the runtime's environment")
+
+
+def runtime_decode_owner(text: str, source_error: str, undecodable: list[str] | None,
+                         checked: int) -> ContextVerdict | None:
+    """The same error the failure shows was raised in this runtime by the source's own processor on the same
+    records (``source_error``: G1's forward probe building its batch, which runs none of the run's data path), and
+    every media file of the records that msmigrate's own interpreter decoded (``checked`` of them, ``undecodable``
+    naming those that did not) decodes there: neither the run's data path nor the files cause it, the runtime's own
+    media library does (a Pillow without a codec, a broken install): environment. None when the error differs from
+    the source's, when a file does not decode outside the runtime either (the file is the fault: data), or when
+    nothing was decoded."""
+    message = source_error.split(": ", 1)[-1].strip()
+    if len(message) < 8 or message not in text or undecodable is None or undecodable or not checked:
+        return None
+    return ContextVerdict("environment", "runtime-decode",
+                          f"the source's own processor, which runs none of this run's data path, failed in this "
+                          f"runtime on the same records with the same error (`{source_error[:160]}`, G1), and the "
+                          f"records' {checked} media file(s) decode with Pillow outside the runtime: the runtime's "
+                          f"media library cannot decode them; reinstall Pillow (with its codecs: zlib, libjpeg) in "
+                          f"the target runtime, no migration artifact changes")
 
 
 def host_memory_shortage(text: str, host_memory: int | None) -> str:

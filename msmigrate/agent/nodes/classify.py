@@ -44,7 +44,8 @@ REVIEW_TENTATIVE = False
 CONTEXT_CONFIDENCE = {"frames": 0.8, "config-loading": 0.85, "key": 0.8, "host": 0.8, "runtime": 0.8,
                       "last-change": 0.5, "loss-graph": 0.8,
                       "plugin-import": 0.85, "registration": 0.9, "gate-remedy": 0.9, "attention-class": 0.85,
-                      "source-batch": 0.8, "derived-settings": 0.8, "signature": 0.85}
+                      "source-batch": 0.8, "derived-settings": 0.8, "signature": 0.85, "runtime-env": 0.85, "runtime-decode": 0.85,
+                      "broken-install": 0.85}
 
 
 # How check_forward / G1's forward probe (tools/probes/forward_smoke.py, PATH_NAMES) names the meta-init path that

@@ -183,19 +183,61 @@ def attention_available():
 # what a launched rank gets that a plain process may not: torchrun sets these in every rank's environment, and a
 # site hook, an activation script or a container entry point may act on them (a limit set only for trainer ranks)
 RANK_ENV = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0"}
-_LIMITS = ("import resource, json, os; s, h = resource.getrlimit(resource.RLIMIT_NOFILE); "
+_LIMITS = ("import resource, json, os, sys; s, h = resource.getrlimit(resource.RLIMIT_NOFILE); "
            "print(json.dumps({'nofile_soft': s, 'nofile_hard': h, 'comm_env': {k: v for k, v in os.environ.items() "
-           "if k.startswith(%r)}}))" % (COMM_ENV_PREFIXES,))
+           "if k.startswith(%r)}, 'read_env': {k: os.environ[k] for k in sys.argv[1:] if k in os.environ}}))"
+           % (COMM_ENV_PREFIXES,))
+# a variable the target's own code reads: os.getenv("X", default), os.environ.get("X", default), os.environ["X"]
+ENV_READ = re.compile(r"""(?:getenv|environ\.get)\(\s*["'](?P<name>[A-Za-z_]\w*)["']\s*(?:,\s*(?P<default>"""
+                      r"""["'][^"'\n]*["']|[^)\n]*))?\)|environ\[\s*["'](?P<key>[A-Za-z_]\w*)["']\s*\]""")
+# names whose values are credentials: never read into the run's records
+SECRET_NAME = re.compile(r"(?i)key|token|secret|passw|credential|auth|cookie")
+# the interpreter's own variables that change how any code runs in it (not read by the target's code)
+INTERPRETER_ENV = ("PYTHONWARNINGS", "PYTHONDEVMODE", "PYTHONOPTIMIZE")
+MAX_SCANNED = 5000
+# what this probe sets itself (a rank's variables, the route's NON_MEGATRON): not the runtime's own settings
+SET_BY_PROBE = frozenset({*RANK_ENV, "NON_MEGATRON"})  # Python files of the target's packages read for the variables they read
 
 
-def rank_view(python=None):
+def target_env_reads(target):
+    """The variables the target's own packages (the folders with an ``__init__.py`` at its root) read from the
+    environment: {name: the default the code gives, as its source text, or None}. Credential-like names are left
+    out. A value such a variable has in the runtime's environment changes what the target's code does without any
+    file of the run changing."""
+    found, scanned = {}, 0
+    root = os.path.abspath(target)
+    for top in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        if not os.path.isfile(os.path.join(root, top, "__init__.py")):
+            continue
+        for folder, dirs, files in os.walk(os.path.join(root, top)):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for name in sorted(f for f in files if f.endswith(".py")):
+                scanned += 1
+                if scanned > MAX_SCANNED:
+                    return found
+                try:
+                    with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as fh:
+                        text = fh.read()
+                except OSError:
+                    continue
+                for m in ENV_READ.finditer(text):
+                    var = m.group("name") or m.group("key")
+                    if not SECRET_NAME.search(var):
+                        default = (m.group("default") or "").strip()
+                        found.setdefault(var, default[1:-1] if default[:1] in "'\"" and len(default) > 1 else
+                                         (default or None))
+    return found
+
+
+def rank_view(python=None, names=()):
     """The open-file limit (soft, hard) of a process started with a rank's variables by ``python`` (the runtime's
     interpreter as the run names it, which the launcher starts too: a wrapper script's own settings apply; default
-    this interpreter); -1 is unlimited. An error string when the process could not be run."""
+    this interpreter); -1 is unlimited; and the values that process has for ``names`` (the variables the target's
+    code reads). An error string when the process could not be run."""
     env = {**os.environ, **RANK_ENV}
     try:
-        out = subprocess.run([python or sys.executable, "-c", _LIMITS], capture_output=True, text=True, timeout=60,
-                             env=env)
+        out = subprocess.run([python or sys.executable, "-c", _LIMITS, *names], capture_output=True, text=True,
+                             timeout=60, env=env)
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
@@ -236,9 +278,19 @@ def main(argv):
     if info.get("torch") is not None:
         info["attention"] = attention_available()
     runtime_python = argv[argv.index("--runtime-python") + 1] if "--runtime-python" in argv else None
-    info["rank_limits"] = rank_view(runtime_python)
+    reads = target_env_reads(target) if target else {}
+    info["rank_limits"] = rank_view(runtime_python, sorted({*reads, *INTERPRETER_ENV}))
     # a rank's variables as the runtime interpreter sets them (a wrapper script's exports) join the probe's own
     info["comm_env"] = {**info.get("comm_env", {}), **(info["rank_limits"].pop("comm_env", None) or {})}
+    # the variables the target's code reads that a rank's environment sets to another value than the code's default:
+    # they change what the target does with no file of the run changed (a failure quoting such a value is traced
+    # back to the variable)
+    values = info["rank_limits"].pop("read_env", None) or {}
+    info["target_env"] = {k: {"value": v, "default": reads[k]} for k, v in sorted(values.items())
+                          if k in reads and v != reads[k] and k not in SET_BY_PROBE}
+    # the interpreter's own switches a rank's environment sets (a warnings filter of "error" turns any library's
+    # warning into an exception)
+    info["python_env"] = {k: v for k, v in sorted(values.items()) if k in INTERPRETER_ENV}
     emit(info)
     return 0
 
