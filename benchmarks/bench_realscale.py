@@ -1,10 +1,10 @@
 """Which real-scale variants fit this host: each variant's size measured on the meta device (parameters at 2 layers
 per tower, the media tokens its published processor gives the sample image), and — from one measured end-to-end
 run of a variant (the ``realscale_figures.json`` tests/realscale/test_realscale_rules.py saves in its run folder,
-plus that run's peak RSS of the whole process tree) — every variant's peak memory and training-parity probe time
-projected from it.
+plus that run's peak memory of the whole process tree, PSS summed, as forked processes share pages) — every
+variant's peak memory and training-parity probe time projected from it.
 
-    python benchmarks/bench_realscale.py --figures RUN/realscale_figures.json --peak-mb 7178 --step-s 25.0
+    python benchmarks/bench_realscale.py --figures RUN/realscale_figures.json --peak-mb 12551 --step-s 77.2 --steps 5
 
 The projections are stated as projections: memory scales with the parameters (weights, gradients and Adam state of
 the source and the migrated model dominate at 2 layers per tower), time with parameters x tokens (6·N·T FLOPs per
@@ -39,7 +39,7 @@ def sizes() -> dict[str, dict[str, float]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--figures", type=Path, help="realscale_figures.json of a measured run")
-    ap.add_argument("--peak-mb", type=float, help="that run's peak RSS of the whole process tree (MB)")
+    ap.add_argument("--peak-mb", type=float, help="that run's peak memory of the whole process tree, PSS summed (MB)")
     ap.add_argument("--step-s", type=float, help="that run's G4 launch median step (s)")
     ap.add_argument("--memory-gib", type=float, default=24.0, help="the host's memory")
     ap.add_argument("--probe-hours", type=float, default=1.0, help="what one parity probe may take to 'fit'")
@@ -51,7 +51,7 @@ def main() -> None:
     if figures:
         measured = next(n for n in table if figures["run_id"].startswith(n + "-"))
         print(f"measured: {measured}, run {figures['run_id']} ({figures['exit']}): wall per gate (s) "
-              f"{figures['wall_s_per_gate']}; peak RSS {args.peak_mb or '?'} MB (process tree); media tokens per "
+              f"{figures['wall_s_per_gate']}; peak {args.peak_mb or '?'} MB (process tree, PSS); media tokens per "
               f"sample {figures['media_tokens_per_sample']} of {figures['tokens_per_sample']} tokens; cutoff_len "
               f"{figures['cutoff_len']}; parity probes {figures['parity_probes']}")
     base = table[measured] if measured else None

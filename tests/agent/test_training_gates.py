@@ -153,3 +153,14 @@ def test_g4_sizes_its_parity_probes_from_its_own_launch(monkeypatch, tmp_path):
     _, g4, _ = _run(monkeypatch, tmp_path, FakeTrainer(step_ms=25044.95))
     assert [w["step_s"] for w in work] == [25.04495, 25.04495]
     assert all(w["setup_s"] is not None and w["setup_s"] >= 0 for w in work)
+
+
+def test_a_launch_states_the_dataloader_workers_it_ran_otherwise_than_the_delivered_yaml():
+    """The evidence of a CPU launch says its dataloader ran in-process while the delivered YAML keeps its workers;
+    a launch that ran the delivered count says nothing."""
+    delivered = {"data": {"dataloader_param": {"num_workers": 8}}}
+    note = training.loader_note({"data": {"dataloader_param": {"num_workers": 0}}}, delivered)
+    assert note and "num_workers 0 in this launch, 8 in the delivered YAML" in note
+    assert training.loader_note(delivered, delivered) is None
+    assert "framework's default" in training.loader_note({"data": {"dataloader_param": {"num_workers": 0}}}, {})
+    assert training.loader_note({}, delivered) is None  # no per-run YAML read: nothing to say

@@ -34,9 +34,17 @@ SOURCE_THEN_EXEC = 'f="$1"; shift; cmd=("$@"); set --; source "$f" && exec "${cm
 # enable_preload: the real preloading dataloader overlaps host-to-device copies on a device stream (none on CPU).
 # preprocessing_num_workers: the real huggingface dataset maps samples with that many forked processes (16 in the
 # examples); forked from a process holding torch threads, on a few CPU cores, that takes minutes per sample.
+# num_workers: the batches come from the batch sampler in the trainer's process whatever the worker count (workers
+# only run __getitem__ and the collator, each seeded with the same fixed seed); the training parity probes load
+# them in-process too. Each worker is a fork of the trainer, model included (1.9 GB RSS each at real scale, 8 per
+# rank in the examples), sharing the CPU cores the training step needs, and prefetches batches a gate launch never
+# trains (8 workers x 2 for 5 iterations). So a CPU launch loads in-process; the delivered YAML keeps its count.
 CPU_OVERRIDES: dict[str, Any] = {"model": {"attn_implementation": "sdpa"}, "training": {"adam_fused": False},
-                                 "data": {"dataloader_param": {"pin_memory": False, "enable_preload": False},
+                                 "data": {"dataloader_param": {"pin_memory": False, "enable_preload": False,
+                                                               "num_workers": 0},
                                           "dataset_param": {"basic_parameters": {"preprocessing_num_workers": None}}}}
+# torch's DataLoader refuses these without workers; None is the framework's own "unset" for both
+WORKER_ONLY_LOADER_KEYS = ("prefetch_factor", "persistent_workers")
 CPU_FP32_OVERRIDES: dict[str, Any] = {"parallel": {"fsdp_plan": {"param_dtype": "fp32", "reduce_dtype": "fp32"}}}
 # Launch-script environment of the plugin route (contract §11); the spec's env wins.
 # What every launch of the trainer sets for the plugin (FSDP2) route: the target's packages read it on import
@@ -141,13 +149,18 @@ CPU_ATTENTION = ("eager", "sdpa")  # what runs on a CPU; flash-attention kernels
 
 def device_overrides(device: str, spec: LaunchSpec, base: dict[str, Any] | None = None) -> dict[str, Any]:
     """The overrides a launch on ``device`` needs over the YAML ``base``. On CPU an attention the YAML already asks
-    for that runs there is kept: a class with no sdpa path (the draft chose eager for it) must not be given sdpa."""
+    for that runs there is kept: a class with no sdpa path (the draft chose eager for it) must not be given sdpa; the
+    dataloader loads in-process (``num_workers: 0``), with the worker-only keys the YAML sets unset."""
     if device != "cpu":
         return {}
     over = deep_merge(CPU_OVERRIDES, CPU_FP32_OVERRIDES) if spec.cpu_fp32 else copy.deepcopy(CPU_OVERRIDES)
     model = (base or {}).get("model")
     if isinstance(model, dict) and model.get("attn_implementation") in CPU_ATTENTION:
         over["model"] = {k: v for k, v in over["model"].items() if k != "attn_implementation"}
+    data = (base or {}).get("data")
+    loader = data.get("dataloader_param") if isinstance(data, dict) else None
+    if isinstance(loader, dict):
+        over["data"]["dataloader_param"].update({k: None for k in WORKER_ONLY_LOADER_KEYS if loader.get(k) is not None})
     return over
 
 

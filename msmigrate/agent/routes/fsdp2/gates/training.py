@@ -96,6 +96,7 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
     metrics["loss_iterations"] = sorted(curve)  # where each loss was logged (a resumed load run starts late)
     metrics["uninitialised"] = uninitialised_note(data.get("log_path"))
     metrics["weights"] = weights_note(launched_config(data.get("config_path")))
+    metrics["loader"] = loader_note(launched_config(data.get("config_path")), delivered)
     ev = evidence_item(label, data.get("argv", []), data.get("exit_code"), started, time.time(),
                        _tail(data.get("log_path")), metrics, config_path=data.get("config_path"),
                        log_path=data.get("log_path"), launch_id=data.get("launch_id"), reused=data.get("reused"),
@@ -104,6 +105,20 @@ def run_launch(deps: Any, state: dict[str, Any], gate: str, label: str, nproc: i
                        **({k: data.get(k) for k in ("backend", "job_id", "nodes", "job_state")}
                           if data.get("backend") else {}))
     return res, ev, losses
+
+
+def loader_note(launched: dict[str, Any], delivered: dict[str, Any]) -> str | None:
+    """What a launch's dataloader ran otherwise than the delivered config asks (a CPU launch loads in the trainer's
+    process: the same batches from the same sampler, no forked workers); None when they agree."""
+    def workers(cfg: dict[str, Any]) -> Any:
+        return ((cfg.get("data") or {}).get("dataloader_param") or {}).get("num_workers")
+
+    ran, asked = workers(launched), workers(delivered)
+    if ran == asked or not launched:
+        return None
+    kept = asked if asked is not None else "the framework's default"
+    return (f"dataloader num_workers {ran} in this launch, {kept} in the delivered YAML: the same batches from the "
+            "same batch sampler, loaded in the trainer's process")
 
 
 def measured_work(ev: dict[str, Any] | None) -> dict[str, float | None]:
