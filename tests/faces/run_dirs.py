@@ -4,6 +4,7 @@ testing the scorers and the eval harness without running the graph, and the spec
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -79,3 +80,12 @@ def make_run(runs: Path, run_id: str, target: Path, *, model: str = "mm", templa
     (run_dir / "spec.yaml").write_text(f"source: {target}\ntarget: {target}\nmodel_name: {model}\n")
     (run_dir / "trajectory.jsonl").write_text('{"t": 100.0, "kind": "drive"}\n{"t": 112.5, "kind": "exit"}\n')
     return run_dir
+
+
+def as_terminal_foreground_job() -> None:
+    """``preexec_fn`` for a face started as a terminal's foreground job, where Ctrl-C is SIGINT with its default
+    action. A suite started as a background job of a non-interactive shell (``cmd &``: bash ignores SIGINT there, and
+    children inherit it) would otherwise start the face with SIGINT ignored, as a background job must, and a test of
+    Ctrl-C would wait out its held gate instead (a rerun outside CI failed that way)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fake_run import held_marker, release_file
-from run_dirs import write_spec
+from run_dirs import as_terminal_foreground_job, write_spec
 
 from msmigrate.agent.launch_slots import launch_slots
 from msmigrate.faces.batch.manifest import load_manifest
@@ -260,7 +260,7 @@ def test_ctrl_c_leaves_items_resumable_and_a_rerun_resumes_them(tmp_path, source
     env = {**hook_env, "FAKE_GATE_HOLD_DIR": str(holds), "FAKE_SLOW_GATES": "G4"}
     proc = subprocess.Popen(batch_cmd(manifest, "--jobs", "2", "--batch-dir", str(batch_dir)), env=env,
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=as_terminal_foreground_job)
     wait_until(lambda: len(run_ids(batch_dir)) == 2 and all(
         held_marker(holds, run_ids(batch_dir)[k], "G4").is_file() for k in ("one", "two")), proc,
         "the two items were never held in G4 at once")

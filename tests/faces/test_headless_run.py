@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import sys
 
+from run_dirs import as_terminal_foreground_job
 
 
 def write_spec(path, source, target):
@@ -103,7 +104,8 @@ def _run_held_at(gate, tmp_path, source_model, standin, hook_env):
     env = {**hook_env, "FAKE_GATE_HOLD_DIR": str(holds), "FAKE_SLOW_GATES": gate}
     proc = subprocess.Popen([sys.executable, "-m", "msmigrate.faces.cli", "run", str(spec), "--runs-dir", str(runs)],
                             env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+                            stdin=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=as_terminal_foreground_job)
     deadline = time.monotonic() + 240
     while not list(holds.glob(f"*.{gate}.held")):
         assert proc.poll() is None and time.monotonic() < deadline, f"the run never reached {gate}"
