@@ -122,3 +122,19 @@ def test_the_reason_names_no_self_placement_for_a_processor_that_expands_the_pla
     _, me = probes
     assert me.placed_without_placeholder(ExpandsPlaceholder(), "img") == ""
     assert me.one_expansion(ExpandsPlaceholder(), "<image>", "img")[:3] == ([7, 8, 9], 1, 0)
+
+
+class WritesOwnPrompt(ExpandsPlaceholder):
+    """Like ShieldGemma 2's processor: the text it is given is dropped; each image gets a fixed prompt of its own,
+    one row per image (so a second image adds a row, not ids)."""
+
+    def __call__(self, text, images=None):
+        return {"input_ids": [[1, 7, 8, 9, 5, 5] for _ in images or [None]]}
+
+
+def test_a_processor_that_ignores_the_text_is_declined_with_that_reason(probes):
+    """The sweep's shieldgemma2 was declined with "a second image added 0 ids" and no why."""
+    _, me = probes
+    with pytest.raises(ValueError, match="added 0 ids .*do not change with the text"):
+        me.one_expansion(WritesOwnPrompt(), "<image>", "img")
+    assert me.ignores_the_text(ExpandsPlaceholder(), "<image>", "img") == ""

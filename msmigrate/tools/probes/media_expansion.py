@@ -123,7 +123,7 @@ def one_expansion(proc, placeholder, image):
     two, _ = ids_of(proc, placeholder + placeholder, [image, image])
     size = len(two) - len(one)
     if size <= 0:
-        raise ValueError(f"a second image added {size} ids")
+        raise ValueError(f"a second image added {size} ids" + ignores_the_text(proc, placeholder, image))
     for pre in range(0, len(one) - size + 1):
         exp = one[pre: pre + size]
         if one[:pre] + exp + exp + one[pre + size:] == two:
@@ -150,6 +150,21 @@ def placed_without_placeholder(proc, image):
     return (f" (the processor writes {extra} more ids for one image given a text with no placeholder: it places "
             "its images itself, not where the text's placeholder is, so no per-image expansion of a placeholder "
             "exists to measure)")
+
+
+def ignores_the_text(proc, placeholder, image):
+    """Why a second image can add no ids: a processor whose ids do not change with the text it is given writes a
+    prompt of its own (ShieldGemma 2's policy prompts, one row per image), so the samples' text never reaches its
+    batch. '' when the text changes the ids, or when that cannot be asked."""
+    try:
+        short, _ = ids_of(proc, placeholder + SENTINEL, [image])
+        longer, _ = ids_of(proc, placeholder + SENTINEL + " " + SENTINEL[::-1] + " " + SENTINEL, [image])
+    except Exception:  # probe boundary: only a clue to the failure already found
+        return ""
+    if short != longer:
+        return ""
+    return (" (the processor's ids do not change with the text it is given: it writes a prompt of its own, so the "
+            "samples' text never reaches its batch and no faithful batch can be made from them)")
 
 
 def _closes_the_media(proc, placeholder, image, exp, tail) -> bool:
