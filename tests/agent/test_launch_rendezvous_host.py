@@ -25,13 +25,16 @@ NNODES={nodes}
 DISTRIBUTED_ARGS="--nproc_per_node 2 --nnodes $NNODES --master_addr $MASTER_ADDR --master_port $MASTER_PORT"
 torchrun $DISTRIBUTED_ARGS mindspeed_mm/fsdp/train/trainer.py cfg.yaml
 """
+# a resolver without the localhost line: every lookup of the name fails as glibc's does (EAI_NONAME)
 UNRESOLVED_LOCALHOST = """import socket
-_real = socket.getaddrinfo
-def _getaddrinfo(host, *args, **kwargs):
-    if host in ("localhost", b"localhost"):
-        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-    return _real(host, *args, **kwargs)
-socket.getaddrinfo = _getaddrinfo
+class _NoLocalhost:
+    def __init__(self, lookup):
+        self.lookup = lookup
+    def __call__(self, host, *rest, **kw):
+        if (host.decode() if isinstance(host, bytes) else host) == "localhost":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return self.lookup(host, *rest, **kw)
+socket.getaddrinfo = _NoLocalhost(socket.getaddrinfo)
 """
 
 
