@@ -20,7 +20,8 @@ from msmigrate.agent.launch_script_checks import (continuation_findings, paralle
 from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
-from msmigrate.agent.routes.fsdp2.gates.source_settings import optimizer_state_findings, precision_findings
+from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_findings, optimizer_state_findings,
+                                                                precision_findings)
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
 from msmigrate.tools.target_checks import config_check, module_tree, rendezvous_check
@@ -111,7 +112,8 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         problems += weights_findings(bound, ctx.source)
         entries = script_entries(script.read_text(errors="replace")) if script.is_file() else []
         unexercised = [*optimizer_state_findings(_yaml(config), _yaml(bound)),
-                       *precision_findings(_yaml(config), ctx.source, ctx.target, entries)]
+                       *precision_findings(_yaml(config), ctx.source, ctx.target, entries),
+                       *default_dtype_findings(_yaml(config), state.get("runtime"), plan["config_path"])]
         findings += unexercised
         problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in unexercised]
         codes = sorted({*codes, *(f["code"] for f in unexercised)})
