@@ -14,14 +14,20 @@ the script must establish too, since no gate runs the script itself.
 - **line continuations**: a line whose backslash is followed by whitespace before its end is not continued (the
   shell escapes the space, the newline ends the command): the command stops there and the next line runs as a
   command of its own — the trainer starts without the arguments that follow.
+- **the rendezvous host**: every gate launch rendezvous at ``127.0.0.1``; the script's own ``MASTER_ADDR`` (or
+  ``--master_addr``) names a host only the runtime's resolver decides. A single-node script's host name is resolved
+  and connected to in the runtime (``probes/rendezvous_host.py``, a one-rank ``TCPStore`` as torchrun's rank 0
+  starts). A name the machine gives itself (``localhost``, its host name) that does not resolve is the runtime's
+  resolver's (``/etc/hosts``: environment); another name is the script's (config).
 """
 
 from __future__ import annotations
 
 import ast
+import ipaddress
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from msmigrate.agent.launch_size import script_size
 from msmigrate.core.python_files import parsed_files
@@ -32,6 +38,7 @@ _PORT_FLAG = re.compile(r"(?P<name>--master[_-]port)[ =](?P<value>-?\d+)")
 MAX_PORT = 65535
 
 
+_ADDR_FLAG = re.compile(r"--master[_-]addr[ =][\"']?(?P<value>[^\s\"']+)")
 _BROKEN_CONTINUATION = re.compile(r"\\[ \t]+$")
 
 
@@ -64,6 +71,48 @@ def port_findings(text: str, script: str) -> list[dict[str, Any]]:
                                f"torchrun's rendezvous cannot listen on it; set {m.group('name')} to a free port in "
                                f"that range"})
     return out
+
+
+def rendezvous_host(text: str) -> str | None:
+    """The host name a single-node script rendezvous at, when it is a literal name (not an IP address, not a
+    variable the user's shell decides); None otherwise, and for a multi-node script (its master is another
+    machine, resolved where that machine's network is)."""
+    nodes = script_size(text)[1]
+    if nodes is not None and nodes > 1:
+        return None
+    flag = _ADDR_FLAG.search(text)
+    host = flag.group("value") if flag and "$" not in flag.group("value") else script_sets(text, "MASTER_ADDR")
+    if not host or "$" in host:
+        return None
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        return host
+
+
+def rendezvous_findings(text: str, script: str, probe: Callable[[str], dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """The script's rendezvous host as the runtime resolves it: ``probe(host)`` is the rendezvous_host probe's
+    result in the runtime (None when it could not run: nothing is concluded)."""
+    host = rendezvous_host(text)
+    result = probe(host) if host else None
+    if not result or result.get("connects"):
+        return []
+    own = bool(result.get("own_name"))
+    what = "does not resolve" if not result.get("resolves") else \
+        f"resolves to {', '.join(result.get('addresses') or [])} but takes no connection"
+    if own:
+        message = (f"{script} rendezvous at MASTER_ADDR={host}, this machine's own name, which {what} in the target "
+                   f"runtime ({result.get('problem')}): the runtime's resolver (/etc/hosts, its NSS configuration) "
+                   f"lacks the entry, so torchrun's rank 0 cannot start its store; add `127.0.0.1 {host}` to "
+                   f"/etc/hosts of the runtime (the gates' own launches use 127.0.0.1)")
+        return [{"severity": "error", "code": "rendezvous-host-unresolved", "path": script, "key": "MASTER_ADDR",
+                 "value": host, "message": message}]
+    message = (f"{script} rendezvous at MASTER_ADDR={host}, which {what} in the target runtime "
+               f"({result.get('problem')}): torchrun's rank 0 cannot start its store there; set MASTER_ADDR to this "
+               f"machine's address (127.0.0.1 for one node) or a name that resolves")
+    return [{"severity": "error", "code": "launch-rendezvous-host", "path": script, "key": "MASTER_ADDR",
+             "value": host, "message": message}]
 
 
 def _env_reads(tree: ast.AST) -> dict[str, str]:

@@ -45,7 +45,8 @@ FINDING_CODES = (
     "loss-type-invalid", "tp-not-one", "pattern-no-match", "apply-modules-none-match", "no-split-uncovered",
     "recompute-no-past-key-values", "weakened-config", "flash-attn-on-cpu", "value-out-of-range",
     "launch-entry-missing", "attn-unsupported", "launch-size", "launch-port", "launch-env",
-    "checkpoint-state-absent", "precision-diverges", "launch-continuation",
+    "checkpoint-state-absent", "precision-diverges", "launch-continuation", "launch-rendezvous-host",
+    "rendezvous-host-unresolved", "runtime-default-dtype",
 )
 
 # Codes the concurrently written validator (msmigrate/tools/yaml_validator) actually emits that differ from the

@@ -291,3 +291,14 @@ def config_check(ctx: RunContext, config_path: Path, *, tree: dict | None, devic
                           target_root=ctx.target, device=device)
     res.data["saved"] = _save(ctx, "config_findings", res.data.get("findings", []))
     return res
+
+
+def rendezvous_check(ctx: RunContext, host: str) -> dict[str, Any] | None:
+    """The launch script's rendezvous host resolved and connected to in the target runtime (probes/
+    rendezvous_host.py); None when the probe could not run (nothing is concluded from that)."""
+    res = run_probe(ctx.runtime_python, "rendezvous_host", ["--host", host], cwd=ctx.target, env_extra=PROBE_ENV,
+                    timeout=min(120.0, ctx.probe_timeout_s or 120.0))
+    if not res.ok:
+        return None
+    _save(ctx, "rendezvous_host", res.data["result"])
+    return res.data["result"]

@@ -267,6 +267,11 @@ VARIANTS = [
     ("cutoff-negative", v_set("data.dataset_param.basic_parameters.cutoff_len", -1), "value-out-of-range",
      "data.dataset_param.basic_parameters.cutoff_len", None),
     ("warmup-percent", v_set("training.lr_warmup_ratio", 10), "value-out-of-range", "training.lr_warmup_ratio", "0.1"),
+    # schedule arithmetic: a warmup ratio carried over from a recipe of another length spans the whole run
+    ("warmup-whole-run", v_set("training.lr_warmup_ratio", 0.99), "value-out-of-range", "training.lr_warmup_ratio",
+     "few percent"),
+    ("warmup-most-of-run", lambda c: (_set(c, "training.lr_warmup_ratio", 0.6), _set(c, "training.train_iters", 40)),
+     "value-out-of-range", "training.lr_warmup_ratio", "few percent"),
     ("gc-interval-negative", v_set("training.manual_gc_interval", -2), "value-out-of-range",
      "training.manual_gc_interval", "manual_gc_interval < 0"),
     # Adam's pair written in swapped order (β1 ≥ √β2), and a rate outside [0, 1)
@@ -285,6 +290,19 @@ def test_usual_adam_pairs_pass(schema, target_root, pair):
     cfg = copy.deepcopy(BASE)
     cfg["training"].update(adam_beta1=pair[0], adam_beta2=pair[1])
     assert not [f for f in run(cfg, schema, target_root).data["findings"] if "beta" in f["path"]]
+
+
+@pytest.mark.parametrize("ratio,iters", [(0.03, 20), (0.1, 20), (0.45, 20), (0.0, 5), (0.1, 5)])
+def test_usual_warmups_pass(schema, target_root, ratio, iters):
+    cfg = copy.deepcopy(BASE)
+    cfg["training"].update(lr_warmup_ratio=ratio, train_iters=iters)
+    assert not [f for f in run(cfg, schema, target_root).data["findings"] if "warmup" in f["message"]]
+
+
+def test_warmup_share_not_judged_when_epochs_decide_the_length(schema, target_root):
+    cfg = copy.deepcopy(BASE)
+    cfg["training"].update(lr_warmup_ratio=0.99, train_epochs=1)
+    assert not [f for f in run(cfg, schema, target_root).data["findings"] if "warmup" in f["message"]]
 
 
 @pytest.mark.parametrize("freeze", [["model.visual"], ["model.language_model"], ["model.visual.blocks",

@@ -7,8 +7,8 @@ metadata, those of other training libraries (``packages``); torch_npu (found,
 importable, error); ``npu-smi info`` (present, NPUs listed with health and HBM); torch.npu / torch.cuda device counts;
 CANN ``set_env.sh`` files found; whether ``mindspeed_mm`` imports with NON_MEGATRON=true from the target root; and the
 resulting ``device`` (npu > cuda > cpu; NPU only when torch_npu imports AND devices are visible); ``attention``: which
-``attn_implementation`` values this runtime can run, as its own transformers reports them; ``rank_limits``: the
-open-file limit of a process started with the variables the launcher gives each rank (``rank_view``).
+``attn_implementation`` values this runtime can run, as its own transformers reports them; ``default_dtype``: torch's
+default dtype in this interpreter; ``rank_limits``: the open-file limit of a process started with the variables the launcher gives each rank (``rank_view``).
 
 torch_npu is imported only if its spec is found (and after torch); nothing here installs or changes anything.
 """
@@ -130,6 +130,12 @@ def probe_torch_side():
     except Exception as exc:  # probe boundary
         info["cuda"] = {"available": False, "count": 0, "error": f"{type(exc).__name__}: {exc}"}
     info["cpu_count"] = os.cpu_count()
+    # the dtype a tensor made without one gets in this interpreter (float32 unless something at start-up, a
+    # sitecustomize or a .pth hook, set another): a model built from its config and every buffer take it
+    try:
+        info["default_dtype"] = str(torch.get_default_dtype()).replace("torch.", "")
+    except Exception as exc:  # probe boundary
+        info["default_dtype_error"] = f"{type(exc).__name__}: {exc}"
     return info
 
 

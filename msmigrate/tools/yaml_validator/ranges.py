@@ -16,6 +16,13 @@ negative; Adam's moment decay rates (``adam_beta1`` / ``adam_beta2``, ``beta1`` 
 keep β1 < √β2 — the condition Adam's convergence analyses assume (Reddi et al. 2018, γ = β1/√β2 < 1; Kingma & Ba's
 weaker β1²/√β2 < 1 fails too on the pair written in swapped order, 0.999 / 0.9): the first moment must forget faster
 than the second's square root, or the update divides a slow momentum by a fast-moving scale.
+
+Schedule arithmetic, from the section's own fields: where the schema has a training length (an integer
+``train_iters`` / ``max_steps`` / ``total_steps``-like field) and a warmup (a ``*warmup*_ratio`` fraction of it or a
+``*warmup*_iters`` / ``_steps`` count), the warmup's length in steps is set against the run's (the YAML's values
+over the schema's defaults; not evaluated when an epoch count decides the length instead, which depends on the
+dataset). A warmup that takes half the run or more keeps the learning rate below its peak for most of training — a
+recipe's ratio carried over to a run of another length; recipes warm up for a few percent of their steps.
 """
 
 from __future__ import annotations
@@ -42,6 +49,11 @@ _SIZE_NAME = re.compile(r"(^|_)(size|steps|iters|len|length|interval)$")
 _PLAIN_SIZE = re.compile(r"_(size|steps|iters|len|length)$")
 _RATIO_NAME = re.compile(r"_ratio$")
 _RATE_NAME = re.compile(r"^(lr|lr_\w+|\w+_lr|weight_decay)$")
+_LENGTH_NAME = re.compile(r"^(train|max|total|num_train)_(iters|steps|iterations)$")
+_EPOCHS_NAME = re.compile(r"(^|_)epochs$")
+_WARMUP_FRACTION = re.compile(r"warmup\w*_(ratio|fraction|frac)$")
+_WARMUP_COUNT = re.compile(r"warmup\w*_(iters|steps|iterations)$")
+_WARMUP_MOST = 0.5  # a warmup of this share of the run or more: the peak learning rate is not what trains
 _BETA_NAME = re.compile(r"^(?:(\w+)_)?beta([12])$")  # adam_beta1, beta2: one optimizer's pair shares the prefix
 
 
@@ -191,6 +203,49 @@ def range_checks(data: dict, schema_root: dict, said: set[str] = frozenset()) ->
                 continue
             out.extend(_generic(join_path(path, name), name, value, fnode))
         out.extend(_moment_pairs(path, node, section, stated, said))
+        out.extend(_warmup_share(path, node, section, said))
+    return out
+
+
+def _value(fields: dict, section: dict, name: str) -> float | None:
+    raw = section[name] if name in section else fields[name].get("default")
+    return None if isinstance(raw, bool) else _num(raw)
+
+
+def _warmup_share(path: str, node: dict, section: dict, said) -> list[Finding]:
+    """A warmup that spans half the run or more (module docstring), checked when the YAML sets the warmup or the
+    length and the section's fields decide both."""
+    fields = node.get("fields", {})
+    if any(_EPOCHS_NAME.search(n) and section.get(n) is not None for n in fields):
+        return []  # the length follows from the dataset's size: not decidable from the YAML
+    lengths = [n for n in fields if _LENGTH_NAME.match(n) and _scalar_kind(fields[n]["type"]) == "int"]
+    set_lengths = [n for n in lengths if section.get(n) is not None]
+    length_name = set_lengths[0] if len(set_lengths) == 1 else (
+        lengths[0] if len(lengths) == 1 and not set_lengths else None)
+    total = _value(fields, section, length_name) if length_name else None
+    if not total or total <= 0:
+        return []
+    out = []
+    for name in fields:
+        fraction, count = _WARMUP_FRACTION.search(name), _WARMUP_COUNT.search(name)
+        if not (fraction or count) or join_path(path, name) in said:
+            continue
+        if name not in section and length_name not in section:
+            continue  # neither is the YAML's: the target's defaults are the target's business
+        value = _value(fields, section, name)
+        if value is None or value < 0 or (fraction and value > 1):
+            continue  # the range rules above report those
+        steps = int(value * total) if fraction else int(value)
+        if steps >= _WARMUP_MOST * total:
+            where = join_path(path, name) if name in section else join_path(path, length_name)
+            out.append(Finding(
+                "error", CODE, where,
+                f"{join_path(path, name)}={value:g} with {join_path(path, length_name)}={int(total)}: the warmup "
+                f"takes {steps} of the run's {int(total)} steps ({steps / total:.0%}), so the learning rate stays "
+                "below its peak for most of training" + (" and never reaches it" if steps >= total - 1 else ""),
+                f"size the warmup for this run's length (a few percent of {join_path(path, length_name)}, e.g. "
+                + (f"{join_path(path, name)}: 0.03)" if fraction else f"{join_path(path, name)}: "
+                   f"{max(1, int(0.03 * total))})")))
     return out
 
 

@@ -1,7 +1,8 @@
 """G3 config: the delivered YAML against the target's own argument schema (unknown / misplaced keys are errors
 here, unlike in the framework), registry cross-references, plugin paths, and the pattern audit over the real
 module tree of the plugin class; weakened configs are errors too, and so is a config that would train a source
-that ships its weights from a random init. The launch script must run that YAML."""
+that ships its weights from a random init. The launch script must run that YAML, and its rendezvous host must
+resolve in the runtime."""
 
 from __future__ import annotations
 
@@ -14,14 +15,16 @@ from typing import Any
 import yaml
 
 from msmigrate.agent.launch_script_checks import (continuation_findings, parallel_size_findings, port_findings,
-                                                 rank_env_findings, route_env_findings, sample_count_findings)
+                                                 rank_env_findings, rendezvous_findings, route_env_findings,
+                                                 sample_count_findings)
 from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
-from msmigrate.agent.routes.fsdp2.gates.source_settings import optimizer_state_findings, precision_findings
+from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_findings, optimizer_state_findings,
+                                                                precision_findings)
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
-from msmigrate.tools.target_checks import config_check, module_tree
+from msmigrate.tools.target_checks import config_check, module_tree, rendezvous_check
 
 
 # a Python file a launch line runs: `torchrun ... path/to/trainer.py`, `python path/x.py` (a relative path: the
@@ -84,7 +87,8 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         for f in [*launch_size_findings(text, state.get("runtime"), plan["script_path"]),
                   *port_findings(text, plan["script_path"]), *continuation_findings(text, plan["script_path"]),
                   *route_env_findings(text, plan["script_path"], ctx.target, present),
-                  *rank_env_findings(text, plan["script_path"], ctx.target, present)]:
+                  *rank_env_findings(text, plan["script_path"], ctx.target, present),
+                  *rendezvous_findings(text, plan["script_path"], lambda host: rendezvous_check(ctx, host))]:
             problems.append(f"[{f['code']}] {f['key']}: {f['message']}")
             codes.append(f["code"])
     findings: list[dict] = []
@@ -108,7 +112,8 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         problems += weights_findings(bound, ctx.source)
         entries = script_entries(script.read_text(errors="replace")) if script.is_file() else []
         unexercised = [*optimizer_state_findings(_yaml(config), _yaml(bound)),
-                       *precision_findings(_yaml(config), ctx.source, ctx.target, entries)]
+                       *precision_findings(_yaml(config), ctx.source, ctx.target, entries),
+                       *default_dtype_findings(_yaml(config), state.get("runtime"), plan["config_path"])]
         findings += unexercised
         problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in unexercised]
         codes = sorted({*codes, *(f["code"] for f in unexercised)})

@@ -12,6 +12,11 @@ the target state. The gates' own launches set these aside on purpose — input b
   which training in fp16 survives only with loss scaling. Reported when the target's trainer package (the folder
   holding the launched entry point's package) has no loss scaler (no ``GradScaler`` / ``loss_scale``) — with one,
   fp16 is a supported choice.
+- The runtime's default dtype: torch's default dtype as G0's env probe read it in the target runtime
+  (``default_dtype``) against the dtypes the delivered YAML trains in (float32, the master weights' dtype, and every
+  ``*_dtype`` it names: ``param_dtype``, ``reduce_dtype`` …). A start-up hook of the runtime (a sitecustomize, a
+  ``.pth`` file) that sets another, float64 say, builds the model and its buffers in it; both sides of the gates'
+  parity checks run in that runtime, so they agree and nothing else sees it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,40 @@ from msmigrate.agent.routes.fsdp2.weights_load import weights_origin
 _FP16 = {"fp16", "float16", "half", "torch.float16"}
 _WIDE = {"bfloat16", "bf16", "float32", "fp32", "torch.bfloat16", "torch.float32"}
 _SCALER = re.compile(r"\bGradScaler\b|\bloss_scale\w*|\bLossScaler\b")
+
+
+_DTYPE_NAMES = {"fp32": "float32", "float32": "float32", "float": "float32", "bf16": "bfloat16",
+                "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16", "half": "float16",
+                "fp64": "float64", "float64": "float64", "double": "float64"}
+
+
+def _named_dtypes(node: Any, key: str = "") -> set[str]:
+    """The torch dtypes the YAML's ``*_dtype`` keys name, anywhere in it."""
+    if isinstance(node, dict):
+        return set().union(*(_named_dtypes(v, str(k)) for k, v in node.items())) if node else set()
+    if isinstance(node, list):
+        return set().union(*(_named_dtypes(v, key) for v in node)) if node else set()
+    if key.endswith("dtype") and isinstance(node, str):
+        name = _DTYPE_NAMES.get(node.lower().removeprefix("torch."))
+        return {name} if name else set()
+    return set()
+
+
+def default_dtype_findings(delivered: dict[str, Any], runtime: dict[str, Any] | None,
+                           config: str) -> list[dict[str, Any]]:
+    """torch's default dtype in the runtime when it is none the delivered YAML trains in (module docstring)."""
+    default = (runtime or {}).get("default_dtype")
+    trains_in = {"float32", *_named_dtypes(delivered)}
+    if not isinstance(default, str) or default in trains_in:
+        return []
+    return [{"severity": "error", "code": "runtime-default-dtype", "path": config, "value": default,
+             "message": f"torch's default dtype in the target runtime is {default} (G0's env probe), while {config} "
+                        f"trains in {', '.join(sorted(trains_in))}: a model built from its config and every tensor "
+                        f"made without a dtype would be {default} in the user's launch (both sides of the gates' "
+                        "parity checks share the runtime, so they agree); something run at the interpreter's "
+                        "start-up sets it (a sitecustomize or .pth hook calling torch.set_default_dtype)",
+             "suggestion": "remove the torch.set_default_dtype call from the runtime's start-up (sitecustomize / "
+                           ".pth), so the default is float32"}]
 
 
 def _training(cfg: dict[str, Any]) -> dict[str, Any]:
