@@ -98,21 +98,22 @@ def rendezvous_findings(text: str, script: str, probe: Callable[[str], dict[str,
     result = probe(host) if host else None
     if not result or result.get("connects"):
         return []
-    own = bool(result.get("own_name"))
     what = "does not resolve" if not result.get("resolves") else \
         f"resolves to {', '.join(result.get('addresses') or [])} but takes no connection"
-    if own:
-        message = (f"{script} rendezvous at MASTER_ADDR={host}, this machine's own name, which {what} in the target "
-                   f"runtime ({result.get('problem')}): the runtime's resolver (/etc/hosts, its NSS configuration) "
-                   f"lacks the entry, so torchrun's rank 0 cannot start its store; add `127.0.0.1 {host}` to "
-                   f"/etc/hosts of the runtime (the gates' own launches use 127.0.0.1)")
-        return [{"severity": "error", "code": "rendezvous-host-unresolved", "path": script, "key": "MASTER_ADDR",
-                 "value": host, "message": message}]
-    message = (f"{script} rendezvous at MASTER_ADDR={host}, which {what} in the target runtime "
-               f"({result.get('problem')}): torchrun's rank 0 cannot start its store there; set MASTER_ADDR to this "
-               f"machine's address (127.0.0.1 for one node) or a name that resolves")
-    return [{"severity": "error", "code": "launch-rendezvous-host", "path": script, "key": "MASTER_ADDR",
-             "value": host, "message": message}]
+    found = f"{script} rendezvous at MASTER_ADDR={host}"
+    if result.get("own_name"):  # the machine's own name: the runtime's resolver lacks the entry
+        code = "rendezvous-host-unresolved"
+        message = (f"{found}, this machine's own name, which {what} in the target runtime ({result.get('problem')}): "
+                   f"the runtime's resolver (/etc/hosts, its NSS configuration) lacks the entry, so torchrun's rank 0 "
+                   f"cannot start its store; add `127.0.0.1 {host}` to /etc/hosts of the runtime (the gates' own "
+                   f"launches use 127.0.0.1)")
+    else:
+        code = "launch-rendezvous-host"
+        message = (f"{found}, which {what} in the target runtime ({result.get('problem')}): torchrun's rank 0 cannot "
+                   f"start its store there; set MASTER_ADDR to this machine's address (127.0.0.1 for one node) or a "
+                   f"name that resolves")
+    return [{"severity": "error", "code": code, "path": script, "key": "MASTER_ADDR", "value": host,
+             "message": message}]
 
 
 def _env_reads(tree: ast.AST) -> dict[str, str]:

@@ -24,10 +24,10 @@ from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
 from msmigrate.agent.routes.fsdp2.gates.data_settings import settings_check
 from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
+from msmigrate.agent.routes.fsdp2.gates.model_gate import fresh_untrained
 from msmigrate.agent.routes.fsdp2.gates.parity import data_parity_record, model_parity_check, needs_collated_batch, parity_summary
 from msmigrate.tools.media_expansion import TEXT_KEYS
 from msmigrate.tools.target_checks import data_check, forward_check
-from msmigrate.agent.routes.fsdp2.gates.model_gate import fresh_untrained
 
 
 def config_for_data(deps: Any, state: dict[str, Any]) -> Path:
