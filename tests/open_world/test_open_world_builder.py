@@ -209,3 +209,20 @@ def test_a_variant_without_its_own_image_processor_takes_its_processors_family()
 
     assert _processor_family("not_a_family_moe", Qwen3VLProcessor, IMAGE_PROCESSOR_MAPPING_NAMES) == "qwen3_vl"
     assert _processor_family("qwen2_vl", Qwen3VLProcessor, IMAGE_PROCESSOR_MAPPING_NAMES) == "qwen2_vl"
+
+
+def test_a_processor_that_expands_its_placeholder_into_patch_tokens_builds(tmp_path):
+    """aya_vision's processor writes ``<|IMG_PATCH|>`` tokens for an ``<image>`` placeholder and states the patch
+    token's id as its ``image_token_id``; its tile geometry (``patch_size``, ``downsample_factor``, ``img_size``) is
+    the model config's. Before, the config was bound to the placeholder (0 image tokens found) and the processor kept
+    the full-size geometry (2197 tokens for 208 features)."""
+    from msmigrate.testbeds.open_world.build import build_family
+
+    result = build_family("aya_vision", tmp_path / "aya")
+    assert result.ok, result.reason
+    assert result.details["token_fields"]["image_token_index"] == "<|IMG_PATCH|>"
+    proc = json.loads((tmp_path / "aya" / "processor_config.json").read_text())
+    cfg = json.loads((tmp_path / "aya" / "config.json").read_text())
+    assert proc["img_size"] == cfg["vision_config"]["image_size"]
+    # saved as one number: the tower's patch times the pixel-shuffle factor
+    assert proc["patch_size"] == cfg["vision_config"]["patch_size"] * cfg["downsample_factor"]

@@ -139,6 +139,15 @@ def _config_value(cfg, name: str):
     return None
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _config_name(param: str) -> str:
+    """The config field a processor parameter names, abbreviations spelled out (``img_size`` is ``image_size``)."""
+    return param.replace("img_", "image_") if param.startswith("img_") else param
+
+
 def _fit_image_processor(image_processor, cfg) -> None:
     """The image processor as a checkpoint saves it next to its config: its int settings that the config tree also
     has (``patch_size``, ``temporal_patch_size``; ``merge_size`` as ``spatial_merge_size``) take the config's
@@ -198,6 +207,19 @@ def _has_class_token(model) -> bool:
     return any(name.rsplit(".", 1)[-1] == "class_embedding" for name, _ in model.named_parameters())
 
 
+def _processor_token_id(processor, stem: str, tok) -> int | None:
+    """The processor's own ``<stem>_token_id`` when it is an id of the tiny tokenizer: a processor that expands a
+    placeholder into other tokens (``<image>`` into patch tokens) states there the id it writes and counts as the
+    modality's, which is the id the model must look for; its ``<stem>_token`` may name the placeholder instead."""
+    if processor is None:
+        return None
+    value = getattr(processor, f"{stem}_token_id", None)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(tok) \
+            and value != tok.unk_token_id:
+        return value
+    return None
+
+
 def _bind_token_ids(cfg, tok, tokens, processor=None) -> dict[str, str]:
     """Point every token-id field of the config at the tiny tokenizer's id of the token it names: the processor's
     own ``X_token`` for a field ``X_token_id`` / ``X_token_index`` where the built processor has one (it is the
@@ -223,6 +245,9 @@ def _bind_token_ids(cfg, tok, tokens, processor=None) -> dict[str, str]:
             theirs = getattr(theirs, "content", theirs)  # an AddedToken the processor made itself
             token = theirs if isinstance(theirs, str) and theirs in tok.get_vocab() else \
                 token_for_field(key, tokens.named) or fresh_token(key)
+            own_id = _processor_token_id(processor, stem, tok)
+            if own_id is not None:  # the id the processor itself counts as this modality's (what the model finds)
+                token = tok.convert_ids_to_tokens(own_id)
             new = tok.convert_tokens_to_ids(token)
         if isinstance(value, list):
             new = [new] if key in _SPECIAL_FIELDS else [new] * len(value)
@@ -321,6 +346,10 @@ def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool, 
             value = _config_value(cfg, name)  # e.g. patch_size / vision_feature_select_strategy
             if value is not None:
                 kwargs[name] = value
+        elif _is_int(param.default) and _is_int(_config_value(cfg, _config_name(name))):
+            # an int setting the config tree also holds (patch_size, downsample_factor, img_size as image_size): a
+            # checkpoint saves its processor with the model's value, so the tiny one takes the shrunk config's
+            kwargs[name] = _config_value(cfg, _config_name(name))
     if kwargs.get("image_processor") is not None:
         _fit_image_processor(kwargs["image_processor"], cfg)
         for attr, value in list(vars(kwargs["image_processor"]).items()):
