@@ -212,10 +212,10 @@ def test_a_variant_without_its_own_image_processor_takes_its_processors_family()
 
 
 def test_a_processor_that_expands_its_placeholder_into_patch_tokens_builds(tmp_path):
-    """aya_vision's processor writes ``<|IMG_PATCH|>`` tokens for an ``<image>`` placeholder and states the patch
-    token's id as its ``image_token_id``; its tile geometry (``patch_size``, ``downsample_factor``, ``img_size``) is
-    the model config's. Before, the config was bound to the placeholder (0 image tokens found) and the processor kept
-    the full-size geometry (2197 tokens for 208 features)."""
+    """aya_vision's processor writes ``<|IMG_PATCH|>`` tokens for an ``<image>`` placeholder: the config is bound
+    to the id the processor is measured writing most for one image; its tile geometry (``patch_size``,
+    ``downsample_factor``, ``img_size``) is the model config's. Before, the config was bound to the placeholder by
+    name (0 image tokens found) and the processor kept the full-size geometry (2197 tokens for 208 features)."""
     from msmigrate.testbeds.open_world.build import build_family
 
     result = build_family("aya_vision", tmp_path / "aya")

@@ -207,20 +207,34 @@ def _has_class_token(model) -> bool:
     return any(name.rsplit(".", 1)[-1] == "class_embedding" for name, _ in model.named_parameters())
 
 
-def _processor_token_id(processor, stem: str, tok) -> int | None:
-    """The processor's own ``<stem>_token_id`` when it is an id of the tiny tokenizer: a processor that expands a
-    placeholder into other tokens (``<image>`` into patch tokens) states there the id it writes and counts as the
-    modality's, which is the id the model must look for; its ``<stem>_token`` may name the placeholder instead."""
-    if processor is None:
+def _expanded_media_token(processor, tok) -> int | None:
+    """The id the processor writes most often for one image, measured: ``processor`` is called on a text holding
+    its own image placeholder once, with one image, and the id repeated most among those the plain text lacks is
+    the one the model scatters image features into (a placeholder expanded into patch tokens, row / column
+    markers around them, or the placeholder itself repeated). None when the processor cannot be called so or
+    repeats nothing; the model config is then bound by name."""
+    from collections import Counter
+
+    from PIL import Image
+
+    placeholder = getattr(processor, "image_token", None)
+    placeholder = getattr(placeholder, "content", placeholder)
+    if not isinstance(placeholder, str) or placeholder not in tok.get_vocab():
         return None
-    value = getattr(processor, f"{stem}_token_id", None)
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(tok) \
-            and value != tok.unk_token_id:
-        return value
-    return None
+    try:  # a batch item: the family's own processor code decides whether it takes this call
+        ids = processor(text=[f"look {placeholder} here"], images=[Image.new("RGB", (64, 48), (90, 120, 150))],
+                        return_tensors="pt")["input_ids"][0].tolist()
+    except Exception:  # noqa: BLE001
+        return None
+    plain = set(tok("look here")["input_ids"])
+    counts = Counter(i for i in ids if i not in plain)
+    if not counts:
+        return None
+    token_id, n = counts.most_common(1)[0]
+    return token_id if n > 1 and token_id != tok.unk_token_id else None
 
 
-def _bind_token_ids(cfg, tok, tokens, processor=None) -> dict[str, str]:
+def _bind_token_ids(cfg, tok, tokens, processor=None, notes: dict | None = None) -> dict[str, str]:
     """Point every token-id field of the config at the tiny tokenizer's id of the token it names: the processor's
     own ``X_token`` for a field ``X_token_id`` / ``X_token_index`` where the built processor has one (it is the
     authority on which token it expands), else the family token or a fresh one of that name."""
@@ -228,6 +242,7 @@ def _bind_token_ids(cfg, tok, tokens, processor=None) -> dict[str, str]:
                "decoder_start": tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id,
                "unk": tok.unk_token_id, "sep": tok.eos_token_id}
     bound = {}
+    media_id = _expanded_media_token(processor, tok) if processor is not None else None
     for node, key in token_fields(cfg):
         value = getattr(node, key)
         if key in _SPECIAL_FIELDS:
@@ -245,9 +260,10 @@ def _bind_token_ids(cfg, tok, tokens, processor=None) -> dict[str, str]:
             theirs = getattr(theirs, "content", theirs)  # an AddedToken the processor made itself
             token = theirs if isinstance(theirs, str) and theirs in tok.get_vocab() else \
                 token_for_field(key, tokens.named) or fresh_token(key)
-            own_id = _processor_token_id(processor, stem, tok)
-            if own_id is not None:  # the id the processor itself counts as this modality's (what the model finds)
-                token = tok.convert_ids_to_tokens(own_id)
+            if stem == "image" and media_id is not None:  # what the processor writes, measured
+                if notes is not None and tok.convert_ids_to_tokens(media_id) != token:
+                    notes[key] = {"by_name": token, "measured": tok.convert_ids_to_tokens(media_id)}
+                token = tok.convert_ids_to_tokens(media_id)
             new = tok.convert_tokens_to_ids(token)
         if isinstance(value, list):
             new = [new] if key in _SPECIAL_FIELDS else [new] * len(value)
@@ -359,7 +375,8 @@ def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool, 
                 # a checkpoint saves the model's count; else one token per patch of the shrunk tower
                 setattr(kwargs["image_processor"], attr, _config_count(cfg) or PATCHES_PER_SIDE ** 2)
     processor = proc_cls(**kwargs)
-    result.details["token_fields"] = _bind_token_ids(cfg, tok, tokens, processor)
+    result.details["token_fields"] = _bind_token_ids(cfg, tok, tokens, processor,
+                                                     notes=result.details.setdefault("media_token_measured", {}))
     image_token = getattr(processor, "image_token", None)
     image_token = getattr(image_token, "content", image_token)  # an AddedToken the processor made itself
     styles = chat_styles(proc_cls, tokens, image_token if isinstance(image_token, str) else None)
