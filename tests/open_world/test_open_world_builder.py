@@ -226,3 +226,18 @@ def test_a_processor_that_expands_its_placeholder_into_patch_tokens_builds(tmp_p
     assert proc["img_size"] == cfg["vision_config"]["image_size"]
     # saved as one number: the tower's patch times the pixel-shuffle factor
     assert proc["patch_size"] == cfg["vision_config"]["patch_size"] * cfg["downsample_factor"]
+
+
+def test_a_processor_count_no_config_field_holds_follows_the_towers_own_patches():
+    """llava_onevision's processor takes ``num_image_tokens`` (default None) that only its saved config states; at
+    the family's own image sizes (the shrunk ones break its any-resolution grid) it is one token per patch of the
+    tower, ``(image_size // patch_size) ** 2``; before, it stayed None and the processor could not count tokens.
+    (Its build needs torchvision for the video processor: the sweep's runtime builds it, see open_world_sweep.md.)"""
+    from transformers import LlavaOnevisionConfig
+
+    from msmigrate.testbeds.open_world.build import _tower_patches
+
+    cfg = LlavaOnevisionConfig()
+    assert _tower_patches(cfg, shrink.ShrinkReport()) == cfg.vision_config.image_size // cfg.vision_config.patch_size
+    shrunk = shrink.ShrinkReport(old_patches_per_side=27.4)
+    assert _tower_patches(cfg, shrunk) == shrink.PATCHES_PER_SIDE

@@ -143,6 +143,17 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+def _tower_patches(cfg, report) -> int | None:
+    """Patches a side of the vision tower: PATCHES_PER_SIDE when the shrink set its input size, else the family's
+    own ``image_size // patch_size`` (the first config of the tree that has both)."""
+    if report.old_patches_per_side:
+        return PATCHES_PER_SIDE
+    size, patch = _config_value(cfg, "image_size"), _config_value(cfg, "patch_size")
+    size = size[0] if isinstance(size, (list, tuple)) and size else size
+    patch = patch[0] if isinstance(patch, (list, tuple)) and patch else patch
+    return size // patch if _is_int(size) and _is_int(patch) and size >= patch else None
+
+
 def _config_name(param: str) -> str:
     """The config field a processor parameter names, abbreviations spelled out (``img_size`` is ``image_size``)."""
     return param.replace("img_", "image_") if param.startswith("img_") else param
@@ -353,11 +364,11 @@ def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool, 
                 kwargs[name] = 1
         elif _image_tokens_followed(name, param.default, report) is not None:
             kwargs[name] = _image_tokens_followed(name, param.default, report)
-        elif param.default is None and IMAGE_TOKENS.match(name) and report.old_patches_per_side \
+        elif param.default is None and IMAGE_TOKENS.match(name) and _tower_patches(cfg, report) \
                 and _config_value(cfg, name) is None:
             # a count a checkpoint's processor config carries and no config field holds: one token per patch of
-            # the shrunk tower first (the verify tells whether the family merges patches)
-            kwargs[name] = _config_count(cfg) or PATCHES_PER_SIDE ** 2
+            # the tower first (the verify tells whether the family merges patches)
+            kwargs[name] = _config_count(cfg) or _tower_patches(cfg, report) ** 2
         elif param.default is None and name not in ("self", "kwargs", "args"):
             value = _config_value(cfg, name)  # e.g. patch_size / vision_feature_select_strategy
             if value is not None:
@@ -371,9 +382,9 @@ def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool, 
         for attr, value in list(vars(kwargs["image_processor"]).items()):
             if _image_tokens_followed(attr, value, report) is not None:
                 setattr(kwargs["image_processor"], attr, _image_tokens_followed(attr, value, report))
-            elif value is None and IMAGE_TOKENS.match(attr) and (_config_count(cfg) or report.old_patches_per_side):
-                # a checkpoint saves the model's count; else one token per patch of the shrunk tower
-                setattr(kwargs["image_processor"], attr, _config_count(cfg) or PATCHES_PER_SIDE ** 2)
+            elif value is None and IMAGE_TOKENS.match(attr) and (_config_count(cfg) or _tower_patches(cfg, report)):
+                # a checkpoint saves the model's count; else one token per patch of the tower
+                setattr(kwargs["image_processor"], attr, _config_count(cfg) or _tower_patches(cfg, report) ** 2)
     processor = proc_cls(**kwargs)
     result.details["token_fields"] = _bind_token_ids(cfg, tok, tokens, processor,
                                                      notes=result.details.setdefault("media_token_measured", {}))
