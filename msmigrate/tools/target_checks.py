@@ -302,3 +302,13 @@ def rendezvous_check(ctx: RunContext, host: str) -> dict[str, Any] | None:
         return None
     _save(ctx, "rendezvous_host", res.data["result"])
     return res.data["result"]
+
+
+def launch_args_check(ctx: RunContext, argv: list[str]) -> dict[str, Any] | None:
+    """A recorded launcher argv parsed by the runtime's own torchrun parser (probes/launch_args.py); None when the
+    probe could not run (nothing is concluded from that)."""
+    res = run_probe(ctx.runtime_python, "launch_args", ["--argv-json", json.dumps(argv)], cwd=ctx.target,
+                    env_extra=PROBE_ENV, timeout=min(120.0, ctx.probe_timeout_s or 120.0))
+    if not res.ok or "error" in res.data.get("result", {}):
+        return None
+    return res.data["result"]

@@ -17,6 +17,7 @@ import yaml
 from msmigrate.agent.launch_script_checks import (continuation_findings, parallel_size_findings, port_findings,
                                                  rank_env_findings, rendezvous_findings, route_env_findings,
                                                  sample_count_findings)
+from msmigrate.agent.launch_dry_run_checks import dry_run_findings
 from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
@@ -24,7 +25,7 @@ from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_fi
                                                                 precision_findings)
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
-from msmigrate.tools.target_checks import config_check, module_tree, rendezvous_check
+from msmigrate.tools.target_checks import config_check, launch_args_check, module_tree, rendezvous_check
 
 
 # a Python file a launch line runs: `torchrun ... path/to/trainer.py`, `python path/x.py` (a relative path: the
@@ -71,6 +72,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     script = ctx.target / plan["script_path"]
     t0 = time.time()
     problems, codes = [], []
+    dry: dict[str, Any] = {"examined": False}
     if not config.is_file():
         problems.append(f"{plan['config_path']} does not exist")
     if not script.is_file():
@@ -90,6 +92,10 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                   *rank_env_findings(text, plan["script_path"], ctx.target, present),
                   *rendezvous_findings(text, plan["script_path"], lambda host: rendezvous_check(ctx, host))]:
             problems.append(f"[{f['code']}] {f['key']}: {f['message']}")
+            codes.append(f["code"])
+        dry_found, dry = dry_run_findings(plan["script_path"], ctx.target, lambda argv: launch_args_check(ctx, argv))
+        for f in dry_found:
+            problems.append(f"[{f['code']}] {f['path']}: {f['message']}")
             codes.append(f["code"])
     findings: list[dict] = []
     if config.is_file():
@@ -126,8 +132,10 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             codes = sorted({*codes, *(f["code"] for f in sizes)})
     failure = "\n".join(problems)
     ev = evidence_item("strict validation", ["validate_config", plan["config_path"]], 0 if not problems else 1, t0,
-                       time.time(), failure, {"findings": findings[:40], "error_codes": codes})
+                       time.time(), failure, {"findings": findings[:40], "error_codes": codes, "launch_dry_run": dry})
     warnings = sum(f["severity"] != "error" for f in findings)
     return {"gate": "G3", "passed": not problems, "summary": "; ".join(problems[:5]) or
-            f"{plan['config_path']} valid against the target schema; 0 errors, {warnings} warning(s); patterns audited",
+            f"{plan['config_path']} valid against the target schema; 0 errors, {warnings} warning(s); patterns audited; "
+            + ("launch script dry-run: what torchrun is handed resolves" if dry.get("examined") else
+               f"launch script dry-run not examined ({dry.get('why_not') or 'no script'})"),
             "evidence": [ev], "failure_text": failure, "finding_codes": codes}
