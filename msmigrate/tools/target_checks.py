@@ -14,6 +14,7 @@ from msmigrate.core.run_context import RunContext
 from msmigrate.tools.repo_reader import target_inventory
 from msmigrate.tools.runtime import run_probe
 from msmigrate.tools.yaml_validator import schema_from_target, validate_config
+from msmigrate.tools.yaml_validator.schema import model_of
 
 PROBE_ENV = {"NON_MEGATRON": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 # The probes that train (training parity, HF export) get at least this long: they run many steps, not one forward;
@@ -290,7 +291,15 @@ def config_check(ctx: RunContext, config_path: Path, *, tree: dict | None, devic
                           inventory=inventory.data if inventory.ok else None, module_tree=tree,
                           target_root=ctx.target, device=device)
     res.data["saved"] = _save(ctx, "config_findings", res.data.get("findings", []))
+    res.data["training_defaults"] = section_defaults(schema.data["schema"], "training")
     return res
+
+
+def section_defaults(schema: dict[str, Any], section: str) -> dict[str, Any]:
+    """A top-level section's field defaults, as the target's own argument models state them."""
+    field = (schema.get("fields") or {}).get(section) or {}
+    node = model_of(field.get("type") or {}) or {}
+    return {k: f["default"] for k, f in (node.get("fields") or {}).items() if "default" in f}
 
 
 def rendezvous_check(ctx: RunContext, host: str) -> dict[str, Any] | None:

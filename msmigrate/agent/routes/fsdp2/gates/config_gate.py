@@ -1,8 +1,10 @@
 """G3 config: the delivered YAML against the target's own argument schema (unknown / misplaced keys are errors
 here, unlike in the framework), registry cross-references, plugin paths, and the pattern audit over the real
 module tree of the plugin class; weakened configs are errors too, and so is a config that would train a source
-that ships its weights from a random init. The launch script must run that YAML, and its rendezvous host must
-resolve in the runtime."""
+that ships its weights from a random init, and optimizer settings that depart from the source's own recipe
+(``optimizer_recipe.py``). The launch script must run that YAML, its rendezvous host must resolve in the runtime,
+and run through the shell up to torchrun it must hand torchrun a script and paths that resolve
+(``launch_dry_run_checks.py``)."""
 
 from __future__ import annotations
 
@@ -21,10 +23,12 @@ from msmigrate.agent.launch_dry_run_checks import dry_run_findings
 from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
+from msmigrate.agent.routes.fsdp2.optimizer_recipe import recipe_findings
 from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_findings, optimizer_state_findings,
                                                                 precision_findings)
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
+from msmigrate.tools.repo_reader.training_recipe import source_recipe
 from msmigrate.tools.target_checks import config_check, launch_args_check, module_tree, rendezvous_check
 
 
@@ -119,7 +123,9 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         entries = script_entries(script.read_text(errors="replace")) if script.is_file() else []
         unexercised = [*optimizer_state_findings(_yaml(config), _yaml(bound)),
                        *precision_findings(_yaml(config), ctx.source, ctx.target, entries),
-                       *default_dtype_findings(_yaml(config), state.get("runtime"), plan["config_path"])]
+                       *default_dtype_findings(_yaml(config), state.get("runtime"), plan["config_path"]),
+                       *recipe_findings(_yaml(config), res.data.get("training_defaults") or {},
+                                        source_recipe(ctx.source), plan["config_path"])]
         findings += unexercised
         problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in unexercised]
         codes = sorted({*codes, *(f["code"] for f in unexercised)})
