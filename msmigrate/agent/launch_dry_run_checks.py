@@ -6,7 +6,9 @@ No gate runs the delivered script (G4–G6 start the trainer themselves), and re
 the shell hands torchrun: a quoted ``"$DISTRIBUTED_ARGS"`` is one word, so torchrun takes the whole argument block
 for the script to run; a ``cd`` moves every relative path the script names. Checked per recorded launcher call:
 
-- torchrun's parser accepts the argv (its own error message otherwise);
+- torchrun's parser accepts the argv (its own error message otherwise). An option left without its value is not
+  judged: on this machine a variable expanded to nothing, which in a multi-node script is host state (a hostfile,
+  ``hostname -I``) the user's nodes supply — the call is recorded as not examined;
 - the training script it would run (unless ``-m`` / ``--no-python``: a module or a command) is a file, relative
   to the recorded cwd; a script word with whitespace in it is one shell word holding many (a quoted variable);
 - every relative input path among the script's own arguments (``.py`` / ``.yaml`` / ``.yml`` / ``.json``, bare or as
@@ -55,6 +57,11 @@ def _input_paths(args: list[str]) -> list[str]:
         if not value.startswith("-") and value.endswith(INPUT_SUFFIXES) and not value.startswith("/"):
             out.append(value)
     return out
+
+
+def _valueless_option(parsed: dict[str, Any]) -> bool:
+    """torchrun's parser rejected an option for want of its value (argparse's ``expected one argument``)."""
+    return "expected one argument" in str(parsed.get("parse_error") or "")
 
 
 def _finding(script: str, key: str, message: str) -> dict[str, Any]:
@@ -107,7 +114,9 @@ def dry_run_findings(script_path: str, target: Path, parse: Callable[[list[str]]
     out, parsed_calls = [], []
     for call in result.calls:
         parsed = parse(call.argv)
-        if parsed is None:
+        if parsed is None or _valueless_option(parsed):
+            facts.setdefault("not_examined", []).append(
+                {"argv": call.argv[:40], "why": parsed["parse_error"] if parsed else "the parser did not run"})
             continue
         parsed_calls.append({"launcher": call.launcher, "cwd": call.cwd, "argv": call.argv[:40],
                              "training_script": parsed.get("training_script"),
@@ -115,5 +124,5 @@ def dry_run_findings(script_path: str, target: Path, parse: Callable[[list[str]]
         out += call_findings(parsed, call.cwd, target, text, script_path)
     facts.update(examined=bool(parsed_calls), parsed=parsed_calls)
     if not parsed_calls:
-        facts["why_not"] = "torchrun's parser could not be run in the target runtime"
+        facts["why_not"] = "; ".join(n["why"] for n in facts.get("not_examined", []))[:300]
     return out, facts

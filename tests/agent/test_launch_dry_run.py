@@ -115,6 +115,14 @@ def test_a_module_launcher_is_recorded_and_its_parse_error_reported(checkout):
     assert [f["key"] for f in found] == ["torchrun"] and "invalid int value" in found[0]["message"]
 
 
+def test_an_option_left_without_its_value_by_the_host_is_not_judged(checkout):
+    # a multi-node script's rank and rendezvous come from a hostfile only the cluster has: here they are empty
+    text = ('NODE_RANK=$(awk \'{print $1}\' /nonexistent/hostfile)\nMASTER_ADDR=$(head -n1 /nonexistent/hostfile)\n'
+            f'torchrun --nnodes 2 --node_rank $NODE_RANK --master_addr $MASTER_ADDR t.py {CONFIG}\n')
+    found, facts = dry_run_findings(SCRIPT, _with(checkout, text), _parse)
+    assert found == [] and facts["examined"] is False and "expected one argument" in facts["not_examined"][0]["why"]
+
+
 def test_a_script_that_stops_before_its_launcher_is_not_examined(checkout):
     text = "set -e\nsource /nonexistent/toolkit/set_env.sh\ntorchrun $NOPE t.py\n"
     found, facts = dry_run_findings(SCRIPT, _with(checkout, text), _parse)
