@@ -136,3 +136,16 @@ def test_the_rules_repair_sets_the_drafts_value_or_the_targets_default(tmp_path)
         cfg = yaml.safe_load(_edited((STANDIN / CONFIG).read_text(), fault_id))
         assert restore_values(cfg, recipe_findings(cfg, DEFAULTS, recipe, CONFIG), green)
         assert recipe_findings(cfg, DEFAULTS, recipe, CONFIG) == []
+
+
+def test_the_targets_own_defaults_come_from_its_schema(tmp_path):
+    from msmigrate.tools.target_checks import section_defaults
+    from msmigrate.tools.yaml_validator.schema import load_schema_file
+
+    schema = load_schema_file(Path(__file__).parents[1] / "tools" / "test_yaml_validator_real_schema.json")
+    defaults = section_defaults(schema, "training")
+    assert (defaults["clip_grad"], defaults["adam_eps"], defaults["weight_decay"]) == (1.0, 1e-8, 0.0)
+    # the real MindSpeed-MM examples' `clip_grad: 0.0` departs from the HF recipe; their default would not
+    assert [f["path"] for f in recipe_findings({"training": {"clip_grad": 0.0}}, defaults, _hf_recipe(tmp_path),
+                                               CONFIG)] == ["training.clip_grad"]
+    assert recipe_findings({"training": {}}, defaults, _hf_recipe(tmp_path), CONFIG) == []
