@@ -139,3 +139,27 @@ def test_the_recorder_sees_the_shells_words_and_the_scripts_environment(tmp_path
     (call,) = result.calls
     assert call.argv == ["--nnodes", "1", "--nproc_per_node", "2", "my script.py", "a b"]
     assert call.cwd == "." and call.set_env.get("A_KNOB") == "7"
+
+
+def test_the_rules_config_phase_derives_the_script_again_after_the_dry_run_rejects_it(tmp_path):
+    from types import SimpleNamespace
+
+    from msmigrate.agent.policies.base import PolicyView
+    from msmigrate.agent.routes.fsdp2.rules.config import _rederived_script
+
+    target = tmp_path / "target"
+    for rel in (CONFIG, SCRIPT):
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(STANDIN / rel, target / rel)
+    delivered = "examples/m/finetune_m.sh"
+    plan = {"similar_case": CONFIG, "config_path": "examples/m/m.yaml", "script_path": delivered}
+    (target / delivered).parent.mkdir(parents=True)
+    example = (STANDIN / SCRIPT).read_text().replace(CONFIG, plan["config_path"])
+    (target / delivered).write_text(example.replace("torchrun $DISTRIBUTED_ARGS ", 'torchrun "$DISTRIBUTED_ARGS" '))
+    state = {"plan": plan, "gates": {"G3": {"finding_codes": ["launch-dry-run"]}}}
+    view = PolicyView("config", state, [], [], SimpleNamespace(target=target))
+    assert _rederived_script(view) == example
+    (target / delivered).write_text(example)  # what it would write is already there: nothing to do
+    assert _rederived_script(view) is None
+    state["gates"]["G3"]["finding_codes"] = ["launch-port"]  # another finding: not this repair's
+    assert _rederived_script(view) is None
