@@ -8,7 +8,12 @@ log, a ``cd`` into a folder followed by writes) lands in the shadow and never in
 stands for the checkout's root, the folder the framework's examples are run from. On ``PATH`` first: ``torchrun``,
 and ``python`` / ``python3`` that record a ``-m torch.distributed.run`` (or ``.launch``) call and run every other
 call with the real interpreter. A recorded launcher exits 0 without starting anything, so the script goes on to
-its end (a script that reads the training log afterwards finds none; its exit status is not judged).
+its end (a script that reads the training log afterwards finds none; its exit status is not judged). Commands that
+reach outside the shadow are never run (``OUTWARD``: package managers — a real MindSpeed-MM example script runs
+``pip install transformers==5.2.0``, which would replace the library in the first interpreter on PATH —, network,
+remote hosts, job schedulers, privileges, signals; ``python -m pip`` too), and ``rm`` removes only paths inside the
+shadow. What is left runs for real with this user's rights, the shadow as its cwd: a write through a linked file
+(``cat >> existing.yaml``) would reach the checkout's file — a delivered launch script has none.
 
 What comes back (``DryRun``): every launcher call (its argv after the launcher, its cwd relative to the shadow's
 root — ``None`` when outside it — and the variables the script set or changed against the environment it was given),
@@ -42,10 +47,28 @@ pwd > "$n.cwd"
 env -0 > "$n.env"
 exit 0
 """
-# python / python3: a module launcher is recorded, anything else is the real interpreter's
+# commands that reach outside the shadow (packages, network, remote hosts, job schedulers, privileges): never run by
+# a dry run — a real example script pip-installs another transformers into whatever interpreter is first on PATH
+OUTWARD = ("pip", "pip3", "uv", "conda", "mamba", "apt", "apt-get", "yum", "wget", "curl", "git", "ssh", "scp",
+           "rsync", "sudo", "su", "srun", "sbatch", "salloc", "scancel", "mpirun", "mpiexec", "docker", "kill",
+           "pkill", "killall", "reboot", "shutdown")
+_NOOP = "#!/bin/bash\nexit 0\n"
+# rm: only what lies inside the shadow (a relative ``rm -rf ckpt``); an absolute path outside it is left alone
+_RM = """#!/bin/bash
+args=()
+for a in "$@"; do
+  case "$a" in
+    -*) args+=("$a");;
+    *) p=$(realpath -m -- "$a"); case "$p" in "$MSMIGRATE_DRY_RUN_ROOT"/*) args+=("$a");; esac;;
+  esac
+done
+exec "{real}" "${args[@]}"
+"""
+# python / python3: a module launcher is recorded, pip does nothing, anything else is the real interpreter's
 _PYTHON = """#!/bin/bash
 if [ "$1" = "-m" ]; then
   case "$2" in
+    pip|pip3|ensurepip) exit 0;;
     {modules})
       launcher="$2"; shift 2
       n=$(mktemp "$MSMIGRATE_DRY_RUN_DIR/call.XXXXXX")
@@ -95,9 +118,12 @@ def _real_python(path: str) -> str | None:
     return shutil.which("python3", path=path) or shutil.which("python", path=path)
 
 
-def _recorders(bindir: Path, real_python: str | None) -> None:
+def _recorders(bindir: Path, real_python: str | None, real_rm: str | None) -> None:
     bindir.mkdir()
     (bindir / "torchrun").write_text(_RECORDER.replace("{launcher}", "torchrun"))
+    for name in OUTWARD:
+        (bindir / name).write_text(_NOOP)
+    (bindir / "rm").write_text(_RM.replace("{real}", real_rm) if real_rm else _NOOP)
     if real_python:
         text = _PYTHON.replace("{modules}", "|".join(MODULE_LAUNCHERS)).replace("{real}", real_python)
         for name in ("python", "python3"):
@@ -127,7 +153,7 @@ def _calls(rec_dir: Path, shadow: Path, given: dict[str, str]) -> list[LauncherC
         except ValueError:
             cwd = None
         env = _env(Path(stem + ".env").read_bytes())
-        skip = {"PATH", "PWD", "OLDPWD", "SHLVL", "_", "MSMIGRATE_DRY_RUN_DIR"}
+        skip = {"PATH", "PWD", "OLDPWD", "SHLVL", "_", "MSMIGRATE_DRY_RUN_DIR", "MSMIGRATE_DRY_RUN_ROOT"}
         set_env = {k: v for k, v in env.items() if k not in skip and given.get(k) != v}
         calls.append(LauncherCall(Path(stem + ".launcher").read_text(errors="replace"), argv, cwd, set_env))
     return calls
@@ -152,10 +178,12 @@ def dry_run(script: Path, root: Path, *, timeout: float = DRY_RUN_TIMEOUT_S) -> 
         (shadow / rel).unlink(missing_ok=True)
         shutil.copyfile(script, shadow / rel)
         env = child_env({})
-        _recorders(bindir, _real_python(env.get("PATH", os.defpath)))
+        path = env.get("PATH", os.defpath)
+        _recorders(bindir, _real_python(path), shutil.which("rm", path=path))
         given = dict(env)
-        env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', os.defpath)}"
+        env["PATH"] = f"{bindir}{os.pathsep}{path}"
         env["MSMIGRATE_DRY_RUN_DIR"] = str(rec_dir)
+        env["MSMIGRATE_DRY_RUN_ROOT"] = str(shadow.resolve())
         try:
             proc = subprocess.run([bash, rel.as_posix()], cwd=shadow, env=env, stdin=subprocess.DEVNULL,
                                   capture_output=True, timeout=timeout, start_new_session=True)

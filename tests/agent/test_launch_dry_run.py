@@ -163,3 +163,18 @@ def test_the_rules_config_phase_derives_the_script_again_after_the_dry_run_rejec
     assert _rederived_script(view) is None
     state["gates"]["G3"]["finding_codes"] = ["launch-port"]  # another finding: not this repair's
     assert _rederived_script(view) is None
+
+
+def test_what_reaches_outside_the_shadow_is_not_run(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("x")
+    root = tmp_path / "checkout"
+    (root / "ckpt").mkdir(parents=True)
+    (root / "ckpt" / "old.pt").write_text("")
+    (root / "run.sh").write_text(f"pip install transformers==0.0.1\npython -m pip install nothing\n"
+                                 f"rm -rf {outside}\nrm -rf ckpt\ncurl https://example.invalid\n"
+                                 "torchrun --nnodes 1 t.py\n")
+    result = dry_run(root / "run.sh", root)
+    assert len(result.calls) == 1 and result.returncode == 0
+    assert (outside / "keep.txt").is_file() and (root / "ckpt" / "old.pt").is_file()  # the checkout's own too
