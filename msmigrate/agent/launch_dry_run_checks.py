@@ -126,3 +126,42 @@ def dry_run_findings(script_path: str, target: Path, parse: Callable[[list[str]]
     if not parsed_calls:
         facts["why_not"] = "; ".join(n["why"] for n in facts.get("not_examined", []))[:300]
     return out, facts
+
+
+_QUOTED_EXPANSION = re.compile(r'"(\$\{?[A-Za-z_]\w*\}?)"')
+
+
+def repair_candidates(text: str) -> list[tuple[str, str]]:
+    """(what was changed, the script changed) for what a dry-run finding can come from, each a small edit of the
+    script's own lines: the quotes around a variable's expansion on the launcher's line taken off (one such
+    expansion only: with several, which one held the argument block is not known), every ``cd`` / ``pushd`` line
+    before the launcher removed. A candidate is a repair only once the dry run of the changed script finds
+    nothing (``verified_repair``)."""
+    lines = text.splitlines(keepends=True)
+    launch = _line_of(text, _LAUNCH_LINE)
+    if launch is None:
+        return []
+    at = launch[0] - 1
+    out = []
+    quoted = _QUOTED_EXPANSION.findall(lines[at])
+    if len(quoted) == 1:
+        fixed = lines[:at] + [_QUOTED_EXPANSION.sub(r"\1", lines[at])] + lines[at + 1:]
+        out.append((f"line {at + 1}: {quoted[0]} unquoted", "".join(fixed)))
+    cds = [i for i in range(at) if _CD_LINE.search(lines[i]) and not lines[i].lstrip().startswith("#")]
+    if cds:
+        out.append((f"line{'s' * (len(cds) > 1)} {', '.join(str(i + 1) for i in cds)} (cd) removed",
+                    "".join(ln for i, ln in enumerate(lines) if i not in cds)))
+    return out
+
+
+def verified_repair(script_path: str, target: Path, parse: Callable[[list[str]], dict[str, Any] | None],
+                    run: Callable[..., DryRun] = dry_run) -> tuple[str, str] | None:
+    """The first repair candidate whose dry run (the changed text in the script's place) is examined and finds
+    nothing; None when none is."""
+    script = Path(target) / script_path
+    for what, text in repair_candidates(script.read_text(errors="replace")):
+        found, facts = dry_run_findings(script_path, target, parse,
+                                        run=lambda s, r, text=text: run(s, r, text=text))
+        if facts.get("examined") and not found:
+            return what, text
+    return None

@@ -159,8 +159,9 @@ def _calls(rec_dir: Path, shadow: Path, given: dict[str, str]) -> list[LauncherC
     return calls
 
 
-def dry_run(script: Path, root: Path, *, timeout: float = DRY_RUN_TIMEOUT_S) -> DryRun:
-    """``script`` (a file of the checkout ``root``) run by bash from the shadow's root, its launcher recorded."""
+def dry_run(script: Path, root: Path, *, timeout: float = DRY_RUN_TIMEOUT_S, text: str | None = None) -> DryRun:
+    """``script`` (a file of the checkout ``root``) run by bash from the shadow's root, its launcher recorded;
+    ``text``: run this text in the script's place instead (a repair tried before it is written)."""
     script, root = Path(script), Path(root)
     bash = shutil.which("bash")
     if bash is None:
@@ -176,7 +177,10 @@ def dry_run(script: Path, root: Path, *, timeout: float = DRY_RUN_TIMEOUT_S) -> 
             return DryRun(error=f"{root} has more than {MAX_SHADOW_ENTRIES} entries: not shadowed")
         # the script itself as a copy, so that nothing it does to its own file reaches the checkout
         (shadow / rel).unlink(missing_ok=True)
-        shutil.copyfile(script, shadow / rel)
+        if text is None:
+            shutil.copyfile(script, shadow / rel)
+        else:
+            (shadow / rel).write_text(text, encoding="utf-8")
         env = child_env({})
         path = env.get("PATH", os.defpath)
         _recorders(bindir, _real_python(path), shutil.which("rm", path=path))

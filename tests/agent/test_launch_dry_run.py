@@ -157,12 +157,24 @@ def test_the_rules_config_phase_derives_the_script_again_after_the_dry_run_rejec
     example = (STANDIN / SCRIPT).read_text().replace(CONFIG, plan["config_path"])
     (target / delivered).write_text(example.replace("torchrun $DISTRIBUTED_ARGS ", 'torchrun "$DISTRIBUTED_ARGS" '))
     state = {"plan": plan, "gates": {"G3": {"finding_codes": ["launch-dry-run"]}}}
-    view = PolicyView("config", state, [], [], SimpleNamespace(target=target))
-    assert _rederived_script(view) == example
-    (target / delivered).write_text(example)  # what it would write is already there: nothing to do
-    assert _rederived_script(view) is None
+    view = PolicyView("config", state, [], [], SimpleNamespace(target=target, runtime_python=sys.executable,
+                                                                 probe_timeout_s=120))
+    assert _rederived_script(view)[1] == example
     state["gates"]["G3"]["finding_codes"] = ["launch-port"]  # another finding: not this repair's
     assert _rederived_script(view) is None
+
+
+@pytest.mark.parametrize("fault_id,how", [("h4-config-launch-args-quoted", '$DISTRIBUTED_ARGS unquoted'),
+                                          ("h4-config-launch-cd-into-example", "(cd) removed")])
+def test_a_faulted_example_is_repaired_in_its_own_lines_as_the_dry_run_verifies(checkout, fault_id, how):
+    # the similar example is the faulted script itself (a copy of a delivered migration): re-deriving repeats it
+    from msmigrate.agent.launch_dry_run_checks import verified_repair
+
+    _with(checkout, _faulted(fault_id))
+    what, text = verified_repair(SCRIPT, checkout, _parse)
+    assert how in what and text == (STANDIN / SCRIPT).read_text()
+    _with(checkout, "torchrun --nnodes 1 \"$A\" \"$B\" t.py\n")  # two quoted expansions: which one is not known
+    assert verified_repair(SCRIPT, checkout, _parse) is None
 
 
 def test_what_reaches_outside_the_shadow_is_not_run(tmp_path):

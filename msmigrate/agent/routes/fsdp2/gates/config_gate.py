@@ -77,6 +77,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     t0 = time.time()
     problems, codes = [], []
     dry: dict[str, Any] = {"examined": False}
+    dry_found: list[dict[str, Any]] = []
     if not config.is_file():
         problems.append(f"{plan['config_path']} does not exist")
     if not script.is_file():
@@ -101,7 +102,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         for f in dry_found:
             problems.append(f"[{f['code']}] {f['path']}: {f['message']}")
             codes.append(f["code"])
-    findings: list[dict] = []
+    findings: list[dict] = list(dry_found)
     if config.is_file():
         tree_file = state["gates"].get("G1", {}).get("module_tree_file")
         if tree_file and Path(tree_file).is_file():
@@ -112,7 +113,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             tree = res_tree.data.get("result") if res_tree.ok else None
         bound = bound_config(deps, config)
         res = config_check(ctx, bound, tree=tree, device=None)
-        findings = res.data.get("findings", []) + attention_findings(_yaml(bound), plan, tree,
+        findings += res.data.get("findings", []) + attention_findings(_yaml(bound), plan, tree,
                                                                              state.get("runtime"))
         errors = [f for f in findings if f["severity"] == "error"]
         codes = sorted({*codes, *(f["code"] for f in errors)})

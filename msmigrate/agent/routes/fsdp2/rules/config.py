@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from msmigrate.agent.launch_dry_run_checks import verified_repair
 from msmigrate.agent.launch_size import size_launch_script
 from msmigrate.agent.policies.base import PolicyView, tool_call
 from msmigrate.agent.policies.rules.steps import last_results, step_of, write
@@ -19,6 +20,7 @@ from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure, raise_mini
 from msmigrate.agent.code_templates import render_template
 from msmigrate.agent.routes.fsdp2.weights_load import weights_origin
 from msmigrate.tools import yaml_roundtrip as rt
+from msmigrate.tools.target_checks import launch_args_check
 
 
 def _dump(cfg: dict[str, Any]) -> str:
@@ -69,16 +71,22 @@ def _example_script(view: PolicyView) -> str | None:
     return size_launch_script(text, plan["launch_size"]) if plan.get("launch_size") else text
 
 
-def _rederived_script(view: PolicyView) -> str | None:
-    """The launch script derived again from the similar example, when G3's dry run found that what the delivered
-    one hands torchrun does not resolve (``launch-dry-run``: a quoted argument block, a cd before the launch) and
-    the derived one differs from it; None otherwise."""
+def _rederived_script(view: PolicyView) -> tuple[str, str] | None:
+    """(how, the launch script) when G3's dry run found that what the delivered script hands torchrun does not
+    resolve (``launch-dry-run``: a quoted argument block, a cd before the launch): the script derived again from
+    the similar example where that differs from it, else the delivered script's own lines changed as the dry run
+    of the change verifies (``verified_repair``); None otherwise."""
     plan = view.state["plan"]
     script = view.ctx.target / plan["script_path"]
     if "launch-dry-run" not in (_record(view.state, "G3").get("finding_codes") or []):
         return None
     text = _example_script(view)
-    return None if text is None or (script.is_file() and script.read_text(encoding="utf-8") == text) else text
+    if text is not None and not (script.is_file() and script.read_text(encoding="utf-8") == text):
+        return f"derived again from {plan['similar_case']}'s script", text
+    if not script.is_file():
+        return None
+    repaired = verified_repair(plan["script_path"], view.ctx.target, lambda argv: launch_args_check(view.ctx, argv))
+    return (f"{repaired[0]}, as its dry run verifies", repaired[1]) if repaired else None
 
 
 def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -94,10 +102,8 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
         fixes = apply_failure(cfg, failure, _findings(state), tree, reference=fresh)
         rederived = _rederived_script(view)
         if rederived is not None and not fixes:  # only what the script hands torchrun was wrong: the YAML stays
-            return (f"Auto-fix: {plan['script_path']} derived again from {plan['similar_case']}'s script (G3's dry "
-                    "run: what it handed torchrun did not resolve).",
-                    [write(plan["script_path"], rederived, "launch script derived again from the similar example: "
-                                                           "G3's dry run rejected what it hands torchrun")])
+            return (f"Auto-fix: {plan['script_path']}: {rederived[0]} (G3's dry run: what it handed torchrun did "
+                    "not resolve).", [write(plan["script_path"], rederived[1], f"launch script: {rederived[0]}")])
         resized = _resized_script(view)
         if resized is not None and not fixes:  # only the launch script's size was wrong: the YAML stays
             return (f"Auto-fix: {plan['script_path']} sized again ({plan['launch_size']['why']}).",
