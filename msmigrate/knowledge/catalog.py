@@ -46,7 +46,7 @@ FINDING_CODES = (
     "recompute-no-past-key-values", "weakened-config", "flash-attn-on-cpu", "value-out-of-range",
     "launch-entry-missing", "attn-unsupported", "launch-size", "launch-port", "launch-env",
     "checkpoint-state-absent", "precision-diverges", "launch-continuation", "launch-rendezvous-host",
-    "rendezvous-host-unresolved", "runtime-default-dtype",
+    "rendezvous-host-unresolved", "runtime-default-dtype", "launch-dry-run", "optimizer-recipe",
 )
 
 # Codes the concurrently written validator (msmigrate/tools/yaml_validator) actually emits that differ from the

@@ -14,6 +14,7 @@ from msmigrate.core.run_context import RunContext
 from msmigrate.tools.repo_reader import target_inventory
 from msmigrate.tools.runtime import run_probe
 from msmigrate.tools.yaml_validator import schema_from_target, validate_config
+from msmigrate.tools.yaml_validator.schema import model_of
 
 PROBE_ENV = {"NON_MEGATRON": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 # The probes that train (training parity, HF export) get at least this long: they run many steps, not one forward;
@@ -290,7 +291,15 @@ def config_check(ctx: RunContext, config_path: Path, *, tree: dict | None, devic
                           inventory=inventory.data if inventory.ok else None, module_tree=tree,
                           target_root=ctx.target, device=device)
     res.data["saved"] = _save(ctx, "config_findings", res.data.get("findings", []))
+    res.data["training_defaults"] = section_defaults(schema.data["schema"], "training")
     return res
+
+
+def section_defaults(schema: dict[str, Any], section: str) -> dict[str, Any]:
+    """A top-level section's field defaults, as the target's own argument models state them."""
+    field = (schema.get("fields") or {}).get(section) or {}
+    node = model_of(field.get("type") or {}) or {}
+    return {k: f["default"] for k, f in (node.get("fields") or {}).items() if "default" in f}
 
 
 def rendezvous_check(ctx: RunContext, host: str) -> dict[str, Any] | None:
@@ -301,4 +310,14 @@ def rendezvous_check(ctx: RunContext, host: str) -> dict[str, Any] | None:
     if not res.ok:
         return None
     _save(ctx, "rendezvous_host", res.data["result"])
+    return res.data["result"]
+
+
+def launch_args_check(ctx: RunContext, argv: list[str]) -> dict[str, Any] | None:
+    """A recorded launcher argv parsed by the runtime's own torchrun parser (probes/launch_args.py); None when the
+    probe could not run (nothing is concluded from that)."""
+    res = run_probe(ctx.runtime_python, "launch_args", ["--argv-json", json.dumps(argv)], cwd=ctx.target,
+                    env_extra=PROBE_ENV, timeout=min(120.0, ctx.probe_timeout_s or 120.0))
+    if not res.ok or "error" in res.data.get("result", {}):
+        return None
     return res.data["result"]

@@ -82,6 +82,19 @@ def _no_learning(target: Path) -> None:
         yaml.dump(data, fh)
 
 
+def _adam_eps_crippled(target: Path) -> None:
+    # the exponent of Adam's epsilon lost (1.0 for 1.0e-8): both parity sides step with it, so the curves agree and the
+    # loss of the tiny model still falls; the first step's size against lr shows it
+    from ruamel.yaml import YAML
+
+    cfg = next((target / "examples" / "qwen2_vl").glob("*.yaml"))
+    yaml = YAML()
+    data = yaml.load(cfg.read_text())
+    data["training"]["adam_eps"] = 1.0
+    with cfg.open("w") as fh:
+        yaml.dump(data, fh)
+
+
 def _run(migrated, name, mutate=None, nproc=1):
     deps, state = copy_at_head(migrated, name)
     if mutate:
@@ -284,6 +297,7 @@ def test_two_ranks_name_a_gradient_summed_over_the_ranks(migrated):
     ("optimizer_skips_group", _optimizer_skips_merger, "the target optimizer skips parameter group "
                                                         "model.visual.merger"),
     ("no_learning", _no_learning, "no learning: the loss on a fixed batch"),
+    ("adam_eps_crippled", _adam_eps_crippled, "the target optimizer's first step moved the weights by a median"),
 ])
 def test_training_parity_catches_mutation(migrated, name, mutate, cause):
     _, problems, record = _run(migrated, name, mutate)

@@ -11,18 +11,13 @@ name). Prints one line ``MSMIGRATE_PROBE_RESULT {json}``: ``host``, ``own_name``
 machine gives itself), ``resolves``, ``connects``, ``addresses``,
 ``problem`` (the runtime's own error text) — a problem is a finding, not a failure of the probe.
 """
-import argparse
 import datetime
-import json
 import socket
 import sys
 
-RESULT_MARKER = "MSMIGRATE_PROBE_RESULT "
+from _one_arg import one_arg_main
+
 STORE_TIMEOUT_S = 10
-
-
-def emit(payload):
-    print(RESULT_MARKER + json.dumps(payload, default=str), flush=True)
 
 
 def check(host):
@@ -48,15 +43,7 @@ def check(host):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", required=True)
-    args = parser.parse_args(argv)
-    try:
-        emit(check(args.host))
-    except ImportError as exc:  # no torch.distributed: other gates report the runtime itself
-        emit({"error": f"{type(exc).__name__}: {exc}"})
-        return 1
-    return 0
+    return one_arg_main(argv, __doc__, "--host", check)
 
 
 if __name__ == "__main__":

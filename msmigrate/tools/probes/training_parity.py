@@ -50,6 +50,9 @@ no more (within the loss tolerance) — a model that learns slowly at the delive
 tied embedding) is not a migration fault — and the fall is still ≥ ``LEARN_FLOOR`` (1e-4, two decades above the fp32
 noise): a loss that does not move at all (lr 0, a zeroed loss) fails whatever the source does. The target optimizer must
 hold every parameter that gets a gradient (an optimizer that skips a group is named with the group).
+The target optimizer's first step must move the weights by about lr, as an Adam step does (``_update_size.py``: the
+median over parameter tensors of |Δθ| / lr, weight decay taken out, at least 0.5; Adam-family optimizers only): both
+sides use the delivered optimizer settings, so an epsilon that swamps the gradients is seen by no comparison.
 
 ``--real-weights``: instead of the shared random init, the source's own checkpoint cut to its first
 ``--shrink-layers`` layers per tower: the source class's ``from_pretrained`` on the source folder with the shrunk
@@ -83,6 +86,7 @@ import time
 from _model_build import add_source_args, emit, forward_params, shrink_config
 from _meta_init import build
 from _precision import TORCH_DTYPE, TOLERANCES, bf16_compute, cast_inputs, torch_dtype
+from _update_size import problem as update_problem
 
 LOSS_RTOL = 1e-4
 GRAD_NORM_RTOL = 1e-3
@@ -212,7 +216,7 @@ def use_dtype(name):
 
 
 def train(model, batches, settings, optimizer, loss_func_for=None, forward_keys=None, over_ranks=False,
-          loss_of=None, first_grads=None, dtype="fp32"):
+          loss_of=None, first_grads=None, dtype="fp32", first_update=None):
     """The engine's step, K times: per micro batch ``loss / ga`` backward; clip over parameters with a gradient;
     optimizer step at a constant lr. Returns per-step records; the first carries ``grads`` (a copy, before
     clipping), or, with ``first_grads``, the names of the parameters with a gradient (``grad_names``) and what
@@ -221,9 +225,11 @@ def train(model, batches, settings, optimizer, loss_func_for=None, forward_keys=
     ``over_ranks``: the model is sharded over the process group (every rank calls this): the logged loss is the mean
     over the ranks, gradients and the norm are read whole. ``loss_of(model, batch)``: another loss path than
     ``model(**batch).loss`` (the source's own training code). ``dtype``: the compute dtype of each micro batch's
-    forward and backward (``_precision.bf16_compute``: fp32 master weights, gradients and optimizer)."""
+    forward and backward (``_precision.bf16_compute``: fp32 master weights, gradients and optimizer).
+    ``first_update``: a dict filled with the first step's size against lr (``_update_size.first_step``)."""
     import torch
     from _ranks import full, mean_over_ranks
+    from _update_size import first_step, snapshot
 
     ga, clip = settings["gradient_accumulation_steps"], settings["clip_grad"]
     records = []
@@ -254,7 +260,11 @@ def train(model, batches, settings, optimizer, loss_func_for=None, forward_keys=
             record["first_grads"] = first_grads((n, full(p.grad.detach())) for n, p in graded)
         norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf")) if params else None
         record["grad_norm"] = float(full(norm)) if norm is not None else 0.0
+        snap = snapshot(params, full) if step == 0 and first_update is not None else None
         optimizer.step()
+        if snap is not None:
+            first_update.update(first_step(optimizer, snap, full))
+            del snap
         records.append(record)
     return records
 
@@ -674,15 +684,16 @@ def target_side(args, cfg, dataset, collate_fn, settings, plugin, grads_sink, pr
     fixed_before = fixed_loss(plugin, fixed, loss_func_for(fixed), dtype)
     opt_groups = [{"params": len(g["params"]), "weight_decay": g.get("weight_decay"), "lr": g.get("lr")}
                   for g in tgt_opt.param_groups]
+    first_update: dict = {}
     recs = train(plugin, batches, settings, tgt_opt, loss_func_for, over_ranks=nproc > 1, first_grads=grads_sink,
-                 dtype=dtype)
+                 dtype=dtype, first_update=first_update)
     graded = set(recs[0]["grad_names"]) if recs else set()
     unheld = [n for n, p in plugin.named_parameters() if n in graded and id(p) not in held]
     stale = len(held - {id(p) for p in plugin.parameters()})  # held tensors that are not the model's now
     fixed_after = fixed_loss(plugin, fixed, loss_func_for(fixed), dtype)
     return {"recs": [{k: r[k] for k in ("loss", "grad_norm")} for r in recs], "per_rank": per_rank,
             "fixed_before": fixed_before, "fixed_after": fixed_after, "unheld": unheld, "stale": stale,
-            "optimizer": type(tgt_opt).__name__, "param_groups": opt_groups}
+            "optimizer": type(tgt_opt).__name__, "param_groups": opt_groups, "first_update": first_update}
 
 
 def source_fixed(fixed, src_keys):
@@ -768,10 +779,14 @@ def result(args, start, src_cls, plg_name, tgt, settings, source_recs, groups, s
                            f"param groups (e.g. {unheld[0]}), so they never train" + (
                                f"; it holds {stale} tensors that are no longer the model's parameters (built while "
                                "they were swapped, e.g. FSDP2's unsharded copies after a forward?)" if stale else ""))
+    crippled = update_problem(tgt.get("first_update"))
+    if crippled:
+        problems.append(crippled)
     before, after = tgt["fixed_before"], tgt["fixed_after"]
     return {"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "plugin_class": plg_name,
             "source_step": source_step, "steps": len(target_recs), "settings": settings,
             "target_optimizer": tgt["optimizer"], "target_param_groups": tgt["param_groups"],
+            "target_first_update": tgt.get("first_update"),
             "source": {"loss": [r["loss"] for r in source_recs], "grad_norm": [r["grad_norm"] for r in source_recs]},
             "target": {"loss": [r["loss"] for r in target_recs], "grad_norm": [r["grad_norm"] for r in target_recs]},
             "grad_groups": groups, "fixed_batch": {"before": before, "after": after,

@@ -1,6 +1,7 @@
 """The plugin-route YAML for a migrated model, derived from the most similar existing example (its training knobs,
 parallel and dataloader settings are kept — the maintainers' rule "copy the baseline, fill model/data entries" —
-minus what does not apply to this model: see config_fit),
+minus what does not apply to this model: see config_fit, and its optimizer knobs where they depart from the source's
+own recipe: optimizer_recipe),
 with the model, data, plugin and sharding entries filled from the plan, the sample data and the real module tree."""
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from ruamel.yaml.comments import CommentedMap
 from msmigrate.agent.routes.fsdp2.attention_choice import choose_attention
 from msmigrate.agent.routes.fsdp2.config_fit import fit_to_model
 from msmigrate.agent.routes.fsdp2.cutoff_size import sized_cutoff
+from msmigrate.agent.routes.fsdp2.optimizer_recipe import departures
 from msmigrate.agent.routes.fsdp2.pixel_limits import derived_pixel_limits, largest_sample_image
 from msmigrate.agent.routes.fsdp2.weights_load import delivered_weights, hf_load_entries, hf_weight_dir
 from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.tools.module_plan import apply_modules_from_tree, recompute_from_tree
+from msmigrate.tools.repo_reader.training_recipe import source_recipe
 
 ROLE_PAIRS = (("role", "content", "user", "assistant"), ("from", "value", "human", "gpt"))
 
@@ -137,6 +140,11 @@ def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path
             rt.remove(training, key)
         else:
             put(training, key, value)
+    # the example's optimizer knobs where they depart from the source's own recipe (G3 holds the YAML to it)
+    for d in departures(training, {}, source_recipe(source))[0]:
+        put(training, d["key"], d["source_value"])
+        notes.append(f"training.{d['key']}: the example's {d['value']:g} set to {d['source_value']:g}, the source's "
+                     f"recipe ({d['where']}): {d['why']}")
     return cfg
 
 

@@ -1,8 +1,10 @@
 """G3 config: the delivered YAML against the target's own argument schema (unknown / misplaced keys are errors
 here, unlike in the framework), registry cross-references, plugin paths, and the pattern audit over the real
 module tree of the plugin class; weakened configs are errors too, and so is a config that would train a source
-that ships its weights from a random init. The launch script must run that YAML, and its rendezvous host must
-resolve in the runtime."""
+that ships its weights from a random init, and optimizer settings that depart from the source's own recipe
+(``optimizer_recipe.py``). The launch script must run that YAML, its rendezvous host must resolve in the runtime,
+and run through the shell up to torchrun it must hand torchrun a script and paths that resolve
+(``launch_dry_run_checks.py``)."""
 
 from __future__ import annotations
 
@@ -17,14 +19,17 @@ import yaml
 from msmigrate.agent.launch_script_checks import (continuation_findings, parallel_size_findings, port_findings,
                                                  rank_env_findings, rendezvous_findings, route_env_findings,
                                                  sample_count_findings)
+from msmigrate.agent.launch_dry_run_checks import dry_run_findings
 from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
+from msmigrate.agent.routes.fsdp2.optimizer_recipe import recipe_findings
 from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_findings, optimizer_state_findings,
                                                                 precision_findings)
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
-from msmigrate.tools.target_checks import config_check, module_tree, rendezvous_check
+from msmigrate.tools.repo_reader.training_recipe import source_recipe
+from msmigrate.tools.target_checks import config_check, launch_args_check, module_tree, rendezvous_check
 
 
 # a Python file a launch line runs: `torchrun ... path/to/trainer.py`, `python path/x.py` (a relative path: the
@@ -71,6 +76,8 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     script = ctx.target / plan["script_path"]
     t0 = time.time()
     problems, codes = [], []
+    dry: dict[str, Any] = {"examined": False}
+    dry_found: list[dict[str, Any]] = []
     if not config.is_file():
         problems.append(f"{plan['config_path']} does not exist")
     if not script.is_file():
@@ -91,7 +98,11 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                   *rendezvous_findings(text, plan["script_path"], lambda host: rendezvous_check(ctx, host))]:
             problems.append(f"[{f['code']}] {f['key']}: {f['message']}")
             codes.append(f["code"])
-    findings: list[dict] = []
+        dry_found, dry = dry_run_findings(plan["script_path"], ctx.target, lambda argv: launch_args_check(ctx, argv))
+        for f in dry_found:
+            problems.append(f"[{f['code']}] {f['path']}: {f['message']}")
+            codes.append(f["code"])
+    findings: list[dict] = list(dry_found)
     if config.is_file():
         tree_file = state["gates"].get("G1", {}).get("module_tree_file")
         if tree_file and Path(tree_file).is_file():
@@ -102,7 +113,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             tree = res_tree.data.get("result") if res_tree.ok else None
         bound = bound_config(deps, config)
         res = config_check(ctx, bound, tree=tree, device=None)
-        findings = res.data.get("findings", []) + attention_findings(_yaml(bound), plan, tree,
+        findings += res.data.get("findings", []) + attention_findings(_yaml(bound), plan, tree,
                                                                              state.get("runtime"))
         errors = [f for f in findings if f["severity"] == "error"]
         codes = sorted({*codes, *(f["code"] for f in errors)})
@@ -113,7 +124,9 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         entries = script_entries(script.read_text(errors="replace")) if script.is_file() else []
         unexercised = [*optimizer_state_findings(_yaml(config), _yaml(bound)),
                        *precision_findings(_yaml(config), ctx.source, ctx.target, entries),
-                       *default_dtype_findings(_yaml(config), state.get("runtime"), plan["config_path"])]
+                       *default_dtype_findings(_yaml(config), state.get("runtime"), plan["config_path"]),
+                       *recipe_findings(_yaml(config), res.data.get("training_defaults") or {},
+                                        source_recipe(ctx.source), plan["config_path"])]
         findings += unexercised
         problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in unexercised]
         codes = sorted({*codes, *(f["code"] for f in unexercised)})
@@ -126,8 +139,10 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             codes = sorted({*codes, *(f["code"] for f in sizes)})
     failure = "\n".join(problems)
     ev = evidence_item("strict validation", ["validate_config", plan["config_path"]], 0 if not problems else 1, t0,
-                       time.time(), failure, {"findings": findings[:40], "error_codes": codes})
+                       time.time(), failure, {"findings": findings[:40], "error_codes": codes, "launch_dry_run": dry})
     warnings = sum(f["severity"] != "error" for f in findings)
     return {"gate": "G3", "passed": not problems, "summary": "; ".join(problems[:5]) or
-            f"{plan['config_path']} valid against the target schema; 0 errors, {warnings} warning(s); patterns audited",
+            f"{plan['config_path']} valid against the target schema; 0 errors, {warnings} warning(s); patterns audited; "
+            + ("launch script dry-run: what torchrun is handed resolves" if dry.get("examined") else
+               f"launch script dry-run not examined ({dry.get('why_not') or 'no script'})"),
             "evidence": [ev], "failure_text": failure, "finding_codes": codes}

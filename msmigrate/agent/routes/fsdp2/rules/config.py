@@ -1,5 +1,6 @@
 """Config phase: YAML + launch script derived from the most similar example, patterns from the real module tree;
-after a failed gate, the catalog's auto-fix (or the validator's suggestion) applied to the current YAML.
+after a failed gate, the catalog's auto-fix (or the validator's suggestion) applied to the current YAML; the launch
+script derived again when G3 sized it wrong or its dry run rejected what it hands torchrun.
 
 Steps: 0 inspect the plugin's module tree → 1 write YAML + script (or the fix) → 2 run the G3 check → 3 done."""
 
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from msmigrate.agent.launch_dry_run_checks import verified_repair
 from msmigrate.agent.launch_size import size_launch_script
 from msmigrate.agent.policies.base import PolicyView, tool_call
 from msmigrate.agent.policies.rules.steps import last_results, step_of, write
@@ -18,6 +20,7 @@ from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure, raise_mini
 from msmigrate.agent.code_templates import render_template
 from msmigrate.agent.routes.fsdp2.weights_load import weights_origin
 from msmigrate.tools import yaml_roundtrip as rt
+from msmigrate.tools.target_checks import launch_args_check
 
 
 def _dump(cfg: dict[str, Any]) -> str:
@@ -58,6 +61,34 @@ def _resized_script(view: PolicyView) -> str | None:
         return None
 
 
+def _example_script(view: PolicyView) -> str | None:
+    """The launch script this phase derives from the similar example (sized by the plan)."""
+    plan = view.state["plan"]
+    _, script, _ = load_baseline(view.ctx.target, plan["similar_case"])
+    if not script:
+        return None
+    text = launch_script(script, plan["similar_case"], plan["config_path"])
+    return size_launch_script(text, plan["launch_size"]) if plan.get("launch_size") else text
+
+
+def _rederived_script(view: PolicyView) -> tuple[str, str] | None:
+    """(how, the launch script) when G3's dry run found that what the delivered script hands torchrun does not
+    resolve (``launch-dry-run``: a quoted argument block, a cd before the launch): the script derived again from
+    the similar example where that differs from it, else the delivered script's own lines changed as the dry run
+    of the change verifies (``verified_repair``); None otherwise."""
+    plan = view.state["plan"]
+    script = view.ctx.target / plan["script_path"]
+    if "launch-dry-run" not in (_record(view.state, "G3").get("finding_codes") or []):
+        return None
+    text = _example_script(view)
+    if text is not None and not (script.is_file() and script.read_text(encoding="utf-8") == text):
+        return f"derived again from {plan['similar_case']}'s script", text
+    if not script.is_file():
+        return None
+    repaired = verified_repair(plan["script_path"], view.ctx.target, lambda argv: launch_args_check(view.ctx, argv))
+    return (f"{repaired[0]}, as its dry run verifies", repaired[1]) if repaired else None
+
+
 def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     state, ctx = view.state, view.ctx
     plan = state["plan"]
@@ -69,6 +100,10 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
         fresh = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree,
                              runtime_attention=launch_host_attention(state.get("runtime")))
         fixes = apply_failure(cfg, failure, _findings(state), tree, reference=fresh)
+        rederived = _rederived_script(view)
+        if rederived is not None and not fixes:  # only what the script hands torchrun was wrong: the YAML stays
+            return (f"Auto-fix: {plan['script_path']}: {rederived[0]} (G3's dry run: what it handed torchrun did "
+                    "not resolve).", [write(plan["script_path"], rederived[1], f"launch script: {rederived[0]}")])
         resized = _resized_script(view)
         if resized is not None and not fixes:  # only the launch script's size was wrong: the YAML stays
             return (f"Auto-fix: {plan['script_path']} sized again ({plan['launch_size']['why']}).",
@@ -96,12 +131,10 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
     calls = [write(plan["config_path"], _dump(cfg), "; ".join([f"config derived from {plan['similar_case']}"]
                                                               + notes)[:400])]
     if script:
-        text = launch_script(script, plan["similar_case"], plan["config_path"])
-        size = plan.get("launch_size")
-        if size:
-            text = size_launch_script(text, size)
+        text = _example_script(view)
         calls.append(write(plan["script_path"], text, "launch script mirroring the similar example, sized by the "
-                                                      "spec" if size else "launch script mirroring the similar example"))
+                                                      "spec" if plan.get("launch_size") else
+                                                      "launch script mirroring the similar example"))
     readme = str(Path(plan["config_path"]).parent / "README.md")
     if not (ctx.target / readme).is_file():
         calls.append(write(readme, example_readme(view, cfg), "how to point at the weights, launch, what is verified"))

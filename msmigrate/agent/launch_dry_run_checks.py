@@ -1,0 +1,167 @@
+"""G3 on what the shell makes of the delivered launch script: the script dry-run through bash with its launcher
+recorded (``tools/launch_dry_run.py``), the recorded argv parsed by the runtime's own torchrun parser
+(``probes/launch_args.py``), and what torchrun would then open checked from the folder it would be started in.
+
+No gate runs the delivered script (G4–G6 start the trainer themselves), and reading its lines cannot decide what
+the shell hands torchrun: a quoted ``"$DISTRIBUTED_ARGS"`` is one word, so torchrun takes the whole argument block
+for the script to run; a ``cd`` moves every relative path the script names. Checked per recorded launcher call:
+
+- torchrun's parser accepts the argv (its own error message otherwise). An option left without its value is not
+  judged: on this machine a variable expanded to nothing, which in a multi-node script is host state (a hostfile,
+  ``hostname -I``) the user's nodes supply — the call is recorded as not examined;
+- the training script it would run (unless ``-m`` / ``--no-python``: a module or a command) is a file, relative
+  to the recorded cwd; a script word with whitespace in it is one shell word holding many (a quoted variable);
+- every relative input path among the script's own arguments (``.py`` / ``.yaml`` / ``.yml`` / ``.json``, bare or as
+  ``--flag=path``) is a file from that cwd. Absolute paths are the user's machine's business and not judged.
+
+A finding names the script's line that starts the launcher and, when the cwd is not the checkout's root, the line
+that changed it. Nothing is claimed where the dry run did not reach a launcher or the parser probe did not run: the
+evidence says so (``examined: false``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from msmigrate.tools.launch_dry_run import DryRun, dry_run
+
+INPUT_SUFFIXES = (".py", ".yaml", ".yml", ".json")
+_CD_LINE = re.compile(r"^\s*(?:cd|pushd)\b")
+_LAUNCH_LINE = re.compile(r"\btorchrun\b|torch\.distributed\.(?:run|launch)\b")
+
+
+def _line_of(text: str, pattern: re.Pattern[str]) -> tuple[int, str] | None:
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.lstrip().startswith("#") and pattern.search(line):
+            return i, line.strip()
+    return None
+
+
+def _where(text: str, script: str, cwd: str | None) -> str:
+    """Where the launcher line is, and the cd that moved the cwd (for the message)."""
+    launch = _line_of(text, _LAUNCH_LINE)
+    out = f"line {launch[0]} of {script} (`{launch[1][:90]}`)" if launch else script
+    if cwd != ".":
+        cd = _line_of(text, _CD_LINE)
+        place = "outside the checkout" if cwd is None else f"in {cwd}/"
+        out += f", started {place}" + (f" after line {cd[0]} (`{cd[1][:60]}`)" if cd else "")
+    return out
+
+
+def _input_paths(args: list[str]) -> list[str]:
+    out = []
+    for arg in args:
+        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+        if not value.startswith("-") and value.endswith(INPUT_SUFFIXES) and not value.startswith("/"):
+            out.append(value)
+    return out
+
+
+def _valueless_option(parsed: dict[str, Any]) -> bool:
+    """torchrun's parser rejected an option for want of its value (argparse's ``expected one argument``)."""
+    return "expected one argument" in str(parsed.get("parse_error") or "")
+
+
+def _finding(script: str, key: str, message: str) -> dict[str, Any]:
+    return {"severity": "error", "code": "launch-dry-run", "path": script, "key": key, "value": None,
+            "message": message}
+
+
+def call_findings(parsed: dict[str, Any], cwd: str | None, target: Path, text: str,
+                  script: str) -> list[dict[str, Any]]:
+    """One recorded launcher call, as torchrun's parser read it, checked from its cwd."""
+    where = _where(text, script, cwd)
+    if parsed.get("parse_error"):
+        return [_finding(script, "torchrun", f"{where}: torchrun's own parser rejects the arguments the shell hands "
+                                             f"it: {parsed['parse_error']}")]
+    base = None if cwd is None else Path(target) / cwd
+    out = []
+    entry = str(parsed.get("training_script") or "")
+    if entry and not parsed.get("module") and not parsed.get("no_python") and not entry.startswith("/"):
+        if re.search(r"\s", entry.strip()) or entry != entry.strip():
+            words = " ".join(entry.split())
+            out.append(_finding(script, "training_script", f"{where}: torchrun is handed `{words[:100]}` as ONE "
+                                f"word and takes it for the script to run (not a file): a quoted variable's whole "
+                                f"value; leave the variable unquoted so the shell splits it into torchrun's "
+                                f"arguments"))
+        elif base is None or not (base / entry).is_file():
+            out.append(_finding(script, "training_script", f"{where}: torchrun would run {entry}, which is not a "
+                                f"file there (it is a path relative to the checkout's root): run the launcher from "
+                                f"the root (drop the cd) or give paths that resolve from where it runs"))
+    for path in _input_paths([str(a) for a in parsed.get("training_script_args") or []]):
+        if base is None or not (base / path).is_file():
+            out.append(_finding(script, path, f"{where}: the trainer is handed {path}, which is not a file from "
+                                f"the folder torchrun starts in: run the launcher from the checkout's root (drop "
+                                f"the cd) or give paths that resolve from where it runs"))
+    return out
+
+
+def dry_run_findings(script_path: str, target: Path, parse: Callable[[list[str]], dict[str, Any] | None],
+                     run: Callable[[Path, Path], DryRun] = dry_run) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(findings, what was examined) for the delivered script ``script_path`` of ``target``; ``parse``: the
+    runtime's torchrun parser on an argv (None: it could not run)."""
+    script = Path(target) / script_path
+    text = script.read_text(errors="replace")
+    result = run(script, Path(target))
+    facts: dict[str, Any] = {"examined": False, "calls": len(result.calls), "returncode": result.returncode,
+                             "error": result.error}
+    if not result.calls:
+        facts["why_not"] = result.error or (f"the script reached no torchrun on this machine (exit "
+                                            f"{result.returncode}; {result.stderr_tail[-200:].strip()})")
+        return [], facts
+    out, parsed_calls = [], []
+    for call in result.calls:
+        parsed = parse(call.argv)
+        if parsed is None or _valueless_option(parsed):
+            facts.setdefault("not_examined", []).append(
+                {"argv": call.argv[:40], "why": parsed["parse_error"] if parsed else "the parser did not run"})
+            continue
+        parsed_calls.append({"launcher": call.launcher, "cwd": call.cwd, "argv": call.argv[:40],
+                             "training_script": parsed.get("training_script"),
+                             "training_script_args": (parsed.get("training_script_args") or [])[:40]})
+        out += call_findings(parsed, call.cwd, target, text, script_path)
+    facts.update(examined=bool(parsed_calls), parsed=parsed_calls)
+    if not parsed_calls:
+        facts["why_not"] = "; ".join(n["why"] for n in facts.get("not_examined", []))[:300]
+    return out, facts
+
+
+_QUOTED_EXPANSION = re.compile(r'"(\$\{?[A-Za-z_]\w*\}?)"')
+
+
+def repair_candidates(text: str) -> list[tuple[str, str]]:
+    """(what was changed, the script changed) for what a dry-run finding can come from, each a small edit of the
+    script's own lines: the quotes around a variable's expansion on the launcher's line taken off (one such
+    expansion only: with several, which one held the argument block is not known), every ``cd`` / ``pushd`` line
+    before the launcher removed. A candidate is a repair only once the dry run of the changed script finds
+    nothing (``verified_repair``)."""
+    lines = text.splitlines(keepends=True)
+    launch = _line_of(text, _LAUNCH_LINE)
+    if launch is None:
+        return []
+    at = launch[0] - 1
+    out = []
+    quoted = _QUOTED_EXPANSION.findall(lines[at])
+    if len(quoted) == 1:
+        fixed = lines[:at] + [_QUOTED_EXPANSION.sub(r"\1", lines[at])] + lines[at + 1:]
+        out.append((f"line {at + 1}: {quoted[0]} unquoted", "".join(fixed)))
+    cds = [i for i in range(at) if _CD_LINE.search(lines[i]) and not lines[i].lstrip().startswith("#")]
+    if cds:
+        out.append((f"line{'s' * (len(cds) > 1)} {', '.join(str(i + 1) for i in cds)} (cd) removed",
+                    "".join(ln for i, ln in enumerate(lines) if i not in cds)))
+    return out
+
+
+def verified_repair(script_path: str, target: Path, parse: Callable[[list[str]], dict[str, Any] | None],
+                    run: Callable[..., DryRun] = dry_run) -> tuple[str, str] | None:
+    """The first repair candidate whose dry run (the changed text in the script's place) is examined and finds
+    nothing; None when none is."""
+    script = Path(target) / script_path
+    for what, text in repair_candidates(script.read_text(errors="replace")):
+        found, facts = dry_run_findings(script_path, target, parse,
+                                        run=lambda s, r, text=text: run(s, r, text=text))
+        if facts.get("examined") and not found:
+            return what, text
+    return None

@@ -1,0 +1,144 @@
+"""The source's optimizer recipe — gradient clipping, Adam's epsilon, weight decay — read from the source itself:
+the oracle the delivered YAML's optimizer settings are set against (no import, no run).
+
+Where the values come from, in order (each knob on its own; the first place that states it wins):
+
+1. the source's own launch scripts (``*.sh`` in the source folder and its training folders): a flag passed to its
+   trainer, ``--weight_decay 0.1`` / ``--max_grad_norm=1.0`` / ``--adam_epsilon 1e-6``;
+2. its training code (``training_facts``' files): a literal keyword of a ``TrainingArguments(...)`` call, or one read
+   from an ``argparse`` option whose ``default`` is a literal (``weight_decay=args.weight_decay`` with
+   ``add_argument("--weight_decay", default=0.05)``); the field default of a ``TrainingArguments`` subclass;
+3. the HF ``Trainer``'s own defaults (``TrainingArguments``' field defaults, read by AST from the installed
+   transformers' ``training_args.py``) — for a source that trains through the HF Trainer or ships no training code
+   at all (its conventional recipe is then the HF Trainer's).
+
+The Trainer excludes biases and normalisation weights from decay (``Trainer.get_decay_parameter_names``) whatever
+the value; ``no_decay`` says so. A source whose training code builds its optimizer without the HF Trainer (a direct
+``torch.optim`` call) is not read: ``basis`` is ``None`` and nothing is compared — never a guess.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+
+from msmigrate.tools.repo_reader.training_facts import TRAINING_DIRS, _py_files
+
+KNOBS = ("max_grad_norm", "adam_epsilon", "weight_decay")
+_SH_FLAG = re.compile(r"--(?P<name>max_grad_norm|adam_epsilon|weight_decay)[ =]+[\"']?(?P<value>[-+0-9.eE]+)")
+_OWN_OPTIMIZER = re.compile(r"\btorch\.optim\.\w+\(|\b(?:AdamW|Adam|SGD)\(")
+
+
+def _number(node: ast.AST | None) -> float | None:
+    try:
+        value = ast.literal_eval(node) if node is not None else None
+    except (ValueError, SyntaxError, TypeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _field_defaults(cls: ast.ClassDef) -> dict[str, float]:
+    """``name: float = 1.0`` / ``= field(default=1.0, ...)`` in a dataclass body, for the recipe's knobs."""
+    out = {}
+    for stmt in cls.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in KNOBS:
+            value = stmt.value
+            if isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1] == "field":
+                value = next((k.value for k in value.keywords if k.arg == "default"), None)
+            if (number := _number(value)) is not None:
+                out[stmt.target.id] = number
+    return out
+
+
+def hf_trainer_defaults() -> dict[str, Any] | None:
+    """The installed transformers' ``TrainingArguments`` defaults for the knobs; None when it is not installed."""
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "training_args.py"
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TrainingArguments"), None)
+    values = _field_defaults(cls) if cls is not None else {}
+    return {"values": values, "where": str(path)} if set(values) == set(KNOBS) else None
+
+
+def _argparse_defaults(tree: ast.AST) -> dict[str, float]:
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("add_argument") and node.args:
+            flag = node.args[0].value if isinstance(node.args[0], ast.Constant) else None
+            default = next((k.value for k in node.keywords if k.arg == "default"), None)
+            if isinstance(flag, str) and (number := _number(default)) is not None:
+                out[flag.lstrip("-").replace("-", "_")] = number
+    return out
+
+
+def _from_code(files: list[Path]) -> tuple[dict[str, tuple[float, str]], bool, bool]:
+    """(knob -> (value, where), trains through the HF Trainer, builds its own optimizer)."""
+    found: dict[str, tuple[float, str]] = {}
+    hf = own_optimizer = False
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            tree = ast.parse(text)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        hf = hf or "TrainingArguments" in text or re.search(r"\bTrainer\(", text) is not None
+        own_optimizer = own_optimizer or _OWN_OPTIMIZER.search(text) is not None
+        defaults = _argparse_defaults(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith("TrainingArguments")
+                                                      for b in node.bases):
+                for k, v in _field_defaults(node).items():
+                    found.setdefault(k, (v, f"{path.name}:{node.lineno}"))
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("TrainingArguments"):
+                for kw in node.keywords:
+                    if kw.arg not in KNOBS:
+                        continue
+                    value = _number(kw.value)
+                    if value is None and isinstance(kw.value, ast.Attribute):
+                        value = defaults.get(kw.value.attr)
+                    if value is not None:
+                        found.setdefault(kw.arg, (value, f"{path.name}:{node.lineno}"))
+    return found, hf, own_optimizer
+
+
+def _from_scripts(source: Path) -> dict[str, tuple[float, str]]:
+    found: dict[str, tuple[float, str]] = {}
+    scripts = sorted(source.glob("*.sh")) + [p for d in TRAINING_DIRS for p in sorted((source / d).glob("*.sh"))]
+    for path in scripts:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for m in _SH_FLAG.finditer(text):
+            try:
+                found.setdefault(m.group("name"), (float(m.group("value")), path.name))
+            except ValueError:
+                continue
+    return found
+
+
+def source_recipe(source: Path) -> dict[str, Any]:
+    """``{"basis", "values": {knob: value}, "where": {knob: file}, "no_decay"}``; ``basis`` None: not read."""
+    source = Path(source)
+    files = _py_files(source)
+    code, hf, own_optimizer = _from_code(files)
+    if files and own_optimizer and not hf:
+        return {"basis": None, "why_not": "the source's training code builds its own optimizer (not the HF Trainer)"}
+    defaults = hf_trainer_defaults()
+    if defaults is None:
+        return {"basis": None, "why_not": "transformers' TrainingArguments could not be read"}
+    values = dict(defaults["values"])
+    where = {k: "the HF Trainer's default" for k in values}
+    for k, (v, place) in {**code, **_from_scripts(source)}.items():  # a script's flag overrides the code's
+        values[k], where[k] = v, place
+    basis = "own training code (HF Trainer)" if files and hf else "HF Trainer defaults (no training code)"
+    return {"basis": basis, "values": values, "where": where, "defaults_file": defaults["where"],
+            "no_decay": "biases and normalisation weights (Trainer.get_decay_parameter_names)"}
