@@ -28,7 +28,7 @@ class ListsPerPrompt:
     """A processor that, like Idefics', counts image lists against prompts: each prompt's images come as one list.
     Each image is written as 3 ids (open, patch, close) where the prompt says <image>."""
 
-    def __call__(self, text, images=None):
+    def __call__(self, text, images=None, **kwargs):
         if images is not None and len(images) != len(text):
             raise ValueError("the number of text prompts should be the same as the number of image lists")
         ids = []
@@ -48,7 +48,7 @@ class ListsPerPrompt:
 class Flat:
     """A processor that takes the images of all prompts in one flat list (most do)."""
 
-    def __call__(self, text, images=None):
+    def __call__(self, text, images=None, **kwargs):
         if images and any(isinstance(i, list) for i in images):
             raise ValueError("nested image lists are not accepted")
         return {"input_ids": [[1] + [7, 8, 9] * len(images or [])]}
@@ -65,7 +65,7 @@ def test_where_both_forms_are_refused_the_flat_forms_error_is_raised(probes):
     proc_mod, _ = probes
 
     class Neither:
-        def __call__(self, text, images=None):
+        def __call__(self, text, images=None, **kwargs):
             raise ValueError("nested" if isinstance(images[0], list) else "flat refused")
 
     with pytest.raises(ValueError, match="flat refused"):
@@ -94,7 +94,7 @@ class PlacesImagesItself:
     def text_ids(text):
         return [6 if c == "\0" else 5 for c in text.replace("<image>", "\0")]
 
-    def __call__(self, text, images=None):
+    def __call__(self, text, images=None, **kwargs):
         if images and not isinstance(images[0], list):
             if len(images) != len(text):
                 raise ValueError("as many prompts as images")
@@ -113,7 +113,7 @@ def test_a_processor_that_places_images_itself_is_declined_with_that_reason(prob
 class ExpandsPlaceholder(PlacesImagesItself):
     """Writes an image's 3 ids where the text says <image>, and nothing for a text without one."""
 
-    def __call__(self, text, images=None):
+    def __call__(self, text, images=None, **kwargs):
         return {"input_ids": [[1] + [i for c in t.replace("<image>", "\0") for i in ([7, 8, 9] if c == "\0" else [5])]
                               for t in text]}
 
@@ -128,7 +128,7 @@ class WritesOwnPrompt(ExpandsPlaceholder):
     """Like ShieldGemma 2's processor: the text it is given is dropped; each image gets a fixed prompt of its own,
     one row per image (so a second image adds a row, not ids)."""
 
-    def __call__(self, text, images=None):
+    def __call__(self, text, images=None, **kwargs):
         return {"input_ids": [[1, 7, 8, 9, 5, 5] for _ in images or [None]]}
 
 
@@ -138,3 +138,28 @@ def test_a_processor_that_ignores_the_text_is_declined_with_that_reason(probes):
     with pytest.raises(ValueError, match="added 0 ids .*do not change with the text"):
         me.one_expansion(WritesOwnPrompt(), "<image>", "img")
     assert me.ignores_the_text(ExpandsPlaceholder(), "<image>", "img") == ""
+
+
+def test_the_processor_is_asked_for_tensors_as_a_training_pipeline_asks(probes):
+    """A processor whose own expansion reads its image outputs as tensors (ovis2's ``grids[i].tolist()``) fails
+    when called for lists; before, the media-expansion probe called it so and the sweep's ovis2 source was
+    declined at the model phase for the probe's call form ("'list' object has no attribute 'tolist'")."""
+    import torch
+
+    proc_mod, me = probes
+
+    class TensorsOnly:
+        def __call__(self, text, images=None, return_tensors=None, **kwargs):
+            grids = torch.tensor([[1, 2]] * len(images or []))
+            if return_tensors != "pt":
+                grids = grids.tolist()
+            row = [1]
+            for part in text[0].split("<image>")[:-1]:
+                row += [5] * len(part) + [7] * int(torch.as_tensor(grids[0]).prod()) + [9] if images else []
+                grids = grids[1:]
+            ids = torch.tensor([row]) if return_tensors == "pt" else [row]
+            return {"input_ids": ids, "grids": grids}
+
+    assert proc_mod.call_with_images(TensorsOnly(), "<image>", ["a"])["input_ids"].tolist() == [[1, 7, 7, 9]]
+    exp, pre, post, _ = me.one_expansion(TensorsOnly(), "<image>", "img")
+    assert (exp, pre, post) == ([7, 7, 9], 1, 0)

@@ -8,7 +8,9 @@ def call_with_images(proc, text, images, **kwargs):
     """The processor on one prompt and its images. Processors take a prompt's images in one of two forms: a flat
     list, or one list per prompt (Idefics counts image lists against prompts and refuses two flat images for one
     prompt). The flat form first; where the processor refuses it, the nested one; where both are refused, the flat
-    form's error, which is the processor's own word on its input."""
+    form's error, which is the processor's own word on its input. Tensors unless the caller asks otherwise: a
+    training pipeline calls it so, and some processors' own expansion code reads its image outputs as tensors."""
+    kwargs.setdefault("return_tensors", "pt")
     if not images:
         return proc(text=[text], images=None, **kwargs)
     try:
