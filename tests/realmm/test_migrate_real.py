@@ -13,6 +13,8 @@ import pytest
 import yaml
 
 from msmigrate.agent.launch_size import script_size
+from msmigrate.faces.eval.scorers import check_decline
+from msmigrate.testbeds.fixtures import FIXTURES as FIXTURE_SPECS
 
 from realmm_helpers import msmigrate, real_target, source_for_runtime
 
@@ -26,7 +28,11 @@ pytestmark = [pytest.mark.realmm, pytest.mark.integration]
 # on label 0 — data parity must read that as the target's own convention, not as a trained prompt token);
 # gemma3 (B too) ties its LM head to the embedding without saying so in a 4.x config.json: the tie is read from the
 # built model, so the shared weight gets no FSDP unit of its own (else G4: mixed torch.Tensor and DTensor)
-FIXTURES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava", "glm4v", "gemma3"]
+FIXTURES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava", "glm4v", "gemma3",
+            # the other transformers-native fixtures of the catalogue, on the same real route (long tier); chameleon (early
+            # fusion) and florence2 (encoder-decoder) are beyond the rules policy: the honest outcome is its decline
+            "internvl", "llava_next", "llava_onevision", "paligemma", "aya_vision", "llava_siglip_qwen2", "idefics3",
+            "smolvlm", "chameleon", "qwen3_vl_moe", "florence2"]
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -38,6 +44,13 @@ def test_rules_migration_into_clean_real_checkout(tmp_path, realmm_tarballs, rea
                                     "runtime_python": real_runtime, "policy": "rules"}))
     proc = msmigrate("run", str(spec), "--runs-dir", str(tmp_path / "runs"))
     summary = json.loads(proc.stdout)
+    if FIXTURE_SPECS[name].expected_exit != "success":  # an architecture beyond the policy: declined before any launch
+        evidence = json.loads((tmp_path / "runs" / summary["run_id"] / "evidence.json").read_text())
+        assert check_decline(evidence).passed, check_decline(evidence).detail
+        assert summary["exit_status"] == FIXTURE_SPECS[name].expected_exit
+        assert subprocess.run(["git", "-C", target, "status", "--porcelain"], capture_output=True,
+                              text=True).stdout == ""
+        return
     assert summary["exit_status"] == "success", proc.stderr[-4000:]
     assert summary["gates"] == {f"G{i}": True for i in range(7)}
     evidence = json.loads((tmp_path / "runs" / summary["run_id"] / "evidence.json").read_text())
