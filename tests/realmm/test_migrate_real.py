@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from msmigrate.agent.launch_size import script_size
+from msmigrate.agent.routes.fsdp2.config_fit import has_experts
 from msmigrate.faces.eval.scorers import check_decline
 from msmigrate.testbeds.fixtures import FIXTURES as FIXTURE_SPECS
 
@@ -53,27 +54,36 @@ def test_rules_migration_into_clean_real_checkout(tmp_path, realmm_tarballs, rea
         return
     assert summary["exit_status"] == "success", proc.stderr[-4000:]
     assert summary["gates"] == {f"G{i}": True for i in range(7)}
-    evidence = json.loads((tmp_path / "runs" / summary["run_id"] / "evidence.json").read_text())
+    assert_green_delivery(tmp_path / "runs", summary["run_id"], Path(target), source, name)
+
+
+def assert_green_delivery(runs: Path, run_id: str, target: Path, source: Path, name: str) -> None:
+    """What a green run into the real checkout must hold (its evidence and its work branch); a separate function
+    so a kept run folder can be re-checked after a change to these checks."""
+    evidence = json.loads((runs / run_id / "evidence.json").read_text())
     data = evidence["gates"]["G2"]["parity"]["data"]
     assert data["status"] == "pass" and data["prompt_match"] and data["label_convention"] == "aligned"
     assert data["loss_label_alignment"] == "aligned"  # the plugin's loss shifts: read from its logits
     assert data["media_tokens"] == data["source_media_tokens"] == data["vision_features"] > 0
     assert data["trained"] + data["masked"] == data["tokens"] and data["trained"] > 0
     delivered = yaml.safe_load(subprocess.run(
-        ["git", "-C", target, "show", f"msmigrate/{summary['run_id']}:examples/{name}/{name}_config.yaml"],
+        ["git", "-C", target, "show", f"msmigrate/{run_id}:examples/{name}/{name}_config.yaml"],
         capture_output=True, text=True, check=True).stdout)
-    # a dense model does not inherit the MoE example's expert parallelism
-    assert (delivered.get("parallel") or {}).get("expert_parallel_size", 1) == 1
-    assert "ep_plan" not in (delivered.get("parallel") or {})
+    parallel = delivered.get("parallel") or {}
+    assert parallel.get("expert_parallel_size", 1) == 1  # the gates' launches are 2 ranks, one expert group
+    if has_experts({}, source):  # an MoE (qwen3_vl_moe) keeps the expert plan, naming its expert modules
+        assert all(p.endswith(".experts") for p in parallel["ep_plan"]["apply_modules"]), parallel["ep_plan"]
+    else:  # a dense model does not inherit the MoE example's expert plan
+        assert "ep_plan" not in parallel
     # the user's checkpoint, loaded by the real trainer's HF path in every training gate, at the size the spec asked
     assert delivered["training"]["load"] == str(source) and delivered["training"]["init_model_with_meta_device"]
     for gate in ("G4", "G5", "G6"):
         assert evidence["gates"][gate]["evidence"][0]["metrics"]["weights"] == f"HF weights loaded from {source}"
     review = evidence["delivery_review"]
     assert review["problems"] == [] and review["diffs"], review
-    script = subprocess.run(["git", "-C", target, "show", f"msmigrate/{summary['run_id']}:examples/{name}/"
+    script = subprocess.run(["git", "-C", target, "show", f"msmigrate/{run_id}:examples/{name}/"
                              f"finetune_{name}.sh"], capture_output=True, text=True, check=True).stdout
     assert script_size(script) == (2, 1)
     assert subprocess.run(["git", "-C", target, "status", "--porcelain"], capture_output=True, text=True).stdout == ""
     # the maintainer's review read straight off the branch (tests/agent/delivery_checks.py)
-    assert_mergeable(evidence, Path(target), summary["run_id"], source, run_dir=tmp_path / "runs" / summary["run_id"])
+    assert_mergeable(evidence, target, run_id, source, run_dir=runs / run_id)
