@@ -138,3 +138,23 @@ def test_a_processor_that_ignores_the_text_is_declined_with_that_reason(probes):
     with pytest.raises(ValueError, match="added 0 ids .*do not change with the text"):
         me.one_expansion(WritesOwnPrompt(), "<image>", "img")
     assert me.ignores_the_text(ExpandsPlaceholder(), "<image>", "img") == ""
+
+
+def test_a_bare_tokenizer_gets_the_text_alone(probes):
+    """A source with no processor class is rendered by its tokenizer, which takes no images: transformers 4.57's fast
+    tokenizer raises TypeError on an ``images`` keyword (patchlm's data parity on the real runtime), 5.x ignores it."""
+    from msmigrate.testbeds.fixtures.tokenizer import build_tokenizer
+
+    _processor, _ = probes
+    tok = build_tokenizer(["<|image|>"], bos=None, eos="<|end|>", pad="<|endoftext|>")
+
+    class StrictTokenizer(type(tok)):  # 4.x: every keyword reaches _batch_encode_plus, which has no `images`
+        def __call__(self, *args, **kwargs):
+            if "images" in kwargs:
+                raise TypeError("_batch_encode_plus() got an unexpected keyword argument 'images'")
+            return super().__call__(*args, **kwargs)
+
+    tok.__class__ = StrictTokenizer
+    want = tok(text=["a <|image|> b"])["input_ids"]
+    assert _processor.call_with_images(tok, "a <|image|> b", ["IMG"])["input_ids"] == want
+    assert _processor.call_with_images(tok, "a <|image|> b", [])["input_ids"] == want
