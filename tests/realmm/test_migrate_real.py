@@ -30,8 +30,9 @@ pytestmark = [pytest.mark.realmm, pytest.mark.integration]
 # gemma3 (B too) ties its LM head to the embedding without saying so in a 4.x config.json: the tie is read from the
 # built model, so the shared weight gets no FSDP unit of its own (else G4: mixed torch.Tensor and DTensor)
 FIXTURES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "llava", "glm4v", "gemma3",
-            # the other transformers-native fixtures of the catalogue, on the same real route (long tier); chameleon (early
-            # fusion) and florence2 (encoder-decoder) are beyond the rules policy: the honest outcome is its decline
+            # the other transformers-native fixtures of the catalogue, on the same real route (long tier);
+            # chameleon (early fusion) and florence2 (encoder-decoder) are beyond the rules policy: the honest
+            # outcome there is its decline
             "internvl", "llava_next", "llava_onevision", "paligemma", "aya_vision", "llava_siglip_qwen2", "idefics3",
             "smolvlm", "chameleon", "qwen3_vl_moe", "florence2"]
 
