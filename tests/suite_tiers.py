@@ -35,6 +35,21 @@ LONG: dict[str, str] = {
     "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[qwen3_vl]": _REAL_MIGRATION,
     "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[glm4v]": _REAL_MIGRATION,
     "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[gemma3]": _REAL_MIGRATION,
+    "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[internvl]": _REAL_MIGRATION,
+    "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[llava_next]": _REAL_MIGRATION,
+    "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[llava_onevision]": _REAL_MIGRATION,
+    "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[paligemma]": _REAL_MIGRATION,
+    "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[aya_vision]": _REAL_MIGRATION,
+    "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[llava_siglip_qwen2]": _REAL_MIGRATION,
+    "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[idefics3]": _REAL_MIGRATION,
+    "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[smolvlm]": _REAL_MIGRATION,
+    "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[qwen3_vl_moe]": _REAL_MIGRATION,
+    # the rules policy's honest declines (early fusion, encoder-decoder) on the real checkout: the same decline the
+    # stand-in's tests/agent/test_rules_open_world.py checks, before any launch
+    "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[chameleon]":
+        "tests/agent/test_rules_open_world.py::test_architectures_beyond_the_policy_are_declined_at_once",
+    "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[florence2]":
+        "tests/agent/test_rules_open_world.py::test_architectures_beyond_the_policy_are_declined_at_once",
     # the real Megatron route: a second new-component family end to end
     "tests/realmm/test_megatron_new_encoder_real.py": "test_megatron_new_component_real.py (a new SigLIP encoder "
                                                       "registered in the real snapshot) and test_megatron_route_real.py",

@@ -164,6 +164,16 @@ def test_forward_reads_which_alignment_its_loss_takes():
     assert fs.loss_labels(out, {"labels": labels}, float(plain))["alignment"] == "shifted"
     assert fs.loss_labels(out, {"labels": labels}, float(plain) + 1.0)["alignment"] is None
     assert fs.loss_labels(out, {"labels": labels[:, :5]}, float(plain))["alignment"] is None
+    # a randomly initialised model: logits nearly uniform, so both recomputations land within 1e-4 of the loss
+    # (measured on the real runtime's internvl: 6.2633 aligned vs 6.2628 shifted); the exact one is the reading
+    flat = SimpleNamespace(logits=torch.randn(2, 7, 11) * 1e-4)
+    near = {k: float(F.cross_entropy(x.reshape(-1, 11), y.reshape(-1), ignore_index=IGNORE)) for k, (x, y) in
+            {"aligned": (flat.logits[:, :-1], labels[:, 1:]), "shifted": (flat.logits, labels)}.items()}
+    assert 0 < abs(near["aligned"] - near["shifted"]) < 1e-4 * near["aligned"]
+    assert fs.loss_labels(flat, {"labels": labels}, near["aligned"])["alignment"] == "aligned"
+    assert fs.loss_labels(flat, {"labels": labels}, near["shifted"])["alignment"] == "shifted"
+    # a loss half-way between the two is neither
+    assert fs.loss_labels(flat, {"labels": labels}, (near["aligned"] + near["shifted"]) / 2)["alignment"] is None
 
 
 def test_vision_feature_rows_of_the_return_shapes_seen():

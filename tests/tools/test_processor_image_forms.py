@@ -163,3 +163,23 @@ def test_the_processor_is_asked_for_tensors_as_a_training_pipeline_asks(probes):
     assert proc_mod.call_with_images(TensorsOnly(), "<image>", ["a"])["input_ids"].tolist() == [[1, 7, 7, 9]]
     exp, pre, post, _ = me.one_expansion(TensorsOnly(), "<image>", "img")
     assert (exp, pre, post) == ([7, 7, 9], 1, 0)
+
+
+def test_a_bare_tokenizer_gets_the_text_alone(probes):
+    """A source with no processor class is rendered by its tokenizer, which takes no images: transformers 4.57's fast
+    tokenizer raises TypeError on an ``images`` keyword (patchlm's data parity on the real runtime), 5.x ignores it."""
+    from msmigrate.testbeds.fixtures.tokenizer import build_tokenizer
+
+    _processor, _ = probes
+    tok = build_tokenizer(["<|image|>"], bos=None, eos="<|end|>", pad="<|endoftext|>")
+
+    class StrictTokenizer(type(tok)):  # 4.x: every keyword reaches _batch_encode_plus, which has no `images`
+        def __call__(self, *args, **kwargs):
+            if "images" in kwargs:
+                raise TypeError("_batch_encode_plus() got an unexpected keyword argument 'images'")
+            return super().__call__(*args, **kwargs)
+
+    tok.__class__ = StrictTokenizer
+    want = tok(text=["a <|image|> b"])["input_ids"]
+    assert _processor.call_with_images(tok, "a <|image|> b", ["IMG"])["input_ids"] == want
+    assert _processor.call_with_images(tok, "a <|image|> b", [])["input_ids"] == want

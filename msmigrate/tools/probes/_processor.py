@@ -8,8 +8,14 @@ def call_with_images(proc, text, images, **kwargs):
     """The processor on one prompt and its images. Processors take a prompt's images in one of two forms: a flat
     list, or one list per prompt (Idefics counts image lists against prompts and refuses two flat images for one
     prompt). The flat form first; where the processor refuses it, the nested one; where both are refused, the flat
-    form's error, which is the processor's own word on its input. Tensors unless the caller asks otherwise: a
+    form's error, which is the processor's own word on its input. A bare tokenizer (a source that ships no processor
+    class) takes no images at all: it gets the text alone (transformers 5 ignores an ``images`` keyword there, 4.x's
+    fast tokenizer raises TypeError on it). A processor is asked for tensors unless the caller asks otherwise: a
     training pipeline calls it so, and some processors' own expansion code reads its image outputs as tensors."""
+    from transformers import PreTrainedTokenizerBase
+
+    if isinstance(proc, PreTrainedTokenizerBase):
+        return proc(text=[text], **kwargs)
     kwargs.setdefault("return_tensors", "pt")
     if not images:
         return proc(text=[text], images=None, **kwargs)
