@@ -79,8 +79,26 @@ def apply_modules_from_tree(tree: dict[str, Any]) -> list[str]:
 
     # a sub-model whose hook-based output capture a class swap loses (``tree["capture_lost"]``) is no unit of its own:
     # fully_shard would make its hidden_states None for the parent reading them; its blocks still are units
-    lost = set(tree.get("capture_lost") or [])
+    lost = set(tree.get("capture_lost") or []) | splits_a_tie(tree, patterns)
     return sorted(dict.fromkeys(p for p in patterns if p not in lost), key=rank)
+
+
+def splits_a_tie(tree: dict[str, Any], patterns: list[str]) -> set[str]:
+    """The patterns whose units hold some but not all names of one tied parameter (``tree["tied_parameters"]``: the
+    built model's groups of names that are one Parameter, any pair, not only the embedding one). FSDP2 gives a
+    parameter to the innermost unit around its holder; a unit holding one name of a group leaves the others to an
+    outer unit, and one Parameter in two units is refused ("shared with a parameter already managed by another FSDP
+    group"). Without those units, the innermost unit around the whole group (or the root's) owns it."""
+    names = [n for n in tree.get("names", []) if n]
+    out = set()
+    for pattern in patterns:
+        regex = _pattern_regex(pattern)
+        units = [n for n in names if regex.match(n)]
+        for group in tree.get("tied_parameters") or []:
+            held = [any(p.startswith(u + ".") for u in units) for p in group]
+            if any(held) and not all(held):
+                out.add(pattern)
+    return out
 
 
 def recompute_from_tree(tree: dict[str, Any]) -> list[str]:
