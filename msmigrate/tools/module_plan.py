@@ -90,15 +90,17 @@ def splits_a_tie(tree: dict[str, Any], patterns: list[str]) -> set[str]:
     outer unit, and one Parameter in two units is refused ("shared with a parameter already managed by another FSDP
     group"). Without those units, the innermost unit around the whole group (or the root's) owns it."""
     names = [n for n in tree.get("names", []) if n]
-    out = set()
-    for pattern in patterns:
-        regex = _pattern_regex(pattern)
-        units = [n for n in names if regex.match(n)]
-        for group in tree.get("tied_parameters") or []:
-            held = [any(p.startswith(u + ".") for u in units) for p in group]
-            if any(held) and not all(held):
-                out.add(pattern)
-    return out
+    groups = tree.get("tied_parameters") or []
+    return {p for p in patterns if holds_part_of_a_tie([n for n in names if _pattern_regex(p).match(n)], groups)}
+
+
+def holds_part_of_a_tie(units: list[str], groups: list[list[str]]) -> bool:
+    """Whether the modules ``units`` hold some but not all parameter names of one tied group."""
+    for group in groups:
+        held = [any(p.startswith(u + ".") for u in units) for p in group]
+        if any(held) and not all(held):
+            return True
+    return False
 
 
 def recompute_from_tree(tree: dict[str, Any]) -> list[str]:
@@ -113,10 +115,18 @@ def recompute_blocked(tree: dict[str, Any]) -> list[dict[str, str]]:
     ``**kwargs``, which the recompute wrapper passes (held-out remote code with its own decoder layer
     ``forward(x, cos, sin, mask)``: the empty suggestion read as "nothing to recompute")."""
     accepts = tree.get("accepts_past_key_values", {})
-    return [{"path": f"{path}.{{*}}", "block_class": cls,
-             "why": f"{cls}.forward takes neither past_key_values nor **kwargs (the recompute wrapper passes "
-                    "past_key_values=None): to recompute these, give that forward **kwargs (a subclass in the "
-                    "plugin, or the vendored remote code)"}
+    renamed = tree.get("past_key_values_renamed") or {}
+
+    def why(cls: str) -> str:
+        if cls in renamed:
+            return (f"{cls}.forward takes past_key_values as {renamed[cls]!r} (a renaming decorator) and its caller "
+                    f"passes {renamed[cls]!r} by position: the recompute wrapper's past_key_values=None would give it "
+                    "twice (forward() got multiple values)")
+        return (f"{cls}.forward takes neither past_key_values nor **kwargs (the recompute wrapper passes "
+                "past_key_values=None): to recompute these, give that forward **kwargs (a subclass in the "
+                "plugin, or the vendored remote code)")
+
+    return [{"path": f"{path}.{{*}}", "block_class": cls, "why": why(cls)}
             for path, cls in block_lists(tree) if cls in accepts and not accepts[cls]]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from msmigrate.tools.module_plan import apply_modules_from_tree, block_lists, recompute_from_tree, splits_a_tie
+from msmigrate.tools.yaml_validator.patterns import ModuleTree, pattern_checks
 from msmigrate.tools.module_match import matching_names
 
 V = "model.vision_tower.vision_model"
@@ -142,3 +143,12 @@ def test_a_unit_holding_part_of_a_tied_parameter_is_no_unit_of_its_own():
     # a unit around every name of each group stays; one around part of a group (the head: its bias pair whole, the
     # weight's partner outside) does not
     assert splits_a_tie(tree, ["text_decoder", "text_decoder.cls"]) == {"text_decoder.cls"}
+    # G3's no-split audit accepts the no-split block left out for that reason, and only that one (the sweep's blip
+    # failed G3 on it once the derivation left it out)
+    audit = ModuleTree.from_dict(tree)
+    cfg = {"parallel": {"fsdp_plan": {"apply_modules": got}}}
+    assert [f for f in pattern_checks(cfg, audit) if f.code == "no-split-uncovered"] == []
+    cfg = {"parallel": {"fsdp_plan": {"apply_modules": [p for p in got if not p.startswith("text_decoder")]}}}
+    assert [f.message for f in pattern_checks(cfg, audit) if f.code == "no-split-uncovered"] == [
+        "1 of 1 `BlipTextLayer` blocks (listed in _no_split_modules) are not selected by any apply_modules pattern, "
+        "e.g. text_decoder.bert.encoder.layer.0"]
