@@ -6,27 +6,12 @@ HF loader maps one key to one name, so no renaming can fill them."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from probe_import import import_probe
 
-import msmigrate
-
-PROBES = Path(msmigrate.__file__).parent / "tools" / "probes"
 MOE_TEXT = dict(hidden_size=32, moe_intermediate_size=16, shared_expert_intermediate_size=16, num_experts=4,
                 num_experts_per_tok=2, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
                 vocab_size=64, layer_types=["full_attention", "full_attention"])
-
-
-def _probe():
-    sys.path.insert(0, str(PROBES))
-    try:
-        sys.modules.pop("framework_load", None)
-        import framework_load
-    finally:
-        sys.path.remove(str(PROBES))
-    return framework_load
 
 
 def test_fused_experts_are_named_as_merged_by_transformers():
@@ -42,8 +27,8 @@ def test_fused_experts_are_named_as_merged_by_transformers():
         model = transformers.Qwen3_5MoeForConditionalGeneration(cfg)
     unfilled = ["model.language_model.layers.0.mlp.experts.gate_up_proj",
                 "model.language_model.layers.0.mlp.experts.down_proj"]
-    merged = dict((tgt, src) for src, tgt in _probe().merged_by_transformers(model, unfilled))
+    merged = dict((tgt, src) for src, tgt in import_probe("framework_load").merged_by_transformers(model, unfilled))
     assert set(merged) == {"mlp.experts.gate_up_proj", "mlp.experts.down_proj"}, merged
     assert merged["mlp.experts.gate_up_proj"] == ["mlp.experts.*.gate_proj.weight", "mlp.experts.*.up_proj.weight"]
     # a name no conversion builds (a plain rename's target, or a slip in the plugin) is not explained that way
-    assert _probe().merged_by_transformers(model, ["model.language_model.layers.0.mlp.gate.weight"]) == []
+    assert import_probe("framework_load").merged_by_transformers(model, ["model.language_model.layers.0.mlp.gate.weight"]) == []

@@ -10,15 +10,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-import msmigrate
+from probe_import import PROBES, import_probe
+
 from msmigrate.tools.module_plan import recompute_blocked, recompute_from_tree
 from msmigrate.tools.yaml_validator.patterns import ModuleTree, pattern_checks
 
-PROBES = Path(msmigrate.__file__).parent / "tools" / "probes"
 TINY_GIT = dict(num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_attention_heads=2, vocab_size=64,
                 max_position_embeddings=64,
                 vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
@@ -50,12 +49,7 @@ def test_the_module_tree_probe_says_git_layers_take_no_injected_past_key_values(
 
 def test_a_layer_renamed_the_same_way_but_called_by_keyword_keeps_recompute():
     transformers = _transformers5()
-    sys.path.insert(0, str(PROBES))
-    try:
-        sys.modules.pop("_recompute_clash", None)
-        import _recompute_clash
-    finally:
-        sys.path.remove(str(PROBES))
+    _recompute_clash = import_probe("_recompute_clash")
     from accelerate import init_empty_weights
 
     cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
