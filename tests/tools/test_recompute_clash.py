@@ -45,6 +45,8 @@ def test_the_module_tree_probe_says_git_layers_take_no_injected_past_key_values(
     assert recompute_from_tree(tree) == ["git.image_encoder.vision_model.encoder.layers.{*}"]
     why = recompute_blocked(tree)[0]["why"]
     assert "'cache'" in why and "by position" in why
+    # the same GIT computes its own loss targets (labels=None to its loss function): config_fit picks loss_type raw
+    assert tree["loss_without_labels"] is True
 
 
 def test_a_layer_renamed_the_same_way_but_called_by_keyword_keeps_recompute():

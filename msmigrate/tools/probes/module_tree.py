@@ -10,7 +10,9 @@ takes ``past_key_values`` or ``**kwargs``: what a recompute wrapper that injects
 contract §13 #29; false where a decorator renames it to a parameter the block's caller fills by position:
 ``past_key_values_renamed``, class -> that parameter, ``_recompute_clash.py``), ``accepts_var_kwargs`` (class -> forward has ``**kwargs``), ``model_class``, ``build``,
 ``tied_parameters`` (groups of parameter names that are one Parameter in the built model) and ``tied_embeddings``
-(the input and output embeddings share their weight), ``param_count`` (parameters of the built model, each shared one
+(the input and output embeddings share their weight), ``loss_without_labels`` (its forward calls
+``self.loss_function`` with ``labels=None``: it computes its own targets, ``_loss_call.py``), ``param_count``
+(parameters of the built model, each shared one
 once), ``embedding_params`` (the input embedding's), ``text_layers`` / ``text_hidden`` (the language model's layer count
 and width, from its config: the report's FLOPs per token). Ties are read from the built model, not from config.json:
 a config saved by transformers 4.x leaves ``tie_word_embeddings`` out when it equals the class default (Gemma 3).
@@ -28,6 +30,7 @@ import sys
 import time
 
 from _model_build import emit, error_with_place, forward_params, instantiate, parse, resolve, shrink_config
+from _loss_call import passes_no_labels
 from _recompute_clash import past_key_values_clashes
 
 
@@ -136,6 +139,7 @@ def main(argv):
         "names": names, "patterns": patterns, "classes": classes, "no_split_modules": no_split, "accepts_past_key_values": accepts_pkv,
         "accepts_var_kwargs": var_kwargs, "past_key_values_renamed": renamed, "model_class": f"{cls.__module__}.{cls.__qualname__}", "build": how,
         "tied_parameters": tied, "tied_embeddings": embeddings_tied(model), "num_modules": len(names),
+        "loss_without_labels": passes_no_labels(type(model)),
         "attention_support": attention_support(model), "capture_lost": capture_lost(model),
         **size_facts(model, config), "seconds": round(time.monotonic() - start, 2),
     })
