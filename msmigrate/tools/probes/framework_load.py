@@ -70,7 +70,7 @@ def merged_by_transformers(model, names):
         if not isinstance(conv, WeightConverter) or not conv.operations:
             continue
         targets = [t for t in conv.target_patterns if any(t in n for n in names)]
-        if targets:
+        if targets and (list(conv.source_patterns), targets[0]) not in found:  # a mapping may list one twice
             found.append((list(conv.source_patterns), targets[0]))
     return found
 
