@@ -79,8 +79,28 @@ def apply_modules_from_tree(tree: dict[str, Any]) -> list[str]:
 
     # a sub-model whose hook-based output capture a class swap loses (``tree["capture_lost"]``) is no unit of its own:
     # fully_shard would make its hidden_states None for the parent reading them; its blocks still are units
-    lost = set(tree.get("capture_lost") or [])
+    lost = set(tree.get("capture_lost") or []) | splits_a_tie(tree, patterns)
     return sorted(dict.fromkeys(p for p in patterns if p not in lost), key=rank)
+
+
+def splits_a_tie(tree: dict[str, Any], patterns: list[str]) -> set[str]:
+    """The patterns whose units hold some but not all names of one tied parameter (``tree["tied_parameters"]``: the
+    built model's groups of names that are one Parameter, any pair, not only the embedding one). FSDP2 gives a
+    parameter to the innermost unit around its holder; a unit holding one name of a group leaves the others to an
+    outer unit, and one Parameter in two units is refused ("shared with a parameter already managed by another FSDP
+    group"). Without those units, the innermost unit around the whole group (or the root's) owns it."""
+    names = [n for n in tree.get("names", []) if n]
+    groups = tree.get("tied_parameters") or []
+    return {p for p in patterns if holds_part_of_a_tie([n for n in names if _pattern_regex(p).match(n)], groups)}
+
+
+def holds_part_of_a_tie(units: list[str], groups: list[list[str]]) -> bool:
+    """Whether the modules ``units`` hold some but not all parameter names of one tied group."""
+    for group in groups:
+        held = [any(p.startswith(u + ".") for u in units) for p in group]
+        if any(held) and not all(held):
+            return True
+    return False
 
 
 def recompute_from_tree(tree: dict[str, Any]) -> list[str]:
@@ -95,10 +115,18 @@ def recompute_blocked(tree: dict[str, Any]) -> list[dict[str, str]]:
     ``**kwargs``, which the recompute wrapper passes (held-out remote code with its own decoder layer
     ``forward(x, cos, sin, mask)``: the empty suggestion read as "nothing to recompute")."""
     accepts = tree.get("accepts_past_key_values", {})
-    return [{"path": f"{path}.{{*}}", "block_class": cls,
-             "why": f"{cls}.forward takes neither past_key_values nor **kwargs (the recompute wrapper passes "
-                    "past_key_values=None): to recompute these, give that forward **kwargs (a subclass in the "
-                    "plugin, or the vendored remote code)"}
+    renamed = tree.get("past_key_values_renamed") or {}
+
+    def why(cls: str) -> str:
+        if cls in renamed:
+            return (f"{cls}.forward takes past_key_values as {renamed[cls]!r} (a renaming decorator) and its caller "
+                    f"passes {renamed[cls]!r} by position: the recompute wrapper's past_key_values=None would give it "
+                    "twice (forward() got multiple values)")
+        return (f"{cls}.forward takes neither past_key_values nor **kwargs (the recompute wrapper passes "
+                "past_key_values=None): to recompute these, give that forward **kwargs (a subclass in the "
+                "plugin, or the vendored remote code)")
+
+    return [{"path": f"{path}.{{*}}", "block_class": cls, "why": why(cls)}
             for path, cls in block_lists(tree) if cls in accepts and not accepts[cls]]
 
 

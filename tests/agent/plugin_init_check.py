@@ -8,7 +8,9 @@ built eagerly from the same config. Uninitialised memory is NaN-filled, so a par
 ``load``: the resumed-load path instead (``init_weights`` skipped: what splits a tie is then only mended by the
 target's re-tie).
 
-Prints one JSON line: {"nonfinite": [names], "tied": {"upstream": bool, "plugin": bool}, "custom_code": bool}.
+Prints one JSON line: {"nonfinite": [names], "tied": {"upstream": bool, "plugin": bool}, "shared": [[name, name it
+shares]] (the upstream build's tied parameters), "split": [names the plugin build no longer shares], "custom_code":
+bool}.
 """
 import importlib
 import json
@@ -31,6 +33,14 @@ def main(root, module_name, class_name, config_json, path="fresh"):
         raw = json.load(fh)
     config = transformers.AutoConfig.for_model(**raw)
     eager = upstream(config)
+
+    def shared(m):  # every parameter held under a second name: (second name, first name)
+        first, pairs = {}, []
+        for name, param in m.named_parameters(remove_duplicate=False):
+            pairs += [[name, first[id(param)]]] if id(param) in first else []
+            first.setdefault(id(param), name)
+        return pairs
+
     with init_empty_weights():
         model = cls._from_config(config).float()
     from mindspeed_mm.fsdp.checkpoint.utils import retie_embeddings
@@ -44,12 +54,15 @@ def main(root, module_name, class_name, config_json, path="fresh"):
         model.init_weights()
     retie_embeddings(model)
 
-    def tied(m):
-        return m.get_input_embeddings().weight is m.get_output_embeddings().weight
+    def tied(m):  # None where the model names no output embeddings (BLIP's head is its text decoder's)
+        inp, out = m.get_input_embeddings(), m.get_output_embeddings()
+        return None if inp is None or out is None else inp.weight is out.weight
 
+    params = dict(model.named_parameters(remove_duplicate=False))
     with torch.no_grad():
         bad = [n for n, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
     print(json.dumps({"nonfinite": bad, "tied": {"upstream": tied(eager), "plugin": tied(model)},
+                      "shared": shared(eager), "split": [a for a, b in shared(eager) if params[a] is not params[b]],
                       "custom_code": bool(getattr(cls, "is_custom_code", lambda: False)())}))
 
 

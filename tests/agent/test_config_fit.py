@@ -44,3 +44,16 @@ def test_moe_model_keeps_expert_parallelism_and_its_own_knobs(tmp_path):
     assert cfg["parallel"]["expert_parallel_size"] == 8 and cfg["parallel"]["ep_plan"]
     assert cfg["parallel"]["fsdp_plan"]["hook_modules"] == ["model.language_model.layers.{*}"]
     assert cfg["model"]["use_grouped_expert_matmul"] is True and "gdn_implementation" not in cfg["model"]
+
+
+def test_a_model_that_passes_its_loss_function_no_labels_trains_with_its_own_loss(tmp_path):
+    """GIT's forward calls ``self.loss_function(logits=<image positions cut>, labels=None, shift_labels=…)``; the
+    engine's loss function (any loss_type but raw) takes the batch's labels then, which do not line up with those
+    logits: the sweep's git failed G4 with "labels must be provided" on the stand-in."""
+    source = _source(tmp_path, {"model_type": "git", "hidden_size": 8})
+    cfg = {"features": {"loss_cfg": {"loss_type": "default"}}}
+    dropped = fit_to_model(cfg, tree={**DENSE_TREE, "loss_without_labels": True}, source=source)
+    assert cfg["features"]["loss_cfg"]["loss_type"] == "raw" and any("labels=None" in d for d in dropped)
+    cfg = {"features": {"loss_cfg": {"loss_type": "default"}}}
+    fit_to_model(cfg, tree=DENSE_TREE, source=source)
+    assert cfg["features"]["loss_cfg"]["loss_type"] == "default"  # a model that hands its labels on keeps it

@@ -6,7 +6,10 @@
   ``_init_weights`` is what initialises its router. A plain subclass left the routers NaN after ``init_weights``.
 - The trainer re-ties the embeddings only when the top-level AND the text-config flags ask; transformers ties on
   its own reading. A source whose two flags differ (top-level true, text config false) is tied by transformers
-  and was left untied after the meta-device build with ``training.load`` (no init_weights re-ties it there)."""
+  and was left untied after the meta-device build with ``training.load`` (no init_weights re-ties it there).
+- The trainer's storage call splits every pair transformers ties, and its re-tie mends only the embedding pair it
+  finds through ``get_output_embeddings``: BLIP ties its text head's weight and bias inside the text decoder, and the
+  sweep's blip failed G1 with both left unwritten by the framework's HF load. The plugin ties them again."""
 
 from __future__ import annotations
 
@@ -28,6 +31,11 @@ MOE = {"model_type": "qwen3_5_moe",
                            layer_types=["full_attention", "full_attention"]),
        "vision_config": dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=32,
                              patch_size=14)}
+BLIP = {"model_type": "blip",
+        "text_config": dict(vocab_size=64, hidden_size=32, encoder_hidden_size=32, intermediate_size=64,
+                            num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=64),
+        "vision_config": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                              image_size=32, patch_size=16)}
 TIES = {"model_type": "qwen2_vl", "tie_word_embeddings": True,
         "text_config": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                             num_key_value_heads=1, vocab_size=64, tie_word_embeddings=False,
@@ -79,3 +87,12 @@ def test_plugin_keeps_the_tie_transformers_built_when_the_flags_differ(target, t
     untied = dict(TIES, tie_word_embeddings=False, text_config=dict(TIES["text_config"], tie_word_embeddings=False))
     got = run_check(target, tmp_path, "Qwen2VLForConditionalGeneration", untied, path="load")
     assert got["tied"] == {"upstream": False, "plugin": False}, got
+
+
+def test_plugin_ties_again_what_transformers_ties_beyond_the_embedding_pair(target, tmp_path):
+    plain = run_check(target, tmp_path, "BlipForConditionalGeneration", BLIP, plain=True, path="load")
+    shared = {a for a, _ in plain["shared"]}
+    assert {"text_decoder.cls.predictions.decoder.bias", "text_decoder.cls.predictions.decoder.weight"} <= shared
+    assert set(plain["split"]) == shared, plain  # the old failure: the storage call split both, nothing re-tied them
+    got = run_check(target, tmp_path, "BlipForConditionalGeneration", BLIP, path="load")
+    assert got["shared"] == plain["shared"] and got["split"] == [], got

@@ -201,6 +201,16 @@ def test_a_hybrid_layer_list_keeps_every_kind_of_layer():
     assert plain.layer_types == ["full_attention"] * 2
 
 
+def test_a_stack_of_more_kinds_than_two_layers_keeps_a_layer_of_each():
+    # LFM-style text stack (conv, full and sliding attention): the 2-layer cut kept two conv layers, so the sweep's
+    # lfm3_vl went green without one attention layer in its language model ever built or checked
+    kinds = ["conv", "conv", "full_attention", "conv", "sliding_attention", "conv"] * 4
+    cfg = PretrainedConfig(hidden_size=512, num_attention_heads=4, num_hidden_layers=24, layer_types=kinds)
+    shrink.shrink_config(cfg, vocab=512)
+    assert cfg.num_hidden_layers == 3 and len(cfg.layer_types) == 3, cfg.layer_types
+    assert set(cfg.layer_types) == {"conv", "full_attention", "sliding_attention"}, cfg.layer_types
+
+
 def test_a_variant_without_its_own_image_processor_takes_its_processors_family():
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
     from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor

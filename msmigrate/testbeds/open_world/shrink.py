@@ -112,9 +112,19 @@ def _per_layer_prefix(values: list, n: int) -> list:
     missing = [k for k in kinds if k not in head]
     if not missing or len(kinds) > n:
         return head
-    for i, kind in zip(range(n - 1, -1, -1), missing):
-        head[i] = kind
+    for kind in missing:  # into the last place whose kind the head holds twice (never one it holds once)
+        place = max(i for i, v in enumerate(head) if head.count(v) > 1)
+        head[place] = kind
     return head
+
+
+def _kinds_per_layer(cfg: PretrainedConfig, old_layers: int | None) -> int:
+    """The most distinct string kinds a per-layer list of ``cfg`` holds (``layer_types``: conv, full and sliding
+    attention …): the shrunk stack keeps that many layers, so each kind of layer is built and checked."""
+    if not old_layers:
+        return 0
+    return max((len({v for v in value if isinstance(v, str)}) for key, value in vars(cfg).items()
+                if not key.startswith("_") and isinstance(value, list) and len(value) == old_layers), default=0)
 
 
 def _remap_index(idx: int, old_n: int, new_n: int) -> int:
@@ -201,12 +211,12 @@ def _shrink_one(cfg: PretrainedConfig, path: str, report: ShrinkReport, vocab: i
     old_hidden = getattr(cfg, "hidden_size", None)
     items = [(k, v) for k, v in vars(cfg).items() if not k.startswith("_") and k not in _SKIP
              and not isinstance(v, PretrainedConfig)]
-    new_layers = min(old_layers, LAYERS) if old_layers else LAYERS
+    new_layers = min(old_layers, max(LAYERS, _kinds_per_layer(cfg, old_layers))) if old_layers else LAYERS
     for key, value in items:
         new = value
         is_int = isinstance(value, int) and not isinstance(value, bool)
         if is_int and _LAYER_COUNT.match(key) and value > 0:
-            new = min(value, LAYERS)
+            new = new_layers if value == old_layers else min(value, LAYERS)
         elif is_int and _KV_HEADS.search(key) and value > 0:
             new = HEADS if isinstance(old_heads, int) and value == old_heads else 1
         elif is_int and _HEAD_COUNT.match(key) and value > 0:

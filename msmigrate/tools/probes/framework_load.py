@@ -48,6 +48,33 @@ def trainer_loader(args):
         model, args.load, load_strict=args.load_strict)
 
 
+def merged_by_transformers(model, names):
+    """transformers' own many-to-one conversions (its conversion mapping's ``WeightConverter`` entries that merge
+    several checkpoint tensors, e.g. per-expert ``experts.*.gate_proj.weight`` + ``up_proj.weight`` into one fused
+    ``experts.gate_up_proj``) whose target is among ``names``: [(source patterns, target pattern)]. A loader that maps
+    one key to one name cannot fill those, whatever its renaming."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightConverter
+    except ImportError:  # transformers 4.x: checkpoints hold the module layout
+        return []
+    upstream = next((c for c in type(model).__mro__ if c.__module__.startswith("transformers.models.")), None)
+    if upstream is None:
+        return []
+    from accelerate import init_empty_weights
+
+    with init_empty_weights():  # the registry skips classes defined outside transformers: ask the upstream class
+        reference = upstream._from_config(model.config)
+    found = []
+    for conv in get_model_conversion_mapping(reference):
+        if not isinstance(conv, WeightConverter) or not conv.operations:
+            continue
+        targets = [t for t in conv.target_patterns if any(t in n for n in names)]
+        if targets and (list(conv.source_patterns), targets[0]) not in found:  # a mapping may list one twice
+            found.append((list(conv.source_patterns), targets[0]))
+    return found
+
+
 def main(argv):
     args = parse(argv, extra_args)
     start = time.monotonic()
@@ -78,6 +105,14 @@ def main(argv):
                            f"from {args.load} (e.g. {', '.join(names[:3])}): the checkpoint's keys do not reach "
                            f"those names through the loader's key mapping; the trainer would train them from "
                            f"uninitialised memory")
+        merged = merged_by_transformers(model, names)
+        if merged:
+            result["merged_by_transformers"] = merged
+            result["error"] += (". transformers builds them from several checkpoint tensors each (its conversion "
+                                "mapping merges " + "; ".join(f"{' + '.join(src)} into {tgt}" for src, tgt in merged)
+                                + "), and the target's loader maps one key to one name: the checkpoint needs "
+                                "converting to the model's layout first (a DCP checkpoint for training.load), or a "
+                                "weight transform that merges them")
     emit(result)
     return 0 if "error" not in result else 1
 

@@ -7,9 +7,12 @@ Result: ``names`` (every ``named_modules()`` name, root "" included, in order), 
 indices as ``{*}`` -> count, e.g. ``model.language_model.layers.{*}: 2``), ``classes`` (name -> class name),
 ``no_split_modules`` (union over the PreTrainedModel parts), ``accepts_past_key_values`` (class -> whether its forward
 takes ``past_key_values`` or ``**kwargs``: what a recompute wrapper that injects ``past_key_values=None`` needs,
-contract §13 #29), ``accepts_var_kwargs`` (class -> forward has ``**kwargs``), ``model_class``, ``build``,
+contract §13 #29; false where a decorator renames it to a parameter the block's caller fills by position:
+``past_key_values_renamed``, class -> that parameter, ``_recompute_clash.py``), ``accepts_var_kwargs`` (class -> forward has ``**kwargs``), ``model_class``, ``build``,
 ``tied_parameters`` (groups of parameter names that are one Parameter in the built model) and ``tied_embeddings``
-(the input and output embeddings share their weight), ``param_count`` (parameters of the built model, each shared one
+(the input and output embeddings share their weight), ``loss_without_labels`` (its forward calls
+``self.loss_function`` with ``labels=None``: it computes its own targets, ``_loss_call.py``), ``param_count``
+(parameters of the built model, each shared one
 once), ``embedding_params`` (the input embedding's), ``text_layers`` / ``text_hidden`` (the language model's layer count
 and width, from its config: the report's FLOPs per token). Ties are read from the built model, not from config.json:
 a config saved by transformers 4.x leaves ``tie_word_embeddings`` out when it equals the class default (Gemma 3).
@@ -27,6 +30,8 @@ import sys
 import time
 
 from _model_build import emit, error_with_place, forward_params, instantiate, parse, resolve, shrink_config
+from _loss_call import passes_no_labels
+from _recompute_clash import past_key_values_clashes
 
 
 def embeddings_tied(model):
@@ -106,7 +111,7 @@ def main(argv):
     except Exception as exc:  # probe boundary: the failure is the result
         emit({"error": error_with_place(exc)})  # where it was raised: whose file decides the owner
         return 1
-    names, classes, no_split, accepts_pkv, var_kwargs = [], {}, [], {}, {}
+    names, classes, no_split, accepts_pkv, var_kwargs, renamed = [], {}, [], {}, {}, {}
     for name, module in model.named_modules():
         names.append(name)
         cname = type(module).__name__
@@ -116,8 +121,11 @@ def main(argv):
                 no_split.append(item)
         if cname not in accepts_pkv:
             params, var_kw = forward_params(type(module))
-            accepts_pkv[cname] = "past_key_values" in params or var_kw
+            clash = past_key_values_clashes(model, name) if var_kw and "past_key_values" not in params else None
+            accepts_pkv[cname] = ("past_key_values" in params or var_kw) and clash is None
             var_kwargs[cname] = var_kw
+            if clash:
+                renamed[cname] = clash
     tied_groups = {}
     for pname, param in model.named_parameters(remove_duplicate=False):
         tied_groups.setdefault(id(param), []).append(pname)
@@ -129,8 +137,9 @@ def main(argv):
         patterns[pattern] = patterns.get(pattern, 0) + 1
     emit({
         "names": names, "patterns": patterns, "classes": classes, "no_split_modules": no_split, "accepts_past_key_values": accepts_pkv,
-        "accepts_var_kwargs": var_kwargs, "model_class": f"{cls.__module__}.{cls.__qualname__}", "build": how,
+        "accepts_var_kwargs": var_kwargs, "past_key_values_renamed": renamed, "model_class": f"{cls.__module__}.{cls.__qualname__}", "build": how,
         "tied_parameters": tied, "tied_embeddings": embeddings_tied(model), "num_modules": len(names),
+        "loss_without_labels": passes_no_labels(type(model)),
         "attention_support": attention_support(model), "capture_lost": capture_lost(model),
         **size_facts(model, config), "seconds": round(time.monotonic() - start, 2),
     })

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from msmigrate.tools.module_match import compile_pattern
+from msmigrate.tools.module_plan import holds_part_of_a_tie
 from msmigrate.tools.yaml_validator.findings import Finding
 from msmigrate.tools.yaml_validator.semantics import get
 
@@ -23,18 +24,26 @@ class ModuleTree:
     - ``no_split_modules``: the model's ``_no_split_modules`` class names (the blocks FSDP should wrap one by one).
     - ``accepts_past_key_values``: class name → whether its ``forward`` accepts ``past_key_values`` (named or via
       ``**kwargs``); the recompute wrapper always passes ``past_key_values=None``.
+    - ``past_key_values_renamed``: class name → the parameter a decorator renames ``past_key_values`` to, where the
+      block's caller fills it by position (so the wrapper's keyword gives it twice; those classes accept none).
+    - ``tied_parameters``: groups of parameter names that are one Parameter in the built model; a block holding part
+      of a group cannot be an FSDP unit of its own (FSDP2 refuses one parameter in two units).
     """
 
     names: list[str]
     classes: dict[str, str] = field(default_factory=dict)
     no_split_modules: list[str] = field(default_factory=list)
     accepts_past_key_values: dict[str, bool] = field(default_factory=dict)
+    past_key_values_renamed: dict[str, str] = field(default_factory=dict)
+    tied_parameters: list[list[str]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "ModuleTree":
         return cls(names=list(raw.get("names", [])), classes=dict(raw.get("classes", {})),
                    no_split_modules=list(raw.get("no_split_modules") or []),
-                   accepts_past_key_values=dict(raw.get("accepts_past_key_values", {})))
+                   accepts_past_key_values=dict(raw.get("accepts_past_key_values", {})),
+                   past_key_values_renamed=dict(raw.get("past_key_values_renamed") or {}),
+                   tied_parameters=[list(g) for g in raw.get("tied_parameters") or []])
 
 
 # (YAML path, enabling switch or None = always active). Disabled features are not applied, so dead patterns there
@@ -116,7 +125,7 @@ def pattern_checks(data: dict, tree: ModuleTree) -> list[Finding]:
     if fsdp and tree.no_split_modules:
         for cls_name in tree.no_split_modules:
             instances = [n for n in tree.names if tree.classes.get(n) == cls_name]
-            missed = [n for n in instances if n not in fsdp]
+            missed = [n for n in instances if n not in fsdp and not holds_part_of_a_tie([n], tree.tied_parameters)]
             if missed:
                 out.append(Finding("error", "no-split-uncovered", "parallel.fsdp_plan.apply_modules",
                                    f"{len(missed)} of {len(instances)} `{cls_name}` blocks (listed in "
@@ -131,7 +140,16 @@ def pattern_checks(data: dict, tree: ModuleTree) -> list[Finding]:
                 continue
             bad = sorted({tree.classes[n] for n in hits
                           if n in tree.classes and tree.accepts_past_key_values.get(tree.classes[n]) is False})
-            if bad:
+            renamed = {c: tree.past_key_values_renamed[c] for c in bad if c in tree.past_key_values_renamed}
+            if renamed:
+                out.append(Finding("error", "recompute-rejects-past-key-values",
+                                   f"features.recompute_plan.apply_modules[{i}]",
+                                   f"pattern {pattern!r} selects {', '.join(renamed)} whose forward takes "
+                                   f"`past_key_values` as {', '.join(sorted(set(renamed.values())))!r} (a renaming "
+                                   "decorator) while its caller passes that by position; the recompute wrapper's "
+                                   "`past_key_values=None` gives it twice (`forward() got multiple values for "
+                                   "argument`)", "leave those blocks out of recompute_plan"))
+            elif bad:
                 out.append(Finding("error", "recompute-rejects-past-key-values",
                                    f"features.recompute_plan.apply_modules[{i}]",
                                    f"pattern {pattern!r} selects {', '.join(bad)} whose forward does not accept "

@@ -86,6 +86,11 @@ def fit_to_model(cfg: dict[str, Any], *, tree: dict[str, Any], source: Path) -> 
         if loss.get("router_aux_loss_coef"):
             loss["router_aux_loss_coef"] = 0.0
             dropped.append("features.loss_cfg.router_aux_loss_coef -> 0: no router")
+    loss = (cfg.get("features") or {}).get("loss_cfg") or {}
+    if tree.get("loss_without_labels") and loss.get("loss_type", "raw") != "raw":
+        loss["loss_type"] = "raw"
+        dropped.append("features.loss_cfg.loss_type -> raw: the model's forward calls its loss function with "
+                       "labels=None and targets of its own, which the engine's loss function cannot line up")
     fsdp = parallel.get("fsdp_plan") or {}
     if fsdp.get("hook_modules"):
         kept = _matching(fsdp["hook_modules"], names) if names else []

@@ -18,6 +18,26 @@ def plugin_files(plan: dict[str, Any], source_name: str) -> dict[str, str]:
     }
 
 
+# what to do, by the media-expansion probe's reason (its own wording, tools/probes/media_expansion.py)
+NO_BATCH_ADVICE = (
+    ("ids do not change with the text", "nothing to migrate as a chat model: the processor writes a prompt of its "
+     "own per image and drops the samples' text, so the model is trained (if at all) through that prompt format; a "
+     "data path that builds it has to be written for it, by hand"),
+    ("places its images itself", "the processor places its images by its call form (an interleaved prompt list), "
+     "not at a placeholder in the text: a data path that drives it that way has to be written for it (--policy llm, "
+     "or by hand)"),
+    ("no image placeholder", "if the model has a chat template that writes the image placeholder its processor "
+     "expands, ship it with the source (chat_template.jinja) and run again; a processor that inserts its media "
+     "tokens itself needs a data path written for it (--policy llm, or by hand)"),
+    ("has an image", "add samples with images (the `images` field of the data JSON) and run again"),
+)
+
+
+def no_batch_advice(error: str) -> str:
+    """What to do when the source's own processor makes no batch from the samples, by its reason."""
+    return next((todo for clue, todo in NO_BATCH_ADVICE if clue in error), "run it with --policy llm")
+
+
 def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]]:
     plan = view.state["plan"]
     if plan["route"] != "transformers":
@@ -31,7 +51,10 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
         reason = next((r for r in plan.get("reasons", []) if r.startswith("architecture ")), plan["architecture"])
         raise PhaseUnsupported(f"{plan['architecture']} model {plan['hf_class']}",
                                f"the rules policy migrates decoder-only VLMs ({reason}); the framework's "
-                               "template/collator path trains one causal sequence, which this model is not")
+                               "template/collator path trains one causal sequence, which this model is not",
+                               "this route has no training path for it: it needs one in the target (model, "
+                               "collator and loss for its encoder and decoder inputs), which no policy of this route "
+                               "writes")
     exp = plan.get("media_expansion") or {}
     if plan.get("data_branch") == "B" and exp and not exp.get("ok"):
         # G1's forward is fed by the source's own processing of a real sample; where that cannot make a batch, the
@@ -40,7 +63,8 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
         raise PhaseUnsupported("the model check (G1) on a faithful batch",
                                "the source's own processor makes no batch from the samples "
                                f"({exp.get('error') or 'no reason given'}), so G1 could only run a text-only "
-                               "synthetic batch, and the data phase could not derive the media expansion either")
+                               "synthetic batch, and the data phase could not derive the media expansion either",
+                               no_batch_advice(exp.get("error") or ""))
     if step_of(view.messages) > 0:
         return "Model plugin written; G1 decides.", []
     files = plugin_files(plan, view.ctx.source.name)
