@@ -94,8 +94,20 @@ def test_each_optimizer_fault_departs_from_the_sources_recipe(tmp_path, fault_id
     cfg = yaml.safe_load(_edited((STANDIN / CONFIG).read_text(), fault_id))
     (f,) = recipe_findings(cfg, DEFAULTS, _hf_recipe(tmp_path), CONFIG)
     assert f["code"] == "optimizer-recipe" and f["path"] == f"training.{key}" and CONFIG in f["message"]
+    # a decay against the HF Trainer's default (the source states none of its own) is the user's choice: a warning
+    assert f["severity"] == ("warning" if key == "weight_decay" else "error")
     assert classify(f"[optimizer-recipe] {f['path']}: {f['message']}", finding_codes=["optimizer-recipe"]).owner \
         == "config"
+
+
+def test_weight_decay_against_the_sources_own_zero_is_an_error(tmp_path):
+    src = tmp_path / "own"
+    src.mkdir()
+    (src / "train.sh").write_text("torchrun finetune.py --weight_decay 0.0 --max_grad_norm 1.0\n")
+    cfg = yaml.safe_load((STANDIN / CONFIG).read_text())
+    cfg["training"]["weight_decay"] = 0.1
+    (f,) = recipe_findings(cfg, DEFAULTS, source_recipe(src), CONFIG)
+    assert f["severity"] == "error" and f["path"] == "training.weight_decay" and "train.sh" in f["message"]
 
 
 @pytest.mark.parametrize("knobs", [{"adam_eps": 1e-6}, {"adam_eps": 1e-5}, {"clip_grad": 5.0},

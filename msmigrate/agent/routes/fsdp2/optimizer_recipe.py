@@ -27,6 +27,7 @@ import re
 from typing import Any
 
 EPS_FACTOR = 1e3
+HF_DEFAULT = "the HF Trainer's default"  # training_recipe's ``where`` for a knob the source itself does not state
 # the target's names for each knob of the source's recipe (HF TrainingArguments' names on the right)
 TARGET_NAMES = {"max_grad_norm": re.compile(r"^(clip_grad|max_grad_norm|grad_clip|clip_grad_norm)$"),
                 "adam_epsilon": re.compile(r"^(adam_eps|adam_epsilon|eps)$"),
@@ -90,10 +91,13 @@ def departures(training: dict[str, Any], defaults: dict[str, Any],
 
 def recipe_findings(delivered: dict[str, Any], defaults: dict[str, Any], recipe: dict[str, Any],
                     config: str) -> list[dict[str, Any]]:
-    """G3's errors: each departure, naming the key, the source's value and where the source states it."""
+    """G3's findings: each departure, naming the key, the source's value and where the source states it. An error,
+    except weight decay against a source that states none of its own (the HF Trainer's default 0 stands in for it):
+    a decay the user chose is no defect of the migration there, so it is a warning that says what it decays."""
     training = delivered.get("training") if isinstance(delivered.get("training"), dict) else {}
     found, _ = departures(training, defaults, recipe)
-    return [{"severity": "error", "code": "optimizer-recipe", "path": f"training.{d['key']}", "value": d["value"],
+    return [{"severity": "warning" if d["knob"] == "weight_decay" and d["where"] == HF_DEFAULT else "error",
+             "code": "optimizer-recipe", "path": f"training.{d['key']}", "value": d["value"],
              "source_value": d["source_value"],
              "message": f"{d['why']} ({recipe['basis']}: {d['knob']} {d['source_value']:g}, {d['where']}); set "
                         f"training.{d['key']}: {d['source_value']:g} in {config} as the source trains"}
