@@ -33,6 +33,11 @@ NO_BATCH_ADVICE = (
 )
 
 
+# what a training path for an architecture the rules policy declines would have to feed
+_NEEDS = {"encoder-decoder": "its encoder and decoder inputs",
+          "early-fusion": "image codes that stand in the text sequence"}
+
+
 def no_batch_advice(error: str) -> str:
     """What to do when the source's own processor makes no batch from the samples, by its reason."""
     return next((todo for clue, todo in NO_BATCH_ADVICE if clue in error), "run it with --policy llm")
@@ -53,8 +58,8 @@ def next_calls(view: PolicyView, policy: Any) -> tuple[str, list[dict[str, Any]]
                                f"the rules policy migrates decoder-only VLMs ({reason}); the framework's "
                                "template/collator path trains one causal sequence, which this model is not",
                                "this route has no training path for it: it needs one in the target (model, "
-                               "collator and loss for its encoder and decoder inputs), which no policy of this route "
-                               "writes")
+                               f"collator and loss for {_NEEDS.get(plan['architecture'], 'its inputs')}), which no "
+                               "policy of this route writes")
     exp = plan.get("media_expansion") or {}
     if plan.get("data_branch") == "B" and exp and not exp.get("ok"):
         # G1's forward is fed by the source's own processing of a real sample; where that cannot make a batch, the
