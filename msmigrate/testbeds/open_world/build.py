@@ -140,7 +140,13 @@ def _config_value(cfg, name: str):
 
 
 def _is_int(value) -> bool:
+    """A positive int that is not a bool (a size or count a config or processor states)."""
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _side(value):
+    """A square size given as one number or as (height, width): its first side."""
+    return value[0] if isinstance(value, (list, tuple)) and value else value
 
 
 def _tower_patches(cfg, report) -> int | None:
@@ -148,9 +154,7 @@ def _tower_patches(cfg, report) -> int | None:
     own ``image_size // patch_size`` (the first config of the tree that has both)."""
     if report.old_patches_per_side:
         return PATCHES_PER_SIDE
-    size, patch = _config_value(cfg, "image_size"), _config_value(cfg, "patch_size")
-    size = size[0] if isinstance(size, (list, tuple)) and size else size
-    patch = patch[0] if isinstance(patch, (list, tuple)) and patch else patch
+    size, patch = _side(_config_value(cfg, "image_size")), _side(_config_value(cfg, "patch_size"))
     return size // patch if _is_int(size) and _is_int(patch) and size >= patch else None
 
 
@@ -165,13 +169,11 @@ def _fit_image_processor(image_processor, cfg) -> None:
     value, and a fixed-size one resizes to the tower's input size (class defaults and config defaults disagree for
     some families: patch 14 vs 16, 224 vs 336 pixels)."""
     for attr, value in list(vars(image_processor).items()):
-        if isinstance(value, int) and not isinstance(value, bool) and attr.endswith("_size") and value > 0:
+        if _is_int(value) and attr.endswith("_size"):
             theirs = _config_value(cfg, attr) or _config_value_suffix(cfg, "_" + attr)
-            if isinstance(theirs, int) and not isinstance(theirs, bool) and theirs > 0:
+            if _is_int(theirs):
                 setattr(image_processor, attr, theirs)
-    side = _config_value(cfg, "image_size")
-    if isinstance(side, (list, tuple)) and side:
-        side = side[0]
+    side = _side(_config_value(cfg, "image_size"))
     if not isinstance(side, int) or side <= 0:
         return
     for attr in ("size", "crop_size"):
