@@ -254,7 +254,8 @@ def _header(runtime: str) -> str:
 def merge_records(paths: list[Path]) -> list[dict]:
     """One record per family from several sweeps' lines.jsonl files: the newest line wins (by its ``finished``
     time; lines without one, from sweeps before it was recorded, count as older than any with one, in the order the
-    files and lines are given), except that a build-only line never replaces a migration's result."""
+    files and lines are given), except that a build-only line never replaces a migration's result (it does replace
+    an older "not buildable": the builder has since learnt to build that family)."""
     order: list[tuple[str, int, int, dict]] = []
     for f, path in enumerate(paths):
         for i, ln in enumerate(path.read_text(encoding="utf-8").splitlines()):
@@ -264,7 +265,8 @@ def merge_records(paths: list[Path]) -> list[dict]:
     by_family: dict[str, dict] = {}
     for *_, record in sorted(order, key=lambda t: t[:3]):
         family = record["family"]
-        if record["status"] == "buildable" and family in by_family and by_family[family]["status"] != "buildable":
+        if record["status"] == "buildable" and family in by_family \
+                and by_family[family]["status"] not in ("buildable", "not buildable"):
             continue
         by_family[family] = record
     return list(by_family.values())

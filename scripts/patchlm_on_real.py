@@ -10,16 +10,20 @@ HAND where the play was written against the stand-in (not blind):
 - its ``PatchLMProcessor`` names its parts on the class (``attributes``, ``image_processor_class``,
   ``tokenizer_class``): transformers 4.57's ``ProcessorMixin`` needs them, 5.x infers them.
 
-    python scripts/patchlm_on_real.py WORK --target CHECKOUT --runtime-python PY
+    python scripts/patchlm_on_real.py WORK --target CHECKOUT --runtime-python PY [--source-step FILE.py:function]
 
-WORK gets a copy of CHECKOUT, the source written by PY's transformers and the run folder; prints the exit status and
-the gate table (one JSON object)."""
+WORK gets a copy of CHECKOUT, the source written by PY's transformers and the run folder; prints the exit status,
+the gate table and G4's training-parity figures (one JSON object). patchlm's forward returns logits only and it ships
+no training code, so G4's training parity is "not comparable" unless a source step is given: ``--source-step`` is
+the run's option of that name (``msmigrate run --source-step``), e.g. the step a patchlm user has,
+``msmigrate/testbeds/fixtures/source_steps/patchlm_step.py:training_step``."""
 import argparse
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,6 +37,7 @@ ap_ = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 ap_.add_argument("work")
 ap_.add_argument("--target", required=True, help="the checkout to copy (left untouched)")
 ap_.add_argument("--runtime-python", required=True)
+ap_.add_argument("--source-step", help="FILE.py:function: the user's training step, G4's training-parity source side")
 args = ap_.parse_args()
 work = Path(args.work).resolve()
 work.mkdir(parents=True, exist_ok=True)
@@ -77,7 +82,25 @@ for turn in script["config"]:
 GLM = '    "glm4.1v": GLM4VPlugin,\n'
 rec = ap.to_real({"fixture": "patchlm", "script": script},
                  anchors={GLM + "}": (GLM, GLM + '    "patchlm": PatchLMPlugin,\n')})
+started = time.monotonic()
+step = {"source_step": f"{Path(args.source_step.rpartition(':')[0]).resolve()}:{args.source_step.rpartition(':')[2]}"} \
+    if args.source_step else {}
 final = replay({**rec, "classify": []}, work, "patchlm-real", source=source, target=target,
-               runtime_python=py)["final"]
+               runtime_python=py, spec_extra=step)["final"]
+g4 = (final.get("gates") or {}).get("G4") or {}
+figures = {}
+for name, run in {**(g4.get("parity") or {}),
+                  **{"G6": ((final.get("gates") or {}).get("G6") or {}).get("parity", {}).get("training")}}.items():
+    if run:
+        fixed = run.get("fixed_batch") or {}
+        figures[name] = {"status": run.get("status"), "steps": run.get("steps"), "source_step": run.get("source_step"),
+                         "max_dloss": run.get("max_dloss"), "max_rel_dgrad_norm": run.get("max_rel_dgrad_norm"),
+                         "fixed_batch_fall": fixed.get("fall"), "source_fall": fixed.get("source_fall"),
+                         "groups": len(run.get("grad_groups") or []), "why_not": run.get("why_not"),
+                         "problems": run.get("problems")}
+export = g4.get("hf_export") or {}
 print(json.dumps({"exit_status": final.get("exit_status"), "detail": str(final.get("exit_detail"))[:2000],
-                  "gates": {g: v.get("passed") for g, v in (final.get("gates") or {}).items()}}, indent=1))
+                  "gates": {g: v.get("passed") for g, v in (final.get("gates") or {}).items()},
+                  "training_parity": figures, "hf_export": {k: export.get(k) for k in (
+                      "status", "tensors", "exact", "max_abs_dlogit", "converter", "problems")},
+                  "wall_s": round(time.monotonic() - started)}, indent=1, default=str))

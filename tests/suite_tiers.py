@@ -18,6 +18,7 @@ LONG: dict[str, str] = {
     "tests/agent/test_heldout2_faults.py": _FAULT_SETS,
     "tests/agent/test_heldout3_faults.py": _FAULT_SETS,
     "tests/agent/test_heldout4_faults.py": _FAULT_SETS,
+    "tests/agent/test_heldout5_faults.py": _FAULT_SETS,
     # a second recorded LLM play replayed end to end (~2.5 min CPU)
     "tests/agent/test_llm_recorded_http.py::test_recorded_live_run_replays_over_http[phi3_v_relay]": _PHI3_REPLAY,
     "tests/agent/test_llm_recorded_http.py::test_the_gate_the_live_run_stopped_at_passes_on_what_it_delivered"
@@ -30,6 +31,10 @@ LONG: dict[str, str] = {
     "tests/agent/test_rules_open_world.py::test_size_dependent_expansion_with_image_sizes":
         "tests/open_world's fast sweep subset (a transformers-native family green end to end) and the media-expansion "
         "probe's unit tests",
+    # a user's step made wrong twice on the same migration (~2 min CPU each)
+    "tests/agent/test_patchlm_source_step.py::test_a_wrong_step_fails_the_parity_naming_the_cause":
+        "test_patchlm_with_its_users_step_trains_like_that_step (the same step through G4) and the training-parity "
+        "mutations of tests/agent/test_training_parity.py (a loss scale, labels shifted twice)",
     # real MindSpeed-MM: more fixtures through the same real route (5-10 min each)
     "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[qwen2_5_vl]": _REAL_MIGRATION,
     "tests/realmm/test_migrate_real.py::test_rules_migration_into_clean_real_checkout[qwen3_vl]": _REAL_MIGRATION,

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from msmigrate.tools.launcher.slurm_options import SlurmOptions
+from msmigrate.tools.source_step import resolve_ref
 
 PolicyName = Literal["rules", "llm", "replay", "none"]  # none: gates only (msmigrate verify)
 POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)
@@ -200,6 +201,9 @@ class RunSpec(_UserInput):
     parallelism: ParallelismSpec | None = Field(None, description="model-parallel sizes the user needs")
     bind_inputs: bool | None = Field(None, description="gates read the config with its model/data paths rebound to "
                                      "this spec's source and data (default: on for verify, off for run)")
+    source_step: str | None = Field(None, description="FILE.py:function, your source's own training step (its "
+                                    "forward and loss on one batch) for G4's training parity, where the source has "
+                                    "no loss or training code of its own; the file is relative to the spec")
 
     @field_validator("model_name")
     @classmethod
@@ -233,5 +237,6 @@ class RunSpec(_UserInput):
 
         return self.model_copy(
             update={"source": fix(self.source), "target": fix(self.target), "data": fix(self.data),
-                    "replay_trajectory": fix(self.replay_trajectory)}
+                    "replay_trajectory": fix(self.replay_trajectory),
+                    "source_step": resolve_ref(self.source_step, base)}
         )

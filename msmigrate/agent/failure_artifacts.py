@@ -17,7 +17,8 @@ from msmigrate.agent.input_checks import read_records
 from msmigrate.agent.launch_script_checks import script_sets
 from msmigrate.core.python_files import folder_modules
 from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact, backend_env_owner,
-                                                 attention_class_owner, broken_install_owner, finding_remedy_owner, gate_remedy_owner,
+                                                 attention_class_owner, attention_flag_owner, broken_install_owner,
+                                                 finding_remedy_owner, gate_remedy_owner, interpreter_switch_owner,
                                                  keys_named, keys_valued, media_path_owner, plugin_import_owner,
                                                  registration_owner, runtime_decode_owner, runtime_env_owner,
                                                  signature_owner, warning_raised_owner, yaml_keys,
@@ -92,8 +93,8 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
     if backend is not None:
         return backend
     script = target / plan["script_path"] if plan.get("script_path") else None
-    raised = warning_raised_owner(text, artifacts, script.read_text(encoding="utf-8", errors="replace")
-                                  if script is not None and script.is_file() else "")
+    launch = script.read_text(encoding="utf-8", errors="replace") if script is not None and script.is_file() else ""
+    raised = warning_raised_owner(text, artifacts, launch) or interpreter_switch_owner(text, artifacts, launch)
     if raised is not None:
         return raised
     remedy = finding_remedy_owner(findings) or gate_remedy_owner(gate_lines, artifacts)
@@ -108,9 +109,13 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
                                 else None)
     if resolved is not None:
         return resolved
-    signature = signature_owner(text, plugin_classes(Path(ctx.target), plan.get("plugin_dir")))
+    classes = plugin_classes(Path(ctx.target), plan.get("plugin_dir"))
+    signature = signature_owner(text, classes)
     if signature is not None:
         return signature
+    flagged = attention_flag_owner(text, {name: Path(ctx.target) / path for name, path in classes.items()})
+    if flagged is not None:
+        return flagged
     refused = attention_class_owner(text, model_classes(state, ctx))
     if refused is not None:
         return refused

@@ -4,6 +4,9 @@ through the precheck). Each problem is one line naming the input; a spec mistake
 
 - ``policy: replay`` needs a ``replay_trajectory`` that exists and records decisions (it used to fail only after
   the work tree and branch were made, leaving both behind);
+- ``source_step`` (``--source-step FILE.py:function``) must name a file that parses and a top-level function of
+  one of the two training-step signatures (``tools/source_step.py``), read statically: the user's code runs only in
+  the target runtime;
 - ``runtime_python`` must exist and be executable ("no such interpreter: …"); that it is a Python is checked at
   G0 by running it (``tools/runtime.interpreter_problem``);
 - every sample-data record must be a sample — an object carrying text: a conversation (a list of turns, each with
@@ -21,6 +24,7 @@ from typing import Any
 
 from msmigrate.agent.routes.fsdp2.draft_config import ROLE_PAIRS
 from msmigrate.tools.runtime import executable_problem
+from msmigrate.tools.source_step import step_problem
 
 MEDIA_KEYS = ("images", "videos", "audios", "image", "video", "audio")
 CONVERSATION_KEYS = ("messages", "conversations")
@@ -40,6 +44,9 @@ def spec_problem(spec: Any, runtime_python: str | None) -> str | None:
         problem = trajectory_problem(Path(path))
         if problem:
             return problem
+    problem = step_problem(getattr(spec, "source_step", None))
+    if problem:
+        return problem
     return executable_problem(runtime_python or "")
 
 

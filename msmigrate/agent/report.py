@@ -235,8 +235,10 @@ def _parity_section(gates: dict[str, Any]) -> list[str]:
     real = (gates.get("G4", {}).get("parity") or {}).get("training_real_weights")
     if real:
         w = real.get("weights") if isinstance(real.get("weights"), dict) else {}
-        lines += ["", f"Training parity on the source's own checkpoint (G4), cut to its first "
-                  f"{real.get('layers_per_tower')} layers per tower, {w.get('tensors_loaded')} tensors read from "
+        kept = "".join(f" ({path}: its layers {layers}, one of each kind)"
+                       for path, layers in (w.get("kept_layers") or {}).items())
+        lines += ["", f"Training parity on the source's own checkpoint (G4), cut to {'' if kept else 'its first '}"
+                  f"{real.get('layers_per_tower')} layers per tower{kept}, {w.get('tensors_loaded')} tensors read from "
                   f"{len(w.get('shards') or [])} shard(s) of `{w.get('folder')}`: {parity_summary(real)}."]
     export = gates.get("G4", {}).get("hf_export")
     if export:

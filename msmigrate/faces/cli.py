@@ -190,6 +190,22 @@ def _answer(approve: bool, reject: bool, edits: list[str], pending: Optional[dic
     return {"action": "edit", "launch": parsed}
 
 
+SOURCE_STEP_HELP = ("FILE.py:function, your source's own training step — function(model, batch) -> loss (or "
+                    "function(model, micro_batches, settings) for the whole loop) — the source side of G4's training "
+                    "parity where the source has no loss or training code of its own (overrides the spec's "
+                    "source_step)")
+
+
+def with_source_step(s: RunSpec, source_step: Optional[str]) -> RunSpec:
+    """``--source-step`` over the spec's ``source_step``, its file relative to the working directory; checked with
+    the rest of the spec before the run starts (``Run`` → ``input_checks.spec_problem``)."""
+    if not source_step:
+        return s
+    from msmigrate.tools.source_step import resolve_ref
+
+    return s.model_copy(update={"source_step": resolve_ref(source_step, Path.cwd())})
+
+
 @app.command()
 def run(
     spec: Optional[Path] = typer.Argument(None, help="run spec YAML (source, target, model_name, policy, budgets …)"),
@@ -200,6 +216,8 @@ def run(
     reject: bool = typer.Option(False, "--reject", help="with --resume: reject the pending launch (the run ends)"),
     set_: Optional[list[str]] = typer.Option(None, "--set", metavar="KEY=VALUE",
                                              help="with --resume: approve with this launch edit (repeatable)"),
+    source_step: Optional[str] = typer.Option(None, "--source-step", metavar="FILE.py:FUNCTION",
+                                              help=SOURCE_STEP_HELP),
 ) -> None:
     """Headless single migration; prints a JSON summary on stdout. Exit code 0 success, 1 failed, 2 a usage error,
     3 waiting for an approval (``approval: true``; continue with --resume ID --approve), 4 needs_accelerator (every
@@ -208,6 +226,8 @@ def run(
     check_policy(policy)
     settings = settings_for(runs_dir)
     if resume:
+        if source_step:
+            raise user_error("--source-step starts a run: a resumed run keeps the step it started with")
         r = open_run(lambda: _start(None, settings, resume))
         try:
             answer = _answer(approve, reject, set_ or [], r.pending_interrupt())
@@ -221,6 +241,7 @@ def run(
         s = load_spec_or_exit(spec)
         if policy:
             s = s.model_copy(update={"policy": policy})
+        s = with_source_step(s, source_step)
         _drive_headless(open_run(lambda: _start(s, settings)))
     else:
         raise user_error("give a SPEC.yaml or --resume RUN_ID")
@@ -236,11 +257,14 @@ def verify(
     launch_script: Optional[str] = typer.Option(None, help="its launch script, relative to the target root"),
     bind_inputs: bool = typer.Option(True, help="rebind the YAML's model/data paths to the spec's source/data "
                                      "(a per-run copy; the YAML is not edited)"),
+    source_step: Optional[str] = typer.Option(None, "--source-step", metavar="FILE.py:FUNCTION",
+                                              help=SOURCE_STEP_HELP),
 ) -> None:
     """The gates alone (G0–G6) on a checkout that already holds a migration; edits nothing."""
     s = load_spec_or_exit(spec)
     given = {"model_id": model_id, "plugin_dir": plugin_dir, "config": config, "launch_script": launch_script}
     s = s.model_copy(update={**{k: v for k, v in given.items() if v}, "bind_inputs": bind_inputs})
+    s = with_source_step(s, source_step)
     # one repair round is pointless without a policy: a failing gate ends the run at its second look
     s = s.model_copy(update={"policy": "none", "budgets": s.budgets.model_copy(update={"phase_attempts": 1})})
     _drive_headless(open_run(lambda: _start(s, settings_for(runs_dir))))

@@ -28,6 +28,12 @@ the run, never a table fitted to logs:
   as an exception under the runtime's ``PYTHONWARNINGS=error``; a collective backend failing to start while the
   runtime sets that backend's own variables; an image error the source's own processor met in the runtime on
   records whose files decode outside it: environment, naming the variable or the library.
+- **the interpreter's switches**: a docstring error while a rank's environment sets PYTHONOPTIMIZE >= 2 (G0's env
+  probe), which strips docstrings: environment (``python -OO`` in the launch script: config). Code outside the run's
+  artifacts failing to import a name from an installed package, with no frame of the run's own code: environment.
+- **a case's premise contradicted**: a config case whose own YAML fix the run's YAML already holds did not come from
+  that setting (the innermost non-settings frame of the run's code decides); an attention implementation refused for
+  a class whose body in the plugin sets the declaring flag False is the plugin's.
 - **a media path resolved elsewhere**: a relative file an error could not open that exists in the training records'
   folder: the YAML's path setting that resolves it is wrong (config), not the file (data).
 - **derived data settings**: a config case at G2 that names YAML data settings G2 found to be what the migration
@@ -43,6 +49,7 @@ Each answer names what to change (the file and line, or the key), for the diagno
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,7 +132,7 @@ class Artifacts:
 class ContextVerdict:
     owner: str
     rule: str  # frames | config-loading | key | loss-graph | runtime | host | last-change | plugin-import | registration
-    # | gate-remedy | attention-class | source-batch | derived-settings | signature
+    # | gate-remedy | attention-class | attention-flag | fix-in-place | source-batch | derived-settings | signature
     reason: str  # in words, naming the file:line or the key to change
 
     def to_dict(self) -> dict[str, str]:
@@ -243,6 +250,13 @@ def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = No
                               f"the target runtime cannot import `{name}` (`{absent.group(0)}`), a package none of "
                               f"the run's artifacts is, with no frame of the run's own code: install {name.split('.')[0]} "
                               f"in the runtime (or repair its broken install)")
+    lacking = _installed_lacks(text)
+    if lacking:
+        return ContextVerdict("environment", "runtime",
+                              f"code outside the run's artifacts (the target's own, {lacking[2]}) fails to import "
+                              f"`{lacking[0]}` from the installed `{lacking[1]}`, with no frame of the run's own code: "
+                              f"that release of {lacking[1]} lacks a name the target needs; install the release the "
+                              f"target requires in the runtime")
     broken = _RUNTIME_BROKEN.search(text)
     if broken:
         return ContextVerdict("environment", "runtime",
@@ -266,6 +280,25 @@ def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = No
                               f"nothing in the failure decides; the last change of this run before the failing gate "
                               f"was the {changed_last} phase's")
     return None
+
+
+# ``from pkg import name`` failing on an installed package: Python names the package's file in parentheses
+_NAME_NOT_IN_PACKAGE = re.compile(r"cannot import name '(?P<name>[\w.]+)' from '(?P<mod>[\w.]+)' \((?P<path>[^)\n]+)\)")
+
+
+def _installed_lacks(text: str) -> tuple[str, str, str] | None:
+    """(name, package, the importing file:line) when an import of a name from an installed package (its file under
+    site-packages) fails in code that is not itself that installed package: the traceback's innermost frame outside
+    site-packages did the import. None without such an import error or such a frame."""
+    found = _NAME_NOT_IN_PACKAGE.search(text)
+    if not found or not _SITE.search(found.group("path").replace("\\", "/")):
+        return None
+    outside = [(p, n) for p, n in frames(text[:found.start()] + text[found.end():])
+               if not _SITE.search(p.replace("\\", "/")) and not p.startswith("<")]
+    if not outside:
+        return None
+    path, line = outside[-1]
+    return found.group("name"), found.group("mod").split(".")[0], f"{path}:{line}"
 
 
 def runtime_env_owner(text: str, artifacts: Artifacts, script_sets: Iterable[str] = ()) -> ContextVerdict | None:
@@ -307,18 +340,46 @@ def warning_raised_owner(text: str, artifacts: Artifacts, script: str = "") -> C
     if not found or ("warnings.warn" not in text and "Traceback (most recent call last)" not in text):
         return None
     said = artifacts.interpreter_env.get("PYTHONWARNINGS", "")
-    if _WARNINGS_ERROR.search(said):
+    return _switch_verdict(artifacts, f"a {found.group('cls')} was raised as an exception",
+                           "PYTHONWARNINGS" if _WARNINGS_ERROR.search(said) else None, said,
+                           bool(_W_FLAG.search(script)), "-W error",
+                           "turns every library's warning into an error", "(or drop its error filter)")
+
+
+def _switch_verdict(artifacts: Artifacts, what: str, variable: str | None, value: str, flagged: bool, flag: str,
+                    effect: str, unset: str) -> ContextVerdict | None:
+    """An interpreter switch that explains the error: set by the runtime's environment (``variable`` with its
+    ``value``, as G0's env probe read it: environment) or by the run's launch script (``flag``: config)."""
+    if variable is not None:
         return ContextVerdict("environment", "runtime-env",
-                              f"a {found.group('cls')} was raised as an exception: the runtime's environment sets "
-                              f"PYTHONWARNINGS={said}, which turns every library's warning into an error; unset "
-                              f"PYTHONWARNINGS (or drop its error filter) in the runtime's environment, no migration "
-                              f"artifact changes")
-    if _W_FLAG.search(script):
+                              f"{what}: the runtime's environment sets {variable}={value}, which {effect}; unset "
+                              f"{variable} {unset} in the runtime's environment, no migration artifact changes")
+    if flagged:
         config = _names(artifacts.config[1:2]) or "the launch script"
-        return ContextVerdict("config", "key",
-                              f"a {found.group('cls')} was raised as an exception: {config} starts Python with "
-                              f"-W error, which turns every library's warning into an error; drop that flag")
+        return ContextVerdict("config", "key", f"{what}: {config} starts Python with {flag}, which {effect}; drop "
+                                               f"that flag")
     return None
+
+
+# an error about a missing docstring (transformers builds classes and their docs from ``__doc__``), and the
+# interpreter's switch that strips every docstring: PYTHONOPTIMIZE at 2 or more, ``python -OO`` on a command line
+_DOCSTRING_SAID = re.compile(r"\bdocstring\b|__doc__")
+_OO_FLAG = re.compile(r"(?:^|\s)-OO\b|(?:^|\s)-O\s*-O\b")
+
+
+def interpreter_switch_owner(text: str, artifacts: Artifacts, script: str = "") -> ContextVerdict | None:
+    """An error about a docstring (one missing, or read as None) while the interpreter strips docstrings: code that
+    reads ``__doc__`` finds nothing whoever wrote it. The switch comes from the runtime's environment
+    (PYTHONOPTIMIZE >= 2, which G0's env probe read in a rank's view: environment) or from the run's launch script
+    (``python -OO``: config); None when neither strips them."""
+    if not _DOCSTRING_SAID.search("\n".join(_error_lines(text))):
+        return None
+    said = artifacts.interpreter_env.get("PYTHONOPTIMIZE", "").strip()
+    return _switch_verdict(artifacts, "the error is about a docstring",
+                           "PYTHONOPTIMIZE" if said.isdigit() and int(said) >= 2 else None, said,
+                           bool(_OO_FLAG.search(script)), "-OO",
+                           "strips every docstring (and assert) from the code the interpreter loads, the installed "
+                           "libraries' included", "(or set it below 2)")
 
 
 # torch.distributed building a backend's process group (its own frames or error): the backend reads its variables
@@ -719,3 +780,78 @@ def signature_owner(text: str, plugin_classes: dict[str, str]) -> ContextVerdict
                           f"`{found.group('cls')}.{found.group('fn')}()`, defined in the run's plugin ({where}), does "
                           f"not take the call the framework makes (`{found.group(0)}`): change that signature in "
                           f"{where}")
+
+
+def fix_in_place_owner(autofix: Iterable[dict[str, Any]] | None, text: str,
+                       artifacts: Artifacts) -> ContextVerdict | None:
+    """A config case matched, but the run's YAML already holds the setting that case's own fix writes (its autofix
+    ``set_yaml`` path and value: ``model.attn_implementation: sdpa`` for flash attention asked where flash-attn is
+    absent): that setting did not ask for what failed, so the YAML is not what to change. The innermost frame of the
+    run's own code that is not its settings (the plugin, the data path) is where the request came from: its owner.
+    None when the YAML holds another value, or no such frame is in the failure (the case's owner stands)."""
+    for action in autofix or []:
+        path, value = action.get("path"), action.get("value")
+        if action.get("action") != "set_yaml" or not path or value is None or \
+                artifacts.yaml_values.get(path) != str(value):
+            continue
+        own = [f for f in run_frames(text, artifacts) if f[2] != "config" and f[1] > 0]
+        if not own:
+            return None
+        where, line, owner = own[-1]
+        return ContextVerdict(owner, "fix-in-place",
+                              f"the run's YAML already sets {path}: {value}, the fix this message usually needs, so "
+                              f"the setting did not ask for what failed; the request comes from {where}:{line} "
+                              f"({_what(owner)}), reached before the error: the fix changes that file")
+    return None
+
+
+# G3's attention check ("X, Y declare no sdpa support") and transformers' refusal ("X does not support ...")
+_DECLARE_NO = re.compile(r"(?P<classes>[A-Za-z_]\w*(?:, [A-Za-z_]\w*)*) declare no (?P<impl>\w+) support")
+_ATTN_FLAGS = {"sdpa": ("_supports_sdpa",), "flash_attention_2": ("_supports_flash_attn", "_supports_flash_attn_2"),
+               "flash_attention_3": ("_supports_flash_attn_3",)}
+
+
+def _refused_attention(text: str) -> list[tuple[str, str]]:
+    """(class, implementation) pairs the failure says a class does not declare."""
+    pairs = [(cls, m.group("impl")) for m in _DECLARE_NO.finditer(text) for cls in m.group("classes").split(", ")]
+    for m in _ATTN_REFUSED.finditer(text):
+        line = text[m.start(): (text.find("\n", m.end()) + 1 or len(text) + 1) - 1]
+        impl = "flash_attention_2" if "Flash Attention" in line or "flash_attention_2" in line else \
+            "sdpa" if "scaled_dot_product_attention" in line or "sdpa" in line else None
+        if impl:
+            pairs.append((m.group("cls"), impl))
+    return pairs
+
+
+def attention_flag_owner(text: str, plugin_files: dict[str, Path]) -> ContextVerdict | None:
+    """An attention implementation is refused (G3's check, or transformers at build time) for a class whose refusal
+    comes from the plugin's own code: the plugin's class body assigns the declaring flag (``_supports_sdpa = False``)
+    itself. transformers reads the flag off the class, so the plugin's assignment is what refuses it, whatever the
+    source declares: the plugin is the fix (model). None when no refused class sets the flag in the plugin (it is
+    inherited from the source's or the library's class: the configuration must ask for another implementation).
+    ``plugin_files``: class name -> its file, for the classes the run's plugin defines."""
+    for cls, impl in _refused_attention(text):
+        flags = _ATTN_FLAGS.get(impl, ())
+        path = plugin_files.get(cls)
+        if not flags or path is None:
+            continue
+        try:
+            tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef) or node.name != cls:
+                continue
+            for stmt in node.body:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+                    [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else []
+                value = getattr(stmt, "value", None)
+                if any(isinstance(t, ast.Name) and t.id in flags for t in targets) and \
+                        isinstance(value, ast.Constant) and not value.value:
+                    return ContextVerdict(
+                        "model", "attention-flag",
+                        f"`{cls}` is refused {impl} because the plugin's own class sets "
+                        f"`{targets[0].id} = {value.value!r}` ({path}:{stmt.lineno}): transformers reads that flag "
+                        f"off the class, so the YAML's choice is not what fails; drop that assignment (or set it "
+                        f"True where the attention code supports {impl}) in the plugin")
+    return None

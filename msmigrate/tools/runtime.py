@@ -70,6 +70,30 @@ def executable_problem(python: str) -> str | None:
     return None
 
 
+# What a signal that ended a probe says of the host or the runtime (a negative exit status is the signal's number)
+SIGNAL_MEANING = {
+    "SIGILL": "an illegal instruction: the runtime's compiled code (torch or another binary package) uses a CPU "
+              "instruction this host's CPU lacks (a build for AVX-512 / newer CPUs): the host and runtime, not the "
+              "migration; install a build for this CPU or run on a host that has the instruction",
+    "SIGKILL": "killed from outside (the host's out-of-memory killer or a resource limit): the host, not the migration",
+    "SIGBUS": "a bus error: a mapped file or shared-memory segment the host could not back (a full /dev/shm)",
+    "SIGSEGV": "a segmentation fault in compiled code of the runtime (a broken or mismatched binary package)",
+}
+
+
+def ended_without_result(name: str, returncode: int) -> str:
+    """``<name> exited N without a result``; for a process a signal ended, the signal's name and what it says of the
+    host or the runtime (a probe killed by SIGILL before it printed anything is the host's CPU, not the code)."""
+    try:
+        sig = signal.Signals(-returncode).name if returncode < 0 else None
+    except ValueError:
+        sig = None
+    if sig is None:
+        return f"{name} exited {returncode} without a result"
+    meaning = SIGNAL_MEANING.get(sig)
+    return f"{name} was killed by {sig} (exit {returncode}) without a result" + (f": {meaning}" if meaning else "")
+
+
 PYTHON_SIGNATURE = "MSMIGRATE_PYTHON"
 
 
@@ -139,7 +163,7 @@ def run_probe(
             **base, stderr_tail=outcome.stderr[-4000:])
     if not result_lines:
         return ToolResult.failure(
-            f"probe {probe} exited {outcome.returncode} without a result", **base, stderr_tail=outcome.stderr[-4000:]
+            ended_without_result(f"probe {probe}", outcome.returncode), **base, stderr_tail=outcome.stderr[-4000:]
         )
     payload = json.loads(result_lines[-1][len(RESULT_MARKER) :])
     if outcome.returncode != 0 or payload.get("error"):

@@ -224,15 +224,17 @@ def training_probe_limit(ctx: RunContext, steps: int, step_s: float | None = Non
 def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, config_path: Path, steps: int,
                     trust_remote_code: bool = False, media_token_id: int | None = None, nproc: int = 1,
                     source_training: dict[str, Any] | None = None, real_weights: bool = False,
-                    timeout: float | None = None, dtype: str = "fp32") -> ToolResult:
+                    timeout: float | None = None, dtype: str = "fp32", source_step: str | None = None) -> ToolResult:
     """``steps`` optimizer steps of the source class and of the plugin class in the target trainer's step, same
     weights, batches and optimizer settings, fp32 on CPU (``probes/training_parity.py``); ``nproc`` > 1: the plugin
     sharded over that many torchrun ranks against the single-process source; ``source_training`` (the plan's facts,
     ``kind: own``): the source side runs the source's own loss path; ``real_weights``: both start from the source's
     own checkpoint cut to 2 layers per tower instead of a random init; ``timeout``: the probe's limit
     (``training_probe_limit``; never below the floor or the spec's); ``dtype`` bf16: both sides compute in bf16 on
-    fp32 master weights, as the delivered FSDP2 plan trains on NPU (``probes/_precision.py``). ``ok`` means the probe ran; ``result.passed``
-    is the verdict (None: not comparable)."""
+    fp32 master weights, as the delivered FSDP2 plan trains on NPU (``probes/_precision.py``); ``source_step``
+    (``FILE.py:function``, a file the target runtime can read: the run folder's copy): the user's own training step
+    is the source side (``tools/source_step.py``). ``ok`` means the probe ran; ``result.passed`` is the verdict
+    (None: not comparable)."""
     if (refused := unapproved(ctx)) is not None:
         return refused
     args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--shrink-layers", "2",
@@ -243,6 +245,8 @@ def training_parity(ctx: RunContext, *, plugins: list[str], model_id: str, confi
         args += ["--trust-remote-code"]
     if source_training and source_training.get("kind") == "own":
         args += ["--source-training", str(_facts_file(ctx, source_training))]
+    if source_step:
+        args += ["--source-step", source_step]
     if real_weights:
         args += ["--real-weights"]
     if dtype != "fp32":
@@ -276,6 +280,24 @@ def hf_export(ctx: RunContext, *, plugins: list[str], model_id: str, checkpoint:
     if res.ok:
         res.data["saved"] = _save(ctx, f"hf_export_{model_id}", res.data["result"])
     return res
+
+
+def decay_groups_check(ctx: RunContext, *, plugins: list[str], model_id: str, config_path: Path,
+                       trust_remote_code: bool = False) -> dict[str, Any] | None:
+    """Which parameters the target's own optimizer decays for the delivered config, against the HF Trainer's decay
+    rule on the source class (``probes/decay_groups.py``); None when the probe could not run (said by the caller as
+    not examined, never a pass)."""
+    if unapproved(ctx) is not None:
+        return None
+    args = plugin_args(ctx, plugins, model_id) + ["--model", str(ctx.source), "--config", str(config_path)]
+    if trust_remote_code:
+        args += ["--trust-remote-code"]
+    res = run_probe(ctx.runtime_python, "decay_groups", args, cwd=ctx.target, env_extra=PROBE_ENV,
+                    timeout=ctx.probe_timeout_s)
+    if not res.ok:
+        return {"examined": False, "why_not": f"the decay-groups probe failed: {res.error}"[:400]}
+    _save(ctx, f"decay_groups_{model_id}", res.data["result"])
+    return res.data["result"]
 
 
 def config_check(ctx: RunContext, config_path: Path, *, tree: dict | None, device: str | None = None) -> ToolResult:

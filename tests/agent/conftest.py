@@ -1,8 +1,8 @@
 """Fixtures for the agent tests: one real source + stand-in target per session (``workspace``), the prepare node
 made fast (``fast_prepare``), and fresh inputs for the end-to-end tests (``migration_inputs``).
 
-The prepare node runs for real (precheck, artifacts, similar-case ranking) but its three slow helpers return results
-computed once per session, so a whole graph run with fake gates takes well under a second."""
+The prepare node runs for real (precheck, artifacts, similar-case ranking) but its three slow helpers (and the plan
+node's two runtime probes) return results computed once per session, so a whole graph run with fake gates takes well under a second."""
 
 from __future__ import annotations
 
@@ -34,8 +34,12 @@ def workspace(tmp_path_factory) -> dict[str, Any]:
 
     expansion = derive_media_expansion(sys.executable, source, source / "data" / "train.json")
     assert expansion.ok, expansion.error
+    from msmigrate.tools.checkpoint_conversion import convert_checkpoint
+
+    conversion = convert_checkpoint(sys.executable, source, root / "conversion_run")
+    assert conversion.ok and not conversion.needed, conversion.error
     return {"root": root, "source": source, "target": target, "summary": summary, "inventory": inventory, "env": env,
-            "expansion": expansion}
+            "expansion": expansion, "conversion": conversion}
 
 
 @pytest.fixture
@@ -63,6 +67,7 @@ def fast_prepare(workspace, monkeypatch):
     import msmigrate.agent.nodes.plan as plan
 
     monkeypatch.setattr(plan, "derive_media_expansion", lambda *a, **k: workspace["expansion"])
+    monkeypatch.setattr(plan, "convert_checkpoint", lambda *a, **k: workspace["conversion"])
     return workspace
 
 

@@ -59,6 +59,7 @@ def main() -> None:
     prepare.target_inventory = lambda *a, **k: workspace["inventory"]
     prepare.run_probe = lambda *a, **k: workspace["env"]
     plan.derive_media_expansion = lambda *a, **k: workspace["expansion"]
+    plan.convert_checkpoint = lambda *a, **k: workspace["conversion"]
     from agent_fakes import FakeGates, make_spec
     from msmigrate.agent.config import Settings
     from msmigrate.agent.runner import Run

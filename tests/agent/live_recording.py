@@ -42,11 +42,12 @@ def outcomes(run_dir: Path) -> tuple[list[dict[str, Any]], list[list[Any]], list
 
 def replay(rec: dict[str, Any], work: Path, run_id: str, prompt_budget: int | None = None, *,
            source: Path | None = None, target: Path | None = None, runtime_python: str | None = None,
-           gate_train_iters: int = 5) -> dict[str, Any]:
+           gate_train_iters: int = 5, spec_extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the recording's fixture into a fresh stand-in under ``work`` with the recorded answers as the model; or,
     given ``source``/``target``/``runtime_python``, into that target (a real MindSpeed-MM checkout and its runtime,
     the source written by that runtime): the recorded answers are served by phase, attempt and turn, whatever the
-    target's tools answer, so a target other than the recorded one shows where the recorded play stops fitting."""
+    target's tools answer, so a target other than the recorded one shows where the recorded play stops fitting.
+    ``spec_extra``: more RunSpec fields (a ``source_step``, absolute)."""
     from msmigrate.agent.config import LaunchSettings, LLMSettings, RunSpec, Settings
     from msmigrate.agent.runner import Run
     from msmigrate.testbeds.fixtures import build_source
@@ -62,7 +63,7 @@ def replay(rec: dict[str, Any], work: Path, run_id: str, prompt_budget: int | No
         spec = RunSpec(source=source, target=target, model_name=rec["fixture"], policy="llm",
                        runtime_python=runtime_python,
                        llm=LLMSettings(base_url=server.base_url, model="recorded", timeout_s=60, **llm),
-                       launch=LaunchSettings(gate_train_iters=gate_train_iters))
+                       launch=LaunchSettings(gate_train_iters=gate_train_iters), **(spec_extra or {}))
         run = Run(spec, run_id, Settings(runs_dir=work / "runs", llm_api_key="sk-test"))
         try:
             final = run.drive()

@@ -88,3 +88,24 @@ def test_literals_only_in_code_for_settings():
     exp = PLAN["media_expansion"]
     assert measured_literals("README.md", "patch_size = 7", exp) == []
     assert measured_literals("x.py", "self.patch_size = getattr(cfg, 'patch_size', None)", exp) == []
+
+
+def test_a_converted_checkpoint_under_the_run_is_the_delivery_s_weights(tmp_path):
+    source = _source(tmp_path)
+    converted = tmp_path / "runs" / "run-1" / "converted_weights"
+    plan = {**PLAN, "weights": {"folder": str(converted)}}
+    script = (EXAMPLE_SH.replace("=16", "=2").replace("=8", "=1")
+              .replace("examples/example/example_config.yaml", "examples/fam/fam_config.yaml"))
+
+    def review(load, name):
+        cfg = EXAMPLE.replace("./ckpt/hf_path/Example", str(load)).replace("example", "fam") \
+            + "  init_model_with_meta_device: true\n"
+        root, base = _repo(tmp_path / name, source,
+                           {"examples/fam/fam_config.yaml": cfg, "examples/fam/finetune_fam.sh": script})
+        return review_delivery(root, base, "msmigrate/run-1", plan=plan, source=source, data_path=None,
+                               run_id="run-1")["problems"]
+
+    converted.mkdir(parents=True)
+    (converted / "model.safetensors").write_bytes(b"")
+    assert review(converted, "converted") == []  # its path (with the run id) is the one the plan wrote
+    assert any(f"training.load names {source}, but transformers converts" in p for p in review(source, "source"))

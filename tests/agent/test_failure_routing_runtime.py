@@ -110,3 +110,29 @@ def test_a_warning_raised_in_training_under_the_runtimes_error_filter_names_pyth
     assert "PYTHONWARNINGS" in record["diagnosis"][:400]
     probed(monkeypatch)  # G0 found no such filter: no owner from the run's facts
     assert first_classification(fast_prepare, tmp_path, FakeGates({"G4": [WARNED]}))["owner"] is None
+
+
+DOCSTRING = ("plugin does not build on meta: ValueError: No `Args` or `Parameters` section is found in the docstring of "
+             "`BaseModelOutputWithPast`. Make sure it has a docstring and contains either `Args` or `Parameters`. "
+             "(raised in /opt/rt/lib/python3.11/site-packages/transformers/utils/auto_docstring.py:4255 in "
+             "_prepare_return_docstring; called from <frozen importlib._bootstrap>:1229 in _handle_fromlist)")
+
+
+def test_a_docstring_error_under_the_runtimes_pythonoptimize_is_routed_to_environment(fast_prepare, tmp_path,
+                                                                                     monkeypatch):
+    probed(monkeypatch, python_env={"PYTHONOPTIMIZE": "2"})
+    record = first_classification(fast_prepare, tmp_path, FakeGates({"G1": [DOCSTRING]}))
+    assert (record["owner"], record["route"]) == ("environment", "config")
+    assert "PYTHONOPTIMIZE" in record["diagnosis"][:400]
+    probed(monkeypatch)  # G0 found no such switch: the gate's phase, as before
+    assert first_classification(fast_prepare, tmp_path, FakeGates({"G1": [DOCSTRING]}))["owner"] is None
+
+
+def test_the_targets_own_import_failing_on_an_installed_package_is_routed_to_environment(fast_prepare, tmp_path):
+    text = ("data pipeline failed: ImportError: cannot import name 'ConfigDict' from 'pydantic' (/opt/rt/lib/"
+            "python3.11/site-packages/pydantic/__init__.py)\nTraceback (most recent call last):\n  File \"/w/"
+            "mindspeed_mm/config/arguments/base_args.py\", line 5, in <module>\n    from pydantic import BaseModel, "
+            "ConfigDict\nImportError: cannot import name 'ConfigDict' from 'pydantic' (/opt/rt/lib/python3.11/"
+            "site-packages/pydantic/__init__.py)\n")
+    record = first_classification(fast_prepare, tmp_path, FakeGates({"G2": [text]}))
+    assert (record["owner"], record["route"], record["context"]["rule"]) == ("environment", "config", "runtime")

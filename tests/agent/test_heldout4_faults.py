@@ -8,14 +8,12 @@ routing benchmark's (``--group heldout4``), made by someone other than the fault
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from heldout_checks import assert_bench_reports_every_group, assert_group_apart, run_wrapped_and_plain
+from heldout_checks import (assert_bench_reports_every_group, assert_computes_otherwise, assert_group_apart,
+                            computed_on_green, run_wrapped_and_plain)
 from standin_migration import apply_fault_checked, fault_copy, green_for_faults
 
 from msmigrate.testbeds.faults import heldout4, wrap_runtime
@@ -46,65 +44,15 @@ def test_each_edit_fault_applies_to_the_green_migration_and_changes_its_file(gre
     apply_fault_checked(H4[fault_id], fault_copy(green, tmp_path))
 
 
-# What a copy computes on the green records: the data path's first batch (the YAML's data settings, the copy's
-# template / mm_plugin / collator) and, for ``model``, the plugin's loss on it in training mode (seeded)
-_COMPUTE = '''import hashlib, importlib, json, sys
-import torch, yaml
-from mindspeed_mm.fsdp.data.datasets.huggingface.qwen2vl_dataset import get_qwen2vl_dataset
-from mindspeed_mm.fsdp.data.data_utils.func_utils.collator import MultiModalDataCollatorForSeq2Seq
-from mindspeed_mm.fsdp.data.data_utils.func_utils.convert import load_tokenizer
-from mindspeed_mm.fsdp.data.data_utils.func_utils.model_args import ProcessorArguments
-from mindspeed_mm.fsdp.data.data_utils.func_utils.template import get_template_and_fix_tokenizer
-
-config_path, what, modeling = sys.argv[1:4]
-with open(config_path, encoding="utf-8") as f:
-    cfg = yaml.safe_load(f)
-param = cfg["data"]["dataset_param"]
-basic, pre = param["basic_parameters"], param["preprocess_parameters"]
-dataset = get_qwen2vl_dataset(basic, pre, {"attr": param["attr"]})
-loaded = load_tokenizer(ProcessorArguments(**pre))
-template = get_template_and_fix_tokenizer(loaded["tokenizer"], basic["template"])
-batch = MultiModalDataCollatorForSeq2Seq(template=template, **loaded)([dataset[i] for i in range(4)])
-if what == "data":
-    print("RESULT " + json.dumps({"input_ids": batch["input_ids"].tolist(), "labels": batch["labels"].tolist(),
-                                  "pixels": hashlib.sha256(batch["pixel_values"].numpy().tobytes()).hexdigest()}))
-else:
-    module = importlib.import_module(modeling)
-    torch.manual_seed(0)
-    model = module.Qwen2VLForConditionalGeneration.from_pretrained(cfg["model"]["model_name_or_path"])
-    model.train()
-    torch.manual_seed(1)
-    print("RESULT " + json.dumps({"loss": model(**batch).loss.item()}))
-'''
 _DATA_PATH = {"template", "mm_plugin", "collator"}
 # (the one YAML fault here changes what the data path reads; the others act in the trainer)
 COMPUTED = sorted(i for i, f in H4.items()
                   if f.surface in _DATA_PATH | {"plugin"} or i == "h4-config-attr-images-singular")
 
 
-def _compute(layout, green, what: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict | None]:
-    program = tmp_path / "compute.py"
-    program.write_text(_COMPUTE, encoding="utf-8")
-    modeling = green["modeling"].removesuffix(".py").replace("/", ".")
-    env = {**os.environ, "PYTHONPATH": str(layout.root), "NON_MEGATRON": "true"}
-    out = subprocess.run([sys.executable, str(program), str(layout.path("{config}")), what, modeling],
-                         capture_output=True, text=True, timeout=600, env=env, cwd=layout.root)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    return out, (json.loads(lines[-1].removeprefix("RESULT ")) if out.returncode == 0 and lines else None)
-
-
 @pytest.fixture(scope="module")
 def green_computed(green, tmp_path_factory):
-    """What the green copy computes, twice for the model (the seeded loss is reproducible, so a difference is the
-    fault's)."""
-    folder = tmp_path_factory.mktemp("h4_green_computed")
-    layout = fault_copy(green, folder)
-    results = {}
-    for what in ("data", "model", "model"):
-        out, result = _compute(layout, green, what, folder)
-        assert result is not None, out.stderr[-3000:]
-        assert results.setdefault(what, result) == result
-    return results
+    return computed_on_green(green, tmp_path_factory.mktemp("h4_green_computed"))
 
 
 @pytest.mark.integration
@@ -114,15 +62,8 @@ def test_each_data_path_and_plugin_fault_changes_what_is_computed_or_fails(green
     fault = H4[fault_id]
     layout = fault_copy(green, tmp_path)
     apply_fault_checked(fault, layout)
-    what = "model" if fault.surface == "plugin" else "data"
-    out, result = _compute(layout, green, what, tmp_path)
-    if result is None:  # a loud fault: it fails in its own code, not in the harness
-        assert out.returncode != 0 and "Traceback" in out.stderr, out.stderr[-3000:]
-        return
-    if what == "model":
-        assert abs(result["loss"] - green_computed["model"]["loss"]) > 1e-6, (result, green_computed["model"])
-    else:
-        assert result != green_computed["data"]
+    assert_computes_otherwise(layout, green, green_computed, "model" if fault.surface == "plugin" else "data",
+                              tmp_path)
 
 
 # Per runtime fault: the variables the program runs with, the program, and what it prints under the wrapped

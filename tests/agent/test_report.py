@@ -138,3 +138,17 @@ def test_gate_summaries_are_cut_at_a_word_with_numbers_whole():
     row = next(r for r in _gate_rows({"G1": {"passed": False, "summary": "x " * 147 + "6.254289 and more"}})
                if r.startswith("| G1"))
     assert "6.25…" not in row and row.rstrip(" |").endswith("…")
+
+
+def test_a_real_weights_cut_that_keeps_later_layers_names_them():
+    """A stack cut to one layer of each kind (a full-attention layer among sliding ones) is not its first layers:
+    the report names the layers kept; a plain cut still reads as the first layers."""
+    def text(kept):
+        rec = {"status": "pass", "problems": [], "layers_per_tower": 2,
+               "weights": {"folder": "/src", "shards": ["model.safetensors"], "tensors_loaded": 10, "kept_layers": kept}}
+        g4 = {**gate("G4"), "parity": {"training_real_weights": rec}}
+        return render_report({"gates": {"G4": g4}, "plan": STATE["plan"]}, "", False)
+
+    assert ("cut to 2 layers per tower (text_config.num_hidden_layers: its layers [0, 5], one of each kind)"
+            in text({"text_config.num_hidden_layers": [0, 5]}))
+    assert "cut to its first 2 layers per tower, 10 tensors" in text({})

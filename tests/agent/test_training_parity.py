@@ -95,6 +95,14 @@ def _adam_eps_crippled(target: Path) -> None:
         yaml.dump(data, fh)
 
 
+def _vision_tower_bf16(target: Path) -> None:
+    # the plugin's __init__ keeps its vision tower in bf16 (an inference script's memory habit): both parity sides
+    # are built and cast to fp32, so the curves agree; the dtypes its constructor left are reported
+    _append_to_plugin(target, "\n    def __init__(self, config):\n        import torch\n\n"
+                              "        super().__init__(config)\n"
+                              "        self.model.visual.to(torch.bfloat16)\n")
+
+
 def _run(migrated, name, mutate=None, nproc=1):
     deps, state = copy_at_head(migrated, name)
     if mutate:
@@ -298,6 +306,8 @@ def test_two_ranks_name_a_gradient_summed_over_the_ranks(migrated):
                                                         "model.visual.merger"),
     ("no_learning", _no_learning, "no learning: the loss on a fixed batch"),
     ("adam_eps_crippled", _adam_eps_crippled, "the target optimizer's first step moved the weights by a median"),
+    ("vision_tower_bf16", _vision_tower_bf16, "first module model.visual (Qwen2VisionTransformerPretrainedModel) in "
+                                              "bfloat16 where the source builds float32"),
 ])
 def test_training_parity_catches_mutation(migrated, name, mutate, cause):
     _, problems, record = _run(migrated, name, mutate)

@@ -104,6 +104,28 @@ def test_g3_refuses_a_random_init_of_a_source_with_weights(tmp_path):
     assert weights_findings(config, hf) == []
 
 
+def test_g3_refuses_a_dcp_load_of_a_folder_that_holds_hf_weights_only(tmp_path):
+    from msmigrate.agent.routes.fsdp2.gates.config_gate import weights_findings
+
+    hf = _hf(tmp_path)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"training:\n  init_model_with_meta_device: true\n  load: {hf}\n  load_format: dcp\n")
+    found = weights_findings(config, hf)
+    assert len(found) == 1 and found[0].startswith("[load-format-mismatch] training.load_format: 'dcp'")
+    assert "set training.load_format to auto" in found[0]
+    from msmigrate.knowledge.failure_context import Artifacts, gate_remedy_owner, yaml_keys
+
+    keys = yaml_keys({"training": {"load": str(hf), "load_format": "dcp"}})
+    assert gate_remedy_owner(found[0], Artifacts(config=("c.yaml",), yaml_keys=keys)).owner == "config"
+    for fmt in ("auto", "hf"):  # the trainer reads the folder as HF weights
+        config.write_text(f"training:\n  init_model_with_meta_device: true\n  load: {hf}\n  load_format: {fmt}\n")
+        assert weights_findings(config, hf) == []
+    (hf / "iter_0000006").mkdir()
+    (hf / "iter_0000006" / ".metadata").write_bytes(b"")  # a DCP save beside the weights: dcp can resume it
+    config.write_text(f"training:\n  init_model_with_meta_device: true\n  load: {hf}\n  load_format: dcp\n")
+    assert weights_findings(config, hf) == []
+
+
 def test_single_process_gates_take_the_delivered_build_path(tmp_path):
     """G4/G5 used to force a meta build whatever the delivered config does: a config that loads by from_pretrained
     from a folder without safetensors then trained a random init (no training.load) it never takes."""

@@ -251,3 +251,198 @@ def test_a_processor_count_no_config_field_holds_follows_the_towers_own_patches(
     assert _tower_patches(cfg, shrink.ShrinkReport()) == cfg.vision_config.image_size // cfg.vision_config.patch_size
     shrunk = shrink.ShrinkReport(old_patches_per_side=27.4)
     assert _tower_patches(cfg, shrunk) == shrink.PATCHES_PER_SIDE
+
+
+def test_a_rotary_section_the_code_defaults_to_is_written_rescaled_to_the_rotary_half():
+    """glm4v's rotary code falls back to ``mrope_section`` [8, 12, 12] (written for a half-rotary 128 head dim)
+    when the config states none, and its default config states no partial factor: the 64 frequencies the code
+    computes are split by a list summing to 32, and the split fails. The builder reads the rotary module
+    (``inv_freq`` and a ``*section*`` list), finds it failing, and writes the section into the config's rope dict,
+    split as the default splits it. A module whose code slices by the sections (tolerating the longer list, as
+    qwen3_5's interleaved layout does) is left as the family wrote it."""
+    import torch
+
+    from msmigrate.testbeds.open_world.fit import fit_rotary_sections
+
+    class Rotary(torch.nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+            self.register_buffer("inv_freq", torch.ones(64), persistent=False)
+            self.mrope_section = config.rope_parameters.get("mrope_section", [8, 12, 12])
+
+        def forward(self, x, position_ids):
+            freqs = position_ids[..., None].float() * self.inv_freq
+            return torch.cat(freqs.split(self.mrope_section, dim=-1), dim=-1)
+
+    class SlicingRotary(Rotary):
+        def forward(self, x, position_ids):
+            freqs = position_ids[..., None].float() * self.inv_freq
+            return freqs[..., :sum(self.mrope_section)]
+
+    text = PretrainedConfig(hidden_size=256, num_attention_heads=2, rope_parameters={"rope_type": "default"})
+    top = PretrainedConfig()
+    top.text_config = text
+    assert fit_rotary_sections(torch.nn.Sequential(SlicingRotary(PretrainedConfig(**text.to_dict()))), top) == {}
+    model = torch.nn.Sequential(Rotary(PretrainedConfig(**text.to_dict())))
+    fitted = fit_rotary_sections(model, top)
+    assert fitted == {"text_config.rope_parameters.mrope_section": ([8, 12, 12], [16, 24, 24])}
+    assert text.rope_parameters == {"rope_type": "default", "mrope_section": [16, 24, 24]}
+    assert Rotary(text).mrope_section == [16, 24, 24]
+    Rotary(text)(None, torch.arange(4)[None])  # the fitted section splits the frequencies
+    # a section the config states, or one that already fits, is left alone
+    assert fit_rotary_sections(torch.nn.Sequential(Rotary(text)), top) == {}
+
+
+def test_a_tower_of_fewer_patches_than_the_tiny_count_grows_to_it():
+    """idefics3's default tower is 7 patches of 32 at 224 pixels, which its pixel shuffle (a factor of 2) cannot
+    divide: the shrink sets every fixed-size tower to PATCHES_PER_SIDE patches a side, growing ones below it."""
+    vision = PretrainedConfig(hidden_size=1152, num_hidden_layers=4, num_attention_heads=16, image_size=224,
+                              patch_size=32)
+    top = PretrainedConfig(scale_factor=2)
+    top.vision_config = vision
+    report = shrink.shrink_config(top, vocab=512, images=True)
+    assert vision.image_size == shrink.PATCHES_PER_SIDE * 32
+    assert report.old_patches_per_side == 7
+
+
+def test_a_processor_that_cuts_fixed_tiles_gets_tiles_of_the_towers_input_size():
+    """Idefics3's image processor resizes to a longest edge of 1456 and cuts tiles of 364 (its ``max_image_size``),
+    each fed to the tower whole: both sizes scale so the tiles, measured, are the tower's input size. A processor
+    whose pixels follow the image (no fixed tile) is left alone."""
+    from PIL import Image
+    from transformers.models.auto.image_processing_auto import get_image_processor_class_from_name
+
+    from msmigrate.testbeds.open_world.fit import fit_tiles
+
+    tiles = get_image_processor_class_from_name("Idefics3ImageProcessorPil")()
+    assert fit_tiles(tiles, 256) == {"size.longest_edge": (1456, 1024), "max_image_size.longest_edge": (364, 256)}
+    pixels = tiles(images=[Image.new("RGB", (90, 70))], return_tensors="pt")["pixel_values"]
+    assert tuple(pixels.shape[-2:]) == (256, 256)
+    free = get_image_processor_class_from_name("PixtralImageProcessorPil")()
+    assert fit_tiles(free, 256) == {} and free.size["longest_edge"] == 1024
+
+
+def test_the_media_count_per_tile_follows_the_models_features_for_the_processors_pixels():
+    """A processor that writes ``image_seq_len`` media tokens per tile (169, for its family's real tower) and a
+    tiny model that gives 16 features per tile: the count becomes 16, measured from both."""
+    import torch
+
+    from msmigrate.testbeds.open_world.fit import fit_media_count
+
+    class Processor:
+        image_token = "<image>"
+
+        def __init__(self):
+            self.image_seq_len = 169
+
+        def __call__(self, text, images, return_tensors):
+            ids = [1] + [7] * (self.image_seq_len * 13) + [2]
+            return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids)),
+                    "pixel_values": torch.zeros(1, 13, 3, 8, 8)}
+
+    class Model(torch.nn.Module):
+        def get_image_features(self, pixel_values):
+            return [torch.zeros(pixel_values.shape[1] * 16, 4)]
+
+    processor = Processor()
+    assert fit_media_count(processor, Model(), 7) == {"image_seq_len": (169, 16)}
+    assert processor.image_seq_len == 16
+    assert fit_media_count(processor, Model(), 7) == {}  # agreeing counts stay
+
+
+def test_a_tiling_family_whose_default_tower_and_processor_disagree_builds(tmp_path):
+    """idefics3 (pixel shuffle 2; processor tiles of 364 and 169 tokens a tile, default tower 7 patches of 32):
+    before, the verify failed reshaping 11 patches a side by 2; now tower, tiles and token count agree."""
+    from msmigrate.testbeds.open_world.build import build_family
+
+    result = build_family("idefics3", tmp_path / "idefics3")
+    assert result.ok, result.reason
+    assert result.details["tiles_fitted"]["max_image_size.longest_edge"] == [364, 256]
+    assert result.details["media_count_fitted"] == {"image_seq_len": [169, 16]}
+    proc = json.loads((tmp_path / "idefics3" / "processor_config.json").read_text())
+    assert proc["image_seq_len"] == 16
+
+
+def test_per_layer_overrides_are_shrunk_per_layer_and_follow_their_layers():
+    """A heterogeneous config (gemma4's text stack: every sixth layer a full-attention one with a 512 head dim in
+    ``per_layer_config``) raises on a global read of a per-layer field; the shrink reads the global fields with the
+    overrides set aside, shrinks each kept layer's own config by the same rules, and moves its overrides to the
+    shrunk layer that stands for it (the one of its layer kind)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if "gemma4" not in CONFIG_MAPPING:
+        pytest.skip("this transformers has no heterogeneous image-text family")
+    text = CONFIG_MAPPING["gemma4"]().text_config
+    assert text.is_heterogeneous and text.per_layer_attributes == {"head_dim"}
+    top = PretrainedConfig()
+    top.text_config = text
+    report = shrink.shrink_config(top, vocab=512)
+    assert text.num_hidden_layers == 2 and text.layer_types == ["sliding_attention", "full_attention"]
+    assert text._heterogeneity_spec.per_layer_overrides == {1: {"head_dim": 512}}
+    assert text.per_layer_config[1].head_dim == 512 and text.per_layer_config[0].head_dim == 256
+    assert "text_config.per_layer_config" in report.changes
+
+
+def test_per_layer_head_counts_are_capped_on_the_layers_own_config():
+    """An override of a count (a layer's own head counts, as dots3_note's text stack has) is shrunk on that layer's
+    config: capped like the global one, the key-value heads following the layer's own attention heads (grouped
+    there, not in the global config)."""
+    cfg = PretrainedConfig(hidden_size=4096, num_hidden_layers=8, num_attention_heads=32, num_key_value_heads=32,
+                           layer_types=["full_attention", "sliding_attention"] * 4,
+                           per_layer_config={1: {"num_attention_heads": 64, "num_key_value_heads": 8},
+                                             3: {"num_attention_heads": 64, "num_key_value_heads": 8}})
+    shrink.shrink_config(cfg, vocab=512)
+    assert cfg.num_hidden_layers == 2
+    # layer 1 is kept: its heads shrink to the global tiny count (an override transformers then drops as equal),
+    # its grouped key-value heads to one
+    assert cfg._heterogeneity_spec.per_layer_overrides == {1: {"num_key_value_heads": 1}}
+    assert (cfg.per_layer_config[0].num_key_value_heads, cfg.per_layer_config[1].num_attention_heads) == \
+        (shrink.HEADS, shrink.HEADS)
+
+
+def test_tokens_a_processor_reads_from_the_tokenizer_without_a_fallback_are_named():
+    """gemma4's processor reads ``getattr(tokenizer, "boa_token", None)`` (and ``eoa_token``, ``audio_token``) and
+    refuses every call where one is missing: a checkpoint's tokenizer names them, so the tiny one does too."""
+    from transformers.models.gemma4.processing_gemma4 import Gemma4Processor
+
+    named = family_tokens(Gemma4Processor).named
+    assert {"boa_token", "eoa_token", "audio_token"} <= set(named)
+    assert named["boa_token"] == fresh_token("boa_token_id")  # the token the config's boa_token_id is bound to
+
+
+def test_a_vision_sub_config_the_default_leaves_unset_is_made_from_its_class():
+    """gemma4's default config declares its vision tower optional and leaves it None (the model then has no image
+    path); the builder makes it from the class the config declares. A config with its towers set is untouched."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from msmigrate.testbeds.open_world.build import _make_vision_config
+
+    cfg = CONFIG_MAPPING["gemma4"]()
+    assert cfg.vision_config is None
+    assert _make_vision_config(cfg) == ["vision_config"]
+    assert type(cfg.vision_config).__name__ == "Gemma4VisionConfig" and cfg.audio_config is None
+    llava = CONFIG_MAPPING["llava"]()
+    assert _make_vision_config(llava) == []
+
+
+def test_adapter_and_projection_widths_are_widths():
+    """An adapter's input and output widths (``adapter_in_dim`` / ``adapter_input_size`` must equal its tower's
+    hidden size and ``adapter_out_dim`` the text's: dots3_note's config validates both) and a projection's
+    (``output_proj_dims``) shrink with the other widths."""
+    cfg = PretrainedConfig(hidden_size=5120, num_hidden_layers=4, num_attention_heads=8)
+    vision = PretrainedConfig(hidden_size=1536, adapter_out_dim=5120, output_proj_dims=3840, adapter_in_dim=1536,
+                              adapter_input_size=1280, num_hidden_layers=4)
+    cfg.vision_config = vision
+    shrink.shrink_config(cfg, vocab=512)
+    assert vision.adapter_out_dim == vision.output_proj_dims == cfg.hidden_size == shrink.HIDDEN
+    assert vision.adapter_in_dim == vision.adapter_input_size == vision.hidden_size == shrink.HIDDEN
+
+
+def test_a_per_layer_input_vocabulary_shrinks_with_the_vocabulary():
+    """gemma4's per-layer input embeddings (``vocab_size_per_layer_input`` 262144 rows a layer) are indexed by token
+    id like the main table: left unshrunk they made a 143M-parameter "tiny" source."""
+    cfg = PretrainedConfig(hidden_size=2304, num_hidden_layers=4, num_attention_heads=8, vocab_size=262144,
+                           vocab_size_per_layer_input=262144, hidden_size_per_layer_input=256)
+    shrink.shrink_config(cfg, vocab=512)
+    assert cfg.vocab_size == cfg.vocab_size_per_layer_input == 512

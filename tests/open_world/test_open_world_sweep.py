@@ -58,7 +58,8 @@ def test_lines_totals_and_table_from_a_recorded_sweep(tmp_path, capsys):
 
 def test_sweeps_merge_newest_line_per_family_with_its_commit(tmp_path, capsys):
     """Passes over different families (and re-runs after a fix) make one table: a family's newest line wins
-    whatever the file order, a build-only line never replaces a migration, and each row names its commit."""
+    whatever the file order, a build-only line never replaces a migration (but does replace an older "not
+    buildable": the builder learnt that family since), and each row names its commit."""
     bench = _bench()
 
     def write(name, records):
@@ -70,21 +71,22 @@ def test_sweeps_merge_newest_line_per_family_with_its_commit(tmp_path, capsys):
     newer = write("rerun.jsonl", [{"family": "z", "status": "green", "finished": "2026-12-06T18:00:00Z",
                                    "commit": "def5678"}])
     old = write("old.jsonl", [{"family": "x", "status": "failed G2"}, {"family": "y", "status": "buildable"},
-                              {"family": "w", "status": "buildable"}])
+                              {"family": "w", "status": "buildable"}, {"family": "v", "status": "not buildable"}])
     mid = write("mid.jsonl", [
         {"family": "x", "status": "buildable", "finished": "2026-12-06T17:30:00Z", "commit": "abc1234"},
         {"family": "y", "status": "green", "finished": "2026-12-06T17:00:00Z", "commit": "abc1234"},
-        {"family": "z", "status": "failed G4", "finished": "2026-12-06T17:00:00Z", "commit": "abc1234"}])
+        {"family": "z", "status": "failed G4", "finished": "2026-12-06T17:00:00Z", "commit": "abc1234"},
+        {"family": "v", "status": "buildable", "finished": "2026-12-06T17:00:00Z", "commit": "abc1234"}])
     table = tmp_path / "table.md"
     lines = bench.main(["--from-lines", f"{newer},{old},{mid}", "--table", str(table)])
     got = {ln.family: (ln.status, ln.commit) for ln in lines}
     assert got == {"x": ("failed G2", ""), "y": ("green", "abc1234"), "z": ("green", "def5678"),
-                   "w": ("buildable", "")}
+                   "w": ("buildable", ""), "v": ("buildable", "abc1234")}
     md = table.read_text()
     assert "| `z` | green | d |  | 1 | def5678 |" in md.replace("—", "") and "| `x` | failed G2 | d |" in md
     out = capsys.readouterr().out  # the ratios over every buildable family, and over the migrated ones
-    assert "buildable 4, not buildable 0, built but not migrated 1; migrated 3 of the 4 buildable" in out
-    assert "green 2 (50 % of buildable, 67 % of migrated), declined 0, green or declined 2 (50 % of buildable, " \
+    assert "buildable 5, not buildable 0, built but not migrated 2; migrated 3 of the 5 buildable" in out
+    assert "green 2 (40 % of buildable, 67 % of migrated), declined 0, green or declined 2 (40 % of buildable, " \
            "67 % of migrated), failed 1" in out
 
 

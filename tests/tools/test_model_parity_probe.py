@@ -104,3 +104,74 @@ def test_the_constructors_own_cast_is_seen_through_the_probes_fp32_build():
     assert model_parity.dtype_differences(src, plg) == [("visual.weight", "float32", "bfloat16"),
                                                          ("visual.bias", "float32", "bfloat16")]
     assert model_parity.dtype_differences(src, build(Source, Cfg())) == []
+
+
+def _casting_pair():
+    """A source with a tower and a rotary-like floating buffer, and a plugin whose __init__ casts the tower."""
+    import torch
+    from _meta_init import build
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    class Cfg(PretrainedConfig):
+        model_type = "tiny-cast-buffers"
+
+    class Tower(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)
+            self.register_buffer("inv_freq", torch.ones(2), persistent=False)
+            self.register_buffer("ids", torch.arange(3), persistent=False)  # an integer buffer: no dtype to cast
+
+    class Source(PreTrainedModel):
+        config_class = Cfg
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.visual = Tower()
+            self.head = torch.nn.Linear(4, 2)
+
+    class Plugin(Source):
+        def __init__(self, config):
+            super().__init__(config)
+            self.visual.to(torch.bfloat16)  # the cast the probe must point at
+
+    return build(Source, Cfg()), build(Plugin, Cfg()), Plugin
+
+
+def test_the_cast_is_named_by_its_module_its_buffers_and_the_line_that_casts(tmp_path):
+    from pathlib import Path
+
+    from _dtypes import cast_problem, first_cast_module
+
+    src, plg, plugin_cls = _casting_pair()
+    cast = model_parity.dtype_differences(src, plg)
+    assert ("visual.inv_freq", "float32", "bfloat16") in cast and not any(n == "visual.ids" for n, _, _ in cast)
+    assert first_cast_module(plg, cast) == ("visual", "Tower", "bfloat16", 3)
+    text = cast_problem(plg, plugin_cls, cast, str(Path(__file__).parent.parent))
+    assert text.startswith("the plugin holds 2 parameter(s) and 1 floating buffer(s) in another dtype than the "
+                           "source class built from the same config: first module visual (Tower) in bfloat16 where "
+                           "the source builds float32")
+    here = Path(__file__).read_text().splitlines()
+    line = next(i for i, t in enumerate(here, 1) if "self.visual.to(torch.bfloat16)  # the cast" in t)
+    assert f"tools/test_model_parity_probe.py:{line} `self.visual.to(torch.bfloat16)" in text
+    assert cast_problem(plg, plugin_cls, [], None) is None
+
+
+def test_the_dtype_problem_is_the_models_and_says_what_the_config_means():
+    from msmigrate.agent.routes.fsdp2.gates.master_dtype import master_sentence, master_weights
+    from msmigrate.agent.routes.fsdp2.gates.parity import DTYPE_PROBLEM
+    from msmigrate.knowledge.classifier import classify
+
+    src, plg, plugin_cls = _casting_pair()
+    text = "model parity: " + model_parity.cast_problem(plg, plugin_cls, model_parity.dtype_differences(src, plg))
+    assert DTYPE_PROBLEM in text
+    c = classify(text, gate_verdict=[text])
+    assert (c.owner, c.case_id) == ("model", "parity-plugin-casts-dtype")
+    plan = {"fsdp_plan": {"param_dtype": "bf16", "reduce_dtype": "fp32"}}
+    meta = master_weights({"training": {"init_model_with_meta_device": True}, "parallel": plan})
+    assert meta["dtype"] == "float32" and not meta["keeps_model_cast"] and "param_dtype bf16" in meta["how"]
+    loaded = master_weights({"training": {"init_model_with_meta_device": False}, "parallel": plan})
+    assert loaded["dtype"] == "float32" and loaded["keeps_model_cast"]
+    ddp = master_weights({"training": {}, "parallel": {**plan, "fully_shard_parallel_size": 1}})
+    assert ddp["dtype"] == "bf16" and not ddp["keeps_model_cast"]
+    assert master_sentence(None).startswith("no delivered config")

@@ -78,3 +78,75 @@ def test_per_layer_lists_sibling_indices_and_negative_indices(shrink):
     qwen = shrink(AutoConfig.for_model("qwen2_5_vl"), 2)
     assert qwen.vision_config.fullatt_block_indexes == type(qwen.vision_config.fullatt_block_indexes)([0, 1])
     assert qwen.vision_config.hidden_size > 2
+
+
+GEMMA4_TEXT = dict(vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=12, num_attention_heads=2,
+                   num_key_value_heads=1, head_dim=8, global_head_dim=16, hidden_size_per_layer_input=0,
+                   vocab_size_per_layer_input=64, sliding_window=8, pad_token_id=0)
+
+
+def _layer_shapes(layer):
+    return {name: tuple(p.shape) for name, p in layer.named_parameters()}
+
+
+def test_a_heterogeneous_stack_keeps_one_layer_of_each_kind_with_its_overrides(shrink, tmp_path):
+    """Gemma-4's full-attention layers (every sixth) carry a wider head in ``per_layer_config``. Cut to 2 layers,
+    the stack is its layer 0 (sliding) and layer 5 (full), the override moves to layer 1, and the shrunk config
+    saves, reloads and builds with each layer shaped as the full model's layer of its kind. Before, the overrides
+    stayed at layers 5, 11: the reload raised, and the last layer (forced to full attention) had the narrow head."""
+    import copy
+
+    import torch
+    from transformers import AutoConfig, Gemma4Config, Gemma4ForCausalLM, Gemma4TextConfig
+
+    full_cfg = Gemma4TextConfig(**GEMMA4_TEXT)
+    assert sorted(full_cfg._heterogeneity_spec.per_layer_overrides) == [5, 11]
+    torch.manual_seed(0)
+    full = Gemma4ForCausalLM(full_cfg)
+    cfg = shrink(copy.deepcopy(full_cfg), 2)
+    assert cfg._msmigrate_kept == {"num_hidden_layers": [0, 5]}
+    cfg.save_pretrained(tmp_path)
+    reloaded = AutoConfig.from_pretrained(tmp_path)
+    assert reloaded.num_hidden_layers == 2 and reloaded.layer_types == ["sliding_attention", "full_attention"]
+    assert reloaded._heterogeneity_spec.per_layer_overrides == {1: {"head_dim": 16}}
+    model = Gemma4ForCausalLM(reloaded)
+    for new, old in enumerate([0, 5]):
+        assert _layer_shapes(model.model.layers[new]) == _layer_shapes(full.model.layers[old])
+    assert _layer_shapes(model.model.layers[0]) != _layer_shapes(model.model.layers[1])  # both kinds are built
+    ids = torch.tensor([[1, 5, 6, 7, 8, 9]])
+    assert torch.isfinite(model(input_ids=ids, labels=ids).loss)
+    # the same cut inside a multimodal config (its text_config), and a cut to 1 layer still keeps both kinds
+    nested = shrink(Gemma4Config(text_config=dict(GEMMA4_TEXT)), 1)
+    assert nested._msmigrate_kept == {"text_config.num_hidden_layers": [0, 5]}
+    assert nested.text_config.num_hidden_layers == 2 and nested.text_config.layer_types[-1] == "full_attention"
+
+
+def test_the_checkpoint_cut_reads_the_kept_layers_tensors(shrink, tmp_path):
+    """The real-weights cut (training_parity): the checkpoint's first layers up to the last kept one are loaded
+    (``span=True``) and each kept layer takes its own old layer's tensors — layer 1 of the cut model is the
+    checkpoint's layer 5, never its layer 1 (which a load by name would give it)."""
+    import copy
+
+    import torch
+    from _model_build import kept_state
+    from transformers import Gemma4ForCausalLM, Gemma4TextConfig
+
+    full_cfg = Gemma4TextConfig(**GEMMA4_TEXT)
+    torch.manual_seed(0)
+    Gemma4ForCausalLM(full_cfg).save_pretrained(tmp_path)
+    full = Gemma4ForCausalLM.from_pretrained(tmp_path)
+    span_cfg = shrink(copy.deepcopy(full_cfg), 2, span=True)
+    assert span_cfg.num_hidden_layers == 6 and span_cfg._heterogeneity_spec.per_layer_overrides == {5: {"head_dim": 16}}
+    span = Gemma4ForCausalLM.from_pretrained(tmp_path, config=span_cfg)
+    cut_cfg = shrink(copy.deepcopy(full_cfg), 2)
+    cut = Gemma4ForCausalLM(cut_cfg)
+    cut.load_state_dict(kept_state(span.state_dict(), cut, cut_cfg._msmigrate_kept), strict=True)
+    for new, old in enumerate([0, 5]):
+        want = dict(full.model.layers[old].named_parameters())
+        for name, p in cut.model.layers[new].named_parameters():
+            assert torch.equal(p, want[name]), (new, old, name)
+    # a homogeneous stack's cut is its prefix: the state is taken by name
+    homogeneous = Gemma4TextConfig(**{**GEMMA4_TEXT, "layer_types": ["full_attention"] * 12})
+    plain = shrink(copy.deepcopy(homogeneous), 2)
+    assert plain._msmigrate_kept == {"num_hidden_layers": [0, 1]}
+    assert shrink(copy.deepcopy(homogeneous), 2, span=True).num_hidden_layers == 2

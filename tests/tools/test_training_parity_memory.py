@@ -52,7 +52,7 @@ def test_one_model_at_a_time_and_the_handoffs_are_exact(tp, monkeypatch, tmp_pat
         source, plugin = Source(None), Plugin(None)
         source.load_state_dict(start_weights)
         plugin.load_state_dict(start_weights)
-        return source, plugin, "eager", "shared random init", None
+        return source, plugin, "eager", "shared random init", None, None
 
     def target_side(args, cfg, dataset, collate_fn, settings, plugin, grads_sink, precheck=None):
         assert precheck({"fixed": True}) is None
@@ -72,8 +72,8 @@ def test_one_model_at_a_time_and_the_handoffs_are_exact(tp, monkeypatch, tmp_pat
     monkeypatch.setattr(tp, "target_side", target_side)
     monkeypatch.setattr(tp, "source_side", source_side)
     monkeypatch.setattr(tp, "build", lambda cls, cfg: cls(cfg))
-    monkeypatch.setattr(tp, "source_precheck", lambda source, fixed, keys, dtype: (None, 2.5))
-    args = SimpleNamespace(seed=0, dtype="fp32")
+    monkeypatch.setattr(tp, "source_precheck", lambda source, fixed, keys, dtype, step: (None, 2.5))
+    args = SimpleNamespace(seed=0, dtype="fp32", step=None)
     monkeypatch.setattr(tp, "ready", lambda model, a: model)
     found = tp.one_process(args, time.monotonic(), str(tmp_path), (Source, None, Plugin, None),
                            ({}, None, None, {}), None)

@@ -303,3 +303,16 @@ def test_result_after_text_left_on_the_line_is_still_read(mode, light, monkeypat
     res = run_probe(PY, "prompting", [], probes_dir=probes, timeout=60)
     assert res.ok, res.error
     assert res.data["result"] == {"value": 7}
+
+
+@pytest.mark.parametrize("mode", ["warm", "cold"])
+def test_a_probe_a_signal_ends_is_named_by_the_signal_and_what_it_says_of_the_host(mode, light, monkeypatch,
+                                                                                   tmp_path):
+    monkeypatch.setenv(SWITCH_ENV, "1" if mode == "warm" else "0")
+    probes = tmp_path / "probes"
+    _write(probes, "sigill.py", "import os, signal\nos.kill(os.getpid(), signal.SIGILL)\n")
+    fail = run_probe(PY, "sigill", [], cwd=tmp_path, probes_dir=probes, timeout=60)
+    assert not fail.ok and fail.data["returncode"] == -4
+    assert fail.error.startswith("probe sigill was killed by SIGILL (exit -4) without a result: an illegal "
+                                 "instruction")
+    assert "CPU" in fail.error and "host" in fail.error

@@ -19,8 +19,8 @@ from msmigrate.agent.state import EXIT_GATE_FAILED, gates_before
 from msmigrate.agent.failure_artifacts import run_artifacts, run_facts_owner, where_to_fix
 from msmigrate.knowledge.catalog import load_catalog
 from msmigrate.knowledge.classifier import Classification, classify, load_calibration
-from msmigrate.knowledge.failure_context import (ContextVerdict, context_owner, derived_settings_owner, keys_named,
-                                                 keys_valued, run_frames, source_batch_owner, variables_valued)
+from msmigrate.knowledge.failure_context import (ContextVerdict, context_owner, derived_settings_owner, fix_in_place_owner,
+                                                 keys_named, keys_valued, run_frames, source_batch_owner, variables_valued)
 from msmigrate.tools.target_checks import UNAPPROVED
 
 # Environment failures are fixed where the launch settings and script live.
@@ -44,6 +44,7 @@ REVIEW_TENTATIVE = False
 CONTEXT_CONFIDENCE = {"frames": 0.8, "config-loading": 0.85, "key": 0.8, "host": 0.8, "runtime": 0.8,
                       "last-change": 0.5, "loss-graph": 0.8,
                       "plugin-import": 0.85, "registration": 0.9, "gate-remedy": 0.9, "attention-class": 0.85,
+                      "attention-flag": 0.85, "fix-in-place": 0.8,
                       "source-batch": 0.8, "derived-settings": 0.8, "signature": 0.85, "runtime-env": 0.85, "runtime-decode": 0.85,
                       "broken-install": 0.85}
 
@@ -211,6 +212,9 @@ def make_classify_node(deps: RunDeps):
             # G2 found the YAML's data settings the failure names to be the derived ones: the records contradict them
             decided = derived_settings_owner(keys_named(said, artifacts) + keys_valued(said, artifacts),
                                              failed["data_settings"], artifacts)
+        if decided is None and verdict.owner == "config" and verdict.autofix:
+            # the case's own YAML fix is already the run's setting: the request came from the run's code
+            decided = fix_in_place_owner(verdict.autofix, said, artifacts)
         if decided is not None and decided.owner != verdict.owner:
             # the run's own facts decide against the case's usual owner (whose registration, whose import)
             failure.update(context_failure(decided, failed["gate"], primary, None, overrode=True),

@@ -26,12 +26,14 @@ from typing import Any
 from msmigrate.agent.backend_route import MEGATRON, choose_backend
 from msmigrate.agent.chat_format import ChatFormat, ChatFormatError, derive_chat_format
 from msmigrate.agent.routes.fsdp2.data_contract import GENERIC_COLLATOR_EXTRAS, architecture_kind, derive_contract
+from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir
 from msmigrate.agent.deps import RunDeps
 from msmigrate.agent.launch_size import launch_size
 from msmigrate.agent.routes.megatron.plan import make_megatron_plan
 from msmigrate.agent.similar_case import remote_code_build_path
 from msmigrate.agent.state import EXIT_UNSUPPORTED
 from msmigrate.core.source_derivation import derive
+from msmigrate.tools.checkpoint_conversion import convert_checkpoint
 from msmigrate.tools.media_expansion import MediaExpansion, derive_media_expansion
 from msmigrate.tools.repo_reader.placeholder_facts import placeholder_collision, target_placeholders
 from msmigrate.tools.repo_reader.processor_code import (declared_processor_code, describe_unmeasured,
@@ -39,6 +41,7 @@ from msmigrate.tools.repo_reader.processor_code import (declared_processor_code,
 from msmigrate.tools.repo_reader.training_facts import contract_text, measure_own_pipeline, source_training_facts
 from msmigrate.tools.repo_reader.wiring_facts import collate_advice
 from msmigrate.tools.runtime_processor import RuntimeProcessor, probe_runtime_processor
+from msmigrate.tools.source_step import SOURCE_STEP_ADVICE, copy_step, describe
 
 GENERIC_COLLATOR = "qwen3vl"  # the generic multimodal seq2seq collator in MindSpeed-MM (contract §8.2)
 
@@ -495,6 +498,28 @@ def custom_code_facts(source: Any, src: dict[str, Any],
     return facts, path, why
 
 
+def source_step_facts(deps: Any, src: dict[str, Any], training: dict[str, Any] | None) -> dict[str, Any]:
+    """The source side of G4's training parity where the plan decides it: the user's step (``spec.source_step``,
+    copied into the run folder, ``tools/source_step.copy_step``) -> ``source_step`` (its record) and the reason; a
+    source whose forward takes no labels (no ``**kwargs`` either) and that ships no training code gives no loss to
+    compare with -> ``source_gives_no_loss`` and the reason telling the user of the option. Else nothing."""
+    spec = getattr(deps, "spec", None)
+    ref = getattr(spec, "source_step", None)
+    if ref:
+        record = copy_step(ref, deps.ctx.run_dir)
+        return {"source_step": record, "source_step_reason": (
+            f"source step for G4's training parity: {describe(record)}, copied to {record['copy']} (sha256 "
+            f"{record['sha256'][:12]}) and run by the probe in the target runtime")}
+    params = forward_params(src)
+    signature = str((src.get("forward") or {}).get("signature") or "")
+    if params is None or "labels" in params or "**" in signature or (training or {}).get("kind") == "own":
+        return {}
+    why = (f"the source gives no loss: its forward ({signature or sorted(params)}) takes no labels and it ships no "
+           "training code, so G4's training parity has no source step to compare the migrated model with (it "
+           f"records 'not comparable'); {SOURCE_STEP_ADVICE}")
+    return {"source_gives_no_loss": why, "source_step_reason": why}
+
+
 def explicit_paths(spec: Any) -> dict[str, Any]:
     """The spec's explicit names for an existing migration (``model_id``, ``plugin_dir``, ``config``,
     ``launch_script``) win over the ones derived from model_name."""
@@ -509,6 +534,26 @@ def explicit_paths(spec: Any) -> dict[str, Any]:
     if getattr(spec, "launch_script", None):
         out["script_path"] = spec.launch_script
     return out
+
+
+def with_converted_weights(ctx: Any, plan: dict[str, Any], derived: Any) -> dict[str, Any]:
+    """The plan with ``weights`` (the converted checkpoint the delivery loads, and what was converted) where the
+    runtime's transformers converts the source's checkpoint at load (``tools/checkpoint_conversion.py``); unchanged
+    where it reads it key by key, or where the check failed (recorded: the target then loads the source's folder and
+    G1 says what it left unwritten)."""
+    if plan.get("route") != "transformers" or not hf_weight_dir(ctx.source):
+        return plan
+    conv = derived("whether transformers converts the checkpoint at load (its conversion mapping)",
+                   convert_checkpoint, ctx.runtime_python, ctx.source, ctx.run_dir, timeout=ctx.probe_timeout_s)
+    if conv is not None and not conv.ok:
+        return {**plan, "could_not_derive": [*(plan.get("could_not_derive") or []), conv.summary()],
+                "reasons": [*plan["reasons"], conv.summary()]}
+    if conv is None or not conv.needed:
+        return plan
+    weights = {"folder": conv.folder, "converted_from": str(ctx.source), "transformers": conv.transformers,
+               "converters": conv.converters, "tensors": conv.tensors, "bytes": conv.bytes,
+               "max_rss_mb": conv.max_rss_mb, "summary": conv.summary()}
+    return {**plan, "weights": weights, "reasons": [*plan["reasons"], f"weights: {conv.summary()}"]}
 
 
 def make_plan_node(deps: RunDeps):
@@ -537,6 +582,10 @@ def make_plan_node(deps: RunDeps):
             if measured is not None and measured.failure:  # recorded, shown with the plan's reasons
                 plan = {**plan, "could_not_derive": [measured.failure],
                         "reasons": [*(plan.get("reasons") or []), measured.failure]}
+            if getattr(getattr(deps, "spec", None), "source_step", None):  # said, not silently dropped
+                plan = {**plan, "reasons": [*(plan.get("reasons") or []), (
+                    f"source step {deps.spec.source_step} not used: the Megatron route's gates run no training "
+                    "parity against a source step (the FSDP2 route's G4/G6 do)")]}
             deps.trajectory.append("plan", plan=plan)
             deps.emit("plan", backend=MEGATRON, route="megatron", components={
                 r: m.get("model_id") for r, m in plan["components"].items()}, similar_case=plan["similar_case"])
@@ -573,6 +622,7 @@ def make_plan_node(deps: RunDeps):
         state = {**state, "source_summary": {**src, "could_not_derive": [
             *(src.get("could_not_derive") or []), *failures]}}
         plan = make_plan(deps, state, expansion, arch, runtime_processor)
+        plan = with_converted_weights(ctx, plan, derived)
         own = plan.get("source_training") or {}
         if own.get("kind") == "own" and own.get("dataset") and Path(data).is_file():
             # which positions the source's own pipeline trains, measured on the records (not only its code quoted)
@@ -583,8 +633,10 @@ def make_plan_node(deps: RunDeps):
             plan = {**plan, "source_training": own, "source_training_contract": contract_text(own)}
             if failures:
                 plan["could_not_derive"] = list(dict.fromkeys([*(plan.get("could_not_derive") or []), *failures]))
-        plan = {"backend": backend.backend, **plan, "parallel_check": backend.parallel_check,
-                "reasons": backend.reasons + plan["reasons"]}
+        step = source_step_facts(deps, src, own)
+        step_reason = step.pop("source_step_reason", None)
+        plan = {"backend": backend.backend, **plan, **step, "parallel_check": backend.parallel_check,
+                "reasons": backend.reasons + plan["reasons"] + ([step_reason] if step_reason else [])}
         deps.trajectory.append("plan", plan=plan)
         deps.emit("plan", **{k: plan[k] for k in ("route", "data_branch", "template", "similar_case")})
         return {"plan": plan, "phase": "model"}

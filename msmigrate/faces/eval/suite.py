@@ -88,7 +88,18 @@ def task_from_dict(raw: dict[str, Any], base: Path) -> EvalTask:
         id=str(raw.get("id") or fixture or Path(source).name), model_name=str(raw.get("model_name") or fixture or
                                                                              Path(source).name),
         fixture=fixture, source=None if source is None else (base / source).resolve(), target=target,
-        expect={k: str(v) for k, v in expect.items()}, spec=dict(raw.get("spec") or {}))
+        expect={k: str(v) for k, v in expect.items()}, spec=task_spec_overrides(raw.get("spec"), base))
+
+
+def task_spec_overrides(spec: Any, base: Path) -> dict[str, Any]:
+    """A task's RunSpec overrides, a ``source_step`` file made absolute against the suite's folder (the run spec
+    is built from them elsewhere, where that folder is no longer known)."""
+    from msmigrate.tools.source_step import resolve_ref
+
+    out = dict(spec or {})
+    if out.get("source_step"):
+        out["source_step"] = resolve_ref(str(out["source_step"]), base)
+    return out
 
 
 def _tasks_in(path: Path) -> list[EvalTask]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from ..fixtures.sample_data import to_chat_messages, write_sample_data
 from ..fixtures.tokenizer import build_tokenizer
 from .chat_style import chat_styles
+from .fit import fit_media_count, fit_rotary_sections, fit_tiles, is_int
 from .shrink import IMAGE_TOKENS, PATCHES_PER_SIDE, shrink_config, shrunk_token_count
 from .tokens import (_SPECIAL_FIELDS, family_tokens, fresh_token, token_fields, token_for_field,
                      unset_token_fields)
@@ -139,11 +140,6 @@ def _config_value(cfg, name: str):
     return None
 
 
-def _is_int(value) -> bool:
-    """A positive int that is not a bool (a size or count a config or processor states)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
 def _side(value):
     """A square size given as one number or as (height, width): its first side."""
     return value[0] if isinstance(value, (list, tuple)) and value else value
@@ -155,7 +151,7 @@ def _tower_patches(cfg, report) -> int | None:
     if report.old_patches_per_side:
         return PATCHES_PER_SIDE
     size, patch = _side(_config_value(cfg, "image_size")), _side(_config_value(cfg, "patch_size"))
-    return size // patch if _is_int(size) and _is_int(patch) and size >= patch else None
+    return size // patch if is_int(size) and is_int(patch) and size >= patch else None
 
 
 def _config_name(param: str) -> str:
@@ -169,9 +165,9 @@ def _fit_image_processor(image_processor, cfg) -> None:
     value, and a fixed-size one resizes to the tower's input size (class defaults and config defaults disagree for
     some families: patch 14 vs 16, 224 vs 336 pixels)."""
     for attr, value in list(vars(image_processor).items()):
-        if _is_int(value) and attr.endswith("_size"):
+        if is_int(value) and attr.endswith("_size"):
             theirs = _config_value(cfg, attr) or _config_value_suffix(cfg, "_" + attr)
-            if _is_int(theirs):
+            if is_int(theirs):
                 setattr(image_processor, attr, theirs)
     side = _side(_config_value(cfg, "image_size"))
     if not isinstance(side, int) or side <= 0:
@@ -213,6 +209,19 @@ def _config_count(cfg) -> int | None:
                 return value
         todo.extend(v for v in vars(node).values() if isinstance(v, PretrainedConfig))
     return None
+
+
+def _make_vision_config(cfg) -> list[str]:
+    """Make the vision sub-configs the family's default config leaves None (declared optional in its
+    ``sub_configs``, the class named there) from their own defaults: an image-text source needs its tower, and a
+    model built without one has no image path. Returns the fields made."""
+    made = []
+    for key, cls in (getattr(type(cfg), "sub_configs", None) or {}).items():
+        if "vision" in key and getattr(cfg, key, None) is None and isinstance(cls, type) \
+                and hasattr(cls, "model_type") and cls.model_type:
+            setattr(cfg, key, cls())
+            made.append(key)
+    return made
 
 
 def _has_class_token(model) -> bool:
@@ -323,6 +332,7 @@ def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool, 
     result.stage = "tokens"
     tokens = family_tokens(proc_cls)
     cfg = CONFIG_MAPPING[model_type]()
+    result.details["vision_config_made"] = _make_vision_config(cfg) or None
     tok = _tiny_tokenizer(cfg, tokens)
     result.details["special_tokens"] = tokens.all()
 
@@ -337,6 +347,9 @@ def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool, 
     torch.manual_seed(0)
     model = AutoModelForImageTextToText.from_config(cfg)
     result.details["parameters"] = sum(p.numel() for p in model.parameters())
+    fitted = fit_rotary_sections(model, cfg)
+    if fitted:  # the model below is built again from the config, with the sections it now states
+        result.details["rotary_sections_fitted"] = {k: list(v) for k, v in fitted.items()}
 
     result.stage = "processor"
     styles = chat_styles(proc_cls, tokens)
@@ -375,7 +388,7 @@ def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool, 
             value = _config_value(cfg, name)  # e.g. patch_size / vision_feature_select_strategy
             if value is not None:
                 kwargs[name] = value
-        elif _is_int(param.default) and _is_int(_config_value(cfg, _config_name(name))):
+        elif is_int(param.default) and is_int(_config_value(cfg, _config_name(name))):
             # an int setting the config tree also holds (patch_size, downsample_factor, img_size as image_size): a
             # checkpoint saves its processor with the model's value, so the tiny one takes the shrunk config's
             kwargs[name] = _config_value(cfg, _config_name(name))
@@ -387,7 +400,15 @@ def _write(model_type: str, dest: Path, result: BuildResult, torchvision: bool, 
             elif value is None and IMAGE_TOKENS.match(attr) and (_config_count(cfg) or _tower_patches(cfg, report)):
                 # a checkpoint saves the model's count; else one token per patch of the tower
                 setattr(kwargs["image_processor"], attr, _config_count(cfg) or _tower_patches(cfg, report) ** 2)
+        tiles = fit_tiles(kwargs["image_processor"], _side(_config_value(cfg, "image_size")))
+        if tiles:
+            result.details["tiles_fitted"] = {k: list(v) for k, v in tiles.items()}
     processor = proc_cls(**kwargs)
+    media_id = _expanded_media_token(processor, tok) if result.details.get("tiles_fitted") else None
+    if media_id is not None:  # the count per tile follows the tiles: what the model gives for the processor's pixels
+        counted = fit_media_count(processor, model, media_id)
+        if counted:
+            result.details["media_count_fitted"] = {k: list(v) for k, v in counted.items()}
     result.details["token_fields"] = _bind_token_ids(cfg, tok, tokens, processor,
                                                      notes=result.details.setdefault("media_token_measured", {}))
     image_token = getattr(processor, "image_token", None)

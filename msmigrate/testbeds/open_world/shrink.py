@@ -8,10 +8,13 @@ family's default sub-configs disagree. Rotary sections that split the old head d
 rescaled to the new one. With ``images=True`` a tower's fixed input size (``image_size`` next to a ``patch_size``) becomes
 ``PATCHES_PER_SIDE`` patches a side; the builder then fits the image processor to it, and falls back to the
 family's own image sizes where the shrunk ones break an agreement it cannot see (a fixed token count per image).
+A heterogeneous config (transformers' ``per_layer_config``) is shrunk globally with its overrides set aside, and each
+kept layer's overrides are shrunk on that layer's own config and moved to the shrunk layer that stands for it.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import dataclass, field
@@ -29,15 +32,16 @@ _LAYER_COUNT = re.compile(r"^(num_hidden_layers|num_layers|n_layers?|depth|\w+_l
 _HEAD_COUNT = re.compile(r"^(\w*_)?(heads|n_head|num_heads)$|^num_\w*heads$")
 _KV_HEADS = re.compile(r"key_value_heads|kv_heads")
 _WIDTH = re.compile(r"^(\w+_)?(hidden_size|hidden_dim|d_model|embed_dim|n_embd|projection_dim|intermediate_size"
-                    r"|ffn_dim|mlp_dim|ffn_hidden_size|output_dim|out_hidden_size|proj_dim|embedding_dim"
-                    r"|moe_intermediate_size|\w*_intermediate_size)$")
+                    r"|ffn_dim|mlp_dim|ffn_hidden_size|output_dim|out_hidden_size|proj_dims?|out_dim|in_dim|input_size"
+                    r"|embedding_dim|moe_intermediate_size|\w*_intermediate_size)$")
 _HEAD_DIM = re.compile(r"^(\w+_)?head_dim$")
 _EXPERT_COUNT = re.compile(r"^(num_experts|n_routed_experts|num_local_experts|moe_num_experts|num_\w*experts)$")
 _EXPERTS_PER_TOKEN = re.compile(r"^(num_experts_per_tok|top_k|moe_topk|num_experts_per_token|moe_k)$")
 _SHARED_EXPERTS = re.compile(r"shared_experts$")
 _GROUPS = re.compile(r"^(n_group|topk_group)$")
 _LAYER_INDEX = re.compile(r"(layer|layers|indexes|indices|index|_ids)$")
-_VOCAB = re.compile(r"^(\w+_)?vocab_size$")
+# a vocabulary size; a per-layer input embedding table (``vocab_size_per_layer_input``) is indexed by token id too
+_VOCAB = re.compile(r"^(\w+_)?vocab_size(_per_layer_input)?$")
 # a count of media tokens per image (``mm_tokens_per_image``, ``image_seq_length``, ``num_image_tokens``): a square
 # of the tower's patches a side divided by its merge factor, so it follows the tower's shrink
 IMAGE_TOKENS = re.compile(r"^(\w*tokens_per_image|image_seq_length|num_image_tokens)$")
@@ -162,18 +166,21 @@ def _rescale_sections(rope: dict, old_half: int, new_half: int) -> dict:
 
 
 def _shrink_image_size(cfg: PretrainedConfig, path: str, report: ShrinkReport) -> float | None:
-    """Shrink the tower's input size; returns new / old patches a side (None when nothing changed)."""
+    """Set the tower's input size to PATCHES_PER_SIDE patches a side; returns new / old patches a side (None when
+    nothing changed). A tower of fewer patches a side grows to it too: its count need not divide by the family's
+    merge / pixel-shuffle factor (7 patches of 32 at 224 pixels, a factor of 2), where PATCHES_PER_SIDE does."""
     patch, size = getattr(cfg, "patch_size", None), getattr(cfg, "image_size", None)
     if isinstance(patch, (list, tuple)) and len(patch) == 2 and patch[0] == patch[1]:
         patch = patch[0]  # a square patch given as (h, w)
     if not isinstance(patch, int) or isinstance(patch, bool) or patch <= 0:
         return None
     tiny = patch * PATCHES_PER_SIDE
-    if isinstance(size, int) and not isinstance(size, bool) and size > tiny:
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0 and size != tiny:
         cfg.image_size = tiny
         report.note(f"{path}image_size", size, tiny)
         return tiny / size
-    if isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, int) and v > tiny for v in size):
+    if isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, int) and v > 0 for v in size) \
+            and (size[0] == size[1] or min(size) > tiny) and list(size) != [tiny, tiny]:
         cfg.image_size = type(size)([tiny, tiny])
         report.note(f"{path}image_size", size, cfg.image_size)
         return tiny / size[0]
@@ -267,6 +274,57 @@ def _shrink_one(cfg: PretrainedConfig, path: str, report: ShrinkReport, vocab: i
                 report.note(f"{path}{key}", rope, scaled)
 
 
+def _layer_sources(old: dict[str, list], new: dict[str, list], n: int) -> list[int]:
+    """For each of the ``n`` shrunk layers, the old layer it stands for: itself where every per-layer list (old
+    and shrunk values by field) kept its entry, else the first old layer whose entries match its shrunk ones."""
+    sources = []
+    for i in range(n):
+        if all(new[k][i] == old[k][i] for k in new):
+            sources.append(i)
+            continue
+        match = next((j for j in range(len(next(iter(old.values())))) if all(new[k][i] == old[k][j] for k in new)),
+                     i)
+        sources.append(match)
+    return sources
+
+
+def _shrink_heterogeneous(cfg: PretrainedConfig, path: str, report: ShrinkReport, vocab: int,
+                          max_layers: int) -> bool:
+    """A config with per-layer overrides (transformers' ``per_layer_config``: a full-attention layer's wider head,
+    a layer's own head or expert count) reads those fields per layer, never globally. Its global fields shrink as
+    any config's; each override is the field shrunk on that layer's own config (the global one with the layer's
+    overrides, by the same rules), and moves to the shrunk layer standing for its old layer (the one whose
+    per-layer kinds it has). Returns False for a config without overrides."""
+    spec = vars(cfg).get("_heterogeneity_spec")
+    if spec is None:
+        return False
+    overrides = {i: dict(o) for i, o in spec.per_layer_overrides.items()}
+    old_layers = _layer_count(cfg)
+    lists = {k: list(v) for k, v in vars(cfg).items() if not k.startswith("_") and isinstance(v, list)
+             and old_layers and len(v) == old_layers}
+    layer_cfgs = {}
+    for i, layer in overrides.items():  # each overriding layer's full config, before the global shrink
+        layer_cfg = copy.copy(cfg)
+        layer_cfg.per_layer_config = None
+        for key, value in layer.items():
+            if key != "skip":
+                setattr(layer_cfg, key, value)
+        layer_cfgs[i] = layer_cfg
+    cfg.per_layer_config = None
+    _shrink_one(cfg, path, report, vocab, max_layers)
+    new_layers = _layer_count(cfg) or 0
+    shrunk = {k: v for k, v in ((k, getattr(cfg, k, None)) for k in lists) if isinstance(v, list)
+              and len(v) == new_layers}
+    sources = _layer_sources({k: lists[k] for k in shrunk}, shrunk, new_layers)
+    for old_i in set(sources) & set(overrides):  # each kept layer's own config, shrunk by the same rules
+        _shrink_one(layer_cfgs[old_i], path, ShrinkReport(), vocab, max_layers)
+    per_layer = {new_i: {k: v if k == "skip" else getattr(layer_cfgs[old_i], k) for k, v in overrides[old_i].items()}
+                 for new_i, old_i in enumerate(sources) if old_i in overrides}
+    cfg.per_layer_config = per_layer
+    report.note(f"{path}per_layer_config", overrides, per_layer)
+    return True
+
+
 def shrink_config(cfg: PretrainedConfig, vocab: int, images: bool = False) -> ShrinkReport:
     """Shrink ``cfg`` and every sub-config in place; ``vocab`` is the tiny tokenizer's (padded) size; ``images``
     also shrinks the towers' fixed input sizes."""
@@ -283,7 +341,8 @@ def shrink_config(cfg: PretrainedConfig, vocab: int, images: bool = False) -> Sh
     seen.sort(key=lambda pc: (0 if "text" in pc[0] else 1, pc[0].count(".")))
     ratio = None
     for path, node in seen:
-        _shrink_one(node, path, report, vocab, max_layers)
+        if not _shrink_heterogeneous(node, path, report, vocab, max_layers):
+            _shrink_one(node, path, report, vocab, max_layers)
         if images:
             ratio = _shrink_image_size(node, path, report) or ratio
     if ratio:

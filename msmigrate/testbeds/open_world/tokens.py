@@ -72,6 +72,8 @@ def _attr_fallbacks(source: str) -> dict[str, str]:
         out.setdefault(m.group(1), m.group(2))
     for m in re.finditer(r"[\"']([^\"']+)[\"']\s+if\s+not\s+hasattr\(\s*tokenizer\s*,\s*[\"'](\w+_token)[\"']", source):
         out.setdefault(m.group(2), m.group(1))
+    for m in re.finditer(r"getattr\(\s*tokenizer\s*,\s*[\"'](\w+_token)[\"']\s*,\s*None\s*\)", source):
+        out.setdefault(m.group(1), "")  # read where the tokenizer has it: a checkpoint's does (no literal given)
     for m in re.finditer(r"tokenizer\.(\w+_token)\b(?!_id)", source):
         out.setdefault(m.group(1), "")
     return out

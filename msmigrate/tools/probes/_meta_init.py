@@ -38,13 +38,22 @@ BUILT_DTYPES = "_msmigrate_built_dtypes"
 def as_fp32(model):
     """The probes compare in fp32; the constructor's own dtypes are kept on the model (``built_dtypes``)."""
     if hasattr(model, "named_parameters"):
-        object.__setattr__(model, BUILT_DTYPES, {n: p.dtype for n, p in model.named_parameters()})
+        object.__setattr__(model, BUILT_DTYPES, dtypes_now(model))
     return model.float()
 
 
+def dtypes_now(model):
+    """name -> dtype of each parameter and each floating buffer (a rotary ``inv_freq``, a norm's running stats: a
+    cast of a module moves them too; integer buffers such as position ids keep their dtype under any cast)."""
+    out = {n: p.dtype for n, p in model.named_parameters()}
+    out.update({n: b.dtype for n, b in model.named_buffers() if b.is_floating_point() and n not in out})
+    return out
+
+
 def built_dtypes(model):
-    """Parameter dtypes as the model's constructor left them (``as_fp32``), else as they are now."""
-    return getattr(model, BUILT_DTYPES, None) or {n: p.dtype for n, p in model.named_parameters()}
+    """Parameter and floating-buffer dtypes as the model's constructor left them (``as_fp32``), else as they are
+    now."""
+    return getattr(model, BUILT_DTYPES, None) or dtypes_now(model)
 
 
 def materialize(model):

@@ -78,29 +78,136 @@ def add_source_args(ap):
     ap.add_argument("--attn-implementation", default="eager")
 
 
-def shrink_config(config, layers):
+def shrink_config(config, layers, span=False):
     """Cap every layer count (recursively into sub-configs) at ``layers`` and keep every field that indexes layers
-    valid after the cut, found by structure rather than by name (``layer_index_fields``): a per-layer list (as long
-    as a count that was cut) is cut with it; a list of layer indices (ints, all within the range of a count of its
-    own config or of a config nested in it — a top-level ``vision_feature_layers`` indexes the vision tower) and a
-    negative index keep their values where they are still in range and map the others proportionally into the new
-    range (distinct stays distinct where it can). Returns the config; ``config._msmigrate_shrunk`` lists what changed."""
-    changed = []
-    indexing = layer_index_fields(config, layers)  # read against the counts before the cut
+    valid after the cut, found by structure rather than by name (``layer_index_fields``). The cut stack is the
+    source's own layers (``kept_layers``): the first ``layers``, with one layer of every kind its per-layer string
+    lists (``layer_types``) and per-layer overrides (transformers 5's ``per_layer_config``) hold, so a stack of
+    sliding-attention layers with a full-attention one every sixth keeps that one (and its own head size); per-layer
+    lists take the kept layers' entries and overrides move to the kept layers' new places. A list of layer indices
+    (ints, all within the range of a count of its own config or of a config nested in it — a top-level
+    ``vision_feature_layers`` indexes the vision tower) and a negative index keep their values where they are still
+    in range and map the others proportionally into the new range (distinct stays distinct where it can).
+    ``span=True`` cuts each stack instead to its first layers up to the last one it would keep (the source's own
+    prefix that holds every kept layer: what a checkpoint's first shards are loaded into before the kept layers are
+    taken from it). Returns the config; ``config._msmigrate_shrunk`` lists what changed and
+    ``config._msmigrate_kept`` the kept old layers of each cut count (``path + key``)."""
+    changed, kept = [], {}
+    plan = []
     for node, path in _config_nodes(config):
         for key in LAYER_COUNT_KEYS:
             value = _get(node, key)
             if isinstance(value, int) and not isinstance(value, bool) and value > layers:
-                _set(node, key, layers)
-                changed.append(f"{path}{key}: {value} -> {layers}")
+                sel = kept_layers(node, value, layers)
+                if span:
+                    sel = list(range(sel[-1] + 1))
+                plan.append((node, path, key, value, sel))
+                kept[f"{path}{key}"] = sel
+    by_count = {(id(node), value): sel for node, _, _, value, sel in plan}
+    indexing = layer_index_fields(config, layers, by_count)  # read against the counts before the cut
+    moved = [(node, path, _overrides(node), by_count[(id(node), value)]) for node, path, key, value, _ in plan
+             if key == "num_hidden_layers" and _overrides(node)]
+    for node, path, key, value, sel in plan:
+        _set(node, key, len(sel))
+        changed.append(f"{path}{key}: {value} -> {len(sel)}" + ("" if sel == list(range(len(sel)))
+                                                                 else f" (layers {sel})"))
     for node, path, key, value, new in indexing:
         _set(node, key, new)
         changed.append(f"{path}{key}: {value} -> {new}")
-    try:
-        config._msmigrate_shrunk = changed
-    except AttributeError:  # a config that refuses new attributes: the change list is only informative
-        pass
+    for node, path, overrides, sel in moved:  # after the count: transformers checks the keys against it
+        new = {place: overrides[old] for place, old in enumerate(sel) if old in overrides}
+        _set_overrides(node, new)
+        changed.append(f"{path}per_layer_config: {sorted(overrides)} -> {sorted(new)}")
+    for name, value in (("_msmigrate_shrunk", changed), ("_msmigrate_kept", kept)):
+        try:
+            setattr(config, name, value)
+        except AttributeError:  # a config that refuses new attributes: the records are only informative
+            pass
     return config
+
+
+def kept_state(span_state, model, kept):
+    """The state dict of ``model`` (built from a config ``shrink_config`` cut; ``kept``: its ``_msmigrate_kept``)
+    taken from ``span_state``, the state of the same class built from the config cut with ``span=True``: each
+    tensor by its name, except that layer ``i`` of a cut layer list (a ModuleList of ``model`` whose entries in
+    ``span_state`` reach further) is the span's layer ``kept[i]``, the kept layers being those of the cut count as
+    long as that list and spanning as far. ValueError where two counts with different kept layers fit one list."""
+    import torch
+
+    remap = {}
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.ModuleList) or not name:
+            continue
+        reach = {int(k[len(name) + 1:].split(".", 1)[0]) for k in span_state
+                 if k.startswith(name + ".") and k[len(name) + 1:].split(".", 1)[0].isdigit()}
+        if not reach or max(reach) + 1 == len(module):
+            continue
+        fits = {tuple(sel) for sel in kept.values() if len(sel) == len(module) and sel[-1] == max(reach)}
+        if len(fits) != 1:
+            raise ValueError(f"{name}: {len(module)} layers cut from {max(reach) + 1}, kept layers "
+                             f"{sorted(fits) or 'unknown'}")
+        remap[name] = fits.pop()
+    out = {}
+    for key in model.state_dict():
+        source_key = key
+        for name, sel in remap.items():
+            if key.startswith(name + "."):
+                index, rest = key[len(name) + 1:].split(".", 1)
+                source_key = f"{name}.{sel[int(index)]}.{rest}"
+                break
+        if source_key in span_state:
+            out[key] = span_state[source_key]
+    return out
+
+
+def _overrides(node):
+    """A heterogeneous config's per-layer overrides, {layer index: {field: value}} (transformers 5's
+    ``per_layer_config``, kept on the config as its heterogeneity spec; a dict sub-config's own
+    ``per_layer_config`` mapping); {} for a config without any (every config of transformers 4)."""
+    if isinstance(node, dict):
+        raw = node.get("per_layer_config")
+    else:
+        raw = getattr(vars(node).get("_heterogeneity_spec"), "per_layer_overrides", None)
+    if not isinstance(raw, dict) or not all(str(k).isdigit() and isinstance(v, dict) for k, v in raw.items()):
+        return {}
+    return {int(k): dict(v) for k, v in raw.items()}
+
+
+def _set_overrides(node, overrides):
+    """Replace a config's per-layer overrides (transformers validates them against its layer count)."""
+    if isinstance(node, dict):
+        node["per_layer_config"] = {str(k): v for k, v in overrides.items()}
+    else:
+        node.per_layer_config = overrides or None
+
+
+def kept_layers(node, count, layers):
+    """The old layers (ascending) a stack of ``count`` layers cut to ``layers`` keeps: the first ``layers``, and the
+    first layer of every kind they miss, where a layer's kind is its entries in the node's per-layer string lists
+    (``layer_types``) with its per-layer overrides (where they index this count); a missing kind takes the place of
+    the last kept layer whose kind is kept more than once, or is added where none is (a stack keeps one layer of
+    every kind it has, even past ``layers``)."""
+    lists = [v for k, v in _fields(node).items() if not str(k).startswith("_") and isinstance(v, (list, tuple))
+             and len(v) == count and any(isinstance(x, str) for x in v)]
+    overrides = _overrides(node) if _get(node, "num_hidden_layers") == count else {}
+
+    def kind(i):
+        return (tuple(x[i] if isinstance(x[i], str) else None for x in lists),
+                repr(sorted(overrides.get(i, {}).items())))
+
+    kinds = [kind(i) for i in range(count)]
+    sel = list(range(min(layers, count)))
+    for i in range(count):
+        have = [kinds[j] for j in sel]
+        if kinds[i] in have:
+            continue
+        twice = [place for place, k in enumerate(have) if have.count(k) > 1]
+        if twice:
+            sel[twice[-1]] = i
+        else:
+            sel.append(i)
+        sel.sort()
+    return sel
 
 
 def _is_config(value):
@@ -163,10 +270,11 @@ def _map_index(i, count, layers):
     return -min(layers + 1, 1 + (-i - 1) * layers // max(1, count))
 
 
-def layer_index_fields(config, layers):
+def layer_index_fields(config, layers, kept=None):
     """(node, path, key, old, new) for every field that indexes layers and would point past a tower cut to
     ``layers`` layers, computed against the counts as they are now (call before the counts are cut, as
-    ``shrink_config`` does). Per-layer lists (any element type) are as long as a count of their own config; index
+    ``shrink_config`` does). Per-layer lists (any element type) are as long as a count of their own config, and take
+    the entries of the layers ``kept[(id(node), count)]`` keeps (the first ``layers`` where it names none); index
     lists are flat int lists whose every value lies within a count's range (hidden states included: -count-1 ..
     count) of their own config or one nested in it (for a config with no tower of its own or below it, an adapter's:
     of any config in the tree), where that count is larger than ``layers``; negative int
@@ -182,7 +290,8 @@ def layer_index_fields(config, layers):
             if key in LAYER_COUNT_KEYS or _is_config(value):
                 continue
             if isinstance(value, (list, tuple)) and value and len(value) in own:
-                found.append((node, path, key, value, type(value)(value[:layers])))  # one entry per layer
+                sel = (kept or {}).get((id(node), len(value)), range(layers))
+                found.append((node, path, key, value, type(value)(value[j] for j in sel)))  # one entry per layer
                 continue
             if _is_int_list(value):
                 count = next((n for n in sorted(below) if all(-n - 1 <= i <= n for i in value)), None)

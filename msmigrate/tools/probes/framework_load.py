@@ -111,8 +111,10 @@ def main(argv):
             result["error"] += (". transformers builds them from several checkpoint tensors each (its conversion "
                                 "mapping merges " + "; ".join(f"{' + '.join(src)} into {tgt}" for src, tgt in merged)
                                 + "), and the target's loader maps one key to one name: the checkpoint needs "
-                                "converting to the model's layout first (a DCP checkpoint for training.load), or a "
-                                "weight transform that merges them")
+                                "converting to the model's layout first (the plan writes one with the source's own "
+                                "load where this runtime's transformers converts at load: see the run's "
+                                "probes/checkpoint_conversion.json for why it did not here), or a weight transform "
+                                "that merges them")
     emit(result)
     return 0 if "error" not in result else 1
 

@@ -36,6 +36,7 @@ import time
 from _model_build import (add_source_args, emit, forward_params, import_plugins, model_args_for, registry_dict,
                           shrink_config, to_compute_dtype)
 from _meta_init import build, materialize, persistent_keys, retie
+from _dtypes import cast_problem, dtype_differences  # noqa: F401  (dtype_differences: this probe's API too)
 
 LOGIT_TOL = 1e-4
 LOSS_TOL = 1e-5
@@ -112,18 +113,6 @@ def no_dropout(config):
 
     visit(config, "")
     return zeroed
-
-
-def dtype_differences(source, plugin):
-    """(name, source dtype, plugin dtype) of each parameter the plugin holds in another dtype than the source's
-    same-named one, as their constructors left them (before the probe's fp32 cast). Both are built alike here, so a
-    difference is a cast in the plugin's own code: a tower kept in bf16 computes and trains in bf16 whatever the
-    config's mixed precision says, and its logits may still agree within the parity tolerance."""
-    from _meta_init import built_dtypes
-
-    want, got = built_dtypes(source), built_dtypes(plugin)
-    return [(n, str(want[n]).replace("torch.", ""), str(d).replace("torch.", ""))
-            for n, d in got.items() if n in want and d != want[n]]
 
 
 def training_mode(model):
@@ -480,6 +469,7 @@ def main(argv):
         caller_set_media_ids(eager, args.media_token_id if media_ids_set else None)
         missing, unexpected = eager.load_state_dict(state, strict=False)
         cast = dtype_differences(source, eager)
+        cast_found = cast_problem(eager, plg_cls, cast, args.target)
         e_logits, e_loss = run_forward(eager, plugin_batch)
         e_dlogit, e_dloss = compare(ref_logits, ref_loss, e_logits, e_loss)
         divergence = None
@@ -519,12 +509,8 @@ def main(argv):
                 where = f"; still NaN after the load: {', '.join(unset[:5])}" + (", ..." if len(unset) > 5 else "")
             problems.append(f"{label}: max |Δlogit| {dlogit:.3g} (tol {args.logit_tol:g}), |Δloss| {dloss:.3g} "
                             f"(tol {args.loss_tol:g}) against the source class{where}")
-    if cast:
-        problems.append(f"the plugin holds {len(cast)} parameter(s) in another dtype than the source class built the "
-                        "same way (the plugin casts them itself; the delivered config's precision settings, not the "
-                        "model code, decide dtypes): " + ", ".join(f"{n} {got} (source {want})"
-                                                                   for n, want, got in cast[:4])
-                        + (", ..." if len(cast) > 4 else ""))
+    if cast_found:
+        problems.append(cast_found)
     problems += dropped_problems
     if source_tied and not meta_tied:
         problems.append("meta init + load: input and output embeddings are no longer tied (the source ties them)")

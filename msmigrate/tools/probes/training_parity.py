@@ -18,9 +18,12 @@ order: the target's own pipeline (the delivered config's dataset, collator and `
   model's ``.loss`` as the HF Trainer calls it (``_own_pipeline.own_forward``) — on each micro batch put into the
   source's own label convention (a source that pre-shifts its labels gets them pre-shifted), with the HF Trainer's
   optimizer (AdamW over the trainable parameters) at the delivered settings. Without training code: the HF class's
-  own loss with the same AdamW. ``--source-step module:function`` plugs in any other source step:
-  ``function(model, micro_batches, settings) -> [{"loss", "grad_norm"}, ...]`` where the first record may carry
-  ``grads`` ({name: tensor} before clipping) for the step-1 gradient parity.
+  own loss with the same AdamW. ``--source-step FILE.py:function`` (or ``module:function``) plugs in the user's own
+  step, for a source with no loss or training code of its own (a forward that returns logits only): its loss form
+  ``function(model, batch) -> loss`` is the source's loss path on each whole micro batch (labels aligned with the
+  ids, as the target feeds them), inside the same step and AdamW; its loop form ``function(model, micro_batches,
+  settings) -> [{"loss", "grad_norm"}, ...]`` is the whole source side, the first record carrying ``grads``
+  ({name: tensor} before clipping) for the step-1 gradient parity (``_source_step.py``).
 
 Both sides use the delivered optimizer settings (lr, weight decay, betas, eps, clip_grad) at a CONSTANT learning rate:
 a warmup or decay in the delivered config is set aside on both sides (recorded), so only the step itself is compared.
@@ -54,11 +57,13 @@ The target optimizer's first step must move the weights by about lr, as an Adam 
 median over parameter tensors of |Δθ| / lr, weight decay taken out, at least 0.5; Adam-family optimizers only): both
 sides use the delivered optimizer settings, so an epsilon that swamps the gradients is seen by no comparison.
 
-``--real-weights``: instead of the shared random init, the source's own checkpoint cut to its first
-``--shrink-layers`` layers per tower: the source class's ``from_pretrained`` on the source folder with the shrunk
-config reads the real safetensors shards (the index names which shard holds each tensor; the layers past the cut are
-never loaded into the model), and EVERY parameter of the cut model must come from the shards — a key the checkpoint
-lacks would be re-initialised, and the probe fails naming it. The plugin gets the same state dict, as above.
+``--real-weights``: instead of the shared random init, the source's own checkpoint cut to the layers
+``shrink_config`` keeps (``--shrink-layers`` per tower, one layer of each kind): the source class's
+``from_pretrained`` on the source folder with the config cut to the first layers up to the last kept one reads the
+real safetensors shards (the index names which shard holds each tensor; the layers past those are never loaded), the
+kept layers are taken from them by their old places, and EVERY parameter of the cut model must come from the
+shards — a key the checkpoint lacks would be re-initialised, and the probe fails naming it. The plugin gets the same
+state dict, as above.
 
 ``--ranks N`` (N > 1): the same check with the migrated model sharded over N ranks (``_ranks.launch_ranks``: the
 probe re-runs itself under torchrun, gloo on CPU). Each rank draws its own micro batches from the target's
@@ -85,7 +90,9 @@ import time
 
 from _model_build import add_source_args, emit, forward_params, shrink_config
 from _meta_init import build
+from _dtypes import cast_problem, dtype_differences
 from _precision import TORCH_DTYPE, TOLERANCES, bf16_compute, cast_inputs, torch_dtype
+from _source_step import load_step
 from _update_size import problem as update_problem
 
 LOSS_RTOL = 1e-4
@@ -111,7 +118,8 @@ def parse(argv):
     ap.add_argument("--shrink-layers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--media-token-id", type=int)
-    ap.add_argument("--source-step", help="module:function, a source's own training step (see the module doc)")
+    ap.add_argument("--source-step", help="FILE.py:function or module:function, the user's source training step: "
+                                          "function(model, batch) -> loss, or the whole loop (see the module doc)")
     ap.add_argument("--source-training", help="the plan's source training facts (JSON): its own loss path")
     ap.add_argument("--real-weights", action="store_true",
                     help="start from the source's own checkpoint cut to --shrink-layers layers per tower")
@@ -193,13 +201,17 @@ def micro_batches(cfg, dataset, collate_fn, model, count):
     return out
 
 
-def fixed_loss(model, batch, loss_func=None, dtype="fp32"):
+def fixed_loss(model, batch, loss_func=None, dtype="fp32", loss_of=None):
+    """The model's loss on ``batch`` without a gradient: its ``.loss`` (with ``loss_func`` as its loss function), or
+    ``loss_of(model, batch)`` (a source's own loss path: its training code, the user's step)."""
     import torch
 
     if loss_func is not None:
         model.loss_function = loss_func
     with torch.no_grad(), bf16_compute(model, dtype):
-        return float(model(**compute_batch(batch, dtype), use_cache=False).loss.detach().float())
+        batch = compute_batch(batch, dtype)
+        loss = loss_of(model, batch) if loss_of is not None else model(**batch, use_cache=False).loss
+        return float(loss.detach().float())
 
 
 def compute_batch(batch, dtype):
@@ -330,7 +342,8 @@ def on_ranks(argv, args):
         src_cls, src_cfg, params, takes_kwargs, plg_cls, plg_cfg = opened
         with tempfile.TemporaryDirectory(prefix="msmigrate-parity-") as scratch:
             initial = os.path.join(scratch, INITIAL)
-            source, plugin, attention, weights, problem = initial_pair(args, src_cls, src_cfg, plg_cls, plg_cfg)
+            source, plugin, attention, weights, problem, cast = initial_pair(args, src_cls, src_cfg, plg_cls,
+                                                                             plg_cfg)
             if problem:
                 emit({"passed": False, "problems": [problem]})
                 return 0
@@ -356,6 +369,7 @@ def on_ranks(argv, args):
                 emit(out)
                 return 0 if rc == 0 and not out.get("error") else 1
             tgt = torch.load(os.path.join(scratch, TARGET_RECORD), weights_only=False)
+            tgt["cast"] = cast
             target_grads = torch.load(os.path.join(scratch, TARGET_GRADS), mmap=True, weights_only=True)
 
             def fresh_source():  # the source at the weights the ranks started from, not a rebuild assumed equal
@@ -364,9 +378,10 @@ def on_ranks(argv, args):
                 model.load_state_dict(torch.load(initial, mmap=True, weights_only=True), strict=True)
                 return ready(model, args)
 
-            src_keys = None if takes_kwargs else set(params)
+            # the user's step takes the whole micro batch (labels too) and feeds its forward itself
+            src_keys = None if takes_kwargs or args.step else set(params)
             source = fresh_source()
-            why_not, source_before = source_precheck(source, tgt["per_rank"][0][0], src_keys, args.dtype)
+            why_not, source_before = source_precheck(source, tgt["per_rank"][0][0], src_keys, args.dtype, args.step)
             if why_not:  # G1 says the same through its own probe; nothing to train side by side
                 emit({"source_class": class_name(src_cls), "passed": None, "why_not": why_not[:600], "problems": [],
                       "launch": launch, "seconds": round(time.monotonic() - start, 2)})
@@ -463,23 +478,28 @@ def own_training_facts(path):
     return facts if facts.get("kind") == "own" else None
 
 
-def real_weights(src_cls, src_cfg, folder, source, trust_remote_code):
-    """Load the source's own checkpoint, cut to the shrunk config, into ``source``; -> facts for the record. Raises
-    where a parameter of the cut model is not in the checkpoint (it would be re-initialised)."""
+def real_weights(src_cls, src_cfg, folder, source, trust_remote_code, full_cfg, layers):
+    """Load the source's own checkpoint, cut to the shrunk config, into ``source``; -> facts for the record. The
+    checkpoint's first layers up to the last kept one are read (``full_cfg``, the source's uncut config, cut with
+    ``span=True``) and the kept ones taken from them (``kept_state``): a stack that keeps a later layer of another
+    kind (a full-attention layer among sliding ones) gets that layer's own tensors. Raises where a parameter of the
+    cut model is not in the checkpoint (it would be re-initialised)."""
     import json
 
     import torch
+    from _model_build import kept_state
 
     shards = sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
     if not shards:
         raise FileNotFoundError(f"no safetensors shards in {folder}: no real weights to start from")
-    real, info = src_cls.from_pretrained(folder, config=src_cfg, torch_dtype=torch.float32, output_loading_info=True,
+    span_cfg = shrink_config(full_cfg, layers, span=True)
+    real, info = src_cls.from_pretrained(folder, config=span_cfg, torch_dtype=torch.float32, output_loading_info=True,
                                          trust_remote_code=trust_remote_code)
     missing = [k for k in info.get("missing_keys", []) if k in dict(real.named_parameters())]
     if missing or info.get("mismatched_keys"):
         raise KeyError(f"the cut model's parameters are not all in the checkpoint (they would be re-initialised): "
                        f"missing {missing[:5]}, mismatched {list(info.get('mismatched_keys') or [])[:3]}")
-    state = real.state_dict()
+    state = kept_state(real.state_dict(), source, getattr(src_cfg, "_msmigrate_kept", {}))
     source.load_state_dict(state, strict=True)
     index = os.path.join(folder, "model.safetensors.index.json")
     if os.path.isfile(index):
@@ -494,14 +514,9 @@ def real_weights(src_cls, src_cfg, folder, source, trust_remote_code):
             with safe_open(os.path.join(folder, name), framework="pt") as fh:
                 in_checkpoint += len(list(fh.keys()))
     # the checkpoint's tensors past the cut (deeper layers) are left in the shards
-    return {"folder": folder, "shards": files, "tensors_loaded": len(state), "checkpoint_tensors": in_checkpoint}
-
-
-def load_source_step(spec):
-    import importlib
-
-    module, _, func = spec.partition(":")
-    return getattr(importlib.import_module(module), func)
+    kept = {k: v for k, v in getattr(src_cfg, "_msmigrate_kept", {}).items() if v != list(range(len(v)))}
+    return {"folder": folder, "shards": files, "tensors_loaded": len(state), "checkpoint_tensors": in_checkpoint,
+            "kept_layers": kept}  # the stacks whose kept layers are not their first ones
 
 
 def grad_parity(source_grads, target_grads, source_names):
@@ -545,13 +560,19 @@ def shifted_once_more(batch):
     return {**batch, "labels": torch.cat([labels[:, 1:], pad], dim=1)}
 
 
-def loss_cause(source, batches, src_loss, tgt_loss, dtype="fp32"):
+def loss_cause(source, batches, src_loss, tgt_loss, dtype="fp32", loss_of=None, user_step=None):
     """Why the step-1 losses (mean over the step's micro batches, at the initial weights) differ, where one
-    explanation fits within the tolerance: labels shifted one more time, or a constant loss scale."""
+    explanation fits within the tolerance: labels shifted one more time, or a constant loss scale. ``loss_of``: the
+    source's loss path where it is not ``.loss``; ``user_step``: the user's step it is (named in the cause)."""
     shifted = [shifted_once_more(b) for b in batches]
     if shifted and all(b is not None for b in shifted):
-        twice = sum(fixed_loss(source, b, dtype=dtype) for b in shifted) / len(shifted)
+        twice = sum(fixed_loss(source, b, dtype=dtype, loss_of=loss_of) for b in shifted) / len(shifted)
         if abs(twice - tgt_loss) <= LOSS_RTOL * max(1.0, abs(tgt_loss)):
+            if user_step:
+                return (f"labels are shifted once more in the migrated model than in the user's step {user_step}: "
+                        f"the migrated loss {tgt_loss:.6g} equals that step's loss with the labels moved one more "
+                        f"position ({twice:.6g}) — a step that does not shift its labels (logits at t score token "
+                        "t+1), or a migration that shifts them twice")
             return (f"labels are shifted twice: the migrated loss {tgt_loss:.6g} equals the source's loss with the "
                     f"labels moved one more position ({twice:.6g})")
     if src_loss:
@@ -614,9 +635,11 @@ def open_probe(args):
 
 def open_sides(args, start):
     """``open_probe`` and ``plugin_config``: (src_cls, src_cfg, forward params, takes **kwargs, plg_cls, plg_cfg);
-    None, the result said, where the source's forward takes no labels (nothing to train side by side)."""
+    None, the result said, where the source's forward takes no labels and no source step is plugged in (nothing to
+    train side by side). Sets ``args.step``: the user's (function, form), or None."""
+    args.step = load_step(args.source_step) if args.source_step else None
     src_cls, src_cfg, params, takes_kwargs = open_probe(args)
-    if "labels" not in params and not takes_kwargs:
+    if "labels" not in params and not takes_kwargs and args.step is None:
         emit(no_labels(src_cls, start))
         return None
     return (src_cls, src_cfg, params, takes_kwargs, *plugin_config(args))
@@ -642,15 +665,21 @@ def plugin_config(args):
 
 def initial_pair(args, src_cls, src_cfg, plg_cls, plg_cfg):
     """The source and the plugin at the shared initial weights (one seed, or the source's checkpoint cut): -> (source,
-    plugin, attention used, weights record, problem or None)."""
+    plugin, attention used, weights record, problem or None, the plugin's own dtype cast or None)."""
     source, plugin, attention = build_pair(src_cls, src_cfg, plg_cls, plg_cfg, args.seed, args.attn_implementation)
     weights = "shared random init (seed {})".format(args.seed)
     if args.real_weights:
-        weights = real_weights(src_cls, src_cfg, os.path.abspath(args.model), source, args.trust_remote_code)
+        from model_parity import source_class
+
+        weights = real_weights(src_cls, src_cfg, os.path.abspath(args.model), source, args.trust_remote_code,
+                               source_class(args)[1], args.shrink_layers)
     missing, unexpected = plugin.load_state_dict(source.state_dict(), strict=False)
     problem = (f"the plugin's parameters are not the source's: missing {list(missing)[:5]}, unexpected "
                f"{list(unexpected)[:5]}") if missing or unexpected else None
-    return source, plugin, attention, weights, problem
+    # a part the plugin's own code casts, seen through both sides' fp32 build (``_dtypes``): reported, not trained
+    # away by the comparison in fp32
+    cast = cast_problem(plugin, plg_cls, dtype_differences(source, plugin), args.target)
+    return source, plugin, attention, weights, problem, cast
 
 
 def target_side(args, cfg, dataset, collate_fn, settings, plugin, grads_sink, precheck=None):
@@ -701,11 +730,21 @@ def source_fixed(fixed, src_keys):
     return {k: v for k, v in fixed.items() if src_keys is None or k in src_keys}
 
 
-def source_precheck(source, fixed, src_keys, dtype="fp32"):
+def source_precheck(source, fixed, src_keys, dtype="fp32", step=None):
     """(why the source cannot train on the target pipeline's batches — None: it can —, the source's loss on the
-    fixed batch at the initial weights)."""
+    fixed batch at the initial weights). ``step``: the user's (function, form): its loss form is the source's loss
+    on the whole batch; a loop gives no loss of one batch (nothing to check before it runs)."""
     from model_parity import required_params
 
+    if step is not None:
+        fn, form = step
+        if form == "loop":
+            return None, None
+        try:
+            return None, fixed_loss(source, fixed, dtype=dtype, loss_of=fn)
+        except Exception as exc:  # probe boundary: the user's step does not run on the target's batch
+            return (f"the user's source step fails on the target pipeline's batch: {type(exc).__name__}: {exc}",
+                    None)
     first = source_fixed(fixed, src_keys)
     unfed = required_params(type(source), first)
     if unfed:
@@ -730,17 +769,23 @@ def source_side(args, take_source, fresh_source, tgt, target_grads, settings, sr
     source_names = [n for n, _ in source.named_parameters()]
     compare = lambda grads: grad_parity(dict(grads), target_grads, source_names)  # noqa: E731
     own = own_training_facts(args.source_training)
-    if args.source_step:
-        source_recs = load_source_step(args.source_step)(source, src_batches, src_settings)
-        source_step = args.source_step
+    step_fn, form = args.step or (None, None)
+    loss_of = None
+    if form == "loop":
+        source_recs = step_fn(source, src_batches, src_settings)
+        source_step = f"the user's step {args.source_step} (its own loop and optimizer)"
         groups = (grad_parity(source_recs[0].pop("grads"), target_grads, source_names)
                   if source_recs and "grads" in source_recs[0] else [])
     else:
-        loss_of = own_loss_of(own, os.path.abspath(args.model)) if own is not None else None
+        loss_of = step_fn if form == "loss" else (
+            own_loss_of(own, os.path.abspath(args.model)) if own is not None else None)
         source_recs = train(source, src_batches, src_settings, plain_adamw(source, src_settings), None, src_keys,
                             loss_of=loss_of, first_grads=compare, dtype=args.dtype)
         groups = source_recs[0].get("first_grads") or [] if source_recs else []
-        if own is not None:
+        if form == "loss":
+            source_step = (f"the user's step {args.source_step}: its loss on each micro batch (labels as the target "
+                           "feeds them) + torch.optim.AdamW")
+        elif own is not None:
             trainer = own.get("trainer") or {}
             source_step = ("the source's own training code: " + (
                 f"{trainer.get('file')}:{trainer.get('class')}.compute_loss" if trainer.get("computes_loss")
@@ -750,18 +795,22 @@ def source_side(args, take_source, fresh_source, tgt, target_grads, settings, sr
             source_step = "HF class loss + torch.optim.AdamW (no source training code plugged in)"
     source_fall = None
     try:  # the source's own fall on the fixed batch: the learning check's judge where the target falls little
-        after = fixed_loss(source, source_fixed(tgt["per_rank"][0][0], src_keys), dtype=args.dtype)
-        source_fall = (fixed_before - after) / abs(fixed_before) if fixed_before else None
+        if form != "loop":  # a loop gives no loss of one batch
+            after = fixed_loss(source, source_fixed(tgt["per_rank"][0][0], src_keys), dtype=args.dtype,
+                               loss_of=loss_of if form == "loss" else None)
+            source_fall = (fixed_before - after) / abs(fixed_before) if fixed_before else None
     except Exception as exc:  # probe boundary: recorded, the check then asks the stated fraction alone
         print(f"source fixed-batch loss after training: {type(exc).__name__}: {exc}", file=sys.stderr)
     cause = None
     s0, t0 = source_recs[0]["loss"], tgt["recs"][0]["loss"]
-    if abs(s0 - t0) > LOSS_RTOL * max(1.0, abs(s0)):
+    if form != "loop" and abs(s0 - t0) > LOSS_RTOL * max(1.0, abs(s0)):  # a loop gives no loss of one batch
         # a fresh source copy at the initial weights explains the difference (the trained one has moved)
         del source  # memory for the fresh copy
         fresh = fresh_source()
         first = [source_fixed(b, src_keys) for b in src_batches[:ga * nproc]]
-        cause = loss_cause(fresh, first, s0, t0, args.dtype)
+        user = form == "loss"  # the user's loss form is the source's loss path, and is named in the cause
+        cause = loss_cause(fresh, first, s0, t0, args.dtype, loss_of=loss_of if user else None,
+                           user_step=args.source_step if user else None)
     return source_recs, groups, source_step, cause, source_fall
 
 
@@ -779,9 +828,14 @@ def result(args, start, src_cls, plg_name, tgt, settings, source_recs, groups, s
                            f"param groups (e.g. {unheld[0]}), so they never train" + (
                                f"; it holds {stale} tensors that are no longer the model's parameters (built while "
                                "they were swapped, e.g. FSDP2's unsharded copies after a forward?)" if stale else ""))
+    if tgt.get("cast"):
+        problems.insert(0, tgt["cast"])
     crippled = update_problem(tgt.get("first_update"))
     if crippled:
         problems.append(crippled)
+    if problems and args.source_step:  # the reference is the user's own code: say so beside what differs
+        problems.append(f"the source side of this comparison is the user's step {args.source_step}: a difference is a "
+                        "fault of the migration or of that step (its loss, its label shift, its scale)")
     before, after = tgt["fixed_before"], tgt["fixed_after"]
     return {"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}", "plugin_class": plg_name,
             "source_step": source_step, "steps": len(target_recs), "settings": settings,
@@ -837,7 +891,8 @@ def main(argv):
         settings = settings_from(cfg)
         with tempfile.TemporaryDirectory(prefix="msmigrate-parity-") as scratch:
             found = one_process(args, start, scratch, (src_cls, src_cfg, plg_cls, plg_cfg),
-                                (cfg, dataset, collate_fn, settings), None if takes_kwargs else set(params))
+                                (cfg, dataset, collate_fn, settings),
+                                None if takes_kwargs or args.step else set(params))
         if found is None:
             return 0
         tgt, found, attention, weights = found
@@ -866,7 +921,7 @@ def one_process(args, start, scratch, classes, pipeline, src_keys):
 
     src_cls, src_cfg, plg_cls, plg_cfg = classes
     cfg, dataset, collate_fn, settings = pipeline
-    source, plugin, attention, weights, problem = initial_pair(args, src_cls, src_cfg, plg_cls, plg_cfg)
+    source, plugin, attention, weights, problem, cast = initial_pair(args, src_cls, src_cfg, plg_cls, plg_cfg)
     if problem:
         emit({"passed": False, "problems": [problem]})
         return None
@@ -884,7 +939,7 @@ def one_process(args, start, scratch, classes, pipeline, src_keys):
     checked = {}
 
     def precheck(fixed):  # a copy of the source for its loss on the fixed batch, freed before the target trains
-        why_not, checked["before"] = source_precheck(fresh_source(), fixed, src_keys, args.dtype)
+        why_not, checked["before"] = source_precheck(fresh_source(), fixed, src_keys, args.dtype, args.step)
         gc.collect()
         return why_not
 
@@ -896,6 +951,7 @@ def one_process(args, start, scratch, classes, pipeline, src_keys):
         emit({"source_class": class_name(src_cls), "passed": None, "why_not": tgt["why_not"][:600],
               "problems": [], "seconds": round(time.monotonic() - start, 2)})
         return None
+    tgt["cast"] = cast
     # the target side is recorded: its model, optimizer state and last gradients go before the source trains
     del plugin
     gc.collect()

@@ -13,7 +13,9 @@ Where the values come from, in order (each knob on its own; the first place that
    at all (its conventional recipe is then the HF Trainer's).
 
 The Trainer excludes biases and normalisation weights from decay (``Trainer.get_decay_parameter_names``) whatever
-the value; ``no_decay`` says so. A source whose training code builds its optimizer without the HF Trainer (a direct
+the value; ``no_decay`` says so. Training code that decides its decay groups itself (a ``create_optimizer`` /
+``get_decay_parameter_names`` of its own, ``optimizer_grouped_parameters``, a group dict with a ``"weight_decay"``) is
+not read for them: ``no_decay`` is None and ``no_decay_why_not`` names the place. A source whose training code builds its optimizer without the HF Trainer (a direct
 ``torch.optim`` call) is not read: ``basis`` is ``None`` and nothing is compared — never a guess.
 """
 
@@ -30,6 +32,9 @@ from msmigrate.tools.repo_reader.training_facts import TRAINING_DIRS, _py_files
 KNOBS = ("max_grad_norm", "adam_epsilon", "weight_decay")
 _SH_FLAG = re.compile(r"--(?P<name>max_grad_norm|adam_epsilon|weight_decay)[ =]+[\"']?(?P<value>[-+0-9.eE]+)")
 _OWN_OPTIMIZER = re.compile(r"\btorch\.optim\.\w+\(|\b(?:AdamW|Adam|SGD)\(")
+# training code that decides the decay groups itself (a Trainer subclass's own rule, or groups built by hand)
+_OWN_GROUPS = re.compile(r"\bdef (?:create_optimizer|get_decay_parameter_names)\b|\boptimizer_grouped_parameters\b|"
+                         r"[\"']weight_decay[\"']\s*:")
 
 
 def _number(node: ast.AST | None) -> float | None:
@@ -79,10 +84,12 @@ def _argparse_defaults(tree: ast.AST) -> dict[str, float]:
     return out
 
 
-def _from_code(files: list[Path]) -> tuple[dict[str, tuple[float, str]], bool, bool]:
-    """(knob -> (value, where), trains through the HF Trainer, builds its own optimizer)."""
+def _from_code(files: list[Path]) -> tuple[dict[str, tuple[float, str]], bool, bool, str | None]:
+    """(knob -> (value, where), trains through the HF Trainer, builds its own optimizer, the file that builds its own
+    decay groups)."""
     found: dict[str, tuple[float, str]] = {}
     hf = own_optimizer = False
+    own_groups = None
     for path in files:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -91,6 +98,8 @@ def _from_code(files: list[Path]) -> tuple[dict[str, tuple[float, str]], bool, b
             continue
         hf = hf or "TrainingArguments" in text or re.search(r"\bTrainer\(", text) is not None
         own_optimizer = own_optimizer or _OWN_OPTIMIZER.search(text) is not None
+        if own_groups is None and (m := _OWN_GROUPS.search(text)):
+            own_groups = f"{path.name}:{text.count(chr(10), 0, m.start()) + 1}"
         defaults = _argparse_defaults(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith("TrainingArguments")
@@ -106,7 +115,7 @@ def _from_code(files: list[Path]) -> tuple[dict[str, tuple[float, str]], bool, b
                         value = defaults.get(kw.value.attr)
                     if value is not None:
                         found.setdefault(kw.arg, (value, f"{path.name}:{node.lineno}"))
-    return found, hf, own_optimizer
+    return found, hf, own_optimizer, own_groups
 
 
 def _from_scripts(source: Path) -> dict[str, tuple[float, str]]:
@@ -129,7 +138,7 @@ def source_recipe(source: Path) -> dict[str, Any]:
     """``{"basis", "values": {knob: value}, "where": {knob: file}, "no_decay"}``; ``basis`` None: not read."""
     source = Path(source)
     files = _py_files(source)
-    code, hf, own_optimizer = _from_code(files)
+    code, hf, own_optimizer, own_groups = _from_code(files)
     if files and own_optimizer and not hf:
         return {"basis": None, "why_not": "the source's training code builds its own optimizer (not the HF Trainer)"}
     defaults = hf_trainer_defaults()
@@ -140,5 +149,9 @@ def source_recipe(source: Path) -> dict[str, Any]:
     for k, (v, place) in {**code, **_from_scripts(source)}.items():  # a script's flag overrides the code's
         values[k], where[k] = v, place
     basis = "own training code (HF Trainer)" if files and hf else "HF Trainer defaults (no training code)"
+    if own_groups:  # its own decay rule: not read (compared only where it is the HF Trainer's)
+        return {"basis": basis, "values": values, "where": where, "defaults_file": defaults["where"],
+                "no_decay": None, "no_decay_why_not": f"the source's training code builds its own decay groups "
+                                                      f"({own_groups}): not read"}
     return {"basis": basis, "values": values, "where": where, "defaults_file": defaults["where"],
-            "no_decay": "biases and normalisation weights (Trainer.get_decay_parameter_names)"}
+            "no_decay": "the HF Trainer exempts biases and normalisation weights (Trainer.get_decay_parameter_names)"}

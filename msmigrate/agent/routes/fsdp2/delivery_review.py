@@ -9,7 +9,9 @@ Checks, each over every file the branch changed:
 - no fact measured on the sample inputs written as a literal: the processor's expansion of one image (its text)
   and its ``processor_config.json`` settings assigned in generated code;
 - the launch script asks the size the plan derived from the spec (processes per node, nodes);
-- the config starts from the source's weights (``training.load`` on a safetensors source, never a random init)."""
+- the config starts from the source's weights (``training.load`` on a safetensors source, never a random init; the
+  plan's converted checkpoint where transformers converts the source's at load — its folder, under the run, is the
+  one absolute path with the run id a delivery may hold)."""
 
 from __future__ import annotations
 
@@ -81,7 +83,8 @@ def review_delivery(target: Path, base: str | None, branch: str, *, plan: dict[s
     similar_script = next((_read(repo, base, p) for p in git_out(repo, "ls-tree", "--name-only", base,
                                                                     similar_dir + "/").splitlines() if p.endswith(".sh") and Path(plan.get("similar_case") or "").name in
                            _read(repo, base, p)), "") if plan.get("similar_case") else ""
-    allowed = [str(source)] + ([str(Path(data_path).parent)] if data_path else [])
+    converted = str(((plan.get("weights") or {}).get("folder")) or "")  # the run's converted checkpoint, if any
+    allowed = [str(source)] + ([str(Path(data_path).parent)] if data_path else []) + ([converted] if converted else [])
     inherited = set(absolute_paths(similar_cfg + similar_script))
     expansion = plan.get("media_expansion")
     problems: list[str] = []
@@ -90,7 +93,7 @@ def review_delivery(target: Path, base: str | None, branch: str, *, plan: dict[s
                         and not any(p == a or p.startswith(a.rstrip("/") + "/") for a in allowed)})
         if stray:
             problems.append(f"{name}: absolute path(s) outside the spec's source and data: {stray[:5]}")
-        if run_id and run_id in text:
+        if run_id and run_id in (text.replace(converted, "") if converted else text):  # the run's folder names it
             problems.append(f"{name}: holds the run id {run_id}")
         problems += [f"{name}: {what}" for what in measured_literals(name, text, expansion)]
     size = plan.get("launch_size")
@@ -113,6 +116,10 @@ def review_delivery(target: Path, base: str | None, branch: str, *, plan: dict[s
         elif hf_weight_dir(source) and kind != "hf-load":
             problems.append(f"{plan['config_path']}: the source has safetensors weights but training.load does not "
                             f"load them ({kind} {folder})")
+        elif converted and kind == "hf-load" and Path(str(folder)) != Path(converted):
+            problems.append(f"{plan['config_path']}: training.load names {folder}, but transformers converts the "
+                            f"source's checkpoint at load and the target's loader maps key by key: the converted "
+                            f"checkpoint is {converted}")
     diffs = {}
     for mine, theirs, label in ((config, similar_cfg, plan.get("config_path")), (script, similar_script,
                                                                                    plan.get("script_path"))):

@@ -18,8 +18,9 @@ from msmigrate.agent.routes.fsdp2.config_fit import fit_to_model
 from msmigrate.agent.routes.fsdp2.cutoff_size import sized_cutoff
 from msmigrate.agent.routes.fsdp2.optimizer_recipe import departures
 from msmigrate.agent.routes.fsdp2.pixel_limits import derived_pixel_limits, largest_sample_image
-from msmigrate.agent.routes.fsdp2.weights_load import delivered_weights, hf_load_entries, hf_weight_dir
+from msmigrate.agent.routes.fsdp2.weights_load import delivered_weights, hf_load_entries, hf_weight_dir, weights_folder
 from msmigrate.tools import yaml_roundtrip as rt
+from msmigrate.tools.checkpoint_conversion import converted_from
 from msmigrate.tools.module_plan import apply_modules_from_tree, recompute_from_tree
 from msmigrate.tools.repo_reader.training_recipe import source_recipe
 
@@ -135,7 +136,8 @@ def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path
     training = rt.section(cfg, "training")
     put(training, "plugin", [plan["plugin_dir"], plan["data_plugin"]])
     rt.remove(training, "save")  # the example's output folder; the user names their own
-    for key, value in delivered_weights(source).items():  # train from the user's checkpoint, never a random init
+    # train from the user's checkpoint (converted where transformers converts it at load), never a random init
+    for key, value in delivered_weights(weights_folder(plan, source)).items():
         if value is None:
             rt.remove(training, key)
         else:
@@ -153,7 +155,8 @@ def input_overrides(source: Path, data_json: Path, cache_dir: Path | None = None
     """The keys of a plugin-route YAML that name the model folder and the sample data, set to ``source`` and
     ``data_json`` (images resolve against ``dataset_dir``; ``max_samples`` becomes the sample count). Used to check an existing config against the spec's
     inputs without editing it; ``cache_dir`` keeps the dataset cache out of the target checkout. A ``config`` that
-    loads weights (``training.load``) loads the source's safetensors instead."""
+    loads weights (``training.load``) loads the source's safetensors instead, or keeps the checkpoint the migration
+    converted from this source (its record names the source)."""
     basic: dict[str, Any] = {"dataset": str(data_json), "dataset_dir": str(Path(data_json).parent)}
     try:  # the real huggingface dataset selects range(max_samples): a cap above the sample count crashes it
         samples = json.loads(Path(data_json).read_text(encoding="utf-8"))
@@ -169,7 +172,8 @@ def input_overrides(source: Path, data_json: Path, cache_dir: Path | None = None
     training = (config or {}).get("training") if isinstance(config, dict) else None
     if isinstance(training, dict) and training.get("load") and hf_weight_dir(source):
         # the config loads weights from the author's folder: the spec's source's weights, loaded the same way
-        out["training"] = {k: v for k, v in hf_load_entries(str(source)).items() if k != "init_model_with_meta_device"}
+        weights = training["load"] if converted_from(training["load"], source) else str(source)
+        out["training"] = {k: v for k, v in hf_load_entries(str(weights)).items() if k != "init_model_with_meta_device"}
     return out
 
 

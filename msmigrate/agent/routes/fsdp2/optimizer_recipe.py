@@ -12,10 +12,15 @@ training does in kind, each for its reason:
   Adam divides each moment by √v + ε; an ε far above the source's, where √v of a fine-tuning gradient is ~1e-3 to
   1e-6, divides the update by ε instead and the weights barely move. Values within three decades of the source's
   (1e-8 against 1e-6 or 1e-5, all in use) are a choice, not a defect;
-- **weight decay where the source decays nothing**: the source's ``weight_decay`` is 0 and the delivered one is not:
-  every parameter the target's optimizer holds is decayed, norms and biases included, which the source's recipe
-  never does (with a source decay > 0 the HF Trainer still exempts biases and normalisation weights; whether the
-  target's parameter groups do is not decided here).
+- **weight decay where the source decays nothing**: the source's ``weight_decay`` is 0 and the delivered one is not
+  (an error against the source's own zero; a warning against the HF Trainer's default, a value the user may choose;
+  which parameters it reaches is the next check's);
+- **decay on parameters the source's recipe never decays** (``decay_group_findings``, any delivered decay > 0):
+  the HF Trainer exempts biases and normalisation weights whatever its value (``Trainer.get_decay_parameter_names``);
+  which parameters the target decays is read from the optimizer its own trainer builds for the delivered config
+  (``probes/decay_groups.py``), not from its argument names. The real MindSpeed-MM snapshot defines
+  ``training.no_decay_modules`` / ``no_decay_params`` but its ``Trainer.get_optimizer`` does not pass them on, and the
+  stand-in has one group: there every parameter is decayed, and the probe's try of those fields says so.
 
 The delivered value of a knob is the YAML's, else the target schema's default; a knob the target does not define,
 or one the source's recipe does not state, is not compared (``examined`` says what was).
@@ -81,8 +86,7 @@ def departures(training: dict[str, Any], defaults: dict[str, Any],
             why = (f"Adam's epsilon {value:g} is {value / s:.0e} times the source's {s:g}: each update is divided by "
                    f"about epsilon instead of the gradient's own scale, so the weights barely move")
         elif knob == "weight_decay" and s == 0 and value > 0:
-            why = (f"weight decay {value:g} on every parameter the target's optimizer holds (norms and biases "
-                   f"included) where the source's recipe decays none")
+            why = f"weight decay {value:g} where the source's recipe decays none"
         if why:
             out.append({"knob": knob, "key": key, "value": value, "source_value": s, "where": where[knob],
                         "in_yaml": in_yaml, "why": why})
@@ -102,3 +106,55 @@ def recipe_findings(delivered: dict[str, Any], defaults: dict[str, Any], recipe:
              "message": f"{d['why']} ({recipe['basis']}: {d['knob']} {d['source_value']:g}, {d['where']}); set "
                         f"training.{d['key']}: {d['source_value']:g} in {config} as the source trains"}
             for d in found]
+
+
+DECAY_FIX_SHOWN = 6  # folded parameter names a finding quotes
+
+
+def _listing(values: list[str]) -> str:
+    return "[" + ", ".join(values) + "]"
+
+
+def decay_group_findings(delivered: dict[str, Any], defaults: dict[str, Any], recipe: dict[str, Any], config: str,
+                         probe: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(G3's findings, the record) for the parameters the target's optimizer decays that the source's recipe never
+    decays. ``probe()``: the decay-groups probe's result (``target_checks.decay_groups_check``), run only where
+    there is something to compare: a delivered weight decay > 0 and a source whose decay rule is the HF Trainer's."""
+    training = delivered.get("training") if isinstance(delivered.get("training"), dict) else {}
+    knob = delivered_knobs(training, defaults).get("weight_decay")
+    if knob is None or knob[1] <= 0:
+        return [], {"examined": False, "why_not": "the delivered weight decay is 0: nothing is decayed"}
+    key, value, _ = knob
+    if not recipe.get("basis") or not recipe.get("no_decay"):
+        return [], {"examined": False, "why_not": recipe.get("no_decay_why_not") or recipe.get("why_not")
+                    or "the source's decay groups are not read"}
+    result = probe() or {"examined": False, "why_not": "the decay-groups probe did not run"}
+    record = {k: result.get(k) for k in ("examined", "why_not", "compared", "source_decayed", "target_decayed",
+                                         "extra_count", "candidate", "exempting_fields") if k in result}
+    if not result.get("examined") or not result.get("extra"):
+        return [], record
+    extra = result["extra"]
+    shown = ", ".join(f"{e['name']} ({e['held_by']})" for e in extra[:DECAY_FIX_SHOWN])
+    more = f", and {len(extra) - DECAY_FIX_SHOWN} more kinds" if len(extra) > DECAY_FIX_SHOWN else ""
+    source_value = recipe["values"].get("weight_decay", 0.0)
+    what = (f"the target's optimizer (its trainer's get_optimizer for this config) decays {result['extra_count']} "
+            f"parameter(s) at {key} {value:g} that the source's recipe never decays ({recipe['basis']}: "
+            f"{recipe['no_decay']}): {shown}{more}")
+    candidate, fields = result.get("candidate") or {}, result.get("exempting_fields") or {}
+    if candidate.get("removes"):
+        settings = " and ".join(f"training.{k}: {_listing(v)}" for k, v in candidate["set"].items())
+        path, fix = (f"training.{next(iter(candidate['set']))}",
+                     f"set {settings} in {config} (tried: the target's optimizer then decays exactly what the "
+                     "source's recipe decays)")
+    else:
+        tried = (f"its training fields {', '.join(fields)} do not change them (tried: "
+                 + "; ".join(f"{k}: {_listing(v)}" for k, v in (candidate.get("set") or {}).items())
+                 + "; its optimizer still decays them)" if fields else
+                 "its training arguments have no field that exempts a parameter from decay")
+        path, fix = (f"training.{key}",
+                     f"the target's trainer puts them in its decayed group whatever the YAML says ({tried}): set "
+                     f"training.{key}: 0 in {config} (the source's recipe: {source_value:g}, "
+                     f"{recipe['where'].get('weight_decay')}), or exempt them in the trainer's optimizer "
+                     "construction")
+    return [{"severity": "error", "code": "optimizer-decay-groups", "path": path, "value": value,
+             "source_value": source_value, "message": f"{what}; {fix}"}], record

@@ -6,7 +6,11 @@ meta device and its parameters are filled from ``training.load``; a folder holdi
 ``model.safetensors.index.json`` is read as Hugging Face weights when ``load_format`` is ``auto`` (or ``hf``), and
 such a load restores weights only, so it needs ``no_load_optim`` and ``no_load_rng``. Without ``training.load`` the
 meta-built parameters get a random init. With meta init off, ModelHub loads ``model.model_name_or_path`` with
-``from_pretrained`` instead."""
+``from_pretrained`` instead.
+
+The folder is the source's, unless transformers converts the source's checkpoint at load (its conversion ops, which
+the target's key-by-key loader does not apply): then the plan holds the converted checkpoint the plan node wrote
+(``tools/checkpoint_conversion.py``) and ``weights_folder`` names it."""
 
 from __future__ import annotations
 
@@ -23,6 +27,12 @@ def hf_weight_dir(path: str | Path | None) -> bool:
         return False
     folder = Path(path)
     return folder.is_dir() and any((folder / name).is_file() for name in SAFE_WEIGHTS)
+
+
+def weights_folder(plan: dict[str, Any] | None, source: Path) -> Path:
+    """The folder the delivered config loads: the plan's converted checkpoint where it has one, else the source."""
+    converted = ((plan or {}).get("weights") or {}).get("folder")
+    return Path(converted) if converted and hf_weight_dir(converted) else Path(source)
 
 
 def hf_load_entries(weights: str) -> dict[str, Any]:

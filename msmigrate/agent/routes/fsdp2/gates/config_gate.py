@@ -23,13 +23,14 @@ from msmigrate.agent.launch_dry_run_checks import dry_run_findings
 from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
-from msmigrate.agent.routes.fsdp2.optimizer_recipe import recipe_findings
+from msmigrate.agent.routes.fsdp2.optimizer_recipe import decay_group_findings, recipe_findings
 from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_findings, optimizer_state_findings,
                                                                 precision_findings)
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
 from msmigrate.tools.repo_reader.training_recipe import source_recipe
-from msmigrate.tools.target_checks import config_check, launch_args_check, module_tree, rendezvous_check
+from msmigrate.tools.target_checks import (config_check, decay_groups_check, launch_args_check, module_tree,
+                                           rendezvous_check)
 
 
 # a Python file a launch line runs: `torchrun ... path/to/trainer.py`, `python path/x.py` (a relative path: the
@@ -62,12 +63,31 @@ def weights_findings(config: Path, source: Path) -> list[str]:
     cfg = _yaml(config)
     if not cfg:
         return []
-    kind, _ = weights_origin(cfg)
+    kind, folder = weights_origin(cfg)
     if kind == "random" and hf_weight_dir(source):
         return [f"[random-init] training: init_model_with_meta_device without training.load trains from a random "
                 f"init; the source's weights are in {source} (set training.load to it, load_format auto, "
                 "no_load_optim and no_load_rng true)"]
+    if kind == "dcp-load" and hf_weight_dir(folder) and not dcp_checkpoint(Path(folder)):
+        # the gates' launches load their own checkpoints (G4 the HF weights with load_format auto, G5 G4's DCP
+        # save): only this check sees the delivered pair
+        return [f"[load-format-mismatch] training.load_format: {_training_value(cfg, 'load_format')!r} reads "
+                f"training.load ({folder}) as a DCP checkpoint, but that folder holds Hugging Face weights "
+                f"(model.safetensors) and no DCP checkpoint (latest_checkpointed_iteration.txt or .metadata): set "
+                f"training.load_format to auto (or hf)"]
     return []
+
+
+def dcp_checkpoint(folder: Path) -> bool:
+    """Whether a folder holds a DCP checkpoint the trainer can resume: its iteration tracker, or a DCP
+    ``.metadata`` in it or in one of its ``iter_*`` folders."""
+    return (folder / "latest_checkpointed_iteration.txt").is_file() or (folder / ".metadata").is_file() or \
+        any((d / ".metadata").is_file() for d in folder.glob("iter_*"))
+
+
+def _training_value(cfg: dict[str, Any], key: str) -> Any:
+    training = cfg.get("training")
+    return training.get(key) if isinstance(training, dict) else None
 
 
 def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
@@ -77,6 +97,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
     t0 = time.time()
     problems, codes = [], []
     dry: dict[str, Any] = {"examined": False}
+    decay: dict[str, Any] = {"examined": False, "why_not": "no delivered config"}
     dry_found: list[dict[str, Any]] = []
     if not config.is_file():
         problems.append(f"{plan['config_path']} does not exist")
@@ -122,14 +143,20 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             problems.append(res.error or "validator failed")
         problems += weights_findings(bound, ctx.source)
         entries = script_entries(script.read_text(errors="replace")) if script.is_file() else []
+        recipe, defaults = source_recipe(ctx.source), res.data.get("training_defaults") or {}
+        decay_found, decay = decay_group_findings(
+            _yaml(config), defaults, recipe, plan["config_path"],
+            lambda: decay_groups_check(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
+                                       config_path=bound, trust_remote_code=plan["route"] == "custom"))
         unexercised = [*optimizer_state_findings(_yaml(config), _yaml(bound)),
                        *precision_findings(_yaml(config), ctx.source, ctx.target, entries),
                        *default_dtype_findings(_yaml(config), state.get("runtime"), plan["config_path"]),
-                       *recipe_findings(_yaml(config), res.data.get("training_defaults") or {},
-                                        source_recipe(ctx.source), plan["config_path"])]
+                       *recipe_findings(_yaml(config), defaults, recipe, plan["config_path"]), *decay_found]
         findings += unexercised
-        problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in unexercised]
-        codes = sorted({*codes, *(f["code"] for f in unexercised)})
+        # a warning (a weight decay the user chose against a source that states none) is reported, not gating
+        blocking = [f for f in unexercised if f["severity"] == "error"]
+        problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in blocking]
+        codes = sorted({*codes, *(f["code"] for f in blocking)})
         if script.is_file():
             script_text = script.read_text(errors="replace")
             sizes = [*parallel_size_findings(_yaml(config), script_text, plan["script_path"], plan["config_path"]),
@@ -139,7 +166,8 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             codes = sorted({*codes, *(f["code"] for f in sizes)})
     failure = "\n".join(problems)
     ev = evidence_item("strict validation", ["validate_config", plan["config_path"]], 0 if not problems else 1, t0,
-                       time.time(), failure, {"findings": findings[:40], "error_codes": codes, "launch_dry_run": dry})
+                       time.time(), failure, {"findings": findings[:40], "error_codes": codes, "launch_dry_run": dry,
+                        "decay_groups": decay})
     warnings = sum(f["severity"] != "error" for f in findings)
     return {"gate": "G3", "passed": not problems, "summary": "; ".join(problems[:5]) or
             f"{plan['config_path']} valid against the target schema; 0 errors, {warnings} warning(s); patterns audited; "

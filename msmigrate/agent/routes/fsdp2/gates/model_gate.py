@@ -12,12 +12,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import yaml
-
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
+from msmigrate.agent.routes.fsdp2.gates.master_dtype import delivered_and_baseline
 from msmigrate.agent.routes.fsdp2.gates.parity import model_parity_check, parity_summary
-from msmigrate.agent.routes.fsdp2.draft_config import load_baseline
-from msmigrate.agent.routes.fsdp2.weights_load import delivered_training, load_settings, trains_fresh_init
+from msmigrate.agent.routes.fsdp2.weights_load import (delivered_training, load_settings, trains_fresh_init,
+                                                       weights_folder)
 from msmigrate.tools.target_checks import forward_check, framework_load_check, module_tree
 
 
@@ -75,7 +74,7 @@ def framework_load(deps: Any, plan: dict[str, Any], custom: bool, evidence: list
     """The target's own HF load of the delivered config's weights into the plugin class (an evidence item); the
     problem line when it raised or left parameters unwritten, None when it passed or the config loads no HF folder."""
     ctx = deps.ctx
-    settings = load_settings(*delivered_and_baseline(ctx, plan), ctx.source)
+    settings = load_settings(*delivered_and_baseline(ctx, plan), weights_folder(plan, ctx.source))
     if settings is None:
         return None
     t0 = time.time()
@@ -94,16 +93,8 @@ def framework_load(deps: Any, plan: dict[str, Any], custom: bool, evidence: list
             f"step, failed on the plugin class: {res.error}")
 
 
-def delivered_and_baseline(ctx: Any, plan: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The run's written YAML (None before the config phase) and, without one, the similar example's config."""
-    written = ctx.target / plan["config_path"] if plan.get("config_path") else None
-    delivered = yaml.safe_load(written.read_text(encoding="utf-8")) if written and written.is_file() else None
-    baseline = load_baseline(ctx.target, plan["similar_case"])[0] \
-        if delivered is None and plan.get("similar_case") else None
-    return delivered, baseline
-
-
 def fresh_untrained(ctx: Any, plan: dict[str, Any]) -> bool:
     """Whether the delivered config never trains the fresh meta-init path (it loads weights or builds with
     from_pretrained): the forward probe then records a gap of init_weights instead of failing on it."""
-    return not trains_fresh_init(delivered_training(*delivered_and_baseline(ctx, plan), ctx.source))
+    return not trains_fresh_init(delivered_training(*delivered_and_baseline(ctx, plan),
+                                                  weights_folder(plan, ctx.source)))

@@ -32,10 +32,14 @@ import time
 from typing import Any
 
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
+from msmigrate.agent.routes.fsdp2.gates.master_dtype import delivered_or_example, master_sentence
 from msmigrate.tools.target_checks import model_parity, training_parity, training_probe_limit
 from msmigrate.tools.runtime import run_probe
+from msmigrate.tools.source_step import SOURCE_STEP_ADVICE
 
 SHARDED_RTOL = 1e-4
+# how the parity probes' dtype problem begins (probes/_dtypes.py ``cast_problem``)
+DTYPE_PROBLEM = "in another dtype than the source class built from the same config"
 
 
 def _status(passed: bool | None) -> str:
@@ -73,8 +77,12 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
               "why_not": r.get("why_not"), "unfed": r.get("unfed"), "mode": r.get("mode"),
               "first_divergence": r.get("first_divergence"), "caller_set": r.get("caller_set"),
               "meta_still_nan": r.get("meta_still_nan"), "source_called_as": r.get("source_called_as"),
-              "dropped_outputs": r.get("dropped_outputs"),
+              "dropped_outputs": r.get("dropped_outputs"), "dtype_differences": r.get("dtype_differences"),
               "problems": list(r.get("problems") or ([] if res.ok else [f"model parity probe: {res.error}"]))}
+    if r.get("dtype_differences"):  # the plugin casts part of itself: what the delivered config means instead
+        sentence = master_sentence(delivered_or_example(ctx, plan))
+        record["master_weights"] = sentence
+        record["problems"] = [f"{p}; {sentence}" if DTYPE_PROBLEM in p else p for p in record["problems"]]
     label = "model parity (plugin vs source class)" + (" on the collated batch" if batch_file else "") + (
         " for the outputs the collated batch lacks" if dropped_keys is not None else "")
     ev = evidence_item(label, res.data.get("argv", []), res.data.get("returncode"),
@@ -145,19 +153,21 @@ def training_parity_check(deps: Any, state: dict[str, Any], nproc: int = 1,
                           setup_s: float | None = None) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """(evidence item, problems, parity record) for G4: K steps, source vs migrated model (module doc); ``nproc`` > 1
     for G6: the migrated model sharded over that many ranks, the source one process; ``real_weights``: both start
-    from the source's own checkpoint cut to its first layers per tower (G4's second run, where the source has
-    safetensors weights); ``step_s``/``setup_s``: the gate's own launch's median step and wall on this config, which
+    from the source's own checkpoint cut to a few layers per tower (its first, or one of each kind; G4's second
+    run, where the source has safetensors weights); ``step_s``/``setup_s``: the gate's own launch's median step and wall on this config, which
     size the probe's time limit (``training_probe_limit``: K stays the spec's, the limit follows the work)."""
     plan, ctx = state["plan"], deps.ctx
     t0 = time.time()
     media = media_token_id(state)
     steps = deps.spec.launch.parity_steps
     limit, basis = training_probe_limit(ctx, steps, step_s, setup_s)
+    user_step = plan.get("source_step") or None  # the user's step (--source-step), copied into the run folder
     res = training_parity(ctx, plugins=[plan["plugin_dir"]], model_id=plan["model_id"],
                           config_path=ctx.target / plan["config_path"], steps=steps,
                           trust_remote_code=plan["route"] == "custom", media_token_id=media, nproc=nproc,
                           source_training=plan.get("source_training"), real_weights=real_weights, timeout=limit,
-                          dtype=deps.spec.launch.parity_dtype)
+                          dtype=deps.spec.launch.parity_dtype,
+                          source_step=user_step["probe_ref"] if user_step else None)
     r = (res.data.get("result") or {}) if res.data else {}
     record = {"status": _status(r.get("passed")) if res.ok else "fail", "probe_limit_s": round(limit),
               "probe_limit_basis": basis, "probe_seconds": round(time.time() - t0, 1),
@@ -166,6 +176,15 @@ def training_parity_check(deps: Any, state: dict[str, Any], nproc: int = 1,
                                        "plugin_class", "target_param_groups", "nproc", "sharding", "launch", "weights",
                                        "layers_per_tower", "dtype", "precision")},
               "problems": list(r.get("problems") or ([] if res.ok else [f"training parity probe: {res.error}"]))}
+    if user_step:  # the report names the user's file, not the run folder's copy the probe ran
+        named = f"{user_step['file']}:{user_step['function']}"
+        record["source_step"] = str(record.get("source_step") or "").replace(user_step["probe_ref"], named) or None
+        record["problems"] = [p.replace(user_step["probe_ref"], named) for p in record["problems"]]
+        record["why_not"] = record["why_not"].replace(user_step["probe_ref"], named) if record.get("why_not") else None
+        record["user_source_step"] = {k: user_step.get(k) for k in ("given", "file", "function", "form", "copy",
+                                                                     "sha256")}
+    elif record["status"] == "not_comparable" and plan.get("source_gives_no_loss"):
+        record["why_not"] = f"{record.get('why_not')}; {SOURCE_STEP_ADVICE}"
     src, tgt = record.get("source") or {}, record.get("target") or {}
     if src.get("loss") and tgt.get("loss"):
         record["max_dloss"] = max(abs(a - b) for a, b in zip(src["loss"], tgt["loss"]))

@@ -214,7 +214,7 @@ def gate_functional(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         problems += found
     real = None
     if not problems and any(Path(deps.ctx.source).glob("*.safetensors")):
-        # the same K steps from the user's own checkpoint, cut to its first layers per tower (real weights, not a
+        # the same K steps from the user's own checkpoint, cut to a few layers per tower (real weights, not a
         # random init: a real model is compared on its real weights within CPU memory)
         ev_r, found, real = training_parity_check(deps, state, real_weights=True, **work)
         evidence.append(ev_r)

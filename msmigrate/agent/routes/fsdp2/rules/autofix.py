@@ -81,8 +81,9 @@ def apply_action(cfg: dict[str, Any], action: dict[str, Any], tree: dict[str, An
 # above lr: the defaults satisfy them), so the key may go
 _VALUE_FINDINGS = ("value-out-of-range", "bad-value", "weakened-train-iters", "weakened-zero-lr", "weakened-all-frozen",
                    "weakened-all-blocks-frozen", "checkpoint-state-absent", "precision-diverges", "attn-unsupported",
-                   "attn-unavailable", "type-mismatch", "bad-type", "bad-dtype", "optimizer-recipe")
-_DEFAULT_ACCEPTED = ("value-out-of-range", "bad-value", "optimizer-recipe")
+                   "attn-unavailable", "type-mismatch", "bad-type", "bad-dtype", "optimizer-recipe",
+                   "optimizer-decay-groups")
+_DEFAULT_ACCEPTED = ("value-out-of-range", "bad-value", "optimizer-recipe", "optimizer-decay-groups")
 # a registry id the YAML names that nobody registers: the draft's id is the one the run's plan registered (the model
 # phase's plugin, the data path it chose), so it is set back; never deleted (the key is required)
 _REGISTRY_FINDINGS = ("model-id-unregistered", "model-id-outside-plugin", "dataset-type-unregistered",

@@ -157,7 +157,7 @@ def example_readme(view: PolicyView, cfg: dict[str, Any]) -> str:
         "example_readme.md.j2", model_name=view.ctx.model_name, hf_class=plan.get("hf_class") or plan["model_id"],
         model_id=plan["model_id"], plugin_dir=plan["plugin_dir"], config_name=Path(plan["config_path"]).name,
         similar_case=plan["similar_case"], similar_why=similar.split(": ", 1)[1] if ": " in similar else "",
-        weights={"kind": kind, "folder": folder}, dataset=str(view.ctx.data_path), attr=attr,
+        weights={"kind": kind, "folder": folder, "converted": plan.get("weights")}, dataset=str(view.ctx.data_path), attr=attr,
         media=[m for m in ("images", "videos", "audios") if m in attr], template=plan["template"],
         collator=plan["collator"], script_path=plan["script_path"], size=size, verified=verified,
         g6_ranks=size.get("gate_ranks", 2))
