@@ -98,10 +98,34 @@ def call_findings(parsed: dict[str, Any], cwd: str | None, target: Path, text: s
     return out
 
 
+def _changed_lines(text: str, reference: str) -> list[str]:
+    """The script's lines the reference does not have, in order (blank lines and comments left out)."""
+    theirs = set(reference.splitlines())
+    return [ln.strip() for ln in text.splitlines()
+            if ln not in theirs and ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def stop_finding(script_path: str, text: str, result: DryRun, reference: tuple[str, str],
+                 reached: DryRun) -> dict[str, Any]:
+    """The delivered script stops before its launcher on this machine where ``reference`` (what it was derived
+    from, run in its place on the same machine) reaches the launcher: what the delivered script changed stops it."""
+    said = result.stderr_tail[-200:].strip()
+    changed = _changed_lines(text, reference[1])
+    return _finding(script_path, "script", (
+        f"{script_path} exits {result.returncode} before it reaches torchrun on this machine "
+        f"({'saying: ' + said if said else 'printing nothing'}), where the script derived from {reference[0]}, run "
+        f"in its place, reaches torchrun ({len(reached.calls)} launcher call(s)): a line the delivered script "
+        f"changed stops it" + (f" — its lines the derived one does not have: "
+                               + "; ".join(f"`{ln[:80]}`" for ln in changed[:4]) if changed else "")))
+
+
 def dry_run_findings(script_path: str, target: Path, parse: Callable[[list[str]], dict[str, Any] | None],
-                     run: Callable[[Path, Path], DryRun] = dry_run) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                     run: Callable[..., DryRun] = dry_run, reference: tuple[str, str] | None = None,
+                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(findings, what was examined) for the delivered script ``script_path`` of ``target``; ``parse``: the
-    runtime's torchrun parser on an argv (None: it could not run)."""
+    runtime's torchrun parser on an argv (None: it could not run); ``reference``: (what, text) of the script it was
+    derived from: when the delivered script reaches no launcher, that text is dry-run in its place, and a reference
+    that does reach one makes the stop a finding (what stops both is this machine's, not the script's)."""
     script = Path(target) / script_path
     text = script.read_text(errors="replace")
     result = run(script, Path(target))
@@ -110,7 +134,14 @@ def dry_run_findings(script_path: str, target: Path, parse: Callable[[list[str]]
     if not result.calls:
         facts["why_not"] = result.error or (f"the script reached no torchrun on this machine (exit "
                                             f"{result.returncode}; {result.stderr_tail[-200:].strip()})")
-        return [], facts
+        if reference is None or result.error or reference[1] == text:
+            return [], facts
+        reached = run(script, Path(target), text=reference[1])
+        facts["reference"] = {"from": reference[0], "calls": len(reached.calls), "returncode": reached.returncode}
+        if not reached.calls:
+            return [], facts
+        facts.update(examined=True, why_not=None)
+        return [stop_finding(script_path, text, result, reference, reached)], facts
     out, parsed_calls = [], []
     for call in result.calls:
         parsed = parse(call.argv)

@@ -132,6 +132,26 @@ def test_a_script_that_stops_before_its_launcher_is_not_examined(checkout):
     assert found == [] and facts["examined"] is False
 
 
+def test_a_script_that_stops_where_the_one_it_was_derived_from_reaches_torchrun_is_a_finding(checkout):
+    example = (STANDIN / SCRIPT).read_text()
+    strict = example.replace("#!/bin/bash\n", "#!/bin/bash\nset -euo pipefail\n", 1)
+    assert strict != example
+    found, facts = dry_run_findings(SCRIPT, _with(checkout, strict), _parse, reference=("the example's script",
+                                                                                        example))
+    (f,) = found
+    assert f["code"] == "launch-dry-run" and f["path"] == SCRIPT and facts["examined"] is True
+    assert "before it reaches torchrun" in f["message"] and "`set -euo pipefail`" in f["message"]
+    assert facts["reference"]["calls"] == 1
+    # a stop the derived script shares is this machine's, not the script's: still not examined
+    shared = "set -e\nsource /nonexistent/toolkit/set_env.sh\ntorchrun $NOPE t.py\n"
+    found, facts = dry_run_findings(SCRIPT, _with(checkout, shared + "# edited\n"), _parse,
+                                    reference=("the example's script", shared))
+    assert found == [] and facts["examined"] is False and facts["reference"]["calls"] == 0
+    # and the unchanged script that reaches torchrun never needs the comparison
+    found, facts = dry_run_findings(SCRIPT, _with(checkout, example), _parse, reference=("x", strict))
+    assert found == [] and facts["examined"] is True and "reference" not in facts
+
+
 def test_the_recorder_sees_the_shells_words_and_the_scripts_environment(tmp_path):
     (tmp_path / "run.sh").write_text('export A_KNOB=7\nARGS="--nnodes 1 --nproc_per_node 2"\n'
                                      'torchrun $ARGS "my script.py" "a b"\n')

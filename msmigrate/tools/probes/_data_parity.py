@@ -122,6 +122,46 @@ def closed_by_template(proc, messages, images, src_full, ids_of):
     return n
 
 
+def _special_strings(tok):
+    """The tokenizer's own special tokens, by text: those it declares, and added tokens it marks special."""
+    out = set(getattr(tok, "all_special_tokens", None) or [])
+    out |= {str(t) for t in (getattr(tok, "added_tokens_decoder", None) or {}).values() if getattr(t, "special", False)}
+    return {t for t in out if t}
+
+
+def _neutral(messages):
+    """The conversation's frame: every turn's text replaced by one word, its ``<image>`` placeholders kept."""
+    return [{**m, "content": "<image>".join("x" if part else "" for part in m["content"].split("<image>"))}
+            for m in messages]
+
+
+def template_tokens_in_text(proc, messages):
+    """Problems: a turn's own text carries a special token of the source's tokenizer that the source's chat template
+    writes itself (it is in the rendering of the conversation's frame, every turn's text one word), and the record's
+    rendering holds it more often than the frame's — an end-of-turn token left on an exported answer is rendered
+    twice and trained inside the answer. Measured on the source's own rendering: a token the template reads out of
+    the text and renders once (a reasoning block it re-formats) is not more frequent, and a special token the
+    template never writes (a grounding box marker in the text) is the data's own; the dataset's ``<image>``
+    placeholder is the media marker, not text. Both the target and the source tokenize the same records, so id
+    parity cannot see this."""
+    tok = getattr(proc, "tokenizer", proc)
+    specials = _special_strings(tok)
+    carried = {t: [a for a, m in enumerate(messages) if t in m["content"].replace("<image>", "")] for t in specials}
+    carried = {t: turns for t, turns in carried.items() if turns}
+    if not carried:
+        return []
+    real, frame = render_messages(proc, messages, False), render_messages(proc, _neutral(messages), False)
+    out = []
+    for t, turns in sorted(carried.items()):
+        if frame.count(t) and real.count(t) > frame.count(t):
+            out.append(f"turn{'s' * (len(turns) > 1)} {', '.join(map(str, turns))} "
+                       f"({', '.join(sorted({messages[a]['role'] for a in turns}))}): the record's own text carries "
+                       f"{t!r}, a special token the source's chat template writes itself ({frame.count(t)} in the "
+                       f"conversation's frame, {real.count(t)} rendered with this text): the turn holds it twice "
+                       f"and the model is trained to emit it inside the text — strip it from the records")
+    return out
+
+
 def _end_ids(tok):
     """The ids the tokenizer declares as ending a sequence (its eos, one or several)."""
     eos = getattr(tok, "eos_token_id", None)
@@ -556,6 +596,7 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
                 example, runs = collapse_media_runs(example, media_id)
             result = check_sample(proc, sample, images, example, media_id)
             result["media_runs"] = runs  # None: compared id for id, the source processor expanded the media itself
+        result["problems"] = result["problems"] + template_tokens_in_text(proc, sample["messages"])
         samples.append(result)
         problems += [f"sample {i}: {p}" for p in result["problems"]]
     totals = {k: sum(s[k] for s in samples) for k in ("tokens", "trained", "masked", "media_tokens",

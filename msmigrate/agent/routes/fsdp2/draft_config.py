@@ -23,6 +23,7 @@ from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.tools.checkpoint_conversion import converted_from
 from msmigrate.tools.module_plan import apply_modules_from_tree, recompute_from_tree
 from msmigrate.tools.repo_reader.training_recipe import source_recipe
+from msmigrate.agent.launch_size import size_launch_script
 
 ROLE_PAIRS = (("role", "content", "user", "assistant"), ("from", "value", "human", "gpt"))
 
@@ -182,6 +183,16 @@ def launch_script(baseline_script: str, baseline_config: str, new_config: str) -
     if baseline_config not in baseline_script:
         raise ValueError(f"baseline script does not reference {baseline_config}")
     return baseline_script.replace(baseline_config, new_config)
+
+
+def example_launch_script(target: Path, plan: dict[str, Any]) -> str | None:
+    """The launch script the config phase derives for ``plan`` from its similar example (its YAML swapped, sized by
+    the plan's launch size when it has one); None when the example has no script."""
+    _, script, _ = load_baseline(target, plan["similar_case"])
+    if not script:
+        return None
+    text = launch_script(script, plan["similar_case"], plan["config_path"])
+    return size_launch_script(text, plan["launch_size"]) if plan.get("launch_size") else text
 
 
 def load_baseline(target: Path, example: str | None) -> tuple[dict[str, Any], str | None, str | None]:

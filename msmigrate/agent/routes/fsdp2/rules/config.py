@@ -15,7 +15,8 @@ from msmigrate.agent.launch_size import size_launch_script
 from msmigrate.agent.policies.base import PolicyView, tool_call
 from msmigrate.agent.policies.rules.steps import last_results, step_of, write
 from msmigrate.agent.routes.fsdp2.attention_choice import launch_host_attention
-from msmigrate.agent.routes.fsdp2.draft_config import draft_config, launch_script, load_baseline, tied_embeddings
+from msmigrate.agent.routes.fsdp2.draft_config import (draft_config, example_launch_script, load_baseline,
+                                                      tied_embeddings)
 from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure, raise_minimums
 from msmigrate.agent.code_templates import render_template
 from msmigrate.agent.routes.fsdp2.weights_load import weights_origin
@@ -63,12 +64,7 @@ def _resized_script(view: PolicyView) -> str | None:
 
 def _example_script(view: PolicyView) -> str | None:
     """The launch script this phase derives from the similar example (sized by the plan)."""
-    plan = view.state["plan"]
-    _, script, _ = load_baseline(view.ctx.target, plan["similar_case"])
-    if not script:
-        return None
-    text = launch_script(script, plan["similar_case"], plan["config_path"])
-    return size_launch_script(text, plan["launch_size"]) if plan.get("launch_size") else text
+    return example_launch_script(view.ctx.target, view.state["plan"])
 
 
 def _rederived_script(view: PolicyView) -> tuple[str, str] | None:
