@@ -332,6 +332,21 @@ def _apply(ctx: RunContext, path: str, make_new, op: str, reason: str) -> ToolRe
     return ToolResult.success(path=target.rel, commit=sha, branch=ctx.work_branch, created=False, diff=diff)
 
 
+def last_written_version(root: Path, rel: str) -> tuple[str, str] | None:
+    """(short commit, text) of ``rel`` as msmigrate last wrote it on the history of ``root``'s HEAD (a commit whose
+    subject is this writer's ``msmigrate: <op> <rel>``); None where no such commit exists or ``root`` is no
+    repository. What a gate compares a file changed since with: the change is the one after that commit."""
+    if not is_repo(root):
+        return None
+    proc = git(root, "log", "-20", "--format=%h %s", "--", rel, check=False)
+    for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+        sha, _, subject = line.partition(" ")
+        if re.match(rf"msmigrate: \w+ {re.escape(rel)}(?: \(|$)", subject):
+            shown = git(root, "show", f"{sha}:{rel}", check=False)
+            return (sha, shown.stdout) if shown.returncode == 0 else None
+    return None
+
+
 def new_file_digest(text: str, head_lines: int = 5) -> dict[str, object]:
     """What a created file is answered with: its size, hash and first lines (enough to see it landed as meant)."""
     lines = text.splitlines()

@@ -152,6 +152,40 @@ def test_a_script_that_stops_where_the_one_it_was_derived_from_reaches_torchrun_
     assert found == [] and facts["examined"] is True and "reference" not in facts
 
 
+def test_on_a_migrations_branch_the_script_is_compared_with_the_version_msmigrate_wrote(tmp_path):
+    # a verify of a migration on its branch: the similar example is the delivered config itself, so what the script
+    # stands for is the version this product committed; a later commit (a hand edit) that makes it stop is found
+    import subprocess
+
+    from msmigrate.agent.routes.fsdp2.draft_config import derived_script
+
+    target = tmp_path / "target"
+    for rel in ("mindspeed_mm/fsdp/train/trainer.py", CONFIG, SCRIPT):
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(STANDIN / rel, target / rel)
+
+    def commit(message):
+        for argv in (["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message]):
+            subprocess.run(["git", *argv], cwd=target, check=True)
+
+    subprocess.run(["git", "init", "-q"], cwd=target, check=True)
+    commit("base")
+    example = (STANDIN / SCRIPT).read_text()
+    (target / SCRIPT).write_text(example + "# sized\n")
+    commit(f"msmigrate: write {SCRIPT} (launch script mirroring the similar example)")
+    sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=target, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    plan = {"similar_case": CONFIG, "config_path": CONFIG, "script_path": SCRIPT}
+    assert derived_script(target, plan) is None  # unchanged since msmigrate wrote it
+    (target / SCRIPT).write_text("#!/bin/bash\nset -euo pipefail\n" + (example + "# sized\n").split("\n", 1)[1])
+    commit("hand edit: strict mode")
+    what, text = derived_script(target, plan)
+    assert what == f"the version msmigrate wrote at {sha}" and text == example + "# sized\n"
+    found, facts = dry_run_findings(SCRIPT, target, _parse, reference=(what, text))
+    (f,) = found
+    assert f["code"] == "launch-dry-run" and f"msmigrate wrote at {sha}" in f["message"]
+
+
 def test_the_recorder_sees_the_shells_words_and_the_scripts_environment(tmp_path):
     (tmp_path / "run.sh").write_text('export A_KNOB=7\nARGS="--nnodes 1 --nproc_per_node 2"\n'
                                      'torchrun $ARGS "my script.py" "a b"\n')

@@ -21,6 +21,7 @@ from msmigrate.agent.routes.fsdp2.pixel_limits import derived_pixel_limits, larg
 from msmigrate.agent.routes.fsdp2.weights_load import delivered_weights, hf_load_entries, hf_weight_dir, weights_folder
 from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.tools.checkpoint_conversion import converted_from
+from msmigrate.tools.file_writer import last_written_version
 from msmigrate.tools.module_plan import apply_modules_from_tree, recompute_from_tree
 from msmigrate.tools.repo_reader.training_recipe import source_recipe
 from msmigrate.agent.launch_size import size_launch_script
@@ -193,6 +194,25 @@ def example_launch_script(target: Path, plan: dict[str, Any]) -> str | None:
         return None
     text = launch_script(script, plan["similar_case"], plan["config_path"])
     return size_launch_script(text, plan["launch_size"]) if plan.get("launch_size") else text
+
+
+def derived_script(target: Path, plan: dict[str, Any]) -> tuple[str, str] | None:
+    """(what, text) of the launch script the delivered one stands in for: the script the config phase derives from
+    the similar example, else (the similar example is the delivered config itself: a verify of a migration on its
+    branch) the version msmigrate last wrote of it — what G3's dry run compares a script that stops before its
+    launcher with. None when neither differs from the delivered script or neither is there."""
+    script = target / plan["script_path"]
+    current = script.read_text(errors="replace") if script.is_file() else None
+    try:
+        text = example_launch_script(target, plan)
+    except (FileNotFoundError, ValueError):  # no similar example in this checkout, or its script names another YAML
+        text = None
+    if text and text != current:
+        return f"{plan['similar_case']}'s script", text
+    written = last_written_version(target, plan["script_path"])
+    if written and written[1] != current:
+        return f"the version msmigrate wrote at {written[0]}", written[1]
+    return None
 
 
 def load_baseline(target: Path, example: str | None) -> tuple[dict[str, Any], str | None, str | None]:

@@ -22,7 +22,7 @@ from msmigrate.agent.launch_script_checks import (continuation_findings, paralle
 from msmigrate.agent.launch_dry_run_checks import dry_run_findings
 from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
-from msmigrate.agent.routes.fsdp2.draft_config import example_launch_script
+from msmigrate.agent.routes.fsdp2.draft_config import derived_script
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
 from msmigrate.agent.routes.fsdp2.optimizer_recipe import decay_group_findings, recipe_findings
 from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_findings, optimizer_state_findings,
@@ -48,16 +48,6 @@ def script_entries(script_text: str) -> list[str]:
 def missing_entries(script_text: str, target: Path) -> list[str]:
     """The relative .py entry points the launch script runs that the target does not have."""
     return [e for e in script_entries(script_text) if not (Path(target) / e).is_file()]
-
-
-def _derived_script(target: Path, plan: dict[str, Any]) -> tuple[str, str] | None:
-    """(the example, the launch script the config phase derives from it) — what G3's dry run compares a script that
-    stops before its launcher with; None when the example or its script is not there."""
-    try:
-        text = example_launch_script(target, plan)
-    except (FileNotFoundError, ValueError):  # no similar example in this checkout, or its script names another YAML
-        return None
-    return (f"{plan['similar_case']}'s script", text) if text else None
 
 
 def _yaml(config: Path) -> dict[str, Any]:
@@ -131,7 +121,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             problems.append(f"[{f['code']}] {f['key']}: {f['message']}")
             codes.append(f["code"])
         dry_found, dry = dry_run_findings(plan["script_path"], ctx.target, lambda argv: launch_args_check(ctx, argv),
-                                          reference=_derived_script(ctx.target, plan))
+                                          reference=derived_script(ctx.target, plan))
         for f in dry_found:
             problems.append(f"[{f['code']}] {f['path']}: {f['message']}")
             codes.append(f["code"])

@@ -15,8 +15,8 @@ from msmigrate.agent.launch_size import size_launch_script
 from msmigrate.agent.policies.base import PolicyView, tool_call
 from msmigrate.agent.policies.rules.steps import last_results, step_of, write
 from msmigrate.agent.routes.fsdp2.attention_choice import launch_host_attention
-from msmigrate.agent.routes.fsdp2.draft_config import (draft_config, example_launch_script, load_baseline,
-                                                      tied_embeddings)
+from msmigrate.agent.routes.fsdp2.draft_config import (derived_script, draft_config, example_launch_script,
+                                                      load_baseline, tied_embeddings)
 from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure, raise_minimums
 from msmigrate.agent.code_templates import render_template
 from msmigrate.agent.routes.fsdp2.weights_load import weights_origin
@@ -69,16 +69,18 @@ def _example_script(view: PolicyView) -> str | None:
 
 def _rederived_script(view: PolicyView) -> tuple[str, str] | None:
     """(how, the launch script) when G3's dry run found that what the delivered script hands torchrun does not
-    resolve (``launch-dry-run``: a quoted argument block, a cd before the launch): the script derived again from
-    the similar example where that differs from it, else the delivered script's own lines changed as the dry run
-    of the change verifies (``verified_repair``); None otherwise."""
+    resolve, or that it stops before torchrun where the script it stands for reaches it (``launch-dry-run``: a
+    quoted argument block, a cd before the launch, a line added since): the script it stands for (derived again
+    from the similar example, else the version this product last wrote) where that differs from it, else the
+    delivered script's own lines changed as the dry run of the change verifies (``verified_repair``); None
+    otherwise."""
     plan = view.state["plan"]
     script = view.ctx.target / plan["script_path"]
     if "launch-dry-run" not in (_record(view.state, "G3").get("finding_codes") or []):
         return None
-    text = _example_script(view)
-    if text is not None and not (script.is_file() and script.read_text(encoding="utf-8") == text):
-        return f"derived again from {plan['similar_case']}'s script", text
+    reference = derived_script(view.ctx.target, plan)
+    if reference is not None:
+        return f"{reference[0]} written again", reference[1]
     if not script.is_file():
         return None
     repaired = verified_repair(plan["script_path"], view.ctx.target, lambda argv: launch_args_check(view.ctx, argv))
