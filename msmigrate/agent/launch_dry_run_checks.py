@@ -113,9 +113,9 @@ def stop_finding(script_path: str, text: str, result: DryRun, reference: tuple[s
     changed = _changed_lines(text, reference[1])
     return _finding(script_path, "script", (
         f"{script_path} exits {result.returncode} before it reaches torchrun on this machine "
-        f"({'saying: ' + said if said else 'printing nothing'}), where the script derived from {reference[0]}, run "
-        f"in its place, reaches torchrun ({len(reached.calls)} launcher call(s)): a line the delivered script "
-        f"changed stops it" + (f" — its lines the derived one does not have: "
+        f"({'saying: ' + said if said else 'printing nothing'}), where {reference[0]}, run in its place, "
+        f"reaches torchrun ({len(reached.calls)} launcher call(s)): a line the delivered script "
+        f"changed stops it" + (f" — its lines that one does not have: "
                                + "; ".join(f"`{ln[:80]}`" for ln in changed[:4]) if changed else "")))
 
 

@@ -208,7 +208,7 @@ def derived_script(target: Path, plan: dict[str, Any]) -> tuple[str, str] | None
     except (FileNotFoundError, ValueError):  # no similar example in this checkout, or its script names another YAML
         text = None
     if text and text != current:
-        return f"{plan['similar_case']}'s script", text
+        return f"the script derived from {plan['similar_case']}", text
     written = last_written_version(target, plan["script_path"])
     if written and written[1] != current:
         return f"the version msmigrate wrote at {written[0]}", written[1]
