@@ -143,7 +143,9 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in errors]
         if not res.ok and not errors:
             problems.append(res.error or "validator failed")
-        problems += weights_findings(bound, ctx.source)
+        # the delivered pair as written, then as bound to this run's inputs: binding points training.load at the
+        # source with the HF load entries, so a delivered load_format that misreads its own folder shows only here
+        problems += list(dict.fromkeys([*weights_findings(config, ctx.source), *weights_findings(bound, ctx.source)]))
         entries = script_entries(script.read_text(errors="replace")) if script.is_file() else []
         recipe, defaults = source_recipe(ctx.source), res.data.get("training_defaults") or {}
         decay_found, decay = decay_group_findings(
