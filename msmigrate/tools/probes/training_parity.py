@@ -478,12 +478,13 @@ def own_training_facts(path):
     return facts if facts.get("kind") == "own" else None
 
 
-def real_weights(src_cls, src_cfg, folder, source, trust_remote_code, full_cfg, layers):
+def real_weights(src_cls, src_cfg, folder, source, trust_remote_code, full_cfg, layers, attention=None):
     """Load the source's own checkpoint, cut to the shrunk config, into ``source``; -> facts for the record. The
     checkpoint's first layers up to the last kept one are read (``full_cfg``, the source's uncut config, cut with
     ``span=True``) and the kept ones taken from them (``kept_state``): a stack that keeps a later layer of another
     kind (a full-attention layer among sliding ones) gets that layer's own tensors. Raises where a parameter of the
-    cut model is not in the checkpoint (it would be re-initialised)."""
+    cut model is not in the checkpoint (it would be re-initialised). ``attention``: the implementation the pair was
+    built with, which the checkpoint's model is loaded with too."""
     import json
 
     import torch
@@ -493,6 +494,8 @@ def real_weights(src_cls, src_cfg, folder, source, trust_remote_code, full_cfg, 
     if not shards:
         raise FileNotFoundError(f"no safetensors shards in {folder}: no real weights to start from")
     span_cfg = shrink_config(full_cfg, layers, span=True)
+    if attention:  # the path the pair was built with (eager where the source class has no SDPA path): like with like
+        span_cfg._attn_implementation = attention
     real, info = src_cls.from_pretrained(folder, config=span_cfg, torch_dtype=torch.float32, output_loading_info=True,
                                          trust_remote_code=trust_remote_code)
     missing = [k for k in info.get("missing_keys", []) if k in dict(real.named_parameters())]
@@ -672,7 +675,7 @@ def initial_pair(args, src_cls, src_cfg, plg_cls, plg_cfg):
         from model_parity import source_class
 
         weights = real_weights(src_cls, src_cfg, os.path.abspath(args.model), source, args.trust_remote_code,
-                               source_class(args)[1], args.shrink_layers)
+                               source_class(args)[1], args.shrink_layers, attention)
     missing, unexpected = plugin.load_state_dict(source.state_dict(), strict=False)
     problem = (f"the plugin's parameters are not the source's: missing {list(missing)[:5]}, unexpected "
                f"{list(unexpected)[:5]}") if missing or unexpected else None
