@@ -52,6 +52,29 @@ def gather(obj):
     return out
 
 
+def same_draws(per_rank, samples):
+    """A problem when every rank drew the very same micro batches (their ``input_ids`` equal, step by step) from a
+    dataset with at least as many samples as ranks: a data-parallel sampler gives each rank its own share, so N
+    ranks on one share train N copies of it (a dataloader without the rank-splitting sampler). None otherwise, and
+    where the batches carry no ids to compare. The N-rank training parity cannot see this by itself: its source
+    side replays whatever the ranks drew."""
+    import torch
+
+    def ids(batch):
+        value = batch.get("input_ids") if isinstance(batch, dict) else None
+        return value.tolist() if isinstance(value, torch.Tensor) else None
+
+    if len(per_rank) < 2 or not samples or samples < len(per_rank):
+        return None
+    first = [ids(b) for b in per_rank[0]]
+    if not first or None in first or any([ids(b) for b in rank] != first for rank in per_rank[1:]):
+        return None
+    return (f"all {len(per_rank)} ranks drew the same {len(first)} micro batches (input ids equal step by step) from "
+            f"a dataset of {samples} samples: the target's dataloader does not split the data between the "
+            f"data-parallel ranks (data.dataloader_param: a loader without the rank-splitting sampler), so every "
+            f"rank trains on the same share")
+
+
 def launch_ranks(script, argv, nproc, timeout):
     """Run ``script argv --as-rank`` on ``nproc`` ranks with torchrun; returns (result dict or None, torchrun argv,
     returncode, stderr tail). The result is the last result line the ranks printed (rank 0 prints it)."""

@@ -724,6 +724,7 @@ def target_side(args, cfg, dataset, collate_fn, settings, plugin, grads_sink, pr
     stale = len(held - {id(p) for p in plugin.parameters()})  # held tensors that are not the model's now
     fixed_after = fixed_loss(plugin, fixed, loss_func_for(fixed), dtype)
     return {"recs": [{k: r[k] for k in ("loss", "grad_norm")} for r in recs], "per_rank": per_rank,
+            "samples": len(dataset),
             "fixed_before": fixed_before, "fixed_after": fixed_after, "unheld": unheld, "stale": stale,
             "optimizer": type(tgt_opt).__name__, "param_groups": opt_groups, "first_update": first_update}
 
@@ -836,6 +837,11 @@ def result(args, start, src_cls, plg_name, tgt, settings, source_recs, groups, s
     crippled = update_problem(tgt.get("first_update"))
     if crippled:
         problems.append(crippled)
+    from _ranks import same_draws
+
+    duplicated = same_draws(tgt.get("per_rank") or [], tgt.get("samples"))
+    if duplicated:
+        problems.append(duplicated)
     if problems and args.source_step:  # the reference is the user's own code: say so beside what differs
         problems.append(f"the source side of this comparison is the user's step {args.source_step}: a difference is a "
                         "fault of the migration or of that step (its loss, its label shift, its scale)")
