@@ -143,3 +143,22 @@ def test_single_process_gates_take_the_delivered_build_path(tmp_path):
     loads = {"training": {"load": str(hf), "init_model_with_meta_device": True}}
     assert single_process_training(loads) == {}  # its own load, as written
     assert single_process_training({"model": {"model_name_or_path": str(hf)}, "training": {}}, custom=True) == {}
+
+
+def test_a_model_named_by_a_hub_id_in_the_delivered_yaml_is_a_g3_finding(tmp_path):
+    from msmigrate.agent.routes.fsdp2.gates.config_gate import hub_name_findings
+    from msmigrate.knowledge.classifier import classify
+
+    target, source = tmp_path / "target", tmp_path / "source"
+    (target / "weights" / "local").mkdir(parents=True)
+    source.mkdir()
+    config = tmp_path / "c.yaml"
+    config.write_text("model:\n  model_name_or_path: Qwen/Qwen2-VL-2B-Instruct\ndata:\n  dataset_param:\n"
+                      "    preprocess_parameters:\n      model_name_or_path: weights/local\n")
+    (found,) = hub_name_findings(config, target, source)
+    assert found.startswith("[model-path-not-local] model.model_name_or_path: 'Qwen/Qwen2-VL-2B-Instruct'")
+    assert classify(f"G3: {found}").case_id == "model-path-not-local"
+    # an absolute path of another machine, and a folder relative to the checkout's root, are not judged
+    config.write_text(f"model:\n  model_name_or_path: /data/other/host\ndata:\n  dataset_param:\n"
+                      f"    preprocess_parameters:\n      model_name_or_path: weights/local\n")
+    assert hub_name_findings(config, target, source) == []

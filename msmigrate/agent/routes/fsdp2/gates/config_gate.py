@@ -79,6 +79,32 @@ def weights_findings(config: Path, source: Path) -> list[str]:
     return []
 
 
+_MODEL_PATHS = (("model", "model_name_or_path"),
+                ("data", "dataset_param", "preprocess_parameters", "model_name_or_path"))
+
+
+def hub_name_findings(config: Path, target: Path, source: Path) -> list[str]:
+    """Model folders the delivered YAML names (as written, before G1–G6 bind them to this run's source) that are no
+    folder: a relative name that resolves to nothing from the checkout's root (where the launch runs) is what
+    transformers' ``from_pretrained`` takes for a Hub repo id and downloads — an offline host fails there, an online
+    one trains whatever the Hub serves instead of the weights this run verified. An absolute path that is not here
+    names another machine's folder and is not judged."""
+    cfg = _yaml(config)
+    out = []
+    for keys in _MODEL_PATHS:
+        value: Any = cfg
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if not isinstance(value, str) or not value.strip() or Path(value).is_absolute():
+            continue
+        if not (Path(target) / value).exists() and not Path(value).exists():
+            out.append(f"[model-path-not-local] {'.'.join(keys)}: {value!r} is no folder from the checkout's root, "
+                       f"where the launch runs: transformers reads it as a Hugging Face Hub repo id and downloads "
+                       f"it (an offline host fails; an online one trains what the Hub serves, not the weights this "
+                       f"run verified): set it to the weights folder ({source})")
+    return out
+
+
 def dcp_checkpoint(folder: Path) -> bool:
     """Whether a folder holds a DCP checkpoint the trainer can resume: its iteration tracker, or a DCP
     ``.metadata`` in it or in one of its ``iter_*`` folders."""
@@ -146,6 +172,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         # the delivered pair as written, then as bound to this run's inputs: binding points training.load at the
         # source with the HF load entries, so a delivered load_format that misreads its own folder shows only here
         problems += list(dict.fromkeys([*weights_findings(config, ctx.source), *weights_findings(bound, ctx.source)]))
+        problems += hub_name_findings(config, ctx.target, ctx.source)
         entries = script_entries(script.read_text(errors="replace")) if script.is_file() else []
         recipe, defaults = source_recipe(ctx.source), res.data.get("training_defaults") or {}
         decay_found, decay = decay_group_findings(
