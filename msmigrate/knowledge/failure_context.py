@@ -50,6 +50,7 @@ Each answer names what to change (the file and line, or the key), for the diagno
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -520,6 +521,10 @@ IMPORT_FAILED = re.compile(r"cannot import name '(?P<name>[\w.]+)' from '(?P<mod
                             r"Could not import module '(?P<lazy>[\w.]+)'")  # transformers' lazy import, cause hidden
 # the probes' "raised in <file>:<line>" note where that file is an installed package's (its top-level name)
 _RAISED_IN_PACKAGE = re.compile(r"raised in [^\s;]*[/\\](?:site|dist)-packages[/\\](?P<package>\w+)[/\\]")
+# the probes' note of the exception an error was raised from (``error_with_place``: "; caused by Type: message
+# (raised in …)"), and the module that message names
+_CAUSED_BY = re.compile(r"; caused by (?P<cause>\w+(?:Error|Exception): .+?) \(raised in (?P<where>[^;)]+)")
+_CAUSE_MODULE = re.compile(r"(?:module|No module named|from) '(?P<module>[\w.]+)'")
 _ID_UNREGISTERED = re.compile(r"ID '(?P<id>[^']+)' is not registered|model_id '(?P<id2>[^']+)' is not registered")
 
 
@@ -553,6 +558,19 @@ def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | Non
     module = found.group("mod") or found.group("missing") or ""
     parts = set(module.split("."))
     if (architecture and missing == architecture) or (model_type and model_type in parts):
+        cause = _CAUSED_BY.search(text)
+        if cause:  # the library has the class; importing it failed on something it imports in turn
+            named = _CAUSE_MODULE.search(cause.group("cause"))
+            top = named.group("module").split(".")[0] if named else None
+            dists = ", ".join(importlib.metadata.packages_distributions().get(top, [])) if top else ""
+            return ContextVerdict("environment", "plugin-import",
+                                  f"the plugin's import at {path}:{line} needs `{missing}`, the source's own "
+                                  f"architecture; the installed library has it, but importing it failed with "
+                                  f"`{cause.group('cause')[:200]}` (raised in {cause.group('where')[:160]}): "
+                                  + (f"the installed `{top}`{f' ({dists})' if dists else ''} is not the release "
+                                     f"that library needs; install the one it requires" if top else
+                                     "a package it imports is missing or of another release; install the one it "
+                                     "requires"))
         return ContextVerdict("environment", "plugin-import",
                               f"the plugin's import at {path}:{line} needs `{missing}`, the source's own "
                               f"architecture, which the installed library lacks: install a release that has it "

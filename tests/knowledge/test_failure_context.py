@@ -141,6 +141,20 @@ def test_a_lazy_import_of_the_sources_own_architecture_is_environment():
     assert plugin_import_owner(text, ART, "TinyVLForConditionalGeneration", "tiny_vl").owner == "environment"
 
 
+def test_a_lazy_import_that_failed_on_what_the_library_imports_names_that_cause():
+    # the probe's one line carries the exception the library raised its own message from (``error_with_place``)
+    text = ("plugin does not build on meta: ModuleNotFoundError: Could not import module "
+            "'TinyVLForConditionalGeneration'. Are this object's requirements defined correctly? (raised in "
+            "/v/lib/python3.11/site-packages/transformers/utils/import_utils.py:2810 in __getattr__; called from "
+            "mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py:2 in <module>: `from transformers import (`); "
+            "caused by AttributeError: module 'PIL.Image' has no attribute 'Resampling' (raised in "
+            "/v/lib/python3.11/site-packages/transformers/image_utils.py:55 in <module>)\n"
+            '  File "mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py", line 2, in <module>')
+    said = plugin_import_owner(text, ART, "TinyVLForConditionalGeneration", "tiny_vl")
+    assert said.owner == "environment"
+    assert "has no attribute 'Resampling'" in said.reason and "the installed `PIL` (pillow)" in said.reason
+
+
 def test_a_loss_without_graph_goes_to_the_forward_unless_the_yaml_freezes_something():
     from msmigrate.knowledge.failure_context import Artifacts, context_owner
 

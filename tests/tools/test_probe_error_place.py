@@ -81,3 +81,25 @@ def test_a_syntax_error_is_placed_at_the_file_the_parser_could_not_read(monkeypa
     except SyntaxError as exc:
         text = _model_build.error_with_place(exc)
     assert "raised in pkg/broken_plugin.py:2 in <module>" in text, text
+
+
+def test_an_exception_raised_from_another_names_the_innermost_cause_and_only_that_chain():
+    def library_import():
+        try:
+            getattr(__import__("types"), "NoSuchName")
+        except AttributeError as exc:
+            raise ModuleNotFoundError("Could not import module 'X'") from exc
+
+    try:
+        library_import()
+    except ModuleNotFoundError as exc:
+        text = _model_build.error_with_place(exc)
+    assert text.startswith("ModuleNotFoundError: Could not import module 'X' (raised in ")
+    assert "; caused by AttributeError: module 'types' has no attribute 'NoSuchName' (raised in " in text
+    try:  # an exception raised while another was handled (no ``from``) is not a cause
+        try:
+            raise KeyError("handled")
+        except KeyError:
+            raise ValueError("own")
+    except ValueError as exc:
+        assert "caused by" not in _model_build.error_with_place(exc)

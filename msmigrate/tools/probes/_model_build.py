@@ -56,8 +56,18 @@ def raised_at(exc):
     return out
 
 
-def error_with_place(exc):
-    """``Type: message (raised in …; called from … `code`)``: the message plus where, in one line."""
+def root_cause(exc, depth=5):
+    """The innermost exception ``exc`` was explicitly raised from (``raise … from``), or None: a library that
+    re-raises an import failure as its own message ("Could not import module …") keeps the real reason there. An
+    exception merely raised while another was handled is not followed (that one was dealt with)."""
+    cause = None
+    while depth and exc is not None:
+        exc = exc.__cause__
+        cause, depth = exc or cause, depth - 1
+    return cause
+
+
+def _one_line(exc):
     where = raised_at(exc)
     text = f"{type(exc).__name__}: {exc}"
     if not where:
@@ -66,6 +76,13 @@ def error_with_place(exc):
     if where.get("called_from"):
         place += f"; called from {where['called_from']}" + (f": `{where['code']}`" if where.get("code") else "")
     return f"{text} ({place})"
+
+
+def error_with_place(exc):
+    """``Type: message (raised in …; called from … `code`)``: the message plus where, in one line, and the root
+    cause the same way where the exception was raised from another."""
+    cause = root_cause(exc)
+    return _one_line(exc) + (f"; caused by {_one_line(cause)}" if cause is not None else "")
 
 
 def add_source_args(ap):
