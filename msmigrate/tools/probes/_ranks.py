@@ -52,12 +52,12 @@ def gather(obj):
     return out
 
 
-def same_draws(per_rank, samples):
+def same_draws(per_rank, samples, settings=None):
     """A problem when every rank drew the very same micro batches (their ``input_ids`` equal, step by step) from a
     dataset with at least as many samples as ranks: a data-parallel sampler gives each rank its own share, so N
     ranks on one share train N copies of it (a dataloader without the rank-splitting sampler). None otherwise, and
     where the batches carry no ids to compare. The N-rank training parity cannot see this by itself: its source
-    side replays whatever the ranks drew."""
+    side replays whatever the ranks drew. ``settings``: the YAML's dataloader entries, named in the problem."""
     import torch
 
     def ids(batch):
@@ -71,8 +71,8 @@ def same_draws(per_rank, samples):
         return None
     return (f"all {len(per_rank)} ranks drew the same {len(first)} micro batches (input ids equal step by step) from "
             f"a dataset of {samples} samples: the target's dataloader does not split the data between the "
-            f"data-parallel ranks (data.dataloader_param: a loader without the rank-splitting sampler), so every "
-            f"rank trains on the same share")
+            f"data-parallel ranks (data.dataloader_param{' ' + str(settings) if settings else ''}: a loader without "
+            f"the rank-splitting sampler), so every rank trains on the same share")
 
 
 def launch_ranks(script, argv, nproc, timeout):

@@ -174,6 +174,13 @@ def engine_batch(batch):
     return out
 
 
+def loader_settings(cfg):
+    """The YAML's dataloader settings as the trainer reads them (its scalar entries), for a finding about the draw."""
+    param = cfg.data.dataloader_param
+    param = param.to_dict() if hasattr(param, "to_dict") else dict(param)
+    return {k: v for k, v in param.items() if isinstance(v, (str, int, float, bool))}
+
+
 def micro_batches(cfg, dataset, collate_fn, model, count):
     """``count`` micro batches in the order the target's dataloader draws them (its batch sampler, cycled when the
     dataset is short), collated by its collator."""
@@ -724,7 +731,7 @@ def target_side(args, cfg, dataset, collate_fn, settings, plugin, grads_sink, pr
     stale = len(held - {id(p) for p in plugin.parameters()})  # held tensors that are not the model's now
     fixed_after = fixed_loss(plugin, fixed, loss_func_for(fixed), dtype)
     return {"recs": [{k: r[k] for k in ("loss", "grad_norm")} for r in recs], "per_rank": per_rank,
-            "samples": len(dataset),
+            "samples": len(dataset), "dataloader": loader_settings(cfg),
             "fixed_before": fixed_before, "fixed_after": fixed_after, "unheld": unheld, "stale": stale,
             "optimizer": type(tgt_opt).__name__, "param_groups": opt_groups, "first_update": first_update}
 
@@ -839,7 +846,7 @@ def result(args, start, src_cls, plg_name, tgt, settings, source_recs, groups, s
         problems.append(crippled)
     from _ranks import same_draws
 
-    duplicated = same_draws(tgt.get("per_rank") or [], tgt.get("samples"))
+    duplicated = same_draws(tgt.get("per_rank") or [], tgt.get("samples"), tgt.get("dataloader"))
     if duplicated:
         problems.append(duplicated)
     if problems and args.source_step:  # the reference is the user's own code: say so beside what differs
