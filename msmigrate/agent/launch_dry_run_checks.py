@@ -21,6 +21,7 @@ evidence says so (``examined: false``).
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -119,13 +120,56 @@ def stop_finding(script_path: str, text: str, result: DryRun, reference: tuple[s
                                + "; ".join(f"`{ln[:80]}`" for ln in changed[:4]) if changed else "")))
 
 
+_USE_ENV = ("--use-env", "--use_env")
+LEGACY_LAUNCHER = "torch.distributed.launch"
+
+
+def launcher_words(launcher: str, argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the argv torchrun's parser reads, what the launcher puts ahead of the script's own arguments): the legacy
+    ``torch.distributed.launch`` takes ``--use-env`` on top of torchrun's options and, without it, hands the script
+    ``--local-rank=<n>`` first (torch.distributed.run's ``config_from_args``)."""
+    if not launcher.endswith(LEGACY_LAUNCHER):
+        return argv, []
+    return [a for a in argv if a not in _USE_ENV], ([] if any(a in _USE_ENV for a in argv) else ["--local-rank=0"])
+
+
+def trainer_findings(parsed: dict[str, Any], ahead: list[str], cwd: str | None, text: str, script: str,
+                     read: Callable[[list[str], str], dict[str, Any] | None] | None,
+                     trainer: str | None) -> list[dict[str, Any]]:
+    """What the trainer makes of the arguments it would be handed (``read``: its own configuration loading on them,
+    the ``trainer_args`` probe): rejected, or arguments after the YAML it leaves without effect. Only for a call that
+    runs ``trainer`` (the entry G4–G6 launch themselves) from inside the checkout."""
+    if read is None or cwd is None or trainer is None or \
+            posixpath.normpath(str(parsed.get("training_script") or "")) != posixpath.normpath(trainer):
+        return []
+    args = [*ahead, *[str(a) for a in parsed.get("training_script_args") or []]]
+    said = read(args, cwd)
+    if not said:
+        return []
+    where = _where(text, script, cwd)
+    shown = " ".join(args)[:160]
+    added = (f" ({LEGACY_LAUNCHER} without --use-env puts {ahead[0]} ahead of the script's own arguments; torchrun "
+             f"passes the rank in LOCAL_RANK)") if ahead else ""
+    if not said.get("loaded"):
+        return [_finding(script, "trainer-arguments", f"{where}: the trainer would be handed `{shown}`{added}, which "
+                         f"its own configuration loading rejects: {str(said.get('rejected'))[:400]}")]
+    if said.get("overrides_take_effect") is False:
+        return [_finding(script, "trainer-arguments", f"{where}: the trainer would be handed "
+                         f"`{' '.join(said.get('other_args') or [])[:120]}` after its YAML, which its configuration "
+                         f"loading leaves without effect (the parsed configuration is the YAML's alone): set those "
+                         f"values in the YAML")]
+    return []
+
+
 def dry_run_findings(script_path: str, target: Path, parse: Callable[[list[str]], dict[str, Any] | None],
                      run: Callable[..., DryRun] = dry_run, reference: tuple[str, str] | None = None,
-                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                     read: Callable[[list[str], str], dict[str, Any] | None] | None = None,
+                     trainer: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(findings, what was examined) for the delivered script ``script_path`` of ``target``; ``parse``: the
     runtime's torchrun parser on an argv (None: it could not run); ``reference``: (what, text) of the script it was
     derived from: when the delivered script reaches no launcher, that text is dry-run in its place, and a reference
-    that does reach one makes the stop a finding (what stops both is this machine's, not the script's)."""
+    that does reach one makes the stop a finding (what stops both is this machine's, not the script's); ``read``
+    and ``trainer``: the trainer's own reading of what a call of ``trainer`` hands it (``trainer_findings``)."""
     script = Path(target) / script_path
     text = script.read_text(errors="replace")
     result = run(script, Path(target))
@@ -144,7 +188,8 @@ def dry_run_findings(script_path: str, target: Path, parse: Callable[[list[str]]
         return [stop_finding(script_path, text, result, reference, reached)], facts
     out, parsed_calls = [], []
     for call in result.calls:
-        parsed = parse(call.argv)
+        words, ahead = launcher_words(call.launcher, call.argv)
+        parsed = parse(words)
         if parsed is None or _valueless_option(parsed):
             facts.setdefault("not_examined", []).append(
                 {"argv": call.argv[:40], "why": parsed["parse_error"] if parsed else "the parser did not run"})
@@ -153,6 +198,7 @@ def dry_run_findings(script_path: str, target: Path, parse: Callable[[list[str]]
                              "training_script": parsed.get("training_script"),
                              "training_script_args": (parsed.get("training_script_args") or [])[:40]})
         out += call_findings(parsed, call.cwd, target, text, script_path)
+        out += trainer_findings(parsed, ahead, call.cwd, text, script_path, read, trainer)
     facts.update(examined=bool(parsed_calls), parsed=parsed_calls)
     if not parsed_calls:
         facts["why_not"] = "; ".join(n["why"] for n in facts.get("not_examined", []))[:300]

@@ -335,6 +335,14 @@ def rendezvous_check(ctx: RunContext, host: str) -> dict[str, Any] | None:
     return res.data["result"]
 
 
+def trainer_args_check(ctx: RunContext, args: list[str], cwd: str) -> dict[str, Any] | None:
+    """The trainer's own configuration loading on the arguments a launch line hands it, from ``cwd`` of the target
+    (probes/trainer_args.py); None when the probe could not run (nothing is concluded from that)."""
+    res = run_probe(ctx.runtime_python, "trainer_args", ["--call-json", json.dumps({"args": args, "cwd": cwd})],
+                    cwd=ctx.target, env_extra=PROBE_ENV, timeout=min(180.0, ctx.probe_timeout_s or 180.0))
+    return res.data["result"] if res.ok else None
+
+
 def launch_args_check(ctx: RunContext, argv: list[str]) -> dict[str, Any] | None:
     """A recorded launcher argv parsed by the runtime's own torchrun parser (probes/launch_args.py); None when the
     probe could not run (nothing is concluded from that)."""

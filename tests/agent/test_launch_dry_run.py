@@ -186,6 +186,38 @@ def test_on_a_migrations_branch_the_script_is_compared_with_the_version_msmigrat
     assert f["code"] == "launch-dry-run" and f"msmigrate wrote at {sha}" in f["message"]
 
 
+def _read(args, cwd):
+    """The trainer_args probe run for real on the stand-in's own tree (its ConfigManager and Arguments)."""
+    res = run_probe(sys.executable, "trainer_args", ["--call-json", __import__("json").dumps({"args": args,
+                                                                                             "cwd": cwd})],
+                    cwd=STANDIN, env_extra={"NON_MEGATRON": "true"}, timeout=180)
+    assert res.ok, res.error
+    return res.data["result"]
+
+
+TRAINER = "mindspeed_mm/fsdp/train/trainer.py"
+
+
+@pytest.mark.parametrize("edit,said", [
+    (("torchrun $DISTRIBUTED_ARGS ", "python -m torch.distributed.launch $DISTRIBUTED_ARGS "),
+     "torch.distributed.launch without --use-env puts --local-rank=0 ahead"),
+    (("_config.yaml \\\n", "_config.yaml \\\n    train_iters=20 \\\n"),
+     "Command-line argument 'train_iters' is not defined")], ids=["legacy-launcher", "bare-override"])
+def test_what_the_trainer_is_handed_is_read_by_its_own_configuration_loading(checkout, edit, said):
+    green = (STANDIN / SCRIPT).read_text()
+    found, _ = dry_run_findings(SCRIPT, _with(checkout, green), _parse, read=_read, trainer=TRAINER)
+    assert found == []
+    assert green.count(edit[0]) == 1
+    found, facts = dry_run_findings(SCRIPT, _with(checkout, green.replace(*edit)), _parse, read=_read,
+                                    trainer=TRAINER)
+    (f,) = found
+    assert f["code"] == "launch-dry-run" and f["key"] == "trainer-arguments" and said in f["message"]
+    # with --use-env the legacy launcher hands the script its own arguments only, as torchrun does
+    if "legacy" in said or "launch " in edit[1]:
+        fixed = green.replace(edit[0], "python -m torch.distributed.launch --use-env $DISTRIBUTED_ARGS ")
+        assert dry_run_findings(SCRIPT, _with(checkout, fixed), _parse, read=_read, trainer=TRAINER)[0] == []
+
+
 def test_the_recorder_sees_the_shells_words_and_the_scripts_environment(tmp_path):
     (tmp_path / "run.sh").write_text('export A_KNOB=7\nARGS="--nnodes 1 --nproc_per_node 2"\n'
                                      'torchrun $ARGS "my script.py" "a b"\n')

@@ -30,8 +30,9 @@ from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_fi
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
 from msmigrate.tools.repo_reader.training_recipe import source_recipe
+from msmigrate.tools.launcher.command import TRAINER_REL
 from msmigrate.tools.target_checks import (config_check, decay_groups_check, launch_args_check, module_tree,
-                                           rendezvous_check)
+                                           rendezvous_check, trainer_args_check)
 
 
 # a Python file a launch line runs: `torchrun ... path/to/trainer.py`, `python path/x.py` (a relative path: the
@@ -147,7 +148,9 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             problems.append(f"[{f['code']}] {f['key']}: {f['message']}")
             codes.append(f["code"])
         dry_found, dry = dry_run_findings(plan["script_path"], ctx.target, lambda argv: launch_args_check(ctx, argv),
-                                          reference=derived_script(ctx.target, plan))
+                                          reference=derived_script(ctx.target, plan),
+                                          read=lambda args, cwd: trainer_args_check(ctx, args, cwd),
+                                          trainer=TRAINER_REL)
         for f in dry_found:
             problems.append(f"[{f['code']}] {f['path']}: {f['message']}")
             codes.append(f["code"])
