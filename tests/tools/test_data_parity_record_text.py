@@ -54,3 +54,25 @@ def test_a_special_token_the_template_never_writes_is_the_datas_own(qwen):
     # the media placeholder is the dataset's marker, never counted as text
     assert dp.template_tokens_in_text(proc, [{**record[0], "content": "<image><image>" + record[0]["content"]},
                                              *record[1:]]) == []
+
+
+def test_an_empty_answer_in_a_record_is_named_and_routed_to_the_data():
+    from msmigrate.knowledge.classifier import classify
+
+    messages = [{"role": "user", "content": "<image>Describe the image."}, {"role": "assistant", "content": " "}]
+    (problem,) = dp.empty_answers(messages)
+    assert problem.startswith("turn 1 (assistant): the record's answer is empty")
+    assert classify(f"data parity: sample 3: {problem}").case_id == "records-empty-answer"
+    assert dp.empty_answers([messages[0], {"role": "assistant", "content": "A grey square."}]) == []
+
+
+def test_every_record_is_read_for_its_text_and_each_kind_is_one_line_with_its_count(qwen):
+    proc, text = qwen
+    records = json.loads(text)
+    records[1]["messages"][-1]["content"] = ""
+    records[3]["messages"][-1]["content"] = "  "
+    problems, read = dp.record_text_problems(proc, records + ["not a record"])
+    assert read == len(records)
+    (problem,) = problems
+    assert problem.startswith("sample 1: turn 1 (assistant): the record's answer is empty")
+    assert problem.endswith("(and 1 more sample(s): 3)")

@@ -162,6 +162,43 @@ def template_tokens_in_text(proc, messages):
     return out
 
 
+def empty_answers(messages):
+    """Problems: an assistant turn whose text in the record is empty (or blank) trains the model to end its turn at
+    once — answers lost in an export. Both sides render the same records, so id parity agrees on it."""
+    empty = [a for a, m in enumerate(messages)
+             if m.get("role") == "assistant" and isinstance(m.get("content"), str) and not m["content"].strip()]
+    if not empty:
+        return []
+    return [f"turn{'s' * (len(empty) > 1)} {', '.join(map(str, empty))} (assistant): the record's answer is empty, so "
+            f"the sample trains only the turn's end (the model learns to answer nothing) — fill in or drop the "
+            f"sample in the records"]
+
+
+RECORD_SCAN_LIMIT = 20000  # records read for what only the records can be wrong about (their own text)
+
+
+def record_text_problems(proc, raw):
+    """(problems, records read): every record's own text (up to RECORD_SCAN_LIMIT) for what no id parity can see,
+    since the target and the source tokenize the same records: an empty answer, a special token the template writes
+    itself. One line per kind of problem, with its count and the first samples that have it."""
+    hits, read = {}, 0
+    for i, sample in enumerate(raw[:RECORD_SCAN_LIMIT]):
+        if not isinstance(sample, dict) or not isinstance(sample.get("messages"), list):
+            continue
+        read += 1
+        messages = [m for m in sample["messages"] if isinstance(m, dict) and isinstance(m.get("content"), str)]
+        for problem in empty_answers(messages) + template_tokens_in_text(proc, messages):
+            kind = problem.split(": ", 1)[1] if ": " in problem else problem
+            hits.setdefault(kind, []).append((i, problem))
+    out = []
+    for found in hits.values():
+        first, problem = found[0]
+        more = f" (and {len(found) - 1} more sample(s): {', '.join(str(i) for i, _ in found[1:6])}" \
+               f"{' …' if len(found) > 6 else ''})" if len(found) > 1 else ""
+        out.append(f"sample {first}: {problem}{more}")
+    return out, read
+
+
 def _end_ids(tok):
     """The ids the tokenizer declares as ending a sequence (its eos, one or several)."""
     eos = getattr(tok, "eos_token_id", None)
@@ -596,9 +633,10 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
                 example, runs = collapse_media_runs(example, media_id)
             result = check_sample(proc, sample, images, example, media_id)
             result["media_runs"] = runs  # None: compared id for id, the source processor expanded the media itself
-        result["problems"] = result["problems"] + template_tokens_in_text(proc, sample["messages"])
         samples.append(result)
         problems += [f"sample {i}: {p}" for p in result["problems"]]
+    text_problems, records_read = record_text_problems(proc, raw if isinstance(raw, list) else [])
+    problems += text_problems
     totals = {k: sum(s[k] for s in samples) for k in ("tokens", "trained", "masked", "media_tokens",
                                                       "source_media_tokens", "media_trained",
                                                       "labels_unused_by_shift")}
@@ -610,7 +648,7 @@ def data_parity(source, data_path, examples, media_id, trust_remote_code=False):
     if problems:
         problems.append(f"(the oracle read {os.path.abspath(data_path)}: each record's 'messages' and 'images', "
                         "rendered with the source's chat template and processor)")
-    return {"samples_compared": len(samples), "media_token_id": media_id, **totals,
+    return {"samples_compared": len(samples), "records_text_read": records_read, "media_token_id": media_id, **totals,
             "oracle": "the source's chat template + processor", "data_file": os.path.abspath(data_path),
             "keys_read": ["messages", "images"],
             "label_convention": conventions[0] if len(conventions) == 1 else conventions,
