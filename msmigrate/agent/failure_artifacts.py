@@ -18,7 +18,8 @@ from msmigrate.agent.launch_script_checks import script_sets
 from msmigrate.core.python_files import folder_modules
 from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, ContextVerdict, RegistryFact, backend_env_owner,
                                                  attention_class_owner, attention_flag_owner, broken_install_owner,
-                                                 finding_remedy_owner, gate_remedy_owner, interpreter_switch_owner,
+                                                 finding_remedy_owner, gate_remedy_owner, input_folder_owner,
+                                                 interpreter_switch_owner,
                                                  keys_named, keys_valued, media_path_owner, plugin_import_owner,
                                                  registration_owner, runtime_decode_owner, runtime_env_owner,
                                                  signature_owner, warning_raised_owner, yaml_keys,
@@ -106,7 +107,7 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
         if from_runtime is not None:
             return from_runtime
     resolved = media_path_owner(text, artifacts, Path(ctx.target), Path(artifacts.records[0]) if artifacts.records
-                                else None)
+                                else None) or input_folder_owner(text, getattr(ctx, "source", None))
     if resolved is not None:
         return resolved
     classes = plugin_classes(Path(ctx.target), plan.get("plugin_dir"))

@@ -531,6 +531,32 @@ _ID_UNREGISTERED = re.compile(r"ID '(?P<id>[^']+)' is not registered|model_id '(
 _UNPARSABLE = re.compile(r"\b(?:SyntaxError|IndentationError|TabError)\b")
 
 
+# transformers' "Can't load <part> for '<folder>'" (its loading of a processor part from a folder)
+_CANT_LOAD = re.compile(r"Can't load (?P<part>image processor|processor|video processor|feature extractor|tokenizer)"
+                        r" for '(?P<path>[^']+)'")
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
+
+
+def input_folder_owner(text: str, source: Path | str | None) -> ContextVerdict | None:
+    """A processor part that cannot be loaded from the run's own source folder — the user's input, not an artifact
+    of the run — because that folder holds none of the files it is read from (``PROCESSOR_FILES``, read on disk):
+    the checkpoint folder is incomplete. None for another folder (a path the YAML names is the config's) or where
+    the files are there (then the cause is elsewhere)."""
+    found = _CANT_LOAD.search(text)
+    if found is None or source is None or not Path(source).is_dir():
+        return None
+    folder = Path(found.group("path"))
+    if not folder.is_dir() or folder.resolve() != Path(source).resolve():
+        return None
+    if any((folder / name).is_file() for name in PROCESSOR_FILES):
+        return None
+    return ContextVerdict("environment", "input-folder",
+                          f"the {found.group('part')} is loaded from the source's own folder {folder}, which holds "
+                          f"none of {', '.join(PROCESSOR_FILES)}: the checkpoint folder given as the source is "
+                          f"incomplete (copied without its processor files); copy preprocessor_config.json from the "
+                          f"model's release into it — no artifact of the migration changes")
+
+
 def broken_install_owner(text: str) -> ContextVerdict | None:
     """A file of an installed package that does not parse (a SyntaxError raised in site-packages): the package's
     install is broken (cut by a full disk, an interrupted upgrade); no artifact of the run fixes that."""

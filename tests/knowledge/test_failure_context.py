@@ -282,3 +282,18 @@ def test_target_imports_are_read_from_the_target_outside_the_plugin(tmp_path):
     (tmp_path / "pkg/train/t.py").write_text("from lib.shared.sub import C\n")
     text = "No module named 'lib.shared'\nNo module named 'lib.only_plugin'"
     assert target_imports_of(tmp_path, "pkg/models/x", text) == {"lib.shared"}
+
+
+def test_a_processor_the_sources_own_folder_cannot_give_is_the_inputs_not_the_data_paths(tmp_path):
+    from msmigrate.knowledge.failure_context import input_folder_owner
+
+    source = tmp_path / "source"
+    source.mkdir()
+    text = (f"ValueError: Processor was not found, please check and update your model file. — Processor was not "
+            f"found: Can't load image processor for '{source}'. If you were trying to load it from "
+            f"'https://huggingface.co/models', make sure you don't have a local directory with the same name.")
+    said = input_folder_owner(text, source)
+    assert said.owner == "environment" and "preprocessor_config.json" in said.reason and str(source) in said.reason
+    assert input_folder_owner(text, tmp_path / "elsewhere") is None  # another folder: the YAML's path
+    (source / "preprocessor_config.json").write_text("{}")
+    assert input_folder_owner(text, source) is None  # the file is there: the cause is elsewhere
