@@ -590,13 +590,13 @@ def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | Non
             top = named.group("module").split(".")[0] if named else None
             dists = ", ".join(importlib.metadata.packages_distributions().get(top, [])) if top else ""
             return ContextVerdict("environment", "plugin-import",
-                                  f"the plugin's import at {path}:{line} needs `{missing}`, the source's own "
-                                  f"architecture; the installed library has it, but importing it failed with "
-                                  f"`{cause.group('cause')[:200]}` (raised in {cause.group('where')[:160]}): "
-                                  + (f"the installed `{top}`{f' ({dists})' if dists else ''} is not the release "
-                                     f"that library needs; install the one it requires" if top else
-                                     "a package it imports is missing or of another release; install the one it "
-                                     "requires"))
+                                  f"`{cause.group('cause')[:160]}`"
+                                  + (f": the installed `{top}`{f' ({dists})' if dists else ''} is not the release "
+                                     f"the library needs" if top else ": a package the library imports is missing "
+                                     "or of another release")
+                                  + f" — importing `{missing}` (the source's own architecture, for the plugin's "
+                                    f"import at {path}:{line}) failed on it, raised in "
+                                    f"{cause.group('where')[:160]}; install the release it requires")
         return ContextVerdict("environment", "plugin-import",
                               f"the plugin's import at {path}:{line} needs `{missing}`, the source's own "
                               f"architecture, which the installed library lacks: install a release that has it "
