@@ -43,7 +43,9 @@ def test_the_real_trainer_decays_every_parameter_whatever_its_no_decay_fields_sa
     script.write_text(SCRIPT)
     res = subprocess.run([real_runtime, str(script), str(PROBES_DIR)], cwd=real_checkout, capture_output=True,
                          text=True, timeout=600, env={"NON_MEGATRON": "true", "PATH": "/usr/bin:/bin",
-                                                      "OMP_NUM_THREADS": "1"})
+                                                      "OMP_NUM_THREADS": "1",
+                                                      # the checkout is the session's shared copy: leave it clean
+                                                      "PYTHONDONTWRITEBYTECODE": "1"})
     assert res.returncode == 0, res.stderr[-2000:]
     out = json.loads(res.stdout.split("RESULT", 1)[1])
     assert out["fields"] == {"no_decay_modules": "modules", "no_decay_params": "names"}
