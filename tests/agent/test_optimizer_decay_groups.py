@@ -167,7 +167,7 @@ def _g3(tmp_path, monkeypatch, weight_decay, probe_result):
     tree.write_text("{}")
     monkeypatch.setattr(config_gate, "config_check", lambda ctx, path, tree, device: ToolResult.success(
         findings=[], training_defaults=DEFAULTS))
-    monkeypatch.setattr(config_gate, "dry_run_findings", lambda *a: ([], {"examined": False, "why_not": "test"}))
+    monkeypatch.setattr(config_gate, "dry_run_findings", lambda *a, **k: ([], {"examined": False, "why_not": "test"}))
     monkeypatch.setattr(config_gate, "bound_config", lambda deps, config: config)
     monkeypatch.setattr(config_gate, "decay_groups_check", lambda ctx, **kw: probe_result)
     deps = SimpleNamespace(ctx=SimpleNamespace(target=target, source=source), spec=SimpleNamespace())

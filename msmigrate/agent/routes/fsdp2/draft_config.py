@@ -204,7 +204,7 @@ def derived_script(target: Path, plan: dict[str, Any]) -> tuple[str, str] | None
     script = target / plan["script_path"]
     current = script.read_text(errors="replace") if script.is_file() else None
     try:
-        text = example_launch_script(target, plan)
+        text = example_launch_script(target, plan) if plan.get("similar_case") else None
     except (FileNotFoundError, ValueError):  # no similar example in this checkout, or its script names another YAML
         text = None
     if text and text != current:
