@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.integration
 def test_two_faults_are_routed_to_their_owner_with_the_fix_named(tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    # MSMIGRATE_RESULTS_MD=0: the bench's figures stay out of the checkout's benchmarks/RESULTS.md
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MSMIGRATE_RESULTS_MD": "0"}
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks/bench_fault_routing.py"), "--workdir",
                            str(tmp_path), "--only", "config-grad-accum-zero,model-register-id-typo"],
                           capture_output=True, text=True, timeout=1500, env=env, cwd=tmp_path)
