@@ -276,3 +276,15 @@ def test_what_reaches_outside_the_shadow_is_not_run(tmp_path):
     result = dry_run(root / "run.sh", root)
     assert len(result.calls) == 1 and result.returncode == 0
     assert (outside / "keep.txt").is_file() and (root / "ckpt" / "old.pt").is_file()  # the checkout's own too
+
+
+def test_the_script_a_launch_stands_for_never_reads_the_yaml(tmp_path):
+    # a verify of a YAML with a pasted duplicate key: G3 reports the YAML; the launch check must not crash on it
+    from msmigrate.agent.routes.fsdp2.draft_config import derived_script
+
+    for rel in (CONFIG, SCRIPT):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(STANDIN / rel, tmp_path / rel)
+    (tmp_path / CONFIG).write_text((STANDIN / CONFIG).read_text() + "training:\n  lr: 1.0e-5\n")
+    plan = {"similar_case": CONFIG, "config_path": CONFIG, "script_path": SCRIPT}
+    assert derived_script(tmp_path, plan) is None  # the script is its own example's, unchanged: nothing to compare

@@ -189,7 +189,7 @@ def launch_script(baseline_script: str, baseline_config: str, new_config: str) -
 def example_launch_script(target: Path, plan: dict[str, Any]) -> str | None:
     """The launch script the config phase derives for ``plan`` from its similar example (its YAML swapped, sized by
     the plan's launch size when it has one); None when the example has no script."""
-    _, script, _ = load_baseline(target, plan["similar_case"])
+    script, _ = baseline_script(target, plan["similar_case"])
     if not script:
         return None
     text = launch_script(script, plan["similar_case"], plan["config_path"])
@@ -215,12 +215,18 @@ def derived_script(target: Path, plan: dict[str, Any]) -> tuple[str, str] | None
     return None
 
 
-def load_baseline(target: Path, example: str | None) -> tuple[dict[str, Any], str | None, str | None]:
-    """(baseline YAML document, round trip, its launch script text, the script's path) for the similar example."""
+def baseline_script(target: Path, example: str | None) -> tuple[str | None, str | None]:
+    """(the similar example's launch script text, its path): the ``finetune_*.sh`` beside it that names it, else the
+    first one there; the YAML itself is not read (a launch check must not depend on it parsing)."""
     if not example or not (target / example).is_file():
         raise FileNotFoundError(f"similar example {example!r} not found in {target}")
-    cfg = rt.load((target / example).read_text(encoding="utf-8"))
     scripts = sorted((target / example).parent.glob("finetune_*.sh"))
     naming = [s for s in scripts if Path(example).name in s.read_text(errors="replace")]
     script = (naming or scripts or [None])[0]
-    return cfg, (script.read_text() if script else None), (str(script.relative_to(target)) if script else None)
+    return (script.read_text() if script else None), (str(script.relative_to(target)) if script else None)
+
+
+def load_baseline(target: Path, example: str | None) -> tuple[dict[str, Any], str | None, str | None]:
+    """(baseline YAML document, round trip, its launch script text, the script's path) for the similar example."""
+    script, path = baseline_script(target, example)
+    return rt.load((target / example).read_text(encoding="utf-8")), script, path
