@@ -21,6 +21,7 @@ from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, Conte
                                                  finding_remedy_owner, gate_remedy_owner, input_folder_owner,
                                                  interpreter_switch_owner,
                                                  keys_named, keys_valued, media_path_owner, plugin_import_owner,
+                                                 yaml_file_owner,
                                                  registration_owner, runtime_decode_owner, runtime_env_owner,
                                                  signature_owner, warning_raised_owner, yaml_keys,
                                                  yaml_values)
@@ -107,7 +108,8 @@ def run_facts_owner(text: str, artifacts: Artifacts, state: dict[str, Any], ctx:
         if from_runtime is not None:
             return from_runtime
     resolved = media_path_owner(text, artifacts, Path(ctx.target), Path(artifacts.records[0]) if artifacts.records
-                                else None) or input_folder_owner(text, getattr(ctx, "source", None))
+                                else None) or input_folder_owner(text, getattr(ctx, "source", None)) or \
+        yaml_file_owner(text, artifacts, Path(ctx.target), [getattr(ctx, "source", None), *artifacts.records])
     if resolved is not None:
         return resolved
     classes = plugin_classes(Path(ctx.target), plan.get("plugin_dir"))

@@ -199,10 +199,41 @@ def dry_run_findings(script_path: str, target: Path, parse: Callable[[list[str]]
                              "training_script_args": (parsed.get("training_script_args") or [])[:40]})
         out += call_findings(parsed, call.cwd, target, text, script_path)
         out += trainer_findings(parsed, ahead, call.cwd, text, script_path, read, trainer)
+    out += output_findings(result.stderr_tail, text, script_path)
     facts.update(examined=bool(parsed_calls), parsed=parsed_calls)
     if not parsed_calls:
         facts["why_not"] = "; ".join(n["why"] for n in facts.get("not_examined", []))[:300]
     return out, facts
+
+
+# what tee and bash print when a file the script writes its output to cannot be opened
+_UNWRITABLE = re.compile(r"^(?:tee: (?P<tee>.+?)|.*?: line (?P<line>\d+): (?P<redirect>[^:\n]+)): "
+                         r"(?P<why>No such file or directory|Permission denied|Read-only file system|Is a directory)$",
+                         re.M)
+_TEE_LINE = re.compile(r"\|\s*tee\b")
+_FILE_REDIRECT = re.compile(r"(?:^|[^>&\d<])\d?>>?\s*(?!&)[^\s&|;<>]+")  # `> f`, `2>> f`; not `2>&1`
+
+
+def output_findings(stderr: str, text: str, script: str) -> list[dict[str, Any]]:
+    """A file the script sends its launch's output to (``| tee FILE``, ``> FILE``) that cannot be opened on this
+    host, as the dry run's own shell met it: the training log is lost, and behind ``| tee`` the pipeline's exit
+    status is tee's, not the trainer's (a failed training reads as success without ``pipefail``)."""
+    out = []
+    lines = text.splitlines()
+    for m in _UNWRITABLE.finditer(stderr or ""):
+        path = m.group("tee") or m.group("redirect")
+        if m.group("line") and not (0 < int(m.group("line")) <= len(lines) and
+                                    _FILE_REDIRECT.search(lines[int(m.group("line")) - 1])):
+            continue  # bash words a `source` of a missing file the same way: only a redirect's line is one
+        line = _line_of(text, _TEE_LINE) if m.group("tee") else None
+        at = f"line {line[0]} of {script} (`{line[1][:90]}`)" if line else \
+            f"line {m.group('line')} of {script}" if m.group("line") else script
+        out.append(_finding(script, "tee" if m.group("tee") else "redirect",
+                            f"{at} writes the launch's output to {path}, which cannot be opened on this host "
+                            f"({m.group('why')}): the training log is lost" +
+                            (" and the pipeline's exit status is tee's, not the trainer's" if m.group("tee") else "")
+                            + "; write it under a folder the script creates (mkdir -p logs; … | tee logs/…)"))
+    return out[:2]
 
 
 _QUOTED_EXPANSION = re.compile(r'"(\$\{?[A-Za-z_]\w*\}?)"')

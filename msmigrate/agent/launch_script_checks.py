@@ -224,6 +224,21 @@ def _int_leaves(node: Any, key: str, path: str = "") -> list[tuple[str, int]]:
     return out
 
 
+def data_parallel_ranks(cfg: dict[str, Any], text: str) -> int | None:
+    """The data-parallel ranks of the launch: the world size the script starts over the integer parallel sizes of
+    the YAML that are not data parallelism (FSDP shards within it); None when the script states no size."""
+    nproc, nnodes = script_size(text)
+    if not nproc:
+        return None
+    other = 1
+    section = cfg.get("parallel") if isinstance(cfg, dict) else None
+    for key, value in section.items() if isinstance(section, dict) else []:
+        if str(key).endswith("_parallel_size") and key not in ("fully_shard_parallel_size", "data_parallel_size") \
+                and isinstance(value, int) and not isinstance(value, bool) and value > 1:
+            other *= value
+    return max(1, nproc * (nnodes or 1) // other)
+
+
 def sample_count_findings(cfg: dict[str, Any], text: str, script: str, config: str) -> list[dict[str, Any]]:
     """A sample cap (``max_samples``) below what one step of the ranks the launch script starts takes: with
     ``drop_last`` the sampler gives each data-parallel rank ``max_samples // ranks`` samples and drops a rank's last
@@ -240,12 +255,7 @@ def sample_count_findings(cfg: dict[str, Any], text: str, script: str, config: s
     if not isinstance(mbs, int) or isinstance(mbs, bool) or mbs < 1:
         return []  # a size out of range is the range check's
     world = nproc * (nnodes or 1)
-    other = 1
-    for key, value in (cfg.get("parallel") or {}).items() if isinstance(cfg.get("parallel"), dict) else []:
-        if str(key).endswith("_parallel_size") and key not in ("fully_shard_parallel_size", "data_parallel_size") \
-                and isinstance(value, int) and not isinstance(value, bool) and value > 1:
-            other *= value
-    ranks = max(1, world // other)
+    ranks = data_parallel_ranks(cfg, text) or 1
     need = ranks * mbs
     return [{"severity": "error", "code": "value-out-of-range", "path": path, "value": value,
              "message": f"{path} is {value}, but {script} starts {world} rank(s) ({ranks} data-parallel) with "

@@ -77,10 +77,43 @@ def script_size(text: str) -> tuple[int | None, int | None]:
     return first(_NPROC_VARS, r"--nproc[_-]per[_-]node"), first(_NODES_VARS, "--nnodes")
 
 
-def launch_size_findings(text: str, runtime: dict[str, Any] | None, script: str) -> list[dict[str, Any]]:
+_LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+_ADDR = re.compile(r"--master[_-]addr[ =][\"']?(?P<flag>[^\s\"']+)|^\s*(?:export\s+)?MASTER_ADDR=[\"']?(?P<var>[^\s\"']+)",
+                   re.M)
+
+
+def _node_findings(text: str, nnodes: int | None, planned: dict[str, Any] | None,
+                   script: str) -> list[dict[str, Any]]:
+    """More than one node where the run's size says otherwise (the spec's ``launch.nnodes``, one by default), and a
+    multi-node rendezvous at a loopback address, which no other node can reach: torchrun waits at the rendezvous for
+    nodes that never join."""
+    if nnodes is None or nnodes <= 1:
+        return []
+    name = next((n for n in _NODES_VARS if re.search(rf"^\s*(?:export\s+)?{n}=", text, re.M)), "--nnodes")
+    out = []
+    want = (planned or {}).get("nnodes")
+    if isinstance(want, int) and want != nnodes:
+        out.append({"severity": "error", "code": "launch-size", "path": script, "value": nnodes, "key": name,
+                    "message": f"{script} sets {name} (torchrun --nnodes) to {nnodes}, but this run is sized for "
+                               f"{want} node(s) ({(planned or {}).get('why', 'the spec')}): torchrun waits at the "
+                               f"rendezvous for {nnodes - want} node(s) that are never started; set it to {want}",
+                    "suggestion": f"{name}={want}"})
+    addr = next((m.group("flag") or m.group("var") for m in _ADDR.finditer(text)), None)
+    if addr in _LOOPBACK:
+        out.append({"severity": "error", "code": "launch-size", "path": script, "value": nnodes, "key": name,
+                    "message": f"{script} starts {nnodes} nodes with MASTER_ADDR={addr}, a loopback address no "
+                               f"other node can reach: the other nodes never join the rendezvous; set {name} to 1 "
+                               f"for one host, or MASTER_ADDR to the first node's address",
+                    "suggestion": f"{name}=1"})
+    return out[:1]
+
+
+def launch_size_findings(text: str, runtime: dict[str, Any] | None, script: str,
+                         planned: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """G3: the process and node counts the launch script asks for, against what G0's runtime probe found: at least
     one of each, and no more processes per node than the accelerators found (none found: the host runs CPU ranks,
-    any positive count). The gates launch with their own sizes, so a script's own default is checked only here."""
+    any positive count); the node count against the run's size (``planned``: the plan's ``launch_size``) and the
+    rendezvous address. The gates launch with their own sizes, so a script's own default is checked only here."""
     nproc, nnodes = script_size(text)
     runtime = runtime or {}
     npus = int(runtime.get("npu_count") or 0)
@@ -104,4 +137,4 @@ def launch_size_findings(text: str, runtime: dict[str, Any] | None, script: str)
                     "message": f"{script} sets {name} (torchrun {flag}) to {why}; set it to {fit}"
                                + (f" (the {kind}s found)" if what == "processes per node" and found else ""),
                     "suggestion": f"{name}={fit}"})
-    return out
+    return out + _node_findings(text, nnodes, planned, script)

@@ -83,6 +83,9 @@ _RUNTIME_BROKEN = re.compile(r"is required for a normal functioning of this modu
 _PACKAGE_ABSENT = re.compile(r"ModuleNotFoundError: (?:No module named '(?P<a>[\w.]+)'|import of (?P<b>[\w.]+) "
                              r"halted; None in sys\.modules)")
 # autograd refusing a loss that has no graph (torch's wording for backward on a tensor without grad_fn)
+# a process a signal of compiled code ended (the probe runner's words), or Python's own fatal-error dump of one
+_NATIVE_DEATH = re.compile(r"killed by SIG(?:SEGV|BUS|ILL|ABRT|FPE)\b|Fatal Python error: (?:Segmentation fault|Bus error|"
+                           r"Aborted|Illegal instruction|Floating point exception)")
 _NO_GRAPH = re.compile(r"does not require grad and does not have a grad_fn")
 # the probes' own words for a failure of the runtime's setup itself (tools/probes/_single_rank.py's RUNTIME_SETUP):
 # torch.distributed alone, before the target's or the run's code runs
@@ -238,6 +241,13 @@ def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = No
     memory = host_memory_shortage(text, artifacts.host_memory)
     if memory:
         return ContextVerdict("environment", "host", memory)
+    native = _NATIVE_DEATH.search(text)
+    if native:
+        return ContextVerdict("environment", "host",
+                              f"a process died in compiled code (`{native.group(0)}`) with no frame of the run's own "
+                              f"code on its stack: the runtime's binary packages or the node (memory, driver) — run "
+                              f"it again on another node, or reinstall the runtime's binary packages; no migration "
+                              f"artifact changes")
     if _NO_GRAPH.search(text) and artifacts.frozen is not None:
         return loss_graph_owner(artifacts)
     keys = keys_named(text, artifacts)
@@ -785,6 +795,37 @@ def media_path_owner(text: str, artifacts: Artifacts, target: Path, records_dir:
                           f"set {wrong[0]} ({artifacts.yaml_values[wrong[0]]} in {config}) to {records_dir}: "
                           f"`{named}` exists in that training records' folder, so the file is not missing; the "
                           f"setting that resolves it points elsewhere")
+
+
+def yaml_file_owner(text: str, artifacts: Artifacts, target: Path, inputs: Iterable[Path | str] = ()) -> \
+        ContextVerdict | None:
+    """A file an error could not open that is, word for word, the value of a key of the run's YAML and exists neither
+    from the checkout's root (where the launch runs) nor as an absolute path: the YAML names a file that is not
+    there, whatever code opened it (a template's loader, a processor), so the fix is that key (config). Paths under
+    the run's inputs (``inputs``: the source folder, the records' folder) are left to the rules of the inputs: there
+    the YAML points where the user said, and the file is what is missing."""
+    found = _NO_FILE.search(text)
+    if not found:
+        return None
+    named = found.group("path")
+    keys = [dotted for dotted, value in artifacts.yaml_values.items() if value == named]
+    if len(keys) != 1 or (Path(target) / named).exists() or Path(named).exists():
+        return None
+    if any(_under(named, Path(root)) for root in inputs if root):
+        return None
+    config = _names(artifacts.config[:1]) or "the YAML"
+    return ContextVerdict("config", "key",
+                          f"{keys[0]} in {config} names {named}, which is not a file from the checkout's root (where "
+                          f"the launch runs) nor anywhere else here: the setting points at a file that does not "
+                          f"exist; set {keys[0]} to a file that does, or remove it")
+
+
+def _under(path: str, root: Path) -> bool:
+    try:
+        Path(path).resolve().relative_to(root.resolve())
+    except (ValueError, OSError):
+        return False
+    return True
 
 
 def derived_settings_owner(named: Iterable[str], data_settings: dict[str, Any] | None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -78,12 +79,29 @@ SIGNAL_MEANING = {
     "SIGKILL": "killed from outside (the host's out-of-memory killer or a resource limit): the host, not the migration",
     "SIGBUS": "a bus error: a mapped file or shared-memory segment the host could not back (a full /dev/shm)",
     "SIGSEGV": "a segmentation fault in compiled code of the runtime (a broken or mismatched binary package)",
+    "SIGABRT": "aborted by compiled code of the runtime itself (a native library's assertion, or a library that "
+               "refuses to initialise next to another copy of itself): the runtime, not the migration",
 }
+_SAID_ERROR = re.compile(r"(?i)\berror\b|\bfatal\b|\babort|\bfault\b|not found|cannot|failed")
 
 
-def ended_without_result(name: str, returncode: int) -> str:
+def last_error_line(stderr: str, limit: int = 240) -> str:
+    """The last line of a dead process's stderr that says an error (else its last line): what a process a signal
+    ended printed of why, before it died."""
+    lines = [ln.strip() for ln in (stderr or "").splitlines()[-60:] if ln.strip()]
+    said = next((ln for ln in reversed(lines) if _SAID_ERROR.search(ln)), lines[-1] if lines else "")
+    return said[:limit]
+
+
+def ended_without_result(name: str, returncode: int, stderr: str = "") -> str:
     """``<name> exited N without a result``; for a process a signal ended, the signal's name and what it says of the
-    host or the runtime (a probe killed by SIGILL before it printed anything is the host's CPU, not the code)."""
+    host or the runtime (a probe killed by SIGILL before it printed anything is the host's CPU, not the code), and
+    the last error line it printed before it died (``stderr``)."""
+    said = last_error_line(stderr) if returncode < 0 else ""
+    return _ended(name, returncode) + (f"; its last error line: {said}" if said else "")
+
+
+def _ended(name: str, returncode: int) -> str:
     try:
         sig = signal.Signals(-returncode).name if returncode < 0 else None
     except ValueError:
@@ -163,7 +181,8 @@ def run_probe(
             **base, stderr_tail=outcome.stderr[-4000:])
     if not result_lines:
         return ToolResult.failure(
-            ended_without_result(f"probe {probe}", outcome.returncode), **base, stderr_tail=outcome.stderr[-4000:]
+            ended_without_result(f"probe {probe}", outcome.returncode, outcome.stderr), **base,
+            stderr_tail=outcome.stderr[-4000:]
         )
     payload = json.loads(result_lines[-1][len(RESULT_MARKER) :])
     if outcome.returncode != 0 or payload.get("error"):

@@ -80,3 +80,24 @@ def test_no_rerun_when_g1_compared_or_the_batch_cannot_help(gate, g1_model):
     run, calls, _ = gate
     record = run(g1_model)
     assert record["passed"] and calls == [] and "model" not in record["parity"]
+
+
+def test_a_batch_the_plugin_rejects_is_given_to_the_source_and_its_verdict_routes_to_the_plugin(gate, monkeypatch):
+    """The source is the oracle for a rejected batch: its own model takes it, so what rejects it is the plugin (an
+    image/feature mismatch that the message alone would lay at the data path's door)."""
+    from msmigrate.knowledge.failure_context import Artifacts, gate_remedy_owner
+
+    run, calls, tmp = gate
+    mismatch = "ValueError: Image features and image tokens do not match, tokens: 8, features: 4"
+    monkeypatch.setattr(data_gate, "forward_check", lambda *a, **k: ToolResult.failure(mismatch, result={}))
+    rejects = ("the source's own model takes the target pipeline's collated batch (loss 2.5) and the plugin's forward "
+               f"(defined in mindspeed_mm/fsdp/models/x/modeling_x.py) rejects it: {mismatch}")
+    record = run({"status": "pass", "problems": []}, [rejects])
+    assert not record["passed"] and calls == [{"batch_file": str(tmp / "batch.pt")}]
+    assert f"model parity: {rejects}" in record["summary"]
+    art = Artifacts(model=("mindspeed_mm/fsdp/models/x",), data=("mindspeed_mm/fsdp/data",))
+    assert gate_remedy_owner(record["summary"], art).owner == "model"
+    # the source rejects it too (a parity run that says nothing of the plugin): nothing added, the data path's
+    calls.clear()
+    record = run({"status": "pass", "problems": []}, ["the source's own forward fails on the target pipeline's batch"])
+    assert calls and "rejects it" not in record["summary"]

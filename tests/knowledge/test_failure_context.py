@@ -297,3 +297,37 @@ def test_a_processor_the_sources_own_folder_cannot_give_is_the_inputs_not_the_da
     assert input_folder_owner(text, tmp_path / "elsewhere") is None  # another folder: the YAML's path
     (source / "preprocessor_config.json").write_text("{}")
     assert input_folder_owner(text, source) is None  # the file is there: the cause is elsewhere
+
+
+def test_a_file_the_yaml_names_that_is_not_there_is_the_yamls_whatever_code_opened_it(tmp_path):
+    from msmigrate.knowledge.failure_context import yaml_file_owner, yaml_values
+
+    art = Artifacts(config=("examples/x/x.yaml",), records=(str(tmp_path / "src" / "data"),),
+                    yaml_values=yaml_values({"data": {"dataset_param": {"basic_parameters": {
+                        "chat_template": "examples/other/chat_template.jinja",
+                        "dataset": str(tmp_path / "src" / "data" / "train.json")}}}}))
+    said = ("data pipeline failed: FileNotFoundError: [Errno 2] No such file or directory: "
+            "'examples/other/chat_template.jinja'")
+    verdict = yaml_file_owner(said, art, tmp_path, [tmp_path / "src", *art.records])
+    assert verdict.owner == "config" and "data.dataset_param.basic_parameters.chat_template" in verdict.reason
+    # the file is there (from the checkout's root): not the YAML's
+    (tmp_path / "examples" / "other").mkdir(parents=True)
+    (tmp_path / "examples" / "other" / "chat_template.jinja").write_text("{{ x }}")
+    assert yaml_file_owner(said, art, tmp_path, []) is None
+    # a records file the YAML points at, under the run's inputs: what is missing is the file, not the setting
+    records = said.replace("examples/other/chat_template.jinja", str(tmp_path / "src" / "data" / "train.json"))
+    assert yaml_file_owner(records, art, tmp_path, [tmp_path / "src", *art.records]) is None
+    # a path no key of the YAML holds
+    assert yaml_file_owner(said.replace("other", "third"), art, tmp_path, []) is None
+
+
+def test_a_process_that_died_in_compiled_code_with_no_frame_of_the_run_is_the_hosts_or_runtimes():
+    said = ("plugin does not build on meta: probe module_tree was killed by SIGSEGV (exit -11) without a result: a "
+            "segmentation fault in compiled code of the runtime; its last error line: Fatal Python error: "
+            "Segmentation fault\n\nCurrent thread 0x00007f3a (most recent call first):\n  <no Python frame>\n")
+    verdict = context_owner(said, ART)
+    assert verdict.owner == "environment" and verdict.rule == "host"
+    # with a frame of the run's own code on the dumped stack, that frame decides
+    in_plugin = said.replace("  <no Python frame>", '  File "/runs/x/worktree/mindspeed_mm/fsdp/models/tiny_vl/'
+                                                  'modeling_tiny_vl.py", line 31 in forward')
+    assert context_owner(in_plugin, ART).owner == "model"

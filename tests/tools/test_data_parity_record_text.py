@@ -76,3 +76,21 @@ def test_every_record_is_read_for_its_text_and_each_kind_is_one_line_with_its_co
     (problem,) = problems
     assert problem.startswith("sample 1: turn 1 (assistant): the record's answer is empty")
     assert problem.endswith("(and 1 more sample(s): 3)")
+
+
+def test_answers_that_all_end_with_whitespace_are_one_line_routed_to_the_data(qwen):
+    from msmigrate.knowledge.classifier import classify
+
+    proc, text = qwen
+    records = json.loads(text)
+    assert dp.record_text_problems(proc, records)[0] == []
+    for r in records:
+        r["messages"][-1]["content"] += "\n"
+    (problem,) = dp.record_text_problems(proc, records)[0]
+    assert problem.startswith(f"every answer of the records ({len(records)} in {len(records)} sample(s)) ends with "
+                              f"whitespace")
+    verdict = classify(f"data parity: {problem}")
+    assert (verdict.case_id, verdict.owner) == ("records-answers-trailing-whitespace", "data")
+    # one answer that ends with a newline is that answer's own text
+    records[0]["messages"][-1]["content"] = records[0]["messages"][-1]["content"].rstrip()
+    assert dp.record_text_problems(proc, records)[0] == []

@@ -175,3 +175,28 @@ def test_the_dtype_problem_is_the_models_and_says_what_the_config_means():
     ddp = master_weights({"training": {}, "parallel": {**plan, "fully_shard_parallel_size": 1}})
     assert ddp["dtype"] == "bf16" and not ddp["keeps_model_cast"]
     assert master_sentence(None).startswith("no delivered config")
+
+
+def test_a_batch_the_source_takes_and_the_plugin_rejects_names_the_plugins_forward_file(tmp_path):
+    import textwrap
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "modeling_x.py").write_text(textwrap.dedent("""
+        class Plugin:
+            def forward(self, **batch):
+                raise ValueError("Image features and image tokens do not match, tokens: 8, features: 4")
+    """))
+    sys.path.insert(0, str(tmp_path / "pkg"))
+    try:
+        import modeling_x
+    finally:
+        sys.path.remove(str(tmp_path / "pkg"))
+    try:
+        modeling_x.Plugin().forward()
+    except ValueError as exc:
+        said = model_parity.plugin_rejects(dict, modeling_x.Plugin, exc, 2.5, "target pipeline (G2's collated batch)",
+                                           ["input_ids", "pixel_values"], str(tmp_path), 0.1)
+    assert said["passed"] is False and said["source_loss"] == 2.5
+    assert said["problems"] == ["the source's own model takes the target pipeline's collated batch (loss 2.5) and the "
+                                "plugin's forward (defined in pkg/modeling_x.py) rejects it: ValueError: Image features "
+                                "and image tokens do not match, tokens: 8, features: 4"]

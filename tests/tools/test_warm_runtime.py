@@ -316,3 +316,21 @@ def test_a_probe_a_signal_ends_is_named_by_the_signal_and_what_it_says_of_the_ho
     assert fail.error.startswith("probe sigill was killed by SIGILL (exit -4) without a result: an illegal "
                                  "instruction")
     assert "CPU" in fail.error and "host" in fail.error
+
+
+@pytest.mark.parametrize("mode", ["warm", "cold"])
+def test_a_probe_that_aborts_is_named_with_the_last_error_line_it_printed(mode, light, monkeypatch, tmp_path):
+    """A native library that refuses to start (two OpenMP runtimes in one process) prints why, then aborts: the
+    one line the run stops with carries that why, not only the signal."""
+    monkeypatch.setenv(SWITCH_ENV, "1" if mode == "warm" else "0")
+    probes = tmp_path / "probes"
+    _write(probes, "aborts.py", "import os, resource, signal, sys\nresource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
+                                "sys.stderr.write('loading\\nOMP: Error #15: Initializing libiomp5.so, but found "
+                                "libgomp.so.1 already initialized.\\nOMP: Hint This means ...\\n')\n"
+                                "sys.stderr.flush()\nos.kill(os.getpid(), signal.SIGABRT)\n")
+    fail = run_probe(PY, "aborts", [], cwd=tmp_path, probes_dir=probes, timeout=60)
+    assert not fail.ok and fail.data["returncode"] == -6
+    assert fail.error.startswith("probe aborts was killed by SIGABRT (exit -6) without a result: aborted by compiled "
+                                 "code of the runtime itself")
+    assert fail.error.endswith("its last error line: OMP: Error #15: Initializing libiomp5.so, but found libgomp.so.1 "
+                               "already initialized.")

@@ -175,13 +175,16 @@ def empty_answers(messages):
 
 
 RECORD_SCAN_LIMIT = 20000  # records read for what only the records can be wrong about (their own text)
+# answers it takes before "every answer ends with whitespace" says something of the export rather than of one answer
+MIN_ANSWERS_JUDGED = 3
 
 
 def record_text_problems(proc, raw):
     """(problems, records read): every record's own text (up to RECORD_SCAN_LIMIT) for what no id parity can see,
     since the target and the source tokenize the same records: an empty answer, a special token the template writes
-    itself. One line per kind of problem, with its count and the first samples that have it."""
-    hits, read = {}, 0
+    itself, answers that all end with whitespace. One line per kind of problem, with its count and the first samples
+    that have it."""
+    hits, read, answers, padded = {}, 0, 0, 0
     for i, sample in enumerate(raw[:RECORD_SCAN_LIMIT]):
         if not isinstance(sample, dict) or not isinstance(sample.get("messages"), list):
             continue
@@ -190,7 +193,15 @@ def record_text_problems(proc, raw):
         for problem in empty_answers(messages) + template_tokens_in_text(proc, messages):
             kind = problem.split(": ", 1)[1] if ": " in problem else problem
             hits.setdefault(kind, []).append((i, problem))
+        said = [m["content"] for m in messages if m.get("role") == "assistant" and m["content"].strip()]
+        answers += len(said)
+        padded += sum(1 for text in said if text != text.rstrip())
     out = []
+    if answers >= MIN_ANSWERS_JUDGED and padded == answers:
+        out.append(f"every answer of the records ({answers} in {read} sample(s)) ends with whitespace (a newline or "
+                   f"space after its last word): an export's artifact, not an answer's content; each sample trains "
+                   f"the model to emit it before the turn's end, which no answer of the source's own chat has — "
+                   f"strip the answers' trailing whitespace in the records")
     for found in hits.values():
         first, problem = found[0]
         more = f" (and {len(found) - 1} more sample(s): {', '.join(str(i) for i, _ in found[1:6])}" \

@@ -29,7 +29,9 @@ Result: per path ``max_abs_dlogit``, ``dloss``, ``loss``; ``source_loss``; the t
 differs from the same-named source module's by more than the logit tolerance (its class and max |Δ|), so a failure
 says where the two computations part; ``passed`` and ``problems``.
 """
+import inspect
 import math
+import os
 import sys
 import time
 
@@ -291,6 +293,27 @@ def module_outputs(model, batch):
     return outputs, order
 
 
+def plugin_rejects(src_cls, plg_cls, exc, ref_loss, batch_source, keys, root, seconds):
+    """The result when the source's own forward ran on the target pipeline's batch and the plugin's raises: the batch
+    is one the source's model takes, so what rejects it is the plugin (the file that defines its forward, relative to
+    the target root, is named as the gate's lines name a cause: ``(defined in <path>)``)."""
+    forward = getattr(plg_cls, "forward", None)
+    try:
+        path = inspect.getsourcefile(forward) if forward is not None else None
+    except TypeError:
+        path = None
+    rel = os.path.relpath(path, root) if path and root and os.path.abspath(path).startswith(os.path.abspath(root)) \
+        else path
+    where = f" (defined in {rel})" if rel else ""
+    return {"source_class": f"{src_cls.__module__}.{src_cls.__qualname__}",
+            "plugin_class": f"{plg_cls.__module__}.{plg_cls.__qualname__}", "batch_source": batch_source,
+            "batch_keys": keys, "source_loss": ref_loss, "plugin_rejects": f"{type(exc).__name__}: {exc}"[:600],
+            "passed": False,
+            "problems": [f"the source's own model takes the target pipeline's collated batch (loss {ref_loss:.6g}) "
+                         f"and the plugin's forward{where} rejects it: {type(exc).__name__}: {exc}"[:900]],
+            "seconds": round(seconds, 2)}
+
+
 def first_divergence(source, plugin, batch, tol):
     """The first plugin module (execution order; a child returns before its parent) whose output differs from the
     source module of the same name and class by more than ``tol``; None when none does. Modules of another class
@@ -470,7 +493,14 @@ def main(argv):
         missing, unexpected = eager.load_state_dict(state, strict=False)
         cast = dtype_differences(source, eager)
         cast_found = cast_problem(eager, plg_cls, cast, args.target)
-        e_logits, e_loss = run_forward(eager, plugin_batch)
+        try:
+            e_logits, e_loss = run_forward(eager, plugin_batch)
+        except Exception as exc:  # probe boundary: a rejection the source did not make is the result
+            if not args.batch_file:
+                raise
+            emit(plugin_rejects(src_cls, plg_cls, exc, ref_loss, batch_source, sorted(batch), args.target,
+                                time.monotonic() - start))
+            return 0
         e_dlogit, e_dloss = compare(ref_logits, ref_loss, e_logits, e_loss)
         divergence = None
         if e_dlogit is not None and not e_dlogit <= args.logit_tol and \

@@ -16,21 +16,24 @@ from typing import Any
 
 import yaml
 
-from msmigrate.agent.launch_script_checks import (continuation_findings, parallel_size_findings, port_findings,
-                                                 rank_env_findings, rendezvous_findings, route_env_findings,
-                                                 sample_count_findings)
+from msmigrate.agent.launch_script_checks import (continuation_findings, data_parallel_ranks, parallel_size_findings,
+                                                 port_findings, rank_env_findings, rendezvous_findings,
+                                                 route_env_findings, sample_count_findings)
 from msmigrate.agent.launch_dry_run_checks import dry_run_findings
 from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.draft_config import derived_script
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
 from msmigrate.agent.routes.fsdp2.optimizer_recipe import decay_group_findings, recipe_findings
+from msmigrate.agent.routes.fsdp2.gates.settings_fit import (expert_parallel_findings, reduce_dtype_findings,
+                                                             step_records_findings)
 from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_findings, optimizer_state_findings,
                                                                 precision_findings)
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
 from msmigrate.tools.repo_reader.training_recipe import source_recipe
 from msmigrate.tools.launcher.command import TRAINER_REL
+from msmigrate.tools.yaml_validator.yaml_lines import load_yaml
 from msmigrate.tools.target_checks import (config_check, decay_groups_check, launch_args_check, module_tree,
                                            rendezvous_check, trainer_args_check)
 
@@ -106,6 +109,15 @@ def hub_name_findings(config: Path, target: Path, source: Path) -> list[str]:
     return out
 
 
+def as_written_findings(config: Path, bound: Path) -> list[dict[str, Any]]:
+    """What only the delivered file as written shows when the gates read a bound copy: a key written twice in one
+    mapping (the copy is re-dumped from what the loader kept, the last value, so its own check sees one)."""
+    if bound == config:
+        return []
+    loaded = load_yaml(config.read_text(encoding="utf-8", errors="replace"))
+    return [f.to_dict() for f in loaded.findings if f.code == "yaml-duplicate-key"]
+
+
 def dcp_checkpoint(folder: Path) -> bool:
     """Whether a folder holds a DCP checkpoint the trainer can resume: its iteration tracker, or a DCP
     ``.metadata`` in it or in one of its ``iter_*`` folders."""
@@ -140,7 +152,8 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             codes.append("launch-entry-missing")
         text = script.read_text(errors="replace")
         present = [e for e in script_entries(text) if (ctx.target / e).is_file()]
-        for f in [*launch_size_findings(text, state.get("runtime"), plan["script_path"]),
+        for f in [*launch_size_findings(text, state.get("runtime"), plan["script_path"],
+                                       plan.get("launch_size")),
                   *port_findings(text, plan["script_path"]), *continuation_findings(text, plan["script_path"]),
                   *route_env_findings(text, plan["script_path"], ctx.target, present),
                   *rank_env_findings(text, plan["script_path"], ctx.target, present),
@@ -166,7 +179,8 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         bound = bound_config(deps, config)
         res = config_check(ctx, bound, tree=tree, device=None)
         findings += res.data.get("findings", []) + attention_findings(_yaml(bound), plan, tree,
-                                                                             state.get("runtime"))
+                                                                             state.get("runtime")) + \
+            as_written_findings(config, bound)
         errors = [f for f in findings if f["severity"] == "error"]
         codes = sorted({*codes, *(f["code"] for f in errors)})
         problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in errors]
@@ -185,7 +199,9 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         unexercised = [*optimizer_state_findings(_yaml(config), _yaml(bound)),
                        *precision_findings(_yaml(config), ctx.source, ctx.target, entries),
                        *default_dtype_findings(_yaml(config), state.get("runtime"), plan["config_path"]),
-                       *recipe_findings(_yaml(config), defaults, recipe, plan["config_path"]), *decay_found]
+                       *recipe_findings(_yaml(config), defaults, recipe, plan["config_path"]), *decay_found,
+                       *expert_parallel_findings(_yaml(config), tree, ctx.source, plan["config_path"]),
+                       *reduce_dtype_findings(_yaml(config), plan["config_path"])]
         findings += unexercised
         # a warning (a weight decay the user chose against a source that states none) is reported, not gating
         blocking = [f for f in unexercised if f["severity"] == "error"]
@@ -194,7 +210,9 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         if script.is_file():
             script_text = script.read_text(errors="replace")
             sizes = [*parallel_size_findings(_yaml(config), script_text, plan["script_path"], plan["config_path"]),
-                     *sample_count_findings(_yaml(config), script_text, plan["script_path"], plan["config_path"])]
+                     *sample_count_findings(_yaml(config), script_text, plan["script_path"], plan["config_path"]),
+                     *step_records_findings(_yaml(config), data_parallel_ranks(_yaml(config), script_text),
+                                            ctx.target, plan["script_path"], plan["config_path"])]
             findings += sizes
             problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in sizes]
             codes = sorted({*codes, *(f["code"] for f in sizes)})

@@ -171,6 +171,11 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         problems += missing_batch_keys(plan, r.get("batch_keys"), f.get("forward_params"), state.get("target_summary"))
         if not fwd.ok:
             problems.append(f"the model rejects the collated batch: {fwd.error}")
+            if r.get("batch_file"):
+                # the source is the oracle: does its own model take this batch? Then the plugin is what rejects it
+                ev, found, _ = model_parity_check(deps, state, batch_file=r["batch_file"], media_token_id=media_id)
+                evidence.append(ev)
+                problems += [p for p in found if "rejects it" in p]
         t2 = time.time()
         found, parity = data_parity_record(r, f)
         evidence.append(evidence_item("data parity (target pipeline vs source processor)", res.data.get("argv", []),

@@ -1,0 +1,137 @@
+"""G3: settings of the delivered YAML that must fit the model, the records and the parameters they apply to — each
+one no gate launch exercises as delivered (G4–G6 train one small batch schedule in fp32, on a data-parallel mesh of
+their own), so a value copied from another recipe would first show in the user's training:
+
+- Expert parallelism on a model without experts: ``parallel.expert_parallel_size`` > 1 lays the ranks out on an
+  expert dimension that a dense model (no ``experts`` module in its built tree, no expert count in its config.json)
+  has nothing to place on.
+- Gradients reduced in a narrower dtype than the parameters hold: ``fsdp_plan.reduce_dtype`` bf16 / fp16 under
+  fp32 parameters averages every gradient over the ranks in 8 (or 11) mantissa bits, and the update then differs
+  from the one the source computes in its own precision.
+- An optimizer step larger than the records: ranks × ``micro_batch_size`` × ``gradient_accumulation_steps`` samples
+  per step, against the records the delivered YAML's own dataset files hold (capped by ``max_samples``): with fewer,
+  every step repeats samples and an epoch is less than one step. Counted only where those files are here and
+  readable (a JSON or JSON-lines file); otherwise not judged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from msmigrate.agent.routes.fsdp2.config_fit import has_experts
+
+# mantissa bits: what a value keeps of a gradient (fp16 has more than bf16 but a range of 5 exponent bits)
+_PRECISION = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7}
+_NAMES = {"fp32": "float32", "float32": "float32", "float": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
+          "fp16": "float16", "float16": "float16", "half": "float16", "fp64": "float64", "float64": "float64"}
+MAX_COUNTED_BYTES = 64 << 20  # a JSON dataset file larger than this is not parsed to count its records
+
+
+def _section(cfg: Any, *keys: str) -> dict[str, Any]:
+    for key in keys:
+        cfg = cfg.get(key) if isinstance(cfg, dict) else None
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def expert_parallel_findings(cfg: dict[str, Any], tree: dict[str, Any] | None, source: Path,
+                             config: str) -> list[dict[str, Any]]:
+    size = _int(_section(cfg, "parallel").get("expert_parallel_size"))
+    if size is None or size <= 1 or tree is None or has_experts(tree, source):
+        return []
+    return [{"severity": "error", "code": "value-out-of-range", "path": "parallel.expert_parallel_size",
+             "value": size,
+             "message": f"parallel.expert_parallel_size is {size}, but the model has no experts (no `experts` module "
+                        f"in the built model's tree, no expert count in {Path(source).name}/config.json): expert "
+                        f"parallelism lays the ranks out over experts this dense model does not have; set "
+                        f"parallel.expert_parallel_size in {config} to 1",
+             "suggestion": "parallel.expert_parallel_size: 1"}]
+
+
+def _dtype(value: Any) -> str | None:
+    return _NAMES.get(str(value).lower().removeprefix("torch.")) if value is not None else None
+
+
+def reduce_dtype_findings(cfg: dict[str, Any], config: str) -> list[dict[str, Any]]:
+    plan = _section(cfg, "parallel", "fsdp_plan")
+    reduce = _dtype(plan.get("reduce_dtype"))
+    param = _dtype(plan.get("param_dtype")) or "float32"  # unset: the parameters stay in their own fp32
+    if reduce is None or _PRECISION[reduce] >= _PRECISION[param]:
+        return []
+    return [{"severity": "error", "code": "precision-diverges", "path": "parallel.fsdp_plan.reduce_dtype",
+             "value": plan.get("reduce_dtype"),
+             "message": f"parallel.fsdp_plan.reduce_dtype is {plan.get('reduce_dtype')!r} under param_dtype "
+                        f"{plan.get('param_dtype') or 'unset (fp32)'!s}: every gradient is averaged over the ranks "
+                        f"in {reduce} ({_PRECISION[reduce]} mantissa bits) where the parameters hold "
+                        f"{_PRECISION[param]}, so each update differs from the source's (the gates' parity runs "
+                        f"fp32 and does not see it); set parallel.fsdp_plan.reduce_dtype in {config} to "
+                        f"{'fp32' if param == 'float32' else param}",
+             "suggestion": "parallel.fsdp_plan.reduce_dtype: fp32"}]
+
+
+def dataset_records(cfg: dict[str, Any], target: Path) -> int | None:
+    """How many records the YAML's own dataset files hold (``basic_parameters.dataset``: comma-separated files,
+    relative ones from the checkout's root or from ``dataset_dir``), capped by ``max_samples``; None when one of
+    them is not here, not JSON / JSON lines, or too large to parse."""
+    basic = _section(cfg, "data", "dataset_param", "basic_parameters")
+    names = basic.get("dataset")
+    if not isinstance(names, str) or not names.strip():
+        return None
+    total = 0
+    for name in (n.strip() for n in names.split(",") if n.strip()):
+        where = [Path(name)] if Path(name).is_absolute() else \
+            [Path(target) / name] + ([Path(target) / str(basic["dataset_dir"]) / name]
+                                     if isinstance(basic.get("dataset_dir"), str) else [])
+        path = next((p for p in where if p.is_file()), None)
+        count = _count(path) if path is not None else None
+        if count is None:
+            return None
+        total += count
+    cap = _int(basic.get("max_samples"))
+    return min(total, cap) if cap and cap > 0 else total
+
+
+def _count(path: Path) -> int | None:
+    try:
+        if path.stat().st_size > MAX_COUNTED_BYTES:
+            return None
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        records = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            return sum(1 for ln in text.splitlines() if ln.strip() and json.loads(ln) is not None)
+        except json.JSONDecodeError:
+            return None
+    return len(records) if isinstance(records, list) else 1 if isinstance(records, dict) else None
+
+
+def step_records_findings(cfg: dict[str, Any], ranks: int | None, target: Path, script: str,
+                          config: str) -> list[dict[str, Any]]:
+    """``ranks``: the data-parallel ranks the launch script starts (None: not known, not judged)."""
+    training = _section(cfg, "training")
+    mbs, accumulation = _int(training.get("micro_batch_size")), _int(training.get("gradient_accumulation_steps"))
+    if not ranks or not mbs or mbs < 1:
+        return []  # a size out of range is the range check's
+    accumulation = accumulation if accumulation and accumulation > 0 else 1
+    need = ranks * mbs * accumulation
+    records = dataset_records(cfg, target)
+    if records is None or records >= need:
+        return []
+    key = "training.gradient_accumulation_steps" if accumulation > 1 else "training.micro_batch_size"
+    most = max(1, records // (ranks * (mbs if accumulation > 1 else 1)))
+    return [{"severity": "error", "code": "value-out-of-range", "path": key,
+             "value": accumulation if accumulation > 1 else mbs,
+             "message": f"one optimizer step takes {need} samples ({ranks} data-parallel rank(s) of {script} × "
+                        f"training.micro_batch_size {mbs} × training.gradient_accumulation_steps {accumulation}), but "
+                        f"the dataset {config} trains on holds {records} record(s): every step repeats samples and "
+                        f"an epoch is less than one step; lower {key} in {config} to at most {most} (or train on "
+                        f"more records)",
+             "maximum": most}]

@@ -1,0 +1,154 @@
+"""G3's settings that must fit the model, the records and the parameters they apply to (gates/settings_fit.py), the
+node count and rendezvous of the launch script (launch_size.py), and a launch whose output file cannot be opened
+(launch_dry_run_checks.output_findings, through a real bash dry run). Each check is shown silent on the delivered
+shape and failing, naming the key to change, on the one setting changed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from msmigrate.agent.launch_dry_run_checks import dry_run_findings, output_findings
+from msmigrate.agent.launch_script_checks import data_parallel_ranks
+from msmigrate.agent.launch_size import launch_size_findings
+from msmigrate.agent.routes.fsdp2.gates.settings_fit import (dataset_records, expert_parallel_findings,
+                                                             reduce_dtype_findings, step_records_findings)
+
+DENSE = {"names": ["model.language_model.layers.0.mlp.up_proj", "model.visual.blocks.0.attn"]}
+MOE = {"names": ["model.language_model.layers.0.mlp.experts.0.up_proj"]}
+SCRIPT = """#!/bin/bash
+NPUS_PER_NODE=${NPUS_PER_NODE:-2}
+MASTER_ADDR=localhost
+MASTER_PORT=6000
+NNODES=1
+NODE_RANK=0
+mkdir -p logs
+torchrun --nproc_per_node $NPUS_PER_NODE --nnodes $NNODES --node_rank $NODE_RANK --master_addr $MASTER_ADDR \\
+    --master_port $MASTER_PORT trainer.py cfg.yaml 2>&1 | tee logs/train.log
+"""
+
+
+def _source(tmp_path: Path, **config) -> Path:
+    (tmp_path / "src").mkdir(exist_ok=True)
+    (tmp_path / "src" / "config.json").write_text(json.dumps({"model_type": "x", **config}))
+    return tmp_path / "src"
+
+
+def test_expert_parallelism_needs_experts_in_the_built_model_or_its_config(tmp_path):
+    dense = _source(tmp_path)
+    cfg = {"parallel": {"expert_parallel_size": 2}}
+    found = expert_parallel_findings(cfg, DENSE, dense, "c.yaml")
+    assert [f["path"] for f in found] == ["parallel.expert_parallel_size"] and "set parallel.expert_parallel_size" \
+        in found[0]["message"] and found[0]["severity"] == "error"
+    assert expert_parallel_findings(cfg, MOE, dense, "c.yaml") == []
+    assert expert_parallel_findings(cfg, DENSE, _source(tmp_path, num_experts=8), "c.yaml") == []
+    assert expert_parallel_findings({"parallel": {"expert_parallel_size": 1}}, DENSE, dense, "c.yaml") == []
+    assert expert_parallel_findings(cfg, None, dense, "c.yaml") == []  # no module tree: not judged
+
+
+@pytest.mark.parametrize("param, reduce, flagged", [("fp32", "bf16", True), (None, "bf16", True),
+                                                     ("fp32", "fp16", True), ("bf16", "fp32", False),
+                                                     ("bf16", "bf16", False), ("fp32", "fp32", False),
+                                                     ("bf16", "fp16", False), ("fp32", None, False)])
+def test_gradients_are_not_reduced_in_fewer_bits_than_the_parameters_hold(param, reduce, flagged):
+    plan = {k: v for k, v in (("param_dtype", param), ("reduce_dtype", reduce)) if v is not None}
+    found = reduce_dtype_findings({"parallel": {"fsdp_plan": plan}}, "c.yaml")
+    assert bool(found) == flagged
+    if flagged:
+        assert found[0]["code"] == "precision-diverges" and found[0]["path"] == "parallel.fsdp_plan.reduce_dtype"
+
+
+def _records(tmp_path: Path, n: int, lines: bool = False) -> Path:
+    path = tmp_path / ("train.jsonl" if lines else "train.json")
+    rows = [{"messages": [{"role": "user", "content": f"q{i}"}]} for i in range(n)]
+    path.write_text("\n".join(json.dumps(r) for r in rows) if lines else json.dumps(rows))
+    return path
+
+
+def _cfg(dataset: str, ga: int = 1, mbs: int = 1, **basic) -> dict:
+    return {"data": {"dataset_param": {"basic_parameters": {"dataset": dataset, **basic}}},
+            "training": {"micro_batch_size": mbs, "gradient_accumulation_steps": ga}}
+
+
+def test_the_records_are_counted_from_the_yamls_own_dataset_files(tmp_path):
+    a, b = _records(tmp_path, 16), _records(tmp_path, 5, lines=True)
+    assert dataset_records(_cfg(f"{a},{b}"), tmp_path) == 21
+    assert dataset_records(_cfg("train.json", dataset_dir=str(tmp_path)), Path("/nonexistent")) == 16
+    assert dataset_records(_cfg(str(a), max_samples=4), tmp_path) == 4
+    assert dataset_records(_cfg(str(tmp_path / "absent.json")), tmp_path) is None  # not here: not judged
+
+
+def test_an_optimizer_step_larger_than_the_records_is_an_error_naming_the_accumulation(tmp_path):
+    data = str(_records(tmp_path, 16))
+    ranks = data_parallel_ranks({}, SCRIPT)
+    assert ranks == 2
+    assert step_records_findings(_cfg(data, ga=8), ranks, tmp_path, "l.sh", "c.yaml") == []  # 16 per step: fits
+    found = step_records_findings(_cfg(data, ga=16), ranks, tmp_path, "l.sh", "c.yaml")
+    assert [f["path"] for f in found] == ["training.gradient_accumulation_steps"]
+    assert "32 samples" in found[0]["message"] and "16 record(s)" in found[0]["message"]
+    assert "lower training.gradient_accumulation_steps in c.yaml to at most 8" in found[0]["message"]
+    # with no accumulation, the micro batch is what does not fit
+    found = step_records_findings(_cfg(data, mbs=12), ranks, tmp_path, "l.sh", "c.yaml")
+    assert [f["path"] for f in found] == ["training.micro_batch_size"]
+    # a parallel size that is not data parallelism takes ranks out of the data-parallel count
+    assert data_parallel_ranks({"parallel": {"ulysses_parallel_size": 2}}, SCRIPT) == 1
+
+
+def test_the_node_count_is_the_runs_size_and_a_multi_node_rendezvous_is_reachable():
+    sized = {"nnodes": 1, "why": "nnodes 1 (the default: one node)"}
+    assert launch_size_findings(SCRIPT, None, "l.sh", sized) == []
+    two = SCRIPT.replace("NNODES=1", "NNODES=2")
+    found = launch_size_findings(two, None, "l.sh", sized)
+    assert len(found) == 1 and found[0]["code"] == "launch-size" and found[0]["suggestion"] == "NNODES=1"
+    # sized for two nodes by the user: the count fits, a loopback master does not
+    found = launch_size_findings(two, None, "l.sh", {"nnodes": 2, "why": "nnodes 2 from the spec"})
+    assert len(found) == 1 and "loopback" in found[0]["message"]
+    assert launch_size_findings(two.replace("MASTER_ADDR=localhost", "MASTER_ADDR=10.0.0.1"), None, "l.sh",
+                                {"nnodes": 2, "why": "spec"}) == []
+
+
+def _checkout(tmp_path: Path, script: str) -> Path:
+    root = tmp_path / "checkout"
+    root.mkdir(parents=True)
+    (root / "trainer.py").write_text("print('train')\n")
+    (root / "cfg.yaml").write_text("training: {}\n")
+    (root / "launch.sh").write_text(script)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    return root
+
+
+def _parse(argv):
+    script = next((a for a in argv if a.endswith(".py")), None)
+    return {"training_script": script, "training_script_args": argv[argv.index(script) + 1:] if script else []}
+
+
+def test_a_launch_log_into_a_folder_that_is_not_there_is_found_by_the_dry_runs_own_shell(tmp_path):
+    green, _ = dry_run_findings("launch.sh", _checkout(tmp_path / "a", SCRIPT), _parse)
+    assert not [f for f in green if "cannot be opened" in f["message"]]
+    faulted = SCRIPT.replace("| tee logs/train.log", f"| tee {tmp_path}/missing/train.log")
+    found, facts = dry_run_findings("launch.sh", _checkout(tmp_path / "b", faulted), _parse)
+    said = [f for f in found if "cannot be opened" in f["message"]]
+    assert facts["examined"] and len(said) == 1 and said[0]["key"] == "tee"
+    assert "line 9 of launch.sh" in said[0]["message"] and "exit status is tee's" in said[0]["message"]
+
+
+def test_a_redirect_bash_cannot_open_is_named_by_its_line_and_a_missing_sourced_file_is_not_one():
+    script = "source /opt/toolkit/set_env.sh\n" + SCRIPT.split("\n", 1)[1] + "echo done > /nope/x.log\n"
+    stderr = ("launch.sh: line 1: /opt/toolkit/set_env.sh: No such file or directory\n"
+              "launch.sh: line 10: /nope/x.log: Permission denied\n")
+    found = output_findings(stderr, script, "launch.sh")
+    assert len(found) == 1 and found[0]["key"] == "redirect" and "line 10 of launch.sh" in found[0]["message"]
+    assert output_findings("some other line\nWARNING: x\n", SCRIPT, "launch.sh") == []
+
+
+def test_a_key_written_twice_is_found_in_the_delivered_file_the_bound_copy_has_lost(tmp_path):
+    from msmigrate.agent.routes.fsdp2.gates.config_gate import as_written_findings
+
+    config = tmp_path / "c.yaml"
+    config.write_text("training:\n  lr: 1.0e-4\n  seed: 42\n  no_load_rng: true\n  lr: 1.0e-5\n")
+    found = as_written_findings(config, tmp_path / "bound_c.yaml")
+    assert [(f["code"], f["path"], f["line"]) for f in found] == [("yaml-duplicate-key", "training.lr", 5)]
+    assert as_written_findings(config, config) == []  # unbound: the gate's own check reads this very file
