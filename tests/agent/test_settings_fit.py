@@ -152,3 +152,23 @@ def test_a_key_written_twice_is_found_in_the_delivered_file_the_bound_copy_has_l
     found = as_written_findings(config, tmp_path / "bound_c.yaml")
     assert [(f["code"], f["path"], f["line"]) for f in found] == [("yaml-duplicate-key", "training.lr", 5)]
     assert as_written_findings(config, config) == []  # unbound: the gate's own check reads this very file
+
+
+def test_the_rules_repair_drops_the_repeat_of_a_key_and_keeps_the_first():
+    from msmigrate.agent.routes.fsdp2.gates.config_gate import as_written_findings
+    from msmigrate.agent.routes.fsdp2.rules.autofix import drop_repeated_keys
+    from msmigrate.tools import yaml_roundtrip as rt
+
+    text = "training:\n  lr: 1.0e-4  # the source's\n  seed: 42\n  load:\n    - a\n  lr: 1.0e-5\n"
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "c.yaml"
+        config.write_text(text)
+        findings = as_written_findings(config, Path(tmp) / "bound.yaml")
+    fixed, notes = drop_repeated_keys(text, findings)
+    assert fixed == "training:\n  lr: 1.0e-4  # the source's\n  seed: 42\n  load:\n    - a\n"
+    assert rt.load(fixed)["training"]["lr"] == 1.0e-4 and notes[0].startswith("deleted line 6")
+    # a repeated key that opens a block is not one line to drop: left for the gate to report again
+    nested = "a:\n  b: 1\na:\n  b: 2\n"
+    assert drop_repeated_keys(nested, [{"code": "yaml-duplicate-key", "path": "a", "line": 3}]) == (nested, [])

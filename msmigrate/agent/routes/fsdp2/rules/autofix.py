@@ -147,6 +147,27 @@ def apply_findings(cfg: dict[str, Any], findings: list[dict[str, Any]]) -> list[
     return done
 
 
+def drop_repeated_keys(text: str, findings: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    """The YAML text without the later occurrence of each key G3 found written twice in one mapping
+    (``yaml-duplicate-key``: its line is the repeat's), when that line is one ``key: value`` line; the first
+    occurrence stays — what the config was written with before a pasted block repeated it — and the value
+    checks that follow hold it to the derived config like any other."""
+    lines = text.splitlines(keepends=True)
+    drop, notes = set(), []
+    for f in findings:
+        line = f.get("line")
+        if f.get("code") != "yaml-duplicate-key" or not isinstance(line, int) or not 0 < line <= len(lines):
+            continue
+        leaf = str(f.get("path", "")).rsplit(".", 1)[-1]
+        said = lines[line - 1]
+        nested = line < len(lines) and len(lines[line]) - len(lines[line].lstrip()) > len(said) - len(said.lstrip())
+        if said.strip().startswith(f"{leaf}:") and said.split(":", 1)[1].strip() and not nested:
+            drop.add(line)
+            notes.append(f"deleted line {line} (`{said.strip()[:60]}`: {f['path']} written a second time; the first "
+                         f"stays)")
+    return "".join(ln for i, ln in enumerate(lines, 1) if i not in drop), notes
+
+
 def apply_failure(cfg: dict[str, Any], failure: dict[str, Any] | None, findings: list[dict[str, Any]],
                   tree: dict[str, Any] | None, reference: dict[str, Any] | None = None) -> list[str]:
     if not failure:

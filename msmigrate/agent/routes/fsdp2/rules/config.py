@@ -17,7 +17,7 @@ from msmigrate.agent.policies.rules.steps import last_results, step_of, write
 from msmigrate.agent.routes.fsdp2.attention_choice import launch_host_attention
 from msmigrate.agent.routes.fsdp2.draft_config import (derived_script, draft_config, example_launch_script,
                                                       load_baseline, tied_embeddings)
-from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure, raise_minimums
+from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure, drop_repeated_keys, raise_minimums
 from msmigrate.agent.code_templates import render_template
 from msmigrate.agent.routes.fsdp2.weights_load import weights_origin
 from msmigrate.tools import yaml_roundtrip as rt
@@ -93,11 +93,13 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
     current = ctx.target / plan["config_path"]
     failure = state.get("last_failure")
     if current.is_file() and failure:
-        cfg = rt.load(current.read_text(encoding="utf-8"))
+        # a key written twice is dropped in the text first: the round-trip loader refuses such a file
+        text, repeated = drop_repeated_keys(current.read_text(encoding="utf-8"), _findings(state))
+        cfg = rt.load(text)
         baseline, _, _ = load_baseline(ctx.target, plan["similar_case"])
         fresh = draft_config(plan, baseline, source=ctx.source, data_json=ctx.data_path, tree=tree,
                              runtime_attention=launch_host_attention(state.get("runtime")))
-        fixes = apply_failure(cfg, failure, _findings(state), tree, reference=fresh)
+        fixes = repeated + apply_failure(cfg, failure, _findings(state), tree, reference=fresh)
         rederived = _rederived_script(view)
         if rederived is not None and not fixes:  # only what the script hands torchrun was wrong: the YAML stays
             return (f"Auto-fix: {plan['script_path']}: {rederived[0]} (G3's dry run: what it handed torchrun did "
