@@ -199,7 +199,7 @@ def dry_run_findings(script_path: str, target: Path, parse: Callable[[list[str]]
                              "training_script_args": (parsed.get("training_script_args") or [])[:40]})
         out += call_findings(parsed, call.cwd, target, text, script_path)
         out += trainer_findings(parsed, ahead, call.cwd, text, script_path, read, trainer)
-    out += output_findings(result.stderr_tail, text, script_path)
+    out += output_findings(result.stderr_tail, text, script_path) + background_findings(text, script_path)
     facts.update(examined=bool(parsed_calls), parsed=parsed_calls)
     if not parsed_calls:
         facts["why_not"] = "; ".join(n["why"] for n in facts.get("not_examined", []))[:300]
@@ -234,6 +234,31 @@ def output_findings(stderr: str, text: str, script: str) -> list[dict[str, Any]]
                             (" and the pipeline's exit status is tee's, not the trainer's" if m.group("tee") else "")
                             + "; write it under a folder the script creates (mkdir -p logs; … | tee logs/…)"))
     return out[:2]
+
+
+_BACKGROUND = re.compile(r"(?<![&|])&\s*(?:#.*)?$")
+_WAIT = re.compile(r"^\s*wait\b", re.M)
+
+
+def background_findings(text: str, script: str) -> list[dict[str, Any]]:
+    """The launcher started in the background (its command ends with a lone ``&``, ``nohup`` or not) with no
+    ``wait`` after it: the script returns at once with status 0 whatever training then does — a scheduler's job ends
+    and frees the node under it, and no caller sees the trainer's failure."""
+    joined = text.replace("\\\n", " ")
+    lines = joined.splitlines()
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("#") or not _LAUNCH_LINE.search(line) or not _BACKGROUND.search(line):
+            continue
+        if _WAIT.search("\n".join(lines[i + 1:])):
+            return []
+        at = _line_of(text, _LAUNCH_LINE)
+        where = f"line {at[0]} of {script} (`{at[1][:90]}`)" if at else script
+        return [_finding(script, "&", f"{where} starts the launcher in the background (`&`) and nothing waits for "
+                                      f"it: the script returns at once with exit status 0 whatever training does (a "
+                                      f"scheduler ends the job and frees the node under it; a failure is never "
+                                      f"reported); run it in the foreground (drop the `&` and `nohup`), or `wait` "
+                                      f"for it")]
+    return []
 
 
 _QUOTED_EXPANSION = re.compile(r'"(\$\{?[A-Za-z_]\w*\}?)"')

@@ -15,8 +15,8 @@ the script must establish too, since no gate runs the script itself.
   shell escapes the space, the newline ends the command): the command stops there and the next line runs as a
   command of its own — the trainer starts without the arguments that follow.
 - **the rendezvous host**: every gate launch rendezvous at ``127.0.0.1``; the script's own ``MASTER_ADDR`` (or
-  ``--master_addr``) names a host only the runtime's resolver decides. A single-node script's host name is resolved
-  and connected to in the runtime (``probes/rendezvous_host.py``, a one-rank ``TCPStore`` as torchrun's rank 0
+  ``--master_addr``) names a host only the runtime's resolver decides. A single-node script's host name (or an
+  address that is not a loopback one) is resolved and connected to in the runtime (``probes/rendezvous_host.py``, a one-rank ``TCPStore`` as torchrun's rank 0
   starts). A name the machine gives itself (``localhost``, its host name) that does not resolve is the runtime's
   resolver's (``/etc/hosts``: environment); another name is the script's (config).
 """
@@ -74,8 +74,8 @@ def port_findings(text: str, script: str) -> list[dict[str, Any]]:
 
 
 def rendezvous_host(text: str) -> str | None:
-    """The host name a single-node script rendezvous at, when it is a literal name (not an IP address, not a
-    variable the user's shell decides); None otherwise, and for a multi-node script (its master is another
+    """The host a single-node script rendezvous at, when it is a literal name or address (not a loopback address,
+    not a variable the user's shell decides); None otherwise, and for a multi-node script (its master is another
     machine, resolved where that machine's network is)."""
     nodes = script_size(text)[1]
     if nodes is not None and nodes > 1:
@@ -85,8 +85,9 @@ def rendezvous_host(text: str) -> str | None:
     if not host or "$" in host:
         return None
     try:
-        ipaddress.ip_address(host)
-        return None
+        # an address literal is probed too (another cluster's node-0 copied into a one-node script), except a
+        # loopback one: every gate launch rendezvous there
+        return None if ipaddress.ip_address(host).is_loopback else host
     except ValueError:
         return host
 

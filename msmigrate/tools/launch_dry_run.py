@@ -26,14 +26,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from msmigrate.tools.subprocess_env import child_env
 
 DRY_RUN_TIMEOUT_S = 60.0
+BACKGROUND_GRACE_S = 5.0  # how long what the script left running in the background may take to end on its own
 MAX_SHADOW_ENTRIES = 50_000  # a checkout bigger than this is not shadowed (the dry run reports it did not run)
 SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache"}
 MODULE_LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch")
@@ -188,10 +191,35 @@ def dry_run(script: Path, root: Path, *, timeout: float = DRY_RUN_TIMEOUT_S, tex
         env["PATH"] = f"{bindir}{os.pathsep}{path}"
         env["MSMIGRATE_DRY_RUN_DIR"] = str(rec_dir)
         env["MSMIGRATE_DRY_RUN_ROOT"] = str(shadow.resolve())
+        proc = subprocess.Popen([bash, rel.as_posix()], cwd=shadow, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         try:
-            proc = subprocess.run([bash, rel.as_posix()], cwd=shadow, env=env, stdin=subprocess.DEVNULL,
-                                  capture_output=True, timeout=timeout, start_new_session=True)
+            _, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            _drain(proc.pid, 0.0)
+            proc.communicate()
             return DryRun(calls=_calls(rec_dir, shadow, given), error=f"the script ran past {timeout:.0f} s")
+        # what the script started in the background (`nohup torchrun … &`) outlives it: let it finish writing its
+        # record (a recorder exits at once), then end what is left, before the shadow is read and removed
+        _drain(proc.pid, BACKGROUND_GRACE_S)
         return DryRun(calls=_calls(rec_dir, shadow, given), returncode=proc.returncode,
-                      stderr_tail=proc.stderr.decode("utf-8", "replace")[-2000:])
+                      stderr_tail=stderr.decode("utf-8", "replace")[-2000:])
+
+
+def _drain(group: int, grace: float) -> None:
+    """Wait up to ``grace`` seconds for the processes of the script's session (its process group) to end, then kill
+    what is left."""
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return
+    time.sleep(0.1)  # the kernel reaps them; their open files in the shadow close

@@ -47,3 +47,22 @@ def test_a_failure_with_them_too_blames_no_setting_and_records_the_derived_ones(
     record, _ = _run(tmp_path, monkeypatch, passes=False)
     assert record["passes_as_derived"] is False and record["problems"] == []
     assert "data.dataset_param.attr.role_tag" in record["same"]
+
+
+def test_a_setting_written_at_another_level_is_set_where_it_is_read(tmp_path, monkeypatch):
+    """The template pasted one level up: the derived section's key is not set where the target reads it."""
+    import copy
+
+    moved = copy.deepcopy(DELIVERED)
+    moved["data"]["dataset_param"]["template"] = moved["data"]["dataset_param"]["basic_parameters"].pop("template")
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(moved))
+    monkeypatch.setattr(data_settings, "derived_data", lambda deps, state: DERIVED)
+    seen = []
+    record = data_settings.settings_check(SimpleNamespace(ctx=SimpleNamespace(run_dir=tmp_path)),
+                                          {"plan": {"config_path": "c.yaml"}}, config,
+                                          lambda path: seen.append(yaml.safe_load(path.read_text())) or True)
+    assert record["differ"]["data.dataset_param.basic_parameters.template"] == ["<not set>", "qwen2vl"]
+    assert seen[0]["data"]["dataset_param"]["basic_parameters"]["template"] == "qwen2vl"
+    assert "set `data.dataset_param.basic_parameters.template` to 'qwen2vl' (it is not set there)" in \
+        record["problems"][0]

@@ -40,7 +40,7 @@ socket.getaddrinfo = _NoLocalhost(socket.getaddrinfo)
 
 @pytest.mark.parametrize("addr,nodes,host", [
     ("localhost", 1, "localhost"), ("${MASTER_ADDR:-localhost}", 1, "localhost"), ('"trainer-host"', 1, "trainer-host"),
-    ("127.0.0.1", 1, None), ("$(hostname -i)", 1, None), ("node-0", 2, None)])
+    ("127.0.0.1", 1, None), ("$(hostname -i)", 1, None), ("node-0", 2, None), ("10.1.2.3", 1, "10.1.2.3")])
 def test_the_host_a_single_node_script_names(addr, nodes, host):
     assert rendezvous_host(SCRIPT.format(addr=addr, nodes=nodes)) == host
     assert rendezvous_host("torchrun --master-addr=node-3 t.py\n") == "node-3"
@@ -80,3 +80,11 @@ def test_a_foreign_name_that_does_not_resolve_is_the_scripts(tmp_path):
 
 def test_no_probe_result_concludes_nothing():
     assert rendezvous_findings(SCRIPT.format(addr="localhost", nodes=1), "l.sh", lambda host: None) == []
+
+
+def test_another_clusters_address_in_a_one_node_script_is_the_scripts(tmp_path):
+    """192.0.2.17 (a documentation address, routed nowhere) stands for node-0 of the cluster the script came from."""
+    found = rendezvous_findings(SCRIPT.format(addr="192.0.2.17", nodes=1), "l.sh", _probe(tmp_path, None))
+    assert [(f["code"], f["value"]) for f in found] == [("launch-rendezvous-host", "192.0.2.17")]
+    line = f"[{found[0]['code']}] {found[0]['key']}: {found[0]['message']}"
+    assert classify(line, [found[0]["code"]], gate_verdict=[line]).owner == "config"

@@ -172,3 +172,14 @@ def test_the_rules_repair_drops_the_repeat_of_a_key_and_keeps_the_first():
     # a repeated key that opens a block is not one line to drop: left for the gate to report again
     nested = "a:\n  b: 1\na:\n  b: 2\n"
     assert drop_repeated_keys(nested, [{"code": "yaml-duplicate-key", "path": "a", "line": 3}]) == (nested, [])
+
+
+def test_a_launcher_started_in_the_background_with_nothing_waiting_is_found_and_the_dry_run_outlives_it(tmp_path):
+    """The dry run waits for what the script left running (the recorder) before it reads and removes its shadow."""
+    faulted = SCRIPT.replace("torchrun --nproc", "nohup torchrun --nproc").replace(
+        "| tee logs/train.log", "> logs/train.log &\necho started")
+    found, facts = dry_run_findings("launch.sh", _checkout(tmp_path / "bg", faulted), _parse)
+    said = [f for f in found if f["key"] == "&"]
+    assert facts["examined"] and len(said) == 1 and "line 8 of launch.sh" in said[0]["message"]
+    waited, _ = dry_run_findings("launch.sh", _checkout(tmp_path / "wait", faulted + "wait\n"), _parse)
+    assert not [f for f in waited if f["key"] == "&"]

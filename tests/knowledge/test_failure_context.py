@@ -331,3 +331,11 @@ def test_a_process_that_died_in_compiled_code_with_no_frame_of_the_run_is_the_ho
     in_plugin = said.replace("  <no Python frame>", '  File "/runs/x/worktree/mindspeed_mm/fsdp/models/tiny_vl/'
                                                   'modeling_tiny_vl.py", line 31 in forward')
     assert context_owner(in_plugin, ART).owner == "model"
+
+
+def test_a_library_the_loader_cannot_map_is_the_hosts_limit():
+    said = ("plugin does not build on meta: ImportError: /opt/envs/mm/lib/python3.11/site-packages/torch/lib/"
+            "libtorch_cpu.so: failed to map segment from shared object (raised in /opt/envs/mm/lib/python3.11/"
+            "importlib/__init__.py:126 in import_module)")
+    verdict = context_owner(said, ART)
+    assert verdict.owner == "environment" and "failed to map segment" in verdict.reason

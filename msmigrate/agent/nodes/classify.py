@@ -199,6 +199,10 @@ def make_classify_node(deps: RunDeps):
             "excerpt": text[-3000:], "finding_codes": failed.get("finding_codes", []),
             "root_cause": primary.get("text", ""),
         }
+        said_error = innermost_error(primary.get("text", ""))
+        if verdict.case_id and said_error and said_error not in failure["diagnosis"]:
+            # a case's text is general: the error this run met says which module, file or value it was
+            failure["diagnosis"] += f" This run's error: {said_error}"
         opinion = None
         route_to = None  # set when an LLM abstention rules out the failed gate's phase
         artifacts, changed_last = run_artifacts(deps.ctx, state, failed)
@@ -297,6 +301,17 @@ def make_classify_node(deps: RunDeps):
                 "gates": gates_before(state.get("gates", {}), phase)}
 
     return node
+
+
+_CAUSE = re.compile(r"caused by (?P<cause>\w+(?:Error|Exception|Warning)?: [^\n]+?)(?: \(raised in |$)")
+
+
+def innermost_error(text: str, limit: int = 300) -> str:
+    """The most specific error a root-cause line states: its innermost ``caused by …`` when it has one (a wrapper's
+    "Could not import module X" hides the import that failed), else the line itself; cut to ``limit``."""
+    causes = _CAUSE.findall(text or "")
+    said = (causes[-1] if causes else (text or "").strip().splitlines()[0] if (text or "").strip() else "")
+    return said[:limit]
 
 
 def recurrence(state: dict[str, Any], failed: dict[str, Any], failure: dict[str, Any]) -> dict[str, Any] | None:

@@ -28,17 +28,22 @@ _INPUT_LEAVES = ("dataset", "dataset_dir", "model_name_or_path", "cache_dir", "m
 
 def compare_data_settings(delivered: dict[str, Any], derived: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """({dotted key: (delivered value, derived value)} for the data settings that differ, [keys that are as
-    derived]), over the ``data.`` leaves both name, inputs left out."""
+    derived]), over the ``data.`` leaves the derived section names, inputs left out; a leaf the delivered YAML does
+    not set there differs with the value ``MISSING`` (a key written at another level, say: the target then reads
+    its default)."""
     ours, theirs = scalar_leaves(delivered.get("data"), "data"), scalar_leaves(derived.get("data"), "data")
     differ, same = {}, []
-    for dotted in sorted(set(ours) & set(theirs)):
-        if dotted.rsplit(".", 1)[-1] in _INPUT_LEAVES:
+    for dotted in sorted(theirs):
+        if dotted.rsplit(".", 1)[-1] in _INPUT_LEAVES or theirs[dotted] is None:
             continue
-        if ours[dotted] == theirs[dotted]:
+        if dotted in ours and ours[dotted] == theirs[dotted]:
             same.append(dotted)
         else:
-            differ[dotted] = (ours[dotted], theirs[dotted])
+            differ[dotted] = (ours.get(dotted, MISSING), theirs[dotted])
     return differ, same
+
+
+MISSING = "<not set>"
 
 
 def derived_data(deps: Any, state: dict[str, Any]) -> dict[str, Any] | None:
@@ -80,7 +85,8 @@ def settings_check(deps: Any, state: dict[str, Any], config: Path, run_check: An
     record["passes_as_derived"] = passed = run_check(path)
     if passed:
         config_name = state["plan"].get("config_path") or Path(config).name
-        sets = "; ".join(f"set `{k}` to {v[1]!r} (it is {v[0]!r})" for k, v in differ.items())
+        sets = "; ".join(f"set `{k}` to {v[1]!r} (it is {'not set there' if v[0] == MISSING else repr(v[0])})"
+                         for k, v in differ.items())
         record["problems"] = [f"data settings: the same check passes with the YAML's data settings that differ from "
                               f"what this migration derives set as derived: {sets} in {config_name}"]
     return record
