@@ -650,7 +650,9 @@ def gate_remedy_owner(gate_lines: str, artifacts: Artifacts) -> ContextVerdict |
     with the pad id because the YAML's ``ignore_pad_token_for_loss`` tells it to is fixed in the YAML."""
     keys = set(artifacts.yaml_keys.values())
     for m in _REMEDY.finditer(gate_lines):
-        if m.group("key") in keys:
+        # a key of the YAML, or one to set in a section it has (a setting written at another level: not set there)
+        parent = m.group("key").rsplit(".", 1)[0]
+        if m.group("key") in keys or any(k.startswith(parent + ".") for k in keys):
             config = _names(artifacts.config[:1]) or "the YAML"
             return ContextVerdict("config", "gate-remedy",
                                   f"the gate's own check names the setting to change: {m.group(0)} in {config}")

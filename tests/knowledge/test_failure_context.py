@@ -339,3 +339,14 @@ def test_a_library_the_loader_cannot_map_is_the_hosts_limit():
             "importlib/__init__.py:126 in import_module)")
     verdict = context_owner(said, ART)
     assert verdict.owner == "environment" and "failed to map segment" in verdict.reason
+
+
+def test_a_remedy_that_sets_a_key_the_yaml_has_at_another_level_is_the_yamls():
+    art = Artifacts(config=("c.yaml",), yaml_keys=yaml_keys({"data": {"dataset_param": {
+        "template": "qwen2vl", "basic_parameters": {"cutoff_len": 256}}}}))
+    line = ("data settings: the same check passes with the YAML's data settings that differ from what this migration "
+            "derives set as derived: set `data.dataset_param.basic_parameters.template` to 'qwen2vl' (it is not set "
+            "there) in c.yaml")
+    assert gate_remedy_owner(line, art).owner == "config"
+    # a key in no section of the YAML is no remedy of its own
+    assert gate_remedy_owner(line.replace("data.dataset_param.basic_parameters", "other.section"), art) is None
