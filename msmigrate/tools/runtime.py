@@ -82,14 +82,16 @@ SIGNAL_MEANING = {
     "SIGABRT": "aborted by compiled code of the runtime itself (a native library's assertion, or a library that "
                "refuses to initialise next to another copy of itself): the runtime, not the migration",
 }
-_SAID_ERROR = re.compile(r"(?i)\berror\b|\bfatal\b|\babort|\bfault\b|not found|cannot|failed")
+_SAID_ERROR = re.compile(r"(?i)\berror\b|\bfatal\b|\babort|\bfault\b|not found|cannot|failed|terminat")
+LAST_LINES = 12  # the lines a dying native library prints: its error first, then hints
 
 
 def last_error_line(stderr: str, limit: int = 240) -> str:
-    """The last line of a dead process's stderr that says an error (else its last line): what a process a signal
-    ended printed of why, before it died."""
-    lines = [ln.strip() for ln in (stderr or "").splitlines()[-60:] if ln.strip()]
-    said = next((ln for ln in reversed(lines) if _SAID_ERROR.search(ln)), lines[-1] if lines else "")
+    """The first line that says an error among the last lines of a dead process's stderr (else its last line): what
+    a process a signal ended printed of why before it died — a native library's message comes first, its hints
+    after it."""
+    lines = [ln.strip() for ln in (stderr or "").splitlines() if ln.strip()][-LAST_LINES:]
+    said = next((ln for ln in lines if _SAID_ERROR.search(ln)), lines[-1] if lines else "")
     return said[:limit]
 
 
