@@ -183,3 +183,21 @@ def test_a_launcher_started_in_the_background_with_nothing_waiting_is_found_and_
     assert facts["examined"] and len(said) == 1 and "line 8 of launch.sh" in said[0]["message"]
     waited, _ = dry_run_findings("launch.sh", _checkout(tmp_path / "wait", faulted + "wait\n"), _parse)
     assert not [f for f in waited if f["key"] == "&"]
+
+
+def test_modules_kept_out_of_fsdp_must_be_frozen():
+    from msmigrate.agent.routes.fsdp2.gates.settings_fit import ignored_trained_findings
+
+    tree = {"names": ["model", "model.visual", "model.visual.blocks.0", "model.visual.merger", "model.language_model",
+                      "lm_head"]}
+    cfg = {"parallel": {"fsdp_plan": {"ignored_modules": ["model.visual"]}}, "model": {"freeze": []}}
+    (found,) = ignored_trained_findings(cfg, tree, "c.yaml")
+    assert found["path"] == "parallel.fsdp_plan.ignored_modules" and "model.visual" in found["message"]
+    cfg["model"]["freeze"] = ["model.visual"]
+    assert ignored_trained_findings(cfg, tree, "c.yaml") == []
+    # a frozen parent covers the ignored blocks under it; freezing one child leaves the rest trained
+    cfg = {"parallel": {"fsdp_plan": {"ignored_modules": ["model.visual.blocks.{*}"]}}, "model": {"freeze": ["model"]}}
+    assert ignored_trained_findings(cfg, tree, "c.yaml") == []
+    cfg["model"]["freeze"] = ["model.visual.merger"]
+    assert len(ignored_trained_findings(cfg, tree, "c.yaml")) == 1
+    assert ignored_trained_findings({"parallel": {"fsdp_plan": {}}}, tree, "c.yaml") == []

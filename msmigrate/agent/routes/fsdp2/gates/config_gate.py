@@ -25,8 +25,8 @@ from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.draft_config import derived_script
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
 from msmigrate.agent.routes.fsdp2.optimizer_recipe import decay_group_findings, recipe_findings
-from msmigrate.agent.routes.fsdp2.gates.settings_fit import (expert_parallel_findings, reduce_dtype_findings,
-                                                             step_records_findings)
+from msmigrate.agent.routes.fsdp2.gates.settings_fit import (expert_parallel_findings, ignored_trained_findings,
+                                                             reduce_dtype_findings, step_records_findings)
 from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_findings, optimizer_state_findings,
                                                                 precision_findings)
 from msmigrate.agent.gates.evidence import evidence_item
@@ -201,6 +201,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                        *default_dtype_findings(_yaml(config), state.get("runtime"), plan["config_path"]),
                        *recipe_findings(_yaml(config), defaults, recipe, plan["config_path"]), *decay_found,
                        *expert_parallel_findings(_yaml(config), tree, ctx.source, plan["config_path"]),
+                       *ignored_trained_findings(_yaml(config), tree, plan["config_path"]),
                        *reduce_dtype_findings(_yaml(config), plan["config_path"])]
         findings += unexercised
         # a warning (a weight decay the user chose against a source that states none) is reported, not gating

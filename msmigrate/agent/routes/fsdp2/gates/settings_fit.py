@@ -5,6 +5,8 @@ their own), so a value copied from another recipe would first show in the user's
 - Expert parallelism on a model without experts: ``parallel.expert_parallel_size`` > 1 lays the ranks out on an
   expert dimension that a dense model (no ``experts`` module in its built tree, no expert count in its config.json)
   has nothing to place on.
+- Modules kept out of FSDP (``fsdp_plan.ignored_modules``) that the YAML trains: their gradients are never averaged
+  over the ranks.
 - Gradients reduced in a narrower dtype than the parameters hold: ``fsdp_plan.reduce_dtype`` bf16 / fp16 under
   fp32 parameters averages every gradient over the ranks in 8 (or 11) mantissa bits, and the update then differs
   from the one the source computes in its own precision.
@@ -21,6 +23,38 @@ from pathlib import Path
 from typing import Any
 
 from msmigrate.agent.routes.fsdp2.config_fit import has_experts
+from msmigrate.tools.module_match import module_name_match
+
+def _ancestors(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def ignored_trained_findings(cfg: dict[str, Any], tree: dict[str, Any] | None, config: str) -> list[dict[str, Any]]:
+    """Modules ``parallel.fsdp_plan.ignored_modules`` keeps out of FSDP that ``model.freeze`` does not freeze: their
+    parameters stay plain tensors on every rank, so their gradients are never averaged over the ranks (each rank
+    trains its own copy, and the copies drift apart) and the trainer's gradient clipping meets plain tensors among
+    its DTensors. Both lists match module names as the target does (``module_name_match``); a module is frozen when
+    it or a module above it matches a freeze pattern."""
+    ignored = _section(cfg, "parallel", "fsdp_plan").get("ignored_modules")
+    names = (tree or {}).get("names") or []
+    if not isinstance(ignored, list) or not ignored or not names:
+        return []
+    freeze = [p for p in (_section(cfg, "model").get("freeze") or []) if isinstance(p, str)]
+    trained = [n for n in names if any(isinstance(p, str) and module_name_match(p, n) for p in ignored)
+               and not any(module_name_match(f, a) for f in freeze for a in _ancestors(n))]
+    if not trained:
+        return []
+    return [{"severity": "error", "code": "value-out-of-range", "path": "parallel.fsdp_plan.ignored_modules",
+             "value": ignored,
+             "message": f"parallel.fsdp_plan.ignored_modules keeps {', '.join(trained[:3])}"
+                        f"{' …' if len(trained) > 3 else ''} out of FSDP, but model.freeze does not freeze "
+                        f"{'it' if len(trained) == 1 else 'them'}: their parameters stay plain tensors on every rank, "
+                        f"so their gradients are never averaged over the ranks (each rank trains its own copy) and "
+                        f"gradient clipping meets plain tensors among DTensors; remove them from "
+                        f"parallel.fsdp_plan.ignored_modules in {config}, or freeze them in model.freeze",
+             "suggestion": "parallel.fsdp_plan.ignored_modules: []"}]
+
 
 # mantissa bits: what a value keeps of a gradient (fp16 has more than bf16 but a range of 5 exponent bits)
 _PRECISION = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7}
