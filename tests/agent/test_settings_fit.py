@@ -201,3 +201,26 @@ def test_modules_kept_out_of_fsdp_must_be_frozen():
     cfg["model"]["freeze"] = ["model.visual.merger"]
     assert len(ignored_trained_findings(cfg, tree, "c.yaml")) == 1
     assert ignored_trained_findings({"parallel": {"fsdp_plan": {}}}, tree, "c.yaml") == []
+
+
+def test_a_folder_the_yaml_loads_that_holds_another_model_is_found(tmp_path):
+    from msmigrate.agent.routes.fsdp2.gates.config_gate import other_model_findings
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "config.json").write_text(json.dumps({"model_type": "qwen2_vl", "text_config": {"hidden_size": 64,
+                                                                                           "num_hidden_layers": 2}}))
+    other = tmp_path / "target" / "ckpt" / "qwen2_vl_7b"
+    other.mkdir(parents=True)
+    (other / "config.json").write_text(json.dumps({"model_type": "qwen2_vl", "hidden_size": 3584,
+                                                   "num_hidden_layers": 28}))
+    config = tmp_path / "c.yaml"
+    config.write_text(f"model:\n  model_name_or_path: {source}\ntraining:\n  load: ckpt/qwen2_vl_7b\n")
+    (found,) = other_model_findings(config, tmp_path / "target", source)
+    assert found["path"] == "training.load" and "hidden_size 3584 where the source has 64" in found["message"]
+    config.write_text(f"model:\n  model_name_or_path: {source}\ntraining:\n  load: {source}\n")
+    assert other_model_findings(config, tmp_path / "target", source) == []
+    # a copy of the same model elsewhere is the same model
+    (other / "config.json").write_text((source / "config.json").read_text())
+    config.write_text("training:\n  load: ckpt/qwen2_vl_7b\n")
+    assert other_model_findings(config, tmp_path / "target", source) == []
