@@ -204,7 +204,14 @@ def test_modules_kept_out_of_fsdp_must_be_frozen():
 
 
 def test_a_folder_the_yaml_loads_that_holds_another_model_is_found(tmp_path):
-    from msmigrate.agent.routes.fsdp2.gates.config_gate import other_model_findings
+    import yaml
+
+    from msmigrate.agent.routes.fsdp2.gates.settings_fit import other_model_findings
+
+    paths = (("model", "model_name_or_path"), ("training", "load"))
+
+    def found_in(config):
+        return other_model_findings(yaml.safe_load(config.read_text()), paths, tmp_path / "target", source, "c.yaml")
 
     source = tmp_path / "src"
     source.mkdir()
@@ -216,11 +223,11 @@ def test_a_folder_the_yaml_loads_that_holds_another_model_is_found(tmp_path):
                                                    "num_hidden_layers": 28}))
     config = tmp_path / "c.yaml"
     config.write_text(f"model:\n  model_name_or_path: {source}\ntraining:\n  load: ckpt/qwen2_vl_7b\n")
-    (found,) = other_model_findings(config, tmp_path / "target", source)
+    (found,) = found_in(config)
     assert found["path"] == "training.load" and "hidden_size 3584 where the source has 64" in found["message"]
     config.write_text(f"model:\n  model_name_or_path: {source}\ntraining:\n  load: {source}\n")
-    assert other_model_findings(config, tmp_path / "target", source) == []
+    assert found_in(config) == []
     # a copy of the same model elsewhere is the same model
     (other / "config.json").write_text((source / "config.json").read_text())
     config.write_text("training:\n  load: ckpt/qwen2_vl_7b\n")
-    assert other_model_findings(config, tmp_path / "target", source) == []
+    assert found_in(config) == []

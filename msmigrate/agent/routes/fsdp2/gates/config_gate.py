@@ -26,7 +26,8 @@ from msmigrate.agent.routes.fsdp2.draft_config import derived_script
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
 from msmigrate.agent.routes.fsdp2.optimizer_recipe import decay_group_findings, recipe_findings
 from msmigrate.agent.routes.fsdp2.gates.settings_fit import (expert_parallel_findings, ignored_trained_findings,
-                                                             reduce_dtype_findings, step_records_findings)
+                                                             other_model_findings, reduce_dtype_findings,
+                                                             step_records_findings)
 from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_findings, optimizer_state_findings,
                                                                 precision_findings)
 from msmigrate.agent.gates.evidence import evidence_item
@@ -118,58 +119,6 @@ def as_written_findings(config: Path, bound: Path) -> list[dict[str, Any]]:
     return [f.to_dict() for f in loaded.findings if f.code == "yaml-duplicate-key"]
 
 
-# what makes two checkpoints one model: its kind and the sizes every weight's shape follows (top level or text_config)
-_IDENTITY = ("model_type", "architectures")
-_SIZES = ("hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size", "num_attention_heads")
-
-
-def _model_facts(folder: Path) -> dict[str, Any] | None:
-    try:
-        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    if not isinstance(cfg, dict):
-        return None
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
-    facts = {k: cfg.get(k) for k in _IDENTITY if cfg.get(k) is not None}
-    facts.update({k: text.get(k, cfg.get(k)) for k in _SIZES if text.get(k, cfg.get(k)) is not None})
-    return facts
-
-
-def other_model_findings(config: Path, target: Path, source: Path) -> list[dict[str, Any]]:
-    """Folders the delivered YAML reads a model from (the model, the processor, ``training.load``) that hold another
-    model than the source this run verified: a config.json whose kind or sizes differ (a folder left from the
-    recipe the YAML was copied from, another size of the family). The gates read the bound copy, which points at the
-    source, so only this sees where the user's launch would load from. A folder that is not here is another check's
-    (``hub_name_findings``) or another machine's."""
-    cfg = _yaml(config)
-    want = _model_facts(Path(source))
-    if not cfg or not want:
-        return []
-    out = []
-    for keys in (*_MODEL_PATHS, ("training", "load")):
-        value: Any = cfg
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        if not isinstance(value, str) or not value.strip():
-            continue
-        folder = Path(value) if Path(value).is_absolute() else Path(target) / value
-        try:
-            if not folder.is_dir() or folder.resolve() == Path(source).resolve():
-                continue
-        except OSError:
-            continue
-        have = _model_facts(folder)
-        differ = {k: (have.get(k), v) for k, v in want.items() if have is not None and k in have and have[k] != v}
-        if differ:
-            said = "; ".join(f"{k} {a!r} where the source has {b!r}" for k, (a, b) in list(differ.items())[:4])
-            out.append({"severity": "error", "code": "value-out-of-range", "path": ".".join(keys), "value": value,
-                        "message": f"{'.'.join(keys)}: {value} holds another model than the source this run "
-                                   f"verified ({source}): {said}; the user's launch would load it; set "
-                                   f"{'.'.join(keys)} in {config.name} to the source's folder"})
-    return out
-
-
 def dcp_checkpoint(folder: Path) -> bool:
     """Whether a folder holds a DCP checkpoint the trainer can resume: its iteration tracker, or a DCP
     ``.metadata`` in it or in one of its ``iter_*`` folders."""
@@ -242,7 +191,8 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         # source with the HF load entries, so a delivered load_format that misreads its own folder shows only here
         problems += list(dict.fromkeys([*weights_findings(config, ctx.source), *weights_findings(bound, ctx.source)]))
         problems += hub_name_findings(config, ctx.target, ctx.source)
-        other = other_model_findings(config, ctx.target, ctx.source)
+        other = other_model_findings(_yaml(config), (*_MODEL_PATHS, ("training", "load")), ctx.target, ctx.source,
+                                     config.name)
         findings += other
         problems += [f"[{f['code']}] {f['path']}: {f['message']}" for f in other]
         codes = sorted({*codes, *(f["code"] for f in other)})

@@ -10,6 +10,7 @@ their own), so a value copied from another recipe would first show in the user's
 - Gradients reduced in a narrower dtype than the parameters hold: ``fsdp_plan.reduce_dtype`` bf16 / fp16 under
   fp32 parameters averages every gradient over the ranks in 8 (or 11) mantissa bits, and the update then differs
   from the one the source computes in its own precision.
+- A folder the YAML loads a model from that holds another model than the verified source (its kind or sizes).
 - An optimizer step larger than the records: ranks × ``micro_batch_size`` × ``gradient_accumulation_steps`` samples
   per step, against the records the delivered YAML's own dataset files hold (capped by ``max_samples``): with fewer,
   every step repeats samples and an epoch is less than one step. Counted only where those files are here and
@@ -169,3 +170,55 @@ def step_records_findings(cfg: dict[str, Any], ranks: int | None, target: Path, 
                         f"an epoch is less than one step; lower {key} in {config} to at most {most} (or train on "
                         f"more records)",
              "maximum": most}]
+
+
+# what makes two checkpoints one model: its kind and the sizes every weight's shape follows (top level or text_config)
+_IDENTITY = ("model_type", "architectures")
+_SIZES = ("hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size", "num_attention_heads")
+
+
+def _model_facts(folder: Path) -> dict[str, Any] | None:
+    try:
+        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(cfg, dict):
+        return None
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    facts = {k: cfg.get(k) for k in _IDENTITY if cfg.get(k) is not None}
+    facts.update({k: text.get(k, cfg.get(k)) for k in _SIZES if text.get(k, cfg.get(k)) is not None})
+    return facts
+
+
+def other_model_findings(cfg: dict[str, Any], paths: tuple[tuple[str, ...], ...], target: Path, source: Path,
+                         config: str) -> list[dict[str, Any]]:
+    """Folders the delivered YAML reads a model from (the model, the processor, ``training.load``) that hold another
+    model than the source this run verified: a config.json whose kind or sizes differ (a folder left from the
+    recipe the YAML was copied from, another size of the family). The gates read the bound copy, which points at the
+    source, so only this sees where the user's launch would load from. A folder that is not here is another check's
+    (``hub_name_findings``) or another machine's. ``paths``: the key paths of the YAML that name such folders."""
+    want = _model_facts(Path(source))
+    if not cfg or not want:
+        return []
+    out = []
+    for keys in paths:
+        value: Any = cfg
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if not isinstance(value, str) or not value.strip():
+            continue
+        folder = Path(value) if Path(value).is_absolute() else Path(target) / value
+        try:
+            if not folder.is_dir() or folder.resolve() == Path(source).resolve():
+                continue
+        except OSError:
+            continue
+        have = _model_facts(folder)
+        differ = {k: (have.get(k), v) for k, v in want.items() if have is not None and k in have and have[k] != v}
+        if differ:
+            said = "; ".join(f"{k} {a!r} where the source has {b!r}" for k, (a, b) in list(differ.items())[:4])
+            out.append({"severity": "error", "code": "value-out-of-range", "path": ".".join(keys), "value": value,
+                        "message": f"{'.'.join(keys)}: {value} holds another model than the source this run "
+                                   f"verified ({source}): {said}; the user's launch would load it; set "
+                                   f"{'.'.join(keys)} in {config} to the source's folder"})
+    return out
