@@ -101,3 +101,28 @@ def test_a_batch_the_plugin_rejects_is_given_to_the_source_and_its_verdict_route
     calls.clear()
     record = run({"status": "pass", "problems": []}, ["the source's own forward fails on the target pipeline's batch"])
     assert calls and "rejects it" not in record["summary"]
+
+
+def test_a_g1_forward_the_plugin_fails_asks_the_source_on_the_same_batch(monkeypatch, tmp_path):
+    """G1's forward smoke fails: the source's own model runs on the same source batch, and a rejection only the plugin
+    makes is named with the plugin's forward file (routed to the model phase by that file)."""
+    from msmigrate.agent.routes.fsdp2.gates import model_gate
+
+    monkeypatch.setattr(model_gate, "module_tree", lambda *a, **k: ToolResult(ok=True, data={"result": {"modules": 3}}))
+    monkeypatch.setattr(model_gate, "forward_check", lambda *a, **k: ToolResult.failure("RuntimeError: split sizes"))
+    monkeypatch.setattr(model_gate, "fresh_untrained", lambda ctx, plan: False)
+    said = ("the source's own model takes the same batch (source processor; loss 2.5) and the plugin's forward "
+            "(defined in mindspeed_mm/fsdp/models/x/modeling_x.py) rejects it: RuntimeError: split sizes")
+    asked = []
+
+    def parity(deps, state, **kw):
+        asked.append(kw)
+        return {"label": "model parity", "log_excerpt": "", "metrics": {}}, [f"model parity: {said}"], {}
+
+    monkeypatch.setattr(model_gate, "model_parity_check", parity)
+    deps = SimpleNamespace(ctx=SimpleNamespace(data_path=tmp_path / "train.json", target=tmp_path, source=tmp_path),
+                           spec=None)
+    plan = {"route": "native", "plugin_dir": "mindspeed_mm/fsdp/models/x", "model_id": "x"}
+    record = model_gate.gate_model(deps, {"plan": plan, "gates": {}})
+    assert not record["passed"] and asked == [{}]
+    assert record["summary"].startswith("forward smoke failed: RuntimeError: split sizes; model parity: the source's")

@@ -197,6 +197,6 @@ def test_a_batch_the_source_takes_and_the_plugin_rejects_names_the_plugins_forwa
         said = model_parity.plugin_rejects(dict, modeling_x.Plugin, exc, 2.5, "target pipeline (G2's collated batch)",
                                            ["input_ids", "pixel_values"], str(tmp_path), 0.1)
     assert said["passed"] is False and said["source_loss"] == 2.5
-    assert said["problems"] == ["the source's own model takes the target pipeline's collated batch (loss 2.5) and the "
-                                "plugin's forward (defined in pkg/modeling_x.py) rejects it: ValueError: Image features "
-                                "and image tokens do not match, tokens: 8, features: 4"]
+    assert said["problems"] == ["the source's own model takes the same batch (target pipeline (G2's collated batch); "
+                                "loss 2.5) and the plugin's forward (defined in pkg/modeling_x.py) rejects it: "
+                                "ValueError: Image features and image tokens do not match, tokens: 8, features: 4"]

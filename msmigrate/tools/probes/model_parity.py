@@ -294,8 +294,8 @@ def module_outputs(model, batch):
 
 
 def plugin_rejects(src_cls, plg_cls, exc, ref_loss, batch_source, keys, root, seconds):
-    """The result when the source's own forward ran on the target pipeline's batch and the plugin's raises: the batch
-    is one the source's model takes, so what rejects it is the plugin (the file that defines its forward, relative to
+    """The result when the source's own forward ran on a batch and the plugin's raises on it: the batch is one the
+    source's model takes, so what rejects it is the plugin (the file that defines its forward, relative to
     the target root, is named as the gate's lines name a cause: ``(defined in <path>)``)."""
     forward = getattr(plg_cls, "forward", None)
     try:
@@ -309,8 +309,8 @@ def plugin_rejects(src_cls, plg_cls, exc, ref_loss, batch_source, keys, root, se
             "plugin_class": f"{plg_cls.__module__}.{plg_cls.__qualname__}", "batch_source": batch_source,
             "batch_keys": keys, "source_loss": ref_loss, "plugin_rejects": f"{type(exc).__name__}: {exc}"[:600],
             "passed": False,
-            "problems": [f"the source's own model takes the target pipeline's collated batch (loss {ref_loss:.6g}) "
-                         f"and the plugin's forward{where} rejects it: {type(exc).__name__}: {exc}"[:900]],
+            "problems": [f"the source's own model takes the same batch ({batch_source}; loss {ref_loss:.6g}) and "
+                         f"the plugin's forward{where} rejects it: {type(exc).__name__}: {exc}"[:900]],
             "seconds": round(seconds, 2)}
 
 
@@ -496,8 +496,6 @@ def main(argv):
         try:
             e_logits, e_loss = run_forward(eager, plugin_batch)
         except Exception as exc:  # probe boundary: a rejection the source did not make is the result
-            if not args.batch_file:
-                raise
             emit(plugin_rejects(src_cls, plg_cls, exc, ref_loss, batch_source, sorted(batch), args.target,
                                 time.monotonic() - start))
             return 0

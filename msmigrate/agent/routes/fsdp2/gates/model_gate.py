@@ -49,6 +49,10 @@ def gate_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                                       **probe_runtime(fwd)))
         if not fwd.ok:
             problems.append(f"forward smoke failed: {fwd.error}")
+            # the source is the oracle: its own model on the same source batch; where it runs, what fails is the plugin
+            ev, found, _ = model_parity_check(deps, state)
+            evidence.append(ev)
+            problems += [p for p in found if "rejects it" in p]
         elif (loaded := framework_load(deps, plan, custom, evidence)) is not None:
             problems.append(loaded)
         else:
