@@ -295,11 +295,11 @@ def module_outputs(model, batch):
 
 def plugin_rejects(src_cls, plg_cls, exc, ref_loss, batch_source, keys, root, seconds):
     """The result when the source's own forward ran on a batch and the plugin's raises on it: the batch is one the
-    source's model takes, so what rejects it is the plugin (the file that defines its forward, relative to
-    the target root, is named as the gate's lines name a cause: ``(defined in <path>)``)."""
-    forward = getattr(plg_cls, "forward", None)
+    source's model takes, so what rejects it is the plugin (the file that defines the plugin class, relative to the
+    target root, is named as the gate's lines name a cause: ``(defined in <path>)``)."""
+    # the plugin class's own file (a decorated or inherited forward's file is the library's): what the source lacks
     try:
-        path = inspect.getsourcefile(forward) if forward is not None else None
+        path = inspect.getsourcefile(plg_cls)
     except TypeError:
         path = None
     rel = os.path.relpath(path, root) if path and root and os.path.abspath(path).startswith(os.path.abspath(root)) \
