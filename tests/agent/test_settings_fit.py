@@ -231,3 +231,20 @@ def test_a_folder_the_yaml_loads_that_holds_another_model_is_found(tmp_path):
     (other / "config.json").write_text((source / "config.json").read_text())
     config.write_text("training:\n  load: ckpt/qwen2_vl_7b\n")
     assert found_in(config) == []
+
+
+def test_a_key_written_one_level_off_moves_into_its_own_section():
+    from msmigrate.agent.routes.fsdp2.rules.autofix import apply_findings, nearest_paths
+
+    finding = {"severity": "error", "code": "misplaced-key", "path": "data.dataset_param.template",
+               "suggestion": "did you mean `data.dataset_param.basic_parameters.template` or "
+                             "`data.val_dataset_param.basic_parameters.template`?"}
+    assert nearest_paths(finding["path"], ["data.dataset_param.basic_parameters.template",
+                                           "data.val_dataset_param.basic_parameters.template"]) == \
+        ["data.dataset_param.basic_parameters.template"]
+    cfg = {"data": {"dataset_param": {"template": "qwen2vl", "basic_parameters": {"cutoff_len": 256}}}}
+    (done,) = apply_findings(cfg, [finding])
+    assert cfg == {"data": {"dataset_param": {"basic_parameters": {"cutoff_len": 256, "template": "qwen2vl"}}}}
+    assert done.startswith("moved data.dataset_param.template → data.dataset_param.basic_parameters.template")
+    # two equally near places: no guess
+    assert len(nearest_paths("a.x", ["a.b.x", "a.c.x"])) == 2

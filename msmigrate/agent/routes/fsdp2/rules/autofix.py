@@ -129,13 +129,30 @@ def raise_minimums(cfg: dict[str, Any], findings: list[dict[str, Any]]) -> list[
     return done
 
 
+def nearest_paths(path: str, suggested: list[str]) -> list[str]:
+    """Of the validator's suggested paths, those sharing the longest leading run of sections with ``path``: a key
+    written one level off belongs in its own section (``data.dataset_param.template`` →
+    ``data.dataset_param.basic_parameters.template``, not the validation set's twin)."""
+    def shared(other: str) -> int:
+        n = 0
+        for a, b in zip(path.split("."), other.split(".")):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    best = max((shared(p) for p in suggested), default=0)
+    return list(dict.fromkeys(p for p in suggested if shared(p) == best))
+
+
 def apply_findings(cfg: dict[str, Any], findings: list[dict[str, Any]]) -> list[str]:
     """Move misplaced / misspelled keys to the path the validator suggests (only when it names exactly one path)."""
     done = []
     for f in findings:
         if f.get("severity") != "error" or f.get("code") not in ("misplaced-key", "unknown-key"):
             continue
-        paths = [p for p in _SUGGESTED_PATH.findall(f.get("suggestion") or "") if "." in p and p != f["path"]]
+        paths = nearest_paths(f["path"], [p for p in _SUGGESTED_PATH.findall(f.get("suggestion") or "")
+                                          if "." in p and p != f["path"]])
         if len(set(paths)) == 1 and get_path(cfg, f["path"]) is not None and get_path(cfg, paths[0]) is None:
             set_path(cfg, paths[0], delete_path(cfg, f["path"]))
             done.append(f"moved {f['path']} → {paths[0]} (validator suggestion)")
