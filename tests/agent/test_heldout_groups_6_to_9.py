@@ -1,10 +1,10 @@
-"""The sixth, seventh and eighth held-out fault groups (msmigrate/testbeds/faults/heldout6.py, heldout7.py,
-heldout8.py) are each well formed, selectable on their own and apply: every edit fault's anchors are in a green rules
-migration of qwen2_vl on the stand-in (built once here, for all three) and change the files they name, leaving Python
-that compiles, YAML that parses and shell that bash parses; the faults in the data path and the plugin change what
-the data path or the model computes on the same records (or make it fail); every runtime fault's simulation, run in
-a wrapped interpreter, produces the condition it stands for, and the same program without it gets past that point.
-Nothing here runs the gates on a faulted copy or classifies anything: that measurement is the routing benchmark's
+"""The sixth, seventh, eighth and ninth held-out fault groups (msmigrate/testbeds/faults/heldout6.py, heldout7.py,
+heldout8.py, heldout9.py) are each well formed, selectable on their own and apply: every edit fault's anchors are in a
+green rules migration of qwen2_vl on the stand-in (built once here, for all four) and change the files they name,
+leaving Python that compiles, YAML that parses and shell that bash parses; the faults in the data path and the plugin
+change what the data path or the model computes on the same records (or make it fail); every runtime fault's simulation,
+run in a wrapped interpreter, produces the condition it stands for, and the same program without it gets past that
+point. Nothing here runs the gates on a faulted copy or classifies anything: that measurement is the routing benchmark's
 (``--group heldout6`` …), made by someone other than the faults' authors. Each group was written blind by its own
 author; their checks share this one file (they differed only in the group and the runtime programs)."""
 
@@ -18,10 +18,10 @@ from heldout_checks import (assert_bench_reports_every_group, assert_computes_ot
                             computed_on_green, run_wrapped_and_plain)
 from standin_migration import apply_fault_checked, fault_copy, green_for_faults
 
-from msmigrate.testbeds.faults import heldout6, heldout7, heldout8
+from msmigrate.testbeds.faults import heldout6, heldout7, heldout8, heldout9
 
 GROUPS = {"heldout6": ("h6-", heldout6.FAULTS), "heldout7": ("h7-", heldout7.FAULTS),
-          "heldout8": ("h8-", heldout8.FAULTS)}
+          "heldout8": ("h8-", heldout8.FAULTS), "heldout9": ("h9-", heldout9.FAULTS)}
 FAULTS = {f.id: f for _, faults in GROUPS.values() for f in faults}
 EDITS = sorted(i for i, f in FAULTS.items() if f.edits)
 RUNTIMES = sorted(i for i, f in FAULTS.items() if f.runtime is not None)
@@ -122,6 +122,24 @@ SIMULATED = {
         {}, "from PIL import Image\n"
             "Image.open({source!r} + '/data/images/sample_00.png').load()\n",
         "Connection timed out"),
+    "h9-env-libgomp-static-tls": ({}, "import torch\n", "cannot allocate memory in static TLS block"),
+    "h9-env-torchvision-other-torch": (
+        {}, "from transformers import AutoImageProcessor\n"
+            "AutoImageProcessor.from_pretrained({source!r}, local_files_only=True)\n",
+        "operator torchvision::nms does not exist"),
+    "h9-env-login-node-cpu-time-limit": (
+        {"RANK": "0"}, "import torch\nw = torch.ones(2, requires_grad=True)\n"
+                       "for _ in range(4):\n    (w * 2).sum().backward()\n",
+        (signal.SIGXCPU, "CPU time limit exceeded")),
+    "h9-env-hostname-unresolvable": (
+        {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "{port}"},
+        "import torch.distributed as dist\ndist.init_process_group('gloo')\ndist.destroy_process_group()\n",
+        "Unable to find address for"),
+    "h9-env-max-map-count-low": (
+        {}, "from safetensors import safe_open\n"
+            "with safe_open({source!r} + '/model.safetensors', framework='pt') as f:\n"
+            "    f.get_tensor(next(iter(f.keys())))\n",
+        "Cannot allocate memory"),
 }
 
 
