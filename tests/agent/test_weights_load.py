@@ -162,3 +162,20 @@ def test_a_model_named_by_a_hub_id_in_the_delivered_yaml_is_a_g3_finding(tmp_pat
     config.write_text(f"model:\n  model_name_or_path: /data/other/host\ndata:\n  dataset_param:\n"
                       f"    preprocess_parameters:\n      model_name_or_path: weights/local\n")
     assert hub_name_findings(config, target, source) == []
+
+
+def test_g3_refuses_a_load_folder_that_holds_no_checkpoint_yet(tmp_path):
+    """training.load and training.save on one folder that does not exist yet (a resume habit): nothing is loaded."""
+    from msmigrate.agent.routes.fsdp2.gates.config_gate import weights_findings
+
+    hf = _hf(tmp_path)
+    target = tmp_path / "checkout"
+    target.mkdir()
+    config = tmp_path / "c.yaml"
+    config.write_text("training:\n  init_model_with_meta_device: true\n  load: ./ckpt/sft\n  save: ./ckpt/sft\n")
+    (found,) = weights_findings(config, hf, target)
+    assert found.startswith("[random-init] training.load: ./ckpt/sft holds no checkpoint here") and str(hf) in found
+    (target / "ckpt" / "sft" / "iter_0000010").mkdir(parents=True)
+    (target / "ckpt" / "sft" / "iter_0000010" / ".metadata").write_bytes(b"")  # a real DCP save: it resumes
+    assert weights_findings(config, hf, target) == []
+    assert weights_findings(config, hf) == []  # no checkout to read it from: not judged

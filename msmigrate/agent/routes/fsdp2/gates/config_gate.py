@@ -64,12 +64,22 @@ def _yaml(config: Path) -> dict[str, Any]:
     return cfg if isinstance(cfg, dict) else {}
 
 
-def weights_findings(config: Path, source: Path) -> list[str]:
-    """A config that would train the source's model from a random init while the source ships its weights."""
+def weights_findings(config: Path, source: Path, target: Path | None = None) -> list[str]:
+    """A config that would train the source's model from a random init while the source ships its weights (no
+    ``training.load``, or one that names a folder with no checkpoint of either kind: a save folder that does not
+    exist yet, read from the checkout's root, ``target``)."""
     cfg = _yaml(config)
     if not cfg:
         return []
     kind, folder = weights_origin(cfg)
+    if kind == "dcp-load" and target is not None and hf_weight_dir(source):
+        here = Path(folder) if Path(folder).is_absolute() else Path(target) / folder
+        if not hf_weight_dir(here) and not (here.is_dir() and dcp_checkpoint(here)):
+            return [f"[random-init] training.load: {folder} holds no checkpoint here (no DCP checkpoint, no Hugging "
+                    f"Face weights{'' if here.is_dir() else ': the folder does not exist'}), so the user's launch "
+                    f"loads nothing and trains from a fresh init while the source's weights are in {source}; set "
+                    f"training.load to that folder (load_format auto, no_load_optim and no_load_rng true), and "
+                    f"training.save to another"]
     if kind == "random" and hf_weight_dir(source):
         return [f"[random-init] training: init_model_with_meta_device without training.load trains from a random "
                 f"init; the source's weights are in {source} (set training.load to it, load_format auto, "
@@ -189,7 +199,8 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             problems.append(res.error or "validator failed")
         # the delivered pair as written, then as bound to this run's inputs: binding points training.load at the
         # source with the HF load entries, so a delivered load_format that misreads its own folder shows only here
-        problems += list(dict.fromkeys([*weights_findings(config, ctx.source), *weights_findings(bound, ctx.source)]))
+        problems += list(dict.fromkeys([*weights_findings(config, ctx.source, ctx.target),
+                                        *weights_findings(bound, ctx.source)]))
         problems += hub_name_findings(config, ctx.target, ctx.source)
         other = other_model_findings(_yaml(config), (*_MODEL_PATHS, ("training", "load")), ctx.target, ctx.source,
                                      config.name)
