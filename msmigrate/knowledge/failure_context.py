@@ -70,8 +70,9 @@ _HOST = re.compile(r"\[Errno (?:28|30|122|5)\]|No space left on device|Read-only
                    r"getifaddrs|ifname|died with <?Signals\.SIGKILL|exitcode\s*:\s*-9\b|signal 9 \(SIGKILL\)|"
                    # a process killed by SIGBUS: a mapped file or shared-memory segment the host could not back
                    r"killed by signal: Bus error|Signals\.SIGBUS|signal 7 \(SIGBUS\)|"
-                   # the dynamic loader cannot map a library: the process's address-space limit (ulimit -v) or memory
-                   r"failed to map segment from shared object")
+                   # the dynamic loader cannot map a library: the process's address-space limit (ulimit -v) or memory,
+                   # or a library loaded late that needs static TLS the process has no room left for (LD_PRELOAD it)
+                   r"failed to map segment from shared object|cannot allocate memory in static TLS block")
 # a process ended by SIGTERM (torch.distributed's wording for a rank or its agent), and the words of the launcher
 # (tools/launcher/run.py) and the probes (tools/runtime.py) when they stop a launch themselves at a time limit
 _SIGTERM = re.compile(r"Signal 15 \(SIGTERM\)|Signals\.SIGTERM|exitcode\s*:?\s*-15\b|signal 15 \(SIGTERM\)")

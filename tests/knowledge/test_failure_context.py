@@ -339,6 +339,8 @@ def test_a_library_the_loader_cannot_map_is_the_hosts_limit():
             "importlib/__init__.py:126 in import_module)")
     verdict = context_owner(said, ART)
     assert verdict.owner == "environment" and "failed to map segment" in verdict.reason
+    tls = "ImportError: /usr/lib/aarch64-linux-gnu/libgomp.so.1: cannot allocate memory in static TLS block"
+    assert context_owner(f"plugin does not build on meta: {tls}", ART).owner == "environment"
 
 
 def test_a_remedy_that_sets_a_key_the_yaml_has_at_another_level_is_the_yamls():
