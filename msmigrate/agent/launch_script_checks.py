@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from msmigrate.agent.launch_size import script_size
+from msmigrate.agent.launch_size import master_addr, script_sets, script_size
 from msmigrate.core.python_files import parsed_files
 from msmigrate.tools.launcher.command import ROUTE_ENV
 
@@ -38,7 +38,6 @@ _PORT_FLAG = re.compile(r"(?P<name>--master[_-]port)[ =](?P<value>-?\d+)")
 MAX_PORT = 65535
 
 
-_ADDR_FLAG = re.compile(r"--master[_-]addr[ =][\"']?(?P<value>[^\s\"']+)")
 _BROKEN_CONTINUATION = re.compile(r"\\[ \t]+$")
 
 
@@ -80,8 +79,7 @@ def rendezvous_host(text: str) -> str | None:
     nodes = script_size(text)[1]
     if nodes is not None and nodes > 1:
         return None
-    flag = _ADDR_FLAG.search(text)
-    host = flag.group("value") if flag and "$" not in flag.group("value") else script_sets(text, "MASTER_ADDR")
+    host = master_addr(text)
     if not host or "$" in host:
         return None
     try:
@@ -159,15 +157,6 @@ def import_path_env(target: Path, entry: str) -> dict[str, str]:
         for name, literal in _env_reads(tree).items():
             reads.setdefault(name, literal)
     return reads
-
-
-def script_sets(text: str, name: str) -> str | None:
-    """The value the script gives ``name`` (``export X=v``, ``X=v``, ``X=${X:-v}``, quoted or not), None if none."""
-    m = None
-    for m in re.finditer(rf"^\s*(?:export\s+)?{re.escape(name)}=(?:\$\{{{re.escape(name)}:-)?[\"']?([^\s\"'}}]*)",
-                         text, re.M):
-        pass
-    return m.group(1) if m else None
 
 
 def route_env_findings(text: str, script: str, target: Path, entries: list[str]) -> list[dict[str, Any]]:

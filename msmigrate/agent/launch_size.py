@@ -78,8 +78,23 @@ def script_size(text: str) -> tuple[int | None, int | None]:
 
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
-_ADDR = re.compile(r"--master[_-]addr[ =][\"']?(?P<flag>[^\s\"']+)|^\s*(?:export\s+)?MASTER_ADDR=[\"']?(?P<var>[^\s\"']+)",
-                   re.M)
+_ADDR_FLAG = re.compile(r"--master[_-]addr[ =][\"']?(?P<value>[^\s\"']+)")
+
+
+def script_sets(text: str, name: str) -> str | None:
+    """The value the script gives ``name`` (``export X=v``, ``X=v``, ``X=${X:-v}``, quoted or not), None if none."""
+    m = None
+    for m in re.finditer(rf"^\s*(?:export\s+)?{re.escape(name)}=(?:\$\{{{re.escape(name)}:-)?[\"']?([^\s\"'}}]*)",
+                         text, re.M):
+        pass
+    return m.group(1) if m else None
+
+
+def master_addr(text: str) -> str | None:
+    """The rendezvous address the script hands torchrun: a literal ``--master_addr``, else the ``MASTER_ADDR`` it
+    sets (which may itself be a variable the user's shell decides)."""
+    flag = _ADDR_FLAG.search(text)
+    return flag.group("value") if flag and "$" not in flag.group("value") else script_sets(text, "MASTER_ADDR")
 
 
 def _node_findings(text: str, nnodes: int | None, planned: dict[str, Any] | None,
@@ -98,7 +113,7 @@ def _node_findings(text: str, nnodes: int | None, planned: dict[str, Any] | None
                                f"{want} node(s) ({(planned or {}).get('why', 'the spec')}): torchrun waits at the "
                                f"rendezvous for {nnodes - want} node(s) that are never started; set it to {want}",
                     "suggestion": f"{name}={want}"})
-    addr = next((m.group("flag") or m.group("var") for m in _ADDR.finditer(text)), None)
+    addr = master_addr(text)
     if addr in _LOOPBACK:
         out.append({"severity": "error", "code": "launch-size", "path": script, "value": nnodes, "key": name,
                     "message": f"{script} starts {nnodes} nodes with MASTER_ADDR={addr}, a loopback address no "

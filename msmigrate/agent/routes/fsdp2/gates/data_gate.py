@@ -25,7 +25,8 @@ from msmigrate.agent.routes.fsdp2.gates.data_settings import settings_check
 from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
 from msmigrate.agent.routes.fsdp2.gates.model_gate import fresh_untrained
-from msmigrate.agent.routes.fsdp2.gates.parity import data_parity_record, model_parity_check, needs_collated_batch, parity_summary
+from msmigrate.agent.routes.fsdp2.gates.parity import (data_parity_record, model_parity_check, needs_collated_batch,
+                                                       parity_summary, plugin_rejections)
 from msmigrate.tools.media_expansion import TEXT_KEYS
 from msmigrate.tools.target_checks import data_check, forward_check
 
@@ -175,7 +176,7 @@ def gate_data(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                 # the source is the oracle: does its own model take this batch? Then the plugin is what rejects it
                 ev, found, _ = model_parity_check(deps, state, batch_file=r["batch_file"], media_token_id=media_id)
                 evidence.append(ev)
-                problems += [p for p in found if "rejects it" in p]
+                problems += plugin_rejections(found)
         t2 = time.time()
         found, parity = data_parity_record(r, f)
         evidence.append(evidence_item("data parity (target pipeline vs source processor)", res.data.get("argv", []),

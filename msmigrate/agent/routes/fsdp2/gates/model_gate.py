@@ -14,7 +14,7 @@ from typing import Any
 
 from msmigrate.agent.gates.evidence import evidence_item, probe_runtime
 from msmigrate.agent.routes.fsdp2.gates.master_dtype import delivered_and_baseline
-from msmigrate.agent.routes.fsdp2.gates.parity import model_parity_check, parity_summary
+from msmigrate.agent.routes.fsdp2.gates.parity import model_parity_check, parity_summary, plugin_rejections
 from msmigrate.agent.routes.fsdp2.weights_load import (delivered_training, load_settings, trains_fresh_init,
                                                        weights_folder)
 from msmigrate.tools.target_checks import forward_check, framework_load_check, module_tree
@@ -52,7 +52,7 @@ def gate_model(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
             # the source is the oracle: its own model on the same source batch; where it runs, what fails is the plugin
             ev, found, _ = model_parity_check(deps, state)
             evidence.append(ev)
-            problems += [p for p in found if "rejects it" in p]
+            problems += plugin_rejections(found)
         elif (loaded := framework_load(deps, plan, custom, evidence)) is not None:
             problems.append(loaded)
         else:

@@ -91,6 +91,13 @@ def model_parity_check(deps: Any, state: dict[str, Any], batch_file: str | None 
     return ev, [f"model parity: {p}" for p in record["problems"]], record
 
 
+def plugin_rejections(problems: list[str]) -> list[str]:
+    """Of a model parity run's problem lines, the one saying the source's own model takes a batch the plugin's forward
+    rejects (``probes/model_parity.py: plugin_rejects``): what a gate keeps when it asks the source about a batch its
+    forward failed on (any other line of that run says nothing about the failure)."""
+    return [p for p in problems if "the plugin's forward" in p and "rejects it" in p]
+
+
 def needs_collated_batch(model: dict[str, Any] | None) -> bool:
     """G1's model parity could not run its forward on the batch it had (a source forward that requires media the
     synthetic batch lacks, because its processor is a bare tokenizer): G2's collated batch can feed it."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from msmigrate.agent.routes.fsdp2.config_fit import has_experts
+from msmigrate.agent.routes.fsdp2.gates.source_settings import DTYPE_NAMES
 from msmigrate.tools.module_match import module_name_match
 
 def _ancestors(name: str) -> list[str]:
@@ -59,8 +60,6 @@ def ignored_trained_findings(cfg: dict[str, Any], tree: dict[str, Any] | None, c
 
 # mantissa bits: what a value keeps of a gradient (fp16 has more than bf16 but a range of 5 exponent bits)
 _PRECISION = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7}
-_NAMES = {"fp32": "float32", "float32": "float32", "float": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
-          "fp16": "float16", "float16": "float16", "half": "float16", "fp64": "float64", "float64": "float64"}
 MAX_COUNTED_BYTES = 64 << 20  # a JSON dataset file larger than this is not parsed to count its records
 
 
@@ -89,7 +88,7 @@ def expert_parallel_findings(cfg: dict[str, Any], tree: dict[str, Any] | None, s
 
 
 def _dtype(value: Any) -> str | None:
-    return _NAMES.get(str(value).lower().removeprefix("torch.")) if value is not None else None
+    return DTYPE_NAMES.get(str(value).lower().removeprefix("torch.")) if value is not None else None
 
 
 def reduce_dtype_findings(cfg: dict[str, Any], config: str) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ _WIDE = {"bfloat16", "bf16", "float32", "fp32", "torch.bfloat16", "torch.float32
 _SCALER = re.compile(r"\bGradScaler\b|\bloss_scale\w*|\bLossScaler\b")
 
 
-_DTYPE_NAMES = {"fp32": "float32", "float32": "float32", "float": "float32", "bf16": "bfloat16",
+DTYPE_NAMES = {"fp32": "float32", "float32": "float32", "float": "float32", "bf16": "bfloat16",
                 "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16", "half": "float16",
                 "fp64": "float64", "float64": "float64", "double": "float64"}
 
@@ -45,7 +45,7 @@ def _named_dtypes(node: Any, key: str = "") -> set[str]:
     if isinstance(node, list):
         return set().union(*(_named_dtypes(v, key) for v in node)) if node else set()
     if key.endswith("dtype") and isinstance(node, str):
-        name = _DTYPE_NAMES.get(node.lower().removeprefix("torch."))
+        name = DTYPE_NAMES.get(node.lower().removeprefix("torch."))
         return {name} if name else set()
     return set()
 
