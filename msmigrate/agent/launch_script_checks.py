@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from msmigrate.agent.launch_size import master_addr, script_sets, script_size
+from msmigrate.agent.launch_size import endpoint_host, master_addr, rdzv_settings, script_sets, script_size
 from msmigrate.core.python_files import parsed_files
 from msmigrate.tools.launcher.command import ROUTE_ENV
 
@@ -79,7 +79,9 @@ def rendezvous_host(text: str) -> str | None:
     nodes = script_size(text)[1]
     if nodes is not None and nodes > 1:
         return None
-    host = master_addr(text)
+    rdzv = rdzv_settings(text)
+    # torchrun meets at --rdzv_endpoint where the line gives one (any backend), else at the master address
+    host = endpoint_host(rdzv["endpoint"]) if rdzv.get("endpoint") else master_addr(text)
     if not host or "$" in host:
         return None
     try:
@@ -99,6 +101,15 @@ def rendezvous_findings(text: str, script: str, probe: Callable[[str], dict[str,
         return []
     what = "does not resolve" if not result.get("resolves") else \
         f"resolves to {', '.join(result.get('addresses') or [])} but takes no connection"
+    rdzv = rdzv_settings(text)
+    if rdzv.get("endpoint"):
+        backend = f" with --rdzv_backend {rdzv['backend']}" if rdzv.get("backend") else ""
+        message = (f"{script} rendezvous at --rdzv_endpoint {rdzv['endpoint']}{backend}; {host} {what} in the "
+                   f"target runtime ({result.get('problem')}): no rank gets past the rendezvous; for one node drop "
+                   f"--rdzv_backend / --rdzv_endpoint (torchrun's own rendezvous at the master address, 127.0.0.1) or "
+                   f"name an endpoint this host reaches")
+        return [{"severity": "error", "code": "launch-rendezvous-host", "path": script, "key": "--rdzv_endpoint",
+                 "value": rdzv["endpoint"], "message": message}]
     found = f"{script} rendezvous at MASTER_ADDR={host}"
     if result.get("own_name"):  # the machine's own name: the runtime's resolver lacks the entry
         code = "rendezvous-host-unresolved"

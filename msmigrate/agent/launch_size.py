@@ -17,19 +17,22 @@ def launch_size(launch: Any, runtime: dict[str, Any] | None) -> dict[str, Any]:
     runtime = runtime or {}
     if "nproc_per_node" in given:
         nproc, why = launch.nproc_per_node, f"nproc_per_node {launch.nproc_per_node} from the spec's launch settings"
+        sized_by = "spec"
     else:
         npus = int(runtime.get("npu_count") or 0)
         cudas = int((runtime.get("cuda") or {}).get("count") or 0)
         if npus or cudas:
-            nproc = npus or cudas
+            nproc, sized_by = npus or cudas, "accelerators"
             why = f"nproc_per_node {nproc}: the {nproc} {'NPU' if npus else 'CUDA device'}(s) the runtime probe found"
         else:
-            nproc = max(2, getattr(launch, "nproc_per_node", 2))
+            nproc, sized_by = max(2, getattr(launch, "nproc_per_node", 2)), "gate"
             why = f"nproc_per_node {nproc}: no accelerator found by the runtime probe, the rank count G6 runs"
     nnodes = getattr(launch, "nnodes", 1)
     why += f"; nnodes {nnodes} " + ("from the spec's launch settings" if "nnodes" in given else "(the default: one node)")
     # the distributed gate's own rank count (G6 launches max(2, launch.nproc_per_node) on the host it runs on)
-    return {"nproc_per_node": nproc, "nnodes": nnodes, "why": why,
+    # ``sized_by``: where the per-node count came from — the user's spec or the accelerators found are the run's
+    # size; the gate's own rank count on a host without accelerators is only a stand-in for one
+    return {"nproc_per_node": nproc, "nnodes": nnodes, "why": why, "sized_by": sized_by,
             "gate_ranks": max(2, getattr(launch, "nproc_per_node", 2))}
 
 
@@ -90,6 +93,22 @@ def script_sets(text: str, name: str) -> str | None:
     return m.group(1) if m else None
 
 
+_RDZV = re.compile(r"--rdzv[_-](?P<what>endpoint|backend)[ =][\"']?(?P<value>[^\s\"']+)")
+
+
+def rdzv_settings(text: str) -> dict[str, str]:
+    """The literal ``--rdzv_endpoint`` / ``--rdzv_backend`` a torchrun line of the script passes ({"endpoint": ...,
+    "backend": ...}; a value that is a shell variable is left out: the user's shell decides it)."""
+    return {m.group("what"): m.group("value") for m in _RDZV.finditer(text) if "$" not in m.group("value")}
+
+
+def endpoint_host(endpoint: str) -> str:
+    """The host of a ``host[:port]`` endpoint (``[v6]:port`` too)."""
+    if endpoint.startswith("["):
+        return endpoint[1:].split("]", 1)[0]
+    return endpoint.rsplit(":", 1)[0] if endpoint.count(":") == 1 else endpoint
+
+
 def master_addr(text: str) -> str | None:
     """The rendezvous address the script hands torchrun: a literal ``--master_addr``, else the ``MASTER_ADDR`` it
     sets (which may itself be a variable the user's shell decides)."""
@@ -141,13 +160,20 @@ def launch_size_findings(text: str, runtime: dict[str, Any] | None, script: str,
         if value is None:
             continue
         name = next((n for n in names if re.search(rf"^\s*(?:export\s+)?{n}=", text, re.M)), flag)
+        sized = (planned or {}).get("nproc_per_node") if (planned or {}).get("sized_by") in ("spec", "accelerators") \
+            else None
+        fit = (found or 2) if what == "processes per node" else 1
         if value < 1:
             why = f"{value} {what}: torchrun starts no rank (at least 1)"
         elif what == "processes per node" and found and value > found:
             why = f"{value} {what}, but the runtime probe found {found} {kind}(s) on this node"
+        elif what == "processes per node" and isinstance(sized, int) and value != sized:
+            # another rank count than the run is sized for trains another global batch on other devices
+            why = (f"{value} {what}, but this run is sized for {sized} ({planned.get('why', 'the spec')}): the "
+                   f"data-parallel ranks and the global batch are not the run's")
+            fit = sized
         else:
             continue
-        fit = (found or 2) if what == "processes per node" else 1
         out.append({"severity": "error", "code": "launch-size", "path": script, "value": value, "key": name,
                     "message": f"{script} sets {name} (torchrun {flag}) to {why}; set it to {fit}"
                                + (f" (the {kind}s found)" if what == "processes per node" and found else ""),

@@ -88,3 +88,26 @@ def test_another_clusters_address_in_a_one_node_script_is_the_scripts(tmp_path):
     assert [(f["code"], f["value"]) for f in found] == [("launch-rendezvous-host", "192.0.2.17")]
     line = f"[{found[0]['code']}] {found[0]['key']}: {found[0]['message']}"
     assert classify(line, [found[0]["code"]], gate_verdict=[line]).owner == "config"
+
+
+ETCD = ("torchrun --nproc_per_node 2 --nnodes 1 --rdzv_backend etcd --rdzv_endpoint {endpoint} --rdzv_id sft "
+        "mindspeed_mm/fsdp/train/trainer.py cfg.yaml\n")
+
+
+@pytest.mark.parametrize("endpoint,host", [("etcd-0.cluster.invalid:2379", "etcd-0.cluster.invalid"),
+                                           ("[fd00::5]:2379", "fd00::5"), ("10.1.2.3", "10.1.2.3"),
+                                           ("127.0.0.1:29400", None), ("$ETCD_ENDPOINT", None)])
+def test_a_rendezvous_endpoint_is_where_torchrun_meets(endpoint, host):
+    script = SCRIPT.format(addr="127.0.0.1", nodes=1) + ETCD.format(endpoint=endpoint)
+    assert rendezvous_host(script) == host
+
+
+def test_an_endpoint_this_host_cannot_reach_is_the_scripts_and_names_the_backend(tmp_path):
+    """An elastic-training how-to's etcd endpoint in a one-node script: the probe resolves it in the runtime."""
+    script = SCRIPT.format(addr="127.0.0.1", nodes=1) + ETCD.format(endpoint="etcd-0.cluster.invalid:2379")
+    found = rendezvous_findings(script, "l.sh", _probe(tmp_path, None))
+    assert [(f["code"], f["key"], f["value"]) for f in found] == \
+        [("launch-rendezvous-host", "--rdzv_endpoint", "etcd-0.cluster.invalid:2379")]
+    assert "--rdzv_backend etcd" in found[0]["message"] and "does not resolve" in found[0]["message"]
+    line = f"[{found[0]['code']}] {found[0]['key']}: {found[0]['message']}"
+    assert classify(line, [found[0]["code"]], gate_verdict=[line]).owner == "config"

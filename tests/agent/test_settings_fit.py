@@ -5,6 +5,8 @@ shape and failing, naming the key to change, on the one setting changed."""
 
 from __future__ import annotations
 
+import re
+
 import json
 import subprocess
 from pathlib import Path
@@ -108,6 +110,29 @@ def test_the_node_count_is_the_runs_size_and_a_multi_node_rendezvous_is_reachabl
     assert len(found) == 1 and "loopback" in found[0]["message"]
     assert launch_size_findings(two.replace("MASTER_ADDR=localhost", "MASTER_ADDR=10.0.0.1"), None, "l.sh",
                                 {"nnodes": 2, "why": "spec"}) == []
+
+
+def test_the_per_node_rank_count_is_the_runs_size_where_the_user_or_the_devices_set_it():
+    from types import SimpleNamespace
+
+    from msmigrate.agent.launch_size import launch_size, script_size
+
+    nproc = script_size(SCRIPT)[0]
+    one = re.sub(r"NPUS_PER_NODE=(\$\{NPUS_PER_NODE:-)?\d+", lambda m: f"NPUS_PER_NODE={m.group(1) or ''}1", SCRIPT)
+    assert script_size(one)[0] == 1 and nproc != 1
+    by_spec = launch_size(SimpleNamespace(nproc_per_node=nproc, nnodes=1, model_fields_set={"nproc_per_node"}), {})
+    assert by_spec["sized_by"] == "spec" and launch_size_findings(SCRIPT, None, "l.sh", by_spec) == []
+    found = launch_size_findings(one, None, "l.sh", by_spec)
+    assert [(f["code"], f["key"], f["value"], f["suggestion"]) for f in found] == \
+        [("launch-size", "NPUS_PER_NODE", 1, f"NPUS_PER_NODE={nproc}")]
+    assert f"this run is sized for {nproc} (nproc_per_node {nproc} from the spec's launch settings; nnodes 1" in \
+        found[0]["message"]
+    devices = launch_size(SimpleNamespace(nproc_per_node=2, nnodes=1, model_fields_set=set()), {"npu_count": nproc})
+    assert devices["sized_by"] == "accelerators" and len(launch_size_findings(one, {"npu_count": nproc}, "l.sh",
+                                                                              devices)) == 1
+    # a host without accelerators and no size from the user: the gate's own rank count is no size to hold a script to
+    gate = launch_size(SimpleNamespace(nproc_per_node=2, nnodes=1, model_fields_set=set()), {})
+    assert gate["sized_by"] == "gate" and launch_size_findings(one, None, "l.sh", gate) == []
 
 
 def _checkout(tmp_path: Path, script: str) -> Path:

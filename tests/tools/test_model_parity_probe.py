@@ -200,3 +200,71 @@ def test_a_batch_the_source_takes_and_the_plugin_rejects_names_the_plugins_forwa
     assert said["problems"] == ["the source's own model takes the same batch (target pipeline (G2's collated batch); "
                                 "loss 2.5) and the plugin's forward (defined in pkg/modeling_x.py) rejects it: "
                                 "ValueError: Image features and image tokens do not match, tokens: 8, features: 4"]
+
+
+def test_a_plugin_import_that_patches_the_sources_class_is_named_and_measured_on_the_unpatched_source(tmp_path):
+    """The source's reference is computed before the plugin is imported; a patch of a class the source's modules
+    run is named with the file that defines the replacement, and the source's numbers after it are compared with
+    the reference: a patch that changes them is a problem, one that computes the same is only named."""
+    import argparse
+    import importlib
+    import textwrap
+
+    import torch
+
+    (tmp_path / "lib_norm.py").write_text(textwrap.dedent("""
+        import torch
+
+        class Norm(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight = torch.nn.Parameter(torch.ones(4))
+
+            def forward(self, x):
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+    """))
+    (tmp_path / "plugin_pkg").mkdir()
+    (tmp_path / "plugin_pkg" / "changes.py").write_text(textwrap.dedent("""
+        import torch.nn.functional as F
+        import lib_norm
+
+        def fused(self, x):
+            return F.layer_norm(x, (x.shape[-1],), self.weight, None, 1e-6)
+
+        lib_norm.Norm.forward = fused
+    """))
+    (tmp_path / "plugin_pkg" / "same.py").write_text(textwrap.dedent("""
+        import lib_norm
+
+        _plain = lib_norm.Norm.forward
+
+        def wrapped(self, x):
+            return _plain(self, x)
+
+        lib_norm.Norm.forward = wrapped
+    """))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        lib_norm = importlib.import_module("lib_norm")
+        source = torch.nn.Sequential(torch.nn.Linear(4, 4), lib_norm.Norm())
+        batch = torch.randn(2, 4) + 3.0
+        args = argparse.Namespace(target=str(tmp_path), model=str(tmp_path), logit_tol=1e-5, loss_tol=1e-6)
+        ref, _ = model_parity.run_forward(source, batch)
+        before = model_parity.snapshot(source)
+        importlib.import_module("plugin_pkg.same")
+        same = model_parity.import_effects(source, batch, None, args, before, ref, None)
+        assert same["problem"] is None and same["max_abs_dlogit"] <= 1e-6
+        assert [p["name"] for p in same["patched"]] == ["lib_norm.Norm.forward"]
+        assert same["patched"][0]["now_from"] == "plugin_pkg/same.py:6"
+        before = model_parity.snapshot(source)
+        importlib.import_module("plugin_pkg.changes")
+        found = model_parity.import_effects(source, batch, None, args, before, ref, None)
+        assert found["patched"] == [{"name": "lib_norm.Norm.forward", "now_from": "plugin_pkg/changes.py:5"}]
+        assert found["max_abs_dlogit"] > 1e-3
+        assert found["problem"].startswith("importing and building the plugin changes what the source's own model "
+                                           "computes on the same batch (max |Δlogit| ")
+        assert "lib_norm.Norm.forward (now plugin_pkg/changes.py:5)" in found["problem"]
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("lib_norm", "plugin_pkg", "plugin_pkg.changes", "plugin_pkg.same"):
+            sys.modules.pop(name, None)

@@ -39,6 +39,7 @@ from _model_build import (add_source_args, emit, forward_params, import_plugins,
                           shrink_config, to_compute_dtype)
 from _meta_init import build, materialize, persistent_keys, retie
 from _dtypes import cast_problem, dtype_differences  # noqa: F401  (dtype_differences: this probe's API too)
+from _import_effects import changed, snapshot
 
 LOGIT_TOL = 1e-4
 LOSS_TOL = 1e-5
@@ -338,6 +339,41 @@ def torch_nan_max(diff):
     return torch.nan_to_num(diff, nan=float("inf")).max() if diff.numel() else torch.tensor(0.0)
 
 
+def source_forward(source, batch, facts, model_dir):
+    """(logits, loss) of the source's own forward on ``batch``: its own training code's loss path where ``facts``
+    (the source's own pipeline) says where it is, else the transformers call."""
+    import torch
+
+    if facts is None:
+        return run_forward(source, batch)
+    from _own_pipeline import own_forward
+
+    training_mode(source)
+    with torch.no_grad():
+        logits, loss = own_forward(source, batch, facts, model_dir)
+    return logits.detach().float(), float(loss.detach().float())
+
+
+def import_effects(source, batch, facts, args, before, ref_logits, ref_loss):
+    """What importing and building the plugin changed in the source's own code (``_import_effects``) and in what the
+    source computes on the same batch: ``{"patched": [...], "max_abs_dlogit", "dloss", "problem"}``; a patch that
+    leaves the source's numbers within tolerance is named, not a problem."""
+    patched = changed(before, args.target)
+    logits, loss = source_forward(source, batch, facts, args.model)
+    dlogit, dloss = compare(ref_logits, ref_loss, logits, loss)
+    out = {"patched": patched[:20], "max_abs_dlogit": dlogit, "dloss": dloss, "problem": None}
+    if (dlogit is not None and not dlogit <= args.logit_tol) or (dloss is not None and not dloss <= args.loss_tol):
+        named = ", ".join(f"{p['name']} (now {p['now_from'] or 'a builtin'})" for p in patched[:5]) or \
+            "no class or function the source's modules name (a patch deeper in a library)"
+        figs = ", ".join(f"{label} {value:.3g}" for label, value in (("max |Δlogit|", dlogit), ("|Δloss|", dloss))
+                         if value is not None)
+        out["problem"] = (f"importing and building the plugin changes what the source's own model computes on the "
+                          f"same batch ({figs}): the plugin package patches code the source runs — {named}; the "
+                          f"source's reference was computed before the import, so the plugin is compared with the "
+                          f"unpatched source")
+    return out
+
+
 def still_nan(model):
     """Names of the parameters and buffers holding NaN after meta init + load: storage ``to_empty`` filled (see
     main) that neither the plugin nor the load wrote."""
@@ -389,10 +425,10 @@ def main(argv):
                              "so its loss and logits cannot be compared with the plugin's on the same batch",
                   "problems": [], "seconds": round(time.monotonic() - start, 2)})
             return 0
-        plg_cls, plg_cfg = plugin_class(args)
-        for cfg in (src_cfg, plg_cfg):
-            shrink_config(cfg, args.shrink_layers)
-            dropout_zeroed = no_dropout(cfg)
+        # the source's side first, whole, before the plugin package is imported: an import that patches a library
+        # class the source runs would otherwise rewrite the oracle too (``_import_effects``)
+        shrink_config(src_cfg, args.shrink_layers)
+        no_dropout(src_cfg)
         torch.manual_seed(args.seed)
         attention = args.attn_implementation
         try:
@@ -402,8 +438,7 @@ def main(argv):
                 raise
             # The source's own class (remote code, say) has no SDPA path: compare like with like, both eager.
             attention = "eager"
-            for cfg in (src_cfg, plg_cfg):
-                cfg._attn_implementation = "eager"
+            src_cfg._attn_implementation = "eager"
             torch.manual_seed(args.seed)
             source = build(src_cls, src_cfg)
         params, takes_kwargs = forward_params(type(source))
@@ -450,17 +485,13 @@ def main(argv):
             if facts is not None:
                 # the source's own loss path on its own batch; the plugin gets that batch as the target's trainer
                 # feeds it (keyword arguments, labels aligned)
-                from _own_pipeline import aligned_batch, own_forward
+                from _own_pipeline import aligned_batch
 
-                training_mode(source)
-                with torch.no_grad():
-                    logits, loss = own_forward(source, batch, facts, args.model)
-                ref_logits, ref_loss = logits.detach().float(), float(loss.detach().float())
                 called_as = (f"{facts['loss_at']} (forward call: {facts.get('forward_call')})")
                 plugin_batch = aligned_batch(batch, facts)
             else:
-                ref_logits, ref_loss = run_forward(source, batch)
                 plugin_batch = batch
+            ref_logits, ref_loss = source_forward(source, batch, facts, args.model)
         except Exception as exc:  # probe boundary: the target's batch is not the source's own input format
             if not args.batch_file:
                 raise
@@ -487,9 +518,17 @@ def main(argv):
         state = source.state_dict()
         nonpersistent = persistent_keys(source)
         source_tied = tie_facts(source)
+        before_import = snapshot(source)
 
+        plg_cls, plg_cfg = plugin_class(args)
+        shrink_config(plg_cfg, args.shrink_layers)
+        dropout_zeroed = no_dropout(plg_cfg)
+        if attention != args.attn_implementation:
+            plg_cfg._attn_implementation = attention
         eager = build(plg_cls, plg_cfg)
         caller_set_media_ids(eager, args.media_token_id if media_ids_set else None)
+        # the source again, on the same batch, now that the plugin is imported and built: a change is the plugin's
+        import_effect = import_effects(source, batch, facts, args, before_import, ref_logits, ref_loss)
         missing, unexpected = eager.load_state_dict(state, strict=False)
         cast = dtype_differences(source, eager)
         cast_found = cast_problem(eager, plg_cls, cast, args.target)
@@ -539,6 +578,8 @@ def main(argv):
                             f"(tol {args.loss_tol:g}) against the source class{where}")
     if cast_found:
         problems.append(cast_found)
+    if import_effect.get("problem"):
+        problems.append(import_effect["problem"])
     problems += dropped_problems
     if source_tied and not meta_tied:
         problems.append("meta init + load: input and output embeddings are no longer tied (the source ties them)")
@@ -553,6 +594,7 @@ def main(argv):
         "source_loss": ref_loss, "logits_shape": list(ref_logits.shape) if ref_logits is not None else None,
         "attn_implementation": attention, "mode": "train, dropout 0", "dropout_zeroed": dropout_zeroed,
         "first_divergence": divergence, "caller_set": media_ids_set, "source_called_as": called_as,
+        "plugin_import_changes": import_effect,
         "eager": {"loss": fig(e_loss), "max_abs_dlogit": fig(e_dlogit), "dloss": fig(e_dloss)},
         "meta": {"loss": fig(m_loss), "max_abs_dlogit": fig(m_dlogit), "dloss": fig(m_dloss)},
         "tolerance": {"max_abs_dlogit": args.logit_tol, "dloss": args.loss_tol},
