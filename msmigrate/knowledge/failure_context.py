@@ -72,7 +72,12 @@ _HOST = re.compile(r"\[Errno (?:28|30|122|5)\]|No space left on device|Read-only
                    r"killed by signal: Bus error|Signals\.SIGBUS|signal 7 \(SIGBUS\)|"
                    # the dynamic loader cannot map a library: the process's address-space limit (ulimit -v) or memory,
                    # or a library loaded late that needs static TLS the process has no room left for (LD_PRELOAD it)
-                   r"failed to map segment from shared object|cannot allocate memory in static TLS block")
+                   r"failed to map segment from shared object|cannot allocate memory in static TLS block|"
+                   # the kernel ending a process at a resource limit of the shell that started it (RLIMIT_CPU: SIGXCPU,
+                   # 24; RLIMIT_FSIZE: SIGXFSZ, 25), in torchrun's, Python's and the shell's words
+                   r"Signals\.SIGX(?:CPU|FSZ)|\(SIGX(?:CPU|FSZ)\)|killed by SIGX(?:CPU|FSZ)|exitcode\s*:\s*-2[45]\b|"
+                   r"CPU time limit exceeded|File size limit exceeded")
+_LIMIT = re.compile(r"SIGX(?:CPU|FSZ)|-2[45]\b|time limit exceeded|size limit exceeded")
 # a process ended by SIGTERM (torch.distributed's wording for a rank or its agent), and the words of the launcher
 # (tools/launcher/run.py) and the probes (tools/runtime.py) when they stop a launch themselves at a time limit
 _SIGTERM = re.compile(r"Signal 15 \(SIGTERM\)|Signals\.SIGTERM|exitcode\s*:?\s*-15\b|signal 15 \(SIGTERM\)")
@@ -285,10 +290,14 @@ def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = No
                               f"drained); run it again where it is not preempted, no migration artifact changes")
     host = _HOST.search(text)
     if host:
+        limit = (" — the kernel ends a process that passes a resource limit of the shell or node that started it "
+                 "(CPU time: `ulimit -t`, a login node's profile; file size: `ulimit -f`): raise the limit or start "
+                 "the job where it has none (a compute node through the scheduler)") if _LIMIT.search(host.group(0)) \
+            else ""
         return ContextVerdict("environment", "host",
                               f"an operating-system error of the host (`{host.group(0)}`) with no frame of the run's "
-                              f"own code: fix the host (disk, mount, network interface, memory), not the migration"
-                              + variables_valued(text, artifacts))
+                              f"own code{limit}: fix the host (disk, mount, network interface, memory, process "
+                              f"limits), not the migration" + variables_valued(text, artifacts))
     if changed_last:
         return ContextVerdict(changed_last, "last-change",
                               f"nothing in the failure decides; the last change of this run before the failing gate "

@@ -79,6 +79,18 @@ def test_host_errors_without_run_frames_are_environment():
         assert context_owner(text, ART).owner == "environment", text
 
 
+def test_a_resource_limit_signal_is_the_hosts_and_says_which_limit():
+    for text in ("torch.distributed.elastic.multiprocessing.api: failed (exitcode: -24) local_rank: 1 (pid: 31) of "
+                 "binary: python\nexitcode  : -24 (pid: 31)\nSignal 24 (SIGXCPU) received by PID 31",
+                 "CPU time limit exceeded (core dumped)",
+                 "died with <Signals.SIGXFSZ: 25>"):
+        verdict = context_owner(text, ART)
+        assert verdict.owner == "environment" and verdict.rule == "host", text
+        assert "ulimit -t" in verdict.reason and "ulimit -f" in verdict.reason
+    # a time limit of the run's own launcher is no resource limit of the host
+    assert "ulimit" not in context_owner("OSError: [Errno 28] No space left on device", ART).reason
+
+
 def test_the_last_change_decides_only_when_nothing_else_does():
     assert context_owner("RuntimeError: something odd", ART, changed_last="data").rule == "last-change"
     assert context_owner(TRACEBACK, ART, changed_last="data").owner == "model"
