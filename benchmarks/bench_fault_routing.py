@@ -23,6 +23,9 @@ verify sends the failure. Scored per fault, from the run's trajectory and gate r
 - fix in the diagnosis: the whole diagnosis the classify node hands the owner phase (an LLM policy's prompt shows
   it uncut) names a file or key the fix changes;
 - missed: no gate failed at all;
+- stopped: G0 stopped the run before any gate failure was classified; ``stopped_owner_right`` counts the stops whose
+  G0 owner (the records: data; the runtime or host: environment) is the true owner — apart from routed right, since
+  no phase runs;
 - repaired (``--repair`` / ``--repair-only``; the faults in what the rules policy writes itself, ``rules_owned``:
   plugin, YAML, launch script, and the reused template / mm_plugin it re-derives when G2 refutes them): a full ``rules`` run on a faulted copy ends green; ``how`` says whether a gate failed
   on the way (the rules phases derive their artifacts afresh on a first visit, so a fault in the copy is often
@@ -165,9 +168,12 @@ def score_stopped(fault: Fault, layout: Layout, state: dict[str, Any]) -> dict[s
     """A run that classified no gate failure: missed (all green), or stopped before routing (its inputs refused),
     the fix named when its one line names it."""
     detail = str(state.get("exit_detail") or "")
+    # G0's owner of what stopped it (the records: data; the runtime or host: environment; None for a spec input):
+    # no phase runs, the exit line sends the user there — counted apart from the routed, never as routed
+    g0_owner = ((state.get("gates") or {}).get("G0") or {}).get("owner")
     return {"id": fault.id, "owner": fault.owner, "surface": fault.surface, "exit_status": state.get("exit_status"),
             "missed": state.get("exit_status") == "success", "routed": None, "named": None, "gate": None,
-            "detail": detail[:300], "stopped": state.get("exit_status") != "success",
+            "detail": detail[:300], "stopped": state.get("exit_status") != "success", "stop_owner": g0_owner,
             "fix_named": any(w in detail for w in fix_names(fault, layout))}
 
 
@@ -290,6 +296,7 @@ def totals(results: list[dict[str, Any]]) -> dict[str, Any]:
     return {"faults": n, "not_applied": len(results) - n, "missed": sum(1 for r in scored if r.get("missed")),
             # stopped before any gate failure was classified (the precheck refused the inputs): no routing to score
             "stopped_before_routing": len(stopped),
+            "stopped_owner_right": sum(1 for r in stopped if r.get("stop_owner") == r["owner"]),
             "caught": len(caught), "routed_right": count("routed"), "owner_named": count("owner_named"),
             "abstained": count("abstained"), "wrong_owner": count("wrong"),
             "confidently_wrong": count("confidently_wrong"),
@@ -332,8 +339,9 @@ def table(results: list[dict[str, Any]]) -> str:
                          f"({r.get('how', '?')}: {', '.join(r.get('gate_failures') or []) or '-'}) "
                          f"{r.get('detail', '')[:80]}")
         elif not r.get("gate"):
+            said = f" (G0 owner: {r['stop_owner']})" if r.get("stop_owner") else ""
             lines.append(f"{r['id']:36} {r['owner']:11} {'-':4} {'MISSED' if r.get('missed') else r['exit_status']}"
-                         f" {r.get('detail', '')[:80]}")
+                         f"{said} {r.get('detail', '')[:80]}")
         else:
             lines.append(f"{r['id']:36} {r['owner']:11} {r['gate']:4} {str(r['named'] or 'unknown'):11} "
                          f"{r['route']:7} {'yes' if r['routed'] else 'NO':3} {'yes' if r['fix_named'] else 'no':3} "

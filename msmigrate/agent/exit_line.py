@@ -20,6 +20,16 @@ ALL_GATES = GATE_ORDER
 PHASE_OF = {g: phase for phase, gates in PHASE_GATES.items() for g in gates}
 
 
+# a G0 stop whose owner G0 knows (nodes/prepare.py): no phase can mend the user's records or the host, so the run
+# stops and says whose the fix is
+_PRECHECK_TODO = {
+    "data": "the fix is the data's (owner: data) — make the records G0 names below usable (or point the spec's `data` "
+            "at records that are), then start a new run",
+    "environment": "the fix is the environment's (owner: environment) — mend the runtime or host G0 names below (the "
+                   "spec's `runtime_python` / MSMIGRATE_RUNTIME_PYTHON, the host's limits), then start a new run",
+}
+
+
 def todo_for(state: dict[str, Any], runs_dir: str | None = None) -> str:
     """What to do after this exit, as commands where there is one (``runs_dir``: where the run lives)."""
     rid = state.get("run_id")
@@ -31,7 +41,8 @@ def todo_for(state: dict[str, Any], runs_dir: str | None = None) -> str:
         EXIT_GATE_FAILED: f"read the failing gate's evidence below; `msmigrate chat --resume {rid}{where}` then "
                           "`/retry PHASE` repairs from that phase",
         EXIT_BUDGET: "raise the budget named above (`budgets` in the spec) and start the run again",
-        EXIT_PRECHECK: "fix the inputs G0 names below, then start a new run",
+        EXIT_PRECHECK: _PRECHECK_TODO.get(((state.get("gates") or {}).get("G0") or {}).get("owner"),
+                                          "fix the inputs G0 names below, then start a new run"),
         EXIT_ERROR: f"the traceback is in the run's trajectory.jsonl; {resume} continues from the last checkpoint",
         EXIT_REJECTED: "nothing ran after your answer; start a new run with the settings you want",
         EXIT_STOPPED: f"{resume} (or `/retry` in chat) continues where it stopped",

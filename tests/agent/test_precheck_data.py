@@ -45,6 +45,39 @@ def test_g0_fails_on_an_empty_data_file_before_any_gate(fast_prepare, tmp_path):
         run.close()
 
 
+def test_a_g0_stop_says_whose_the_fix_is_where_g0_knows_it(fast_prepare, tmp_path, monkeypatch):
+    """Records that are there but unusable are the data's, a runtime probe that fails is the environment's; a spec
+    input (a source folder without config.json) is no phase's: no owner. The exit line says the owner."""
+    import msmigrate.agent.nodes.prepare as prepare
+    from msmigrate.agent.exit_line import todo_for
+    from msmigrate.tools.runtime import ToolResult
+
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), FakeGates(), data=empty)
+    try:
+        out = run.drive()
+    finally:
+        run.close()
+    assert out["gates"]["G0"]["owner"] == "data" and "(owner: data)" in todo_for(out)
+    monkeypatch.setattr(prepare, "run_probe", lambda *a, **k: ToolResult.failure(
+        "probe env_probe was killed by SIGSEGV (exit -11)"))
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), FakeGates())
+    try:
+        out = run.drive()
+    finally:
+        run.close()
+    assert out["exit_status"] == "precheck_failed" and "target runtime probe failed" in out["exit_detail"]
+    assert out["gates"]["G0"]["owner"] == "environment" and "(owner: environment)" in todo_for(out)
+    (fast_prepare["source"] / "config.json").unlink()
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), FakeGates())
+    try:
+        out = run.drive()
+    finally:
+        run.close()
+    assert out["gates"]["G0"]["owner"] is None and todo_for(out).startswith("fix the inputs G0 names below")
+
+
 def test_data_sample_shows_the_data_phase_the_first_record(tmp_path):
     from msmigrate.agent.nodes.prepare import SAMPLE_CHARS, data_sample
 

@@ -105,10 +105,13 @@ def precheck(deps: RunDeps) -> tuple[list[str], dict[str, Any]]:
         problems.append(f"sample data {ctx.data_path} not found (ShareGPT-style JSON expected)")
     else:
         # the file's shape first; then each record (a sample? its media there?), named by index
-        problems += data_file_problems(Path(ctx.data_path)) or data_record_problems(Path(ctx.data_path))
+        found = data_file_problems(Path(ctx.data_path)) or data_record_problems(Path(ctx.data_path))
+        problems += found
+        facts["owners"] = {p: "data" for p in found}  # records that are there but unusable: the data's
     runtime = interpreter_problem(ctx.runtime_python)  # "no such interpreter", not a probe's exit 127 later
     if runtime:
         problems.append(runtime)
+        facts.setdefault("owners", {})[runtime] = "environment"
     markers, route = route_markers(deps)
     for marker in markers:
         if not (ctx.target / marker).is_file():
@@ -177,10 +180,14 @@ def make_prepare_node(deps: RunDeps):
             problems.append(f"source summary failed: {src.error}")
         if inv is not None and not inv.ok:
             problems.append(f"target inventory failed: {inv.error}")
+        owners = facts.pop("owners", {})
         if env is not None and not env.ok:
             problems.append(f"target runtime probe failed: {env.error}")
+            owners[problems[-1]] = "environment"
         elif env is not None:
-            problems += limit_problems(env.data.get("result"))
+            limits = limit_problems(env.data.get("result"))
+            problems += limits
+            owners.update({p: "environment" for p in limits})
         record = {
             "gate": "G0", "passed": not problems,
             "summary": "; ".join(problems) if problems else
@@ -189,6 +196,9 @@ def make_prepare_node(deps: RunDeps):
             "evidence": [evidence_item("precheck", [], 0 if not problems else 1, started, time.time(),
                                        "\n".join(problems), {"env": env.data.get("result") if env else None})],
             "failure_text": "\n".join(problems),
+            # whose the first problem is where G0 knows it (the records: data; the runtime or host: environment); a
+            # spec input (a path, the checkout) is the user's and no phase's: None
+            "owner": owners.get(problems[0]) if problems else None,
             # the commit G0 found the target at (the run's base); None without a work tree of the run's own
             "target_commit": target_commit(ctx) if ctx.checkout is not None else None,
         }
