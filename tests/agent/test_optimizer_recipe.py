@@ -161,3 +161,68 @@ def test_the_targets_own_defaults_come_from_its_schema(tmp_path):
     assert [f["path"] for f in recipe_findings({"training": {"clip_grad": 0.0}}, defaults, _hf_recipe(tmp_path),
                                                CONFIG)] == ["training.clip_grad"]
     assert recipe_findings({"training": {}}, defaults, _hf_recipe(tmp_path), CONFIG) == []
+
+
+def _loader(cfg: dict) -> dict:
+    return cfg["data"]["dataloader_param"]
+
+
+def test_the_order_the_source_draws_its_records_in_is_read_from_the_source_or_the_hf_trainer(tmp_path):
+    from msmigrate.tools.repo_reader.training_recipe import source_data_order
+
+    (tmp_path / "src").mkdir()
+    hf = source_data_order(tmp_path / "src")  # no training code: the HF Trainer's sampler
+    assert hf["shuffled"] is True and "RandomSampler" in hf["where"] and "trainer.py:" in hf["where"]
+    own = tmp_path / "own"
+    (own / "finetune").mkdir(parents=True)
+    (own / "finetune" / "train.py").write_text(
+        "from torch.utils.data import DataLoader\n\ndef main(ds):\n    return DataLoader(ds, batch_size=4, shuffle=False)\n")
+    assert source_data_order(own) == {"shuffled": False, "where": "train.py:4", "why_not": None}
+    (own / "finetune" / "train.py").write_text(
+        "from transformers import Trainer\n\nclass T(Trainer):\n    def _get_train_sampler(self, ds=None):\n"
+        "        return SequentialSampler(ds)\n")
+    assert source_data_order(own)["shuffled"] is False
+    (own / "finetune" / "train.py").write_text(
+        "from transformers import Trainer\n\nclass T(Trainer):\n    def _get_train_sampler(self, ds=None):\n"
+        "        return MyCurriculum(ds)\n")
+    assert source_data_order(own)["shuffled"] is None  # a rule of its own: not read, never guessed
+    (own / "finetune" / "train.py").write_text("def main(model, ds):\n    for x in ds:\n        model(x)\n")
+    assert source_data_order(own)["shuffled"] is None  # its own loop, its own order
+    (own / "run.sh").write_text("torchrun finetune/train.py --train_sampling_strategy sequential\n")
+    assert source_data_order(own) == {"shuffled": False, "where": "run.sh", "why_not": None}
+
+
+def test_a_sampler_in_another_order_than_the_sources_is_g3s_and_the_draft_and_repair_set_it_back(tmp_path):
+    from msmigrate.agent.routes.fsdp2.optimizer_recipe import data_order_findings
+    from msmigrate.tools.repo_reader.training_recipe import source_data_order
+
+    (tmp_path / "src").mkdir()
+    order = source_data_order(tmp_path / "src")
+    green = yaml.safe_load((STANDIN / CONFIG).read_text())
+    assert _loader(green)["shuffle"] is True and data_order_findings(green, order, CONFIG) == []
+    cfg = yaml.safe_load((STANDIN / CONFIG).read_text())
+    _loader(cfg)["shuffle"] = False
+    (f,) = data_order_findings(cfg, order, CONFIG)
+    assert (f["severity"], f["code"], f["path"], f["source_value"]) == \
+        ("error", "data-order-recipe", "data.dataloader_param.shuffle", True)
+    assert "file order" in f["message"] and f"shuffle: true in {CONFIG}" in f["message"]
+    assert classify(f"[{f['code']}] {f['path']}: {f['message']}", finding_codes=[f["code"]]).owner == "config"
+    assert restore_values(cfg, [f], green) and data_order_findings(cfg, order, CONFIG) == []
+    # nothing read of the source's order, or no bool in the YAML: nothing compared
+    assert data_order_findings(cfg | {"data": {"dataloader_param": {}}}, order, CONFIG) == []
+    assert data_order_findings(yaml.safe_load((STANDIN / CONFIG).read_text()),
+                               {"shuffled": None, "where": None}, CONFIG) == []
+
+
+def test_the_draft_follows_the_sources_order_over_the_examples(workspace, tmp_path):
+    from tests.agent.test_draft_config import PLAN, TREE
+
+    target = tmp_path / "target"
+    (target / "examples" / "qwen3vl").mkdir(parents=True)
+    text = (workspace["target"] / CONFIG).read_text().replace("shuffle: true", "shuffle: false")
+    (target / CONFIG).write_text(text)
+    baseline, _, _ = load_baseline(target, CONFIG)
+    notes: list[str] = []
+    cfg = draft_config(PLAN, baseline, source=workspace["source"], data_json=workspace["source"] / "data" /
+                       "train.json", tree=TREE, notes=notes)
+    assert _loader(cfg)["shuffle"] is True and any("data.dataloader_param.shuffle" in n for n in notes)

@@ -155,3 +155,94 @@ def source_recipe(source: Path) -> dict[str, Any]:
                                                       f"({own_groups}): not read"}
     return {"basis": basis, "values": values, "where": where, "defaults_file": defaults["where"],
             "no_decay": "the HF Trainer exempts biases and normalisation weights (Trainer.get_decay_parameter_names)"}
+
+
+# ---- the order training draws the records in -----------------------------------------------------------------------
+_ORDER_FLAG = re.compile(r"--train_sampling_strategy[ =]+[\"']?(?P<value>\w+)")
+
+
+def hf_trainer_order() -> dict[str, Any] | None:
+    """Whether the installed transformers' ``Trainer`` draws its training records shuffled, read from its own code:
+    ``_get_train_sampler`` returns a ``RandomSampler`` (for ``train_sampling_strategy`` "random", the default where
+    the argument exists). None when the Trainer's code cannot be read or says neither."""
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "trainer.py"
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None
+    sampler = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_get_train_sampler"),
+                   None)
+    if sampler is None or "RandomSampler" not in ast.unparse(sampler):
+        return None
+    return {"shuffled": True, "where": f"the HF Trainer's train sampler (RandomSampler, {path.name}:{sampler.lineno})"}
+
+
+def _sampler_returned(func: ast.FunctionDef) -> bool | None:
+    """A ``_get_train_sampler`` of the source's own Trainer: True when every sampler it returns is random, False when
+    every one is sequential, None otherwise (a rule of its own: not read)."""
+    kinds = {("random" if "RandomSampler" in ast.unparse(r.value) else "sequential"
+              if "SequentialSampler" in ast.unparse(r.value) else "other")
+             for r in ast.walk(func) if isinstance(r, ast.Return) and r.value is not None}
+    return {frozenset({"random"}): True, frozenset({"sequential"}): False}.get(frozenset(kinds))
+
+
+def _order_from_code(files: list[Path]) -> tuple[bool | None, str | None, bool]:
+    """(shuffled, where, trains through the HF Trainer) from the source's training code: its own Trainer's
+    ``_get_train_sampler``, a ``train_sampling_strategy`` keyword, a ``DataLoader`` it builds with a literal
+    ``shuffle=`` (or a named sampler class)."""
+    hf = False
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            tree = ast.parse(text)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        hf = hf or "TrainingArguments" in text or re.search(r"\bTrainer\(", text) is not None
+        for node in ast.walk(tree):
+            where = f"{path.name}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.FunctionDef) and node.name == "_get_train_sampler":
+                return _sampler_returned(node), where, True
+            if not isinstance(node, ast.Call):
+                continue
+            name = ast.unparse(node.func)
+            for kw in node.keywords:
+                if kw.arg == "train_sampling_strategy" and isinstance(kw.value, ast.Constant):
+                    return kw.value.value != "sequential", where, True
+                if name.endswith("DataLoader") and kw.arg == "shuffle" and isinstance(kw.value, ast.Constant) \
+                        and isinstance(kw.value.value, bool):
+                    return kw.value.value, where, hf
+                if name.endswith("DataLoader") and kw.arg == "sampler":
+                    said = ast.unparse(kw.value)
+                    if "RandomSampler" in said or "SequentialSampler" in said:
+                        return "RandomSampler" in said, where, hf
+    return None, None, hf
+
+
+def source_data_order(source: Path) -> dict[str, Any]:
+    """``{"shuffled": bool | None, "where", "why_not"}``: whether the source's training draws its records shuffled —
+    its launch scripts' ``--train_sampling_strategy``, its training code (module docstring's order), else the HF
+    Trainer's own sampler for a source that trains through it or ships no training code. None where the source's
+    own loop decides it in a way not read here (never a guess)."""
+    source = Path(source)
+    scripts = sorted(source.glob("*.sh")) + [p for d in TRAINING_DIRS for p in sorted((source / d).glob("*.sh"))]
+    for path in scripts:
+        try:
+            m = _ORDER_FLAG.search(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+        if m:
+            return {"shuffled": m.group("value") != "sequential", "where": path.name, "why_not": None}
+    files = _py_files(source)
+    shuffled, where, hf = _order_from_code(files)
+    if where is not None:
+        return {"shuffled": shuffled, "where": where,
+                "why_not": None if shuffled is not None else f"the source's own sampler ({where}) is not read"}
+    if files and not hf:
+        return {"shuffled": None, "where": None, "why_not": "the source's training code draws its records its own way"}
+    found = hf_trainer_order()
+    if found is None:
+        return {"shuffled": None, "where": None, "why_not": "the HF Trainer's sampler could not be read"}
+    return {**found, "why_not": None}

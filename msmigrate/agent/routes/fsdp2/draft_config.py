@@ -16,14 +16,14 @@ from ruamel.yaml.comments import CommentedMap
 from msmigrate.agent.routes.fsdp2.attention_choice import choose_attention
 from msmigrate.agent.routes.fsdp2.config_fit import fit_to_model
 from msmigrate.agent.routes.fsdp2.cutoff_size import sized_cutoff
-from msmigrate.agent.routes.fsdp2.optimizer_recipe import departures
+from msmigrate.agent.routes.fsdp2.optimizer_recipe import data_order_findings, departures
 from msmigrate.agent.routes.fsdp2.pixel_limits import derived_pixel_limits, largest_sample_image
 from msmigrate.agent.routes.fsdp2.weights_load import delivered_weights, hf_load_entries, hf_weight_dir, weights_folder
 from msmigrate.tools import yaml_roundtrip as rt
 from msmigrate.tools.checkpoint_conversion import converted_from
 from msmigrate.tools.file_writer import last_written_version
 from msmigrate.tools.module_plan import apply_modules_from_tree, recompute_from_tree
-from msmigrate.tools.repo_reader.training_recipe import source_recipe
+from msmigrate.tools.repo_reader.training_recipe import source_data_order, source_recipe
 from msmigrate.agent.launch_size import size_launch_script
 
 ROLE_PAIRS = (("role", "content", "user", "assistant"), ("from", "value", "human", "gpt"))
@@ -149,6 +149,11 @@ def draft_config(plan: dict[str, Any], baseline: dict[str, Any], *, source: Path
         put(training, d["key"], d["source_value"])
         notes.append(f"training.{d['key']}: the example's {d['value']:g} set to {d['source_value']:g}, the source's "
                      f"recipe ({d['where']}): {d['why']}")
+    # the order the source draws its records in, where the example's sampler departs from it (G3 holds it too)
+    for d in data_order_findings(cfg, source_data_order(source), "the draft"):
+        put(rt.section(cfg, "data", "dataloader_param"), "shuffle", d["source_value"])
+        notes.append(f"data.dataloader_param.shuffle: the example's {str(d['value']).lower()} set to "
+                     f"{str(d['source_value']).lower()}, the order the source's training draws its records in")
     return cfg
 
 

@@ -22,6 +22,10 @@ training does in kind, each for its reason:
   ``training.no_decay_modules`` / ``no_decay_params`` but its ``Trainer.get_optimizer`` does not pass them on, and the
   stand-in has one group: there every parameter is decayed, and the probe's try of those fields says so.
 
+- **the order the records are drawn in** (``data_order_findings``): the delivered sampler's ``shuffle`` against the
+  order the source's training draws its records in (``training_recipe.source_data_order``: its scripts, its code,
+  else the HF Trainer's own ``RandomSampler``); G4's training parity draws both sides from the delivered loader.
+
 The delivered value of a knob is the YAML's, else the target schema's default; a knob the target does not define,
 or one the source's recipe does not state, is not compared (``examined`` says what was).
 """
@@ -158,3 +162,23 @@ def decay_group_findings(delivered: dict[str, Any], defaults: dict[str, Any], re
                      "construction")
     return [{"severity": "error", "code": "optimizer-decay-groups", "path": path, "value": value,
              "source_value": source_value, "message": f"{what}; {fix}"}], record
+
+
+def data_order_findings(delivered: dict[str, Any], order: dict[str, Any], config: str) -> list[dict[str, Any]]:
+    """The delivered sampler's order (``data.dataloader_param.shuffle``, a bool the YAML sets) against the order the
+    source's training draws its records in (``training_recipe.source_data_order``): records in file order — the same
+    order every epoch and every run, batches that follow however the file was sorted — where the source draws them
+    shuffled is a departure in kind, and so is shuffling a source that trains in its file's order (a curriculum). No
+    parity gate sees it: both sides of G4's comparison draw from the delivered loader."""
+    data = delivered.get("data") if isinstance(delivered.get("data"), dict) else {}
+    loader = data.get("dataloader_param") if isinstance(data.get("dataloader_param"), dict) else {}
+    value, source = loader.get("shuffle"), order.get("shuffled")
+    if not isinstance(value, bool) or not isinstance(source, bool) or value == source:
+        return []
+    said = ("draws the records in file order — the same order every epoch and every run, each batch as the file "
+            "happens to be sorted — where the source's training draws them shuffled") if source else \
+        "shuffles the records where the source's training draws them in its file's order"
+    return [{"severity": "error", "code": "data-order-recipe", "path": "data.dataloader_param.shuffle",
+             "value": value, "source_value": source,
+             "message": f"data.dataloader_param.shuffle is {str(value).lower()}: the sampler {said} ({order['where']});"
+                        f" set data.dataloader_param.shuffle: {str(source).lower()} in {config} as the source trains"}]

@@ -1,8 +1,8 @@
 """G3 config: the delivered YAML against the target's own argument schema (unknown / misplaced keys are errors
 here, unlike in the framework), registry cross-references, plugin paths, and the pattern audit over the real
 module tree of the plugin class; weakened configs are errors too, and so is a config that would train a source
-that ships its weights from a random init, and optimizer settings that depart from the source's own recipe
-(``optimizer_recipe.py``). The launch script must run that YAML, its rendezvous host must resolve in the runtime,
+that ships its weights from a random init, and optimizer settings and a record order that depart from the source's own
+recipe (``optimizer_recipe.py``). The launch script must run that YAML, its rendezvous host must resolve in the runtime,
 and run through the shell up to torchrun it must hand torchrun a script and paths that resolve
 (``launch_dry_run_checks.py``)."""
 
@@ -24,7 +24,7 @@ from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.draft_config import derived_script
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
-from msmigrate.agent.routes.fsdp2.optimizer_recipe import decay_group_findings, recipe_findings
+from msmigrate.agent.routes.fsdp2.optimizer_recipe import data_order_findings, decay_group_findings, recipe_findings
 from msmigrate.agent.routes.fsdp2.gates.settings_fit import (expert_parallel_findings, ignored_trained_findings,
                                                              other_model_findings, reduce_dtype_findings,
                                                              step_records_findings)
@@ -32,7 +32,7 @@ from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_fi
                                                                 precision_findings)
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
-from msmigrate.tools.repo_reader.training_recipe import source_recipe
+from msmigrate.tools.repo_reader.training_recipe import source_data_order, source_recipe
 from msmigrate.tools.launcher.command import TRAINER_REL
 from msmigrate.tools.yaml_validator.yaml_lines import load_yaml
 from msmigrate.tools.target_checks import (config_check, decay_groups_check, launch_args_check, module_tree,
@@ -217,6 +217,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                        *precision_findings(_yaml(config), ctx.source, ctx.target, entries),
                        *default_dtype_findings(_yaml(config), state.get("runtime"), plan["config_path"]),
                        *recipe_findings(_yaml(config), defaults, recipe, plan["config_path"]), *decay_found,
+                       *data_order_findings(_yaml(config), source_data_order(ctx.source), plan["config_path"]),
                        *expert_parallel_findings(_yaml(config), tree, ctx.source, plan["config_path"]),
                        *ignored_trained_findings(_yaml(config), tree, plan["config_path"]),
                        *reduce_dtype_findings(_yaml(config), plan["config_path"])]

@@ -140,3 +140,4 @@ def precision_findings(delivered: dict[str, Any], source: Path, target: Path,
                         "loss_scale in its package): the migrated training computes in a narrower range than the "
                         "source's",
              "suggestion": "set parallel.fsdp_plan.param_dtype to bf16 (the source's range) or fp32"}]
+
