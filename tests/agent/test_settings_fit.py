@@ -273,3 +273,27 @@ def test_a_key_written_one_level_off_moves_into_its_own_section():
     assert done.startswith("moved data.dataset_param.template → data.dataset_param.basic_parameters.template")
     # two equally near places: no guess
     assert len(nearest_paths("a.x", ["a.b.x", "a.c.x"])) == 2
+
+
+def test_a_folder_the_trainer_writes_to_that_this_host_cannot_make_is_g3s(tmp_path, monkeypatch):
+    import os
+
+    from msmigrate.agent.routes.fsdp2.gates.settings_fit import written_folder_findings
+    from msmigrate.knowledge.classifier import classify
+
+    (tmp_path / "ckpt.tar").write_text("")
+    (tmp_path / "ro").mkdir()
+    cfg = {"training": {"save": "ckpt.tar/run1", "load": "ro/x"},
+           "data": {"dataset_param": {"basic_parameters": {"cache_dir": str(tmp_path / "ro" / "cache")}}}}
+    assert [f["path"] for f in written_folder_findings(cfg, tmp_path, "c.yaml")] == ["training.save"]
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == tmp_path / "ro" else real(p, mode))
+    found = written_folder_findings(cfg, tmp_path, "c.yaml")
+    assert [(f["code"], f["path"]) for f in found] == [
+        ("output-folder-unwritable", "training.save"),
+        ("output-folder-unwritable", "data.dataset_param.basic_parameters.cache_dir")]
+    assert "is a file" in found[0]["message"] and "not writable here" in found[1]["message"]
+    line = f"[{found[1]['code']}] {found[1]['path']}: {found[1]['message']}"
+    assert classify(line, finding_codes=[found[1]["code"]]).owner == "config"
+    # a folder that exists and is writable, a variable the shell decides, no such key: nothing
+    assert written_folder_findings({"training": {"save": "out", "output_dir": "$OUT/x"}}, tmp_path, "c.yaml") == []

@@ -15,11 +15,16 @@ their own), so a value copied from another recipe would first show in the user's
   per step, against the records the delivered YAML's own dataset files hold (capped by ``max_samples``): with fewer,
   every step repeats samples and an epoch is less than one step. Counted only where those files are here and
   readable (a JSON or JSON-lines file); otherwise not judged.
+- A folder the YAML has the trainer write to (``save``, ``cache_dir``, ``output_dir``, ``log_dir`` …) that this host
+  cannot create: the nearest folder of it that exists is a file, or is not writable (a read-only mount, another
+  user's folder). The gates' launches save and cache under the run's own folder, so the first checkpoint of the
+  user's training is where it would fail.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -220,4 +225,45 @@ def other_model_findings(cfg: dict[str, Any], paths: tuple[tuple[str, ...], ...]
                         "message": f"{'.'.join(keys)}: {value} holds another model than the source this run "
                                    f"verified ({source}): {said}; the user's launch would load it; set "
                                    f"{'.'.join(keys)} in {config} to the source's folder"})
+    return out
+
+
+# keys whose value is a folder the trainer writes into (checkpoints, the dataset cache, logs)
+WRITTEN_FOLDERS = ("save", "save_dir", "save_path", "output_dir", "cache_dir", "log_dir", "logging_dir",
+                   "tensorboard_dir")
+
+
+def _written_folders(node: Any, path: str = "") -> list[tuple[str, str]]:
+    out = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            dotted = f"{path}.{key}" if path else str(key)
+            if key in WRITTEN_FOLDERS and isinstance(value, str) and value.strip() and "$" not in value:
+                out.append((dotted, value.strip()))
+            else:
+                out += _written_folders(value, dotted)
+    return out
+
+
+def written_folder_findings(cfg: dict[str, Any], target: Path, config: str) -> list[dict[str, Any]]:
+    """Folders the YAML has the trainer write to (module docstring) that this host cannot create or write: a
+    relative one resolves against the target root, where the launch runs."""
+    out = []
+    for key, value in _written_folders(cfg):
+        folder = Path(value).expanduser()
+        folder = folder if folder.is_absolute() else Path(target) / folder
+        nearest = next((p for p in (folder, *folder.parents) if p.exists()), None)
+        if nearest is None:
+            continue
+        if not nearest.is_dir():
+            why = f"{nearest} is a file, so the folder cannot be made"
+        elif not os.access(nearest, os.W_OK | os.X_OK):
+            why = (f"{nearest}, the nearest part of it that exists, is not writable here (a read-only mount, or "
+                   f"another user's folder)")
+        else:
+            continue
+        out.append({"severity": "error", "code": "output-folder-unwritable", "path": key, "value": value,
+                    "message": f"{key} is {value!r}, a folder the trainer writes into, but {why}: the user's training "
+                               f"fails where it first writes there (a checkpoint, the dataset cache); set {key} in "
+                               f"{config} to a folder this host can create"})
     return out
