@@ -65,7 +65,11 @@ _YAML_LOAD = re.compile(r"yaml\.(?:scanner|parser|constructor|composer)\.\w+Erro
                         r"while (?:scanning|parsing) a (?:block|simple|plain)|mapping values are not allowed here")
 _ARGS_REJECTED = re.compile(r"\d+ validation errors? for \w*Arguments|validation error for \w*Arguments")
 # operating-system errors of the host: the errno names of a full / read-only / failing disk, a missing interface
-_HOST = re.compile(r"\[Errno (?:28|30|122|5)\]|No space left on device|Read-only file system|Disk quota exceeded|"
+_HOST = re.compile(r"\[Errno (?:28|30|122|5|24|12)\]|No space left on device|Read-only file system|Disk quota exceeded|"
+                   # the process's own limits: open files (EMFILE), memory (ENOMEM), threads / processes (EAGAIN at
+                   # thread start), and a host without a usable temporary folder
+                   r"Too many open files|Cannot allocate memory|can't start new thread|"
+                   r"pthread_create failed|No usable temporary directory found|"
                    r"Input/output error|[Nn]o (?:such )?(?:network )?interface|Unable to find address for|"
                    r"getifaddrs|ifname|died with <?Signals\.SIGKILL|exitcode\s*:\s*-9\b|signal 9 \(SIGKILL\)|"
                    # a process killed by SIGBUS: a mapped file or shared-memory segment the host could not back

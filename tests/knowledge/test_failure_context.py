@@ -75,7 +75,12 @@ def test_host_errors_without_run_frames_are_environment():
                  # SIGBUS in a loader worker: a shared-memory segment the host could not back
                  "RuntimeError: DataLoader worker (pid 77) is killed by signal: Bus error.",
                  "torch.distributed.elastic.multiprocessing.api: failed (exitcode: -7) local_rank: 0 (pid: 12) of "
-                 "binary: python; Signal 7 (SIGBUS) received by PID 12 ... died with <Signals.SIGBUS: 7>"):
+                 "binary: python; Signal 7 (SIGBUS) received by PID 12 ... died with <Signals.SIGBUS: 7>",
+                 # the process's own limits: open files, memory, threads; no usable temporary folder
+                 "OSError: [Errno 24] Too many open files: '/dev/shm/torch_77_1'",
+                 "OSError: [Errno 12] Cannot allocate memory",
+                 "RuntimeError: can't start new thread",
+                 "FileNotFoundError: [Errno 2] No usable temporary directory found in ['/tmp', '/var/tmp']"):
         assert context_owner(text, ART).owner == "environment", text
 
 
