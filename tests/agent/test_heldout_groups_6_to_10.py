@@ -1,6 +1,7 @@
-"""The sixth, seventh, eighth and ninth held-out fault groups (msmigrate/testbeds/faults/heldout6.py, heldout7.py,
-heldout8.py, heldout9.py) are each well formed, selectable on their own and apply: every edit fault's anchors are in a
-green rules migration of qwen2_vl on the stand-in (built once here, for all four) and change the files they name,
+"""The sixth, seventh, eighth, ninth and tenth held-out fault groups (msmigrate/testbeds/faults/heldout6.py,
+heldout7.py, heldout8.py, heldout9.py, heldout10.py) are each well formed, selectable on their own and apply: every edit
+fault's anchors are in a green rules migration of qwen2_vl on the stand-in (built once here, for all five) and change
+the files they name,
 leaving Python that compiles, YAML that parses and shell that bash parses; the faults in the data path and the plugin
 change what the data path or the model computes on the same records (or make it fail); every runtime fault's simulation,
 run in a wrapped interpreter, produces the condition it stands for, and the same program without it gets past that
@@ -18,10 +19,11 @@ from heldout_checks import (assert_bench_reports_every_group, assert_computes_ot
                             computed_on_green, run_wrapped_and_plain)
 from standin_migration import apply_fault_checked, fault_copy, green_for_faults
 
-from msmigrate.testbeds.faults import heldout6, heldout7, heldout8, heldout9
+from msmigrate.testbeds.faults import heldout6, heldout7, heldout8, heldout9, heldout10
 
 GROUPS = {"heldout6": ("h6-", heldout6.FAULTS), "heldout7": ("h7-", heldout7.FAULTS),
-          "heldout8": ("h8-", heldout8.FAULTS), "heldout9": ("h9-", heldout9.FAULTS)}
+          "heldout8": ("h8-", heldout8.FAULTS), "heldout9": ("h9-", heldout9.FAULTS),
+          "heldout10": ("h10-", heldout10.FAULTS)}
 FAULTS = {f.id: f for _, faults in GROUPS.values() for f in faults}
 EDITS = sorted(i for i, f in FAULTS.items() if f.edits)
 RUNTIMES = sorted(i for i, f in FAULTS.items() if f.runtime is not None)
@@ -140,6 +142,21 @@ SIMULATED = {
             "with safe_open({source!r} + '/model.safetensors', framework='pt') as f:\n"
             "    f.get_tensor(next(iter(f.keys())))\n",
         "Cannot allocate memory"),
+    # (the plain runtime of a host without an accelerator refuses the call on its own: that refusal is let through)
+    "h10-env-device-occupied": (
+        {"RANK": "0"}, "import torch\ntry:\n    torch.accelerator.set_device_index(0)\n"
+                       "except RuntimeError as e:\n    if 'none is available' not in str(e):\n        raise\n",
+        "is in use by another process"),
+    "h10-env-toolkit-newer-than-driver": (
+        {"RANK": "0"}, "import torch\ntry:\n    torch.accelerator.set_device_index(0)\n"
+                       "except RuntimeError as e:\n    if 'none is available' not in str(e):\n        raise\n",
+        "is older than this toolkit"),
+    "h10-env-output-pipe-reader-gone": ({"RANK": "0"}, "print('iteration 1', flush=True)\n", "Broken pipe"),
+    "h10-env-tmp-cleaner-removed-images": (
+        {}, "from PIL import Image\n"
+            "Image.open({source!r} + '/data/images/sample_00.png').load()\n",
+        "No such file or directory"),
+    "h10-env-stale-torch-npu-autoloaded": ({}, "import torch\n", "Failed to load the backend extension: torch_npu"),
 }
 
 
