@@ -25,6 +25,7 @@ from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, Conte
                                                  registration_owner, runtime_decode_owner, runtime_env_owner,
                                                  signature_owner, warning_raised_owner, yaml_keys,
                                                  yaml_values)
+from msmigrate.tools.launcher.command import TRAINER_REL
 from msmigrate.tools.repo_reader.target_inventory import target_inventory
 from msmigrate.tools.worktree import git
 
@@ -203,13 +204,75 @@ def _script_sets(target: Path, script: str | None, names: Iterable[str]) -> list
     return [n for n in names if script_sets(text, n) is not None]
 
 
-def target_imports_of(target: Path, plugin_dir: str | None, text: str) -> set[str]:
+def _required_imports(tree: ast.Module, package: str = "") -> set[str]:
+    """The modules a file imports unconditionally when it is imported: its top-level ``import`` / ``from … import``
+    statements, not those inside a ``try`` (an optional dependency it does without), an ``if`` (one platform's) or a
+    function (imported when called). ``package``: the file's own package, for its relative imports."""
+    out: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level and package:
+            base = ".".join([*package.split(".")[:len(package.split(".")) - node.level + 1],
+                             *([node.module] if node.module else [])])
+            # the module, and each imported name as a submodule of it (a name that is none resolves to no file)
+            out |= {base, *(f"{base}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return out
+
+
+def _module_file(target: Path, module: str) -> Path | None:
+    base = target.joinpath(*module.split("."))
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+def trainer_closure(target: Path, entry: str, limit: int = 2000) -> dict[Path, set[str]] | None:
+    """The target's files the trainer imports when it starts (``entry`` and, transitively, every module of the
+    target a file of it imports unconditionally, with the packages holding them), each with what it requires; None
+    when the entry is not there."""
+    start = target / entry
+    if not start.is_file():
+        return None
+    top = Path(entry).parts[0]
+    seen: dict[Path, set[str]] = {}
+    todo = [start]
+    while todo and len(seen) < limit:
+        path = todo.pop()
+        if path in seen:
+            continue
+        rel = path.relative_to(target).with_suffix("")
+        parts = list(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        package = ".".join(parts if rel.name == "__init__" else parts[:-1])
+        try:
+            seen[path] = _required_imports(ast.parse(path.read_text(encoding="utf-8", errors="replace")), package)
+        except (OSError, SyntaxError, ValueError):
+            seen[path] = set()
+        for module in seen[path]:
+            names = module.split(".")
+            if names[0] != top:
+                continue
+            # the module, or the name imported from it, and every package on the way (their __init__ runs first)
+            todo += [f for i in range(1, len(names) + 1) if (f := _module_file(target, ".".join(names[:i])))
+                     and f not in seen]
+    return seen
+
+
+def target_imports_of(target: Path, plugin_dir: str | None, text: str, entry: str = TRAINER_REL) -> set[str]:
     """Of the modules the failure says could not be imported, those the target's own code (its package holding the
-    plugin, the plugin itself left out) imports too: a dependency of the target, not of the plugin alone."""
+    plugin, the plugin itself left out) requires too — a top-level import of one of its files (``_required_imports``):
+    a dependency of the target, not of the plugin alone. A module the target imports only behind a ``try`` or a
+    platform check (``torch_npu`` off an Ascend host) is one it does without: a plugin that requires it is the
+    plugin's to guard. Where the trainer ``entry`` is there, only the files it imports when it starts are read
+    (``trainer_closure``: a module the target's other tasks require is no dependency of this trainer)."""
     wanted = {m.group("mod") or m.group("missing") for m in IMPORT_FAILED.finditer(text)} - {None, ""}
     if not wanted or not plugin_dir:
         return set()
     plugin = (target / plugin_dir).resolve()
+    closure = trainer_closure(target, entry)
+    if closure is not None:  # what the trainer itself imports (an NPU-only module it never loads is no dependency)
+        required = set().union(set(), *(r for f, r in closure.items() if plugin not in f.resolve().parents))
+        return {m for m in wanted if any(r == m or r.startswith(m + ".") for r in required)}
     package = target / Path(plugin_dir).parts[0]
     found: set[str] = set()
     for py in package.rglob("*.py"):
@@ -217,10 +280,12 @@ def target_imports_of(target: Path, plugin_dir: str | None, text: str) -> set[st
             continue
         try:
             body = py.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            if not any(m in body for m in wanted - found):
+                continue
+            required = _required_imports(ast.parse(body))
+        except (OSError, SyntaxError, ValueError):
             continue
-        found |= {m for m in wanted
-                  if re.search(rf"^\s*(?:from\s+{re.escape(m)}(?:\.\w+)*\s+import|import\s+{re.escape(m)}\b)", body, re.M)}
+        found |= {m for m in wanted if any(r == m or r.startswith(m + ".") for r in required)}
         if found == wanted:
             break
     return found

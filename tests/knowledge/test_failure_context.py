@@ -299,6 +299,24 @@ def test_target_imports_are_read_from_the_target_outside_the_plugin(tmp_path):
     (tmp_path / "pkg/train/t.py").write_text("from lib.shared.sub import C\n")
     text = "No module named 'lib.shared'\nNo module named 'lib.only_plugin'"
     assert target_imports_of(tmp_path, "pkg/models/x", text) == {"lib.shared"}
+    # a module the target imports only behind a try, a platform check or in a function is one it does without
+    (tmp_path / "pkg/utils").mkdir()
+    (tmp_path / "pkg/utils/device.py").write_text(
+        "try:\n    import npu_ext\nexcept ImportError:\n    npu_ext = None\nif ON_NPU:\n    import npu_ops\n\n"
+        "def f():\n    import npu_lazy\n")
+    (tmp_path / "pkg/models/x/m.py").write_text("import npu_ext\nimport npu_ops\nimport npu_lazy\n")
+    said = "No module named 'npu_ext'\nNo module named 'npu_ops'\nNo module named 'npu_lazy'"
+    assert target_imports_of(tmp_path, "pkg/models/x", said) == set()
+    (tmp_path / "pkg/utils/ops.py").write_text("import npu_ops.fused\n")  # a file of the target that requires it
+    assert target_imports_of(tmp_path, "pkg/models/x", said) == {"npu_ops"}
+    # with the trainer there, only what it imports when it starts counts: ops.py is another task's
+    (tmp_path / "pkg/__init__.py").write_text("")
+    (tmp_path / "pkg/train/__init__.py").write_text("")
+    (tmp_path / "pkg/train/trainer.py").write_text("import lib.shared\nfrom ..utils import device\nfrom . import t\n")
+    assert target_imports_of(tmp_path, "pkg/models/x", said + "\nNo module named 'lib.shared'",
+                             entry="pkg/train/trainer.py") == {"lib.shared"}
+    (tmp_path / "pkg/utils/device.py").write_text("import npu_ops\n")  # now the trainer's own import requires it
+    assert target_imports_of(tmp_path, "pkg/models/x", said, entry="pkg/train/trainer.py") == {"npu_ops"}
 
 
 def test_a_processor_the_sources_own_folder_cannot_give_is_the_inputs_not_the_data_paths(tmp_path):
