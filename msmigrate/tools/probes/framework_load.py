@@ -75,6 +75,45 @@ def merged_by_transformers(model, names):
     return found
 
 
+def _shape(name):
+    """A parameter name's last three parts, layer indices written as N: how a module's own parameter is named
+    whatever the prefix the classes put before it."""
+    import re
+
+    return ".".join(re.sub(r"^\d+$", "N", p) for p in name.split(".")[-3:])
+
+
+def not_in_source_class(model, names):
+    """(the unfilled ``names`` no parameter of the source's own class is named like (``_shape``), that class's
+    name): the upstream transformers class of the plugin, built on the meta device from the same config. ([], None)
+    when there is no upstream class to ask or it does not build."""
+    upstream = next((c for c in type(model).__mro__ if c.__module__.startswith("transformers.models.")), None)
+    if upstream is None:
+        return [], None
+    from accelerate import init_empty_weights
+
+    try:
+        with init_empty_weights():
+            reference = upstream._from_config(model.config)
+    except Exception:  # probe boundary: an upstream class that does not build from this config answers nothing
+        return [], None
+    known = {_shape(n) for n, _ in reference.named_parameters()}
+    return [n for n in names if _shape(n) not in known], upstream.__name__
+
+
+def defined_in(cls):
+    """The file defining ``cls``, relative to the working folder (the target root) when under it."""
+    import inspect
+    import os
+
+    try:
+        path = os.path.abspath(inspect.getsourcefile(cls) or "")
+    except TypeError:
+        return None
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("..") else path
+
+
 def main(argv):
     args = parse(argv, extra_args)
     start = time.monotonic()
@@ -105,6 +144,15 @@ def main(argv):
                            f"from {args.load} (e.g. {', '.join(names[:3])}): the checkpoint's keys do not reach "
                            f"those names through the loader's key mapping; the trainer would train them from "
                            f"uninitialised memory")
+        extra, upstream = not_in_source_class(model, names)
+        if extra and len(extra) == len(names):
+            # the source's own class builds nothing like them: modules the plugin adds, not a mapping of the keys
+            result["not_in_source_class"] = extra[:20]
+            where = defined_in(type(model))
+            shapes = ", ".join(sorted({_shape(n) for n in extra})[:4])
+            result["error"] += (f". The source's own class ({upstream}, built from the same config) has no parameter "
+                                f"like them ({shapes}): the plugin class builds modules the source does not have"
+                                + (f" (defined in {where})" if where else ""))
         merged = merged_by_transformers(model, names)
         if merged:
             result["merged_by_transformers"] = merged
