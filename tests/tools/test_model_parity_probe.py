@@ -268,3 +268,55 @@ def test_a_plugin_import_that_patches_the_sources_class_is_named_and_measured_on
         sys.path.remove(str(tmp_path))
         for name in ("lib_norm", "plugin_pkg", "plugin_pkg.changes", "plugin_pkg.same"):
             sys.modules.pop(name, None)
+
+
+def test_the_two_sample_batch_finds_what_crosses_from_one_sample_to_the_other_on_attended_positions():
+    """A plugin whose one-sample output agrees with the source but lets the batch's samples reach each other (one
+    attention span over every image of the batch) differs on the two-sample batch; padding's logits are nobody's."""
+    import torch
+
+    class Rows(torch.nn.Module):
+        def __init__(self, leak=0.0, pad_noise=0.0):
+            super().__init__()
+            self.emb = torch.nn.Embedding(16, 4)
+            self.leak, self.pad_noise = leak, pad_noise
+
+        def forward(self, batch):
+            x = self.emb(batch["input_ids"])
+            x = x + self.leak * x.mean(dim=0, keepdim=True)  # 0 for one sample's own rows
+            return x + self.pad_noise * (1 - batch["attention_mask"]).unsqueeze(-1)
+
+    torch.manual_seed(0)
+    source = Rows()
+    pair = {"input_ids": torch.tensor([[1, 2, 3], [4, 5, 0]]), "attention_mask": torch.tensor([[1, 1, 1], [1, 1, 0]])}
+    ref = model_parity.run_forward(source, pair)
+    for plugin, bad in ((Rows(pad_noise=5.0), False), (Rows(leak=0.5), True)):
+        plugin.load_state_dict(source.state_dict())
+        said = model_parity.pair_parity(plugin, pair, ref)
+        assert said["examined"] and bool(said["problem"]) == bad, said
+    assert "one sample's tokens or image patches reach the other's" in said["problem"]
+    assert model_parity.pair_parity(source, None, None) == {"examined": False}
+
+
+def test_the_source_processor_gives_a_padded_batch_of_two_samples_with_an_image_each(tmp_path):
+    import json
+
+    import torch
+    import transformers
+    from forward_smoke import sample_pair_batch
+
+    from msmigrate.testbeds.fixtures import build_source
+
+    source = build_source("qwen2_vl", tmp_path / "qwen2_vl")
+    records = source / "data" / "train.json"
+    cfg = transformers.AutoConfig.from_pretrained(source)
+    batch = sample_pair_batch(source, records, cfg, None, False)
+    assert batch["input_ids"].shape[0] == 2 and batch["image_grid_thw"].shape[0] == 2
+    assert (batch["labels"][batch["input_ids"] == cfg.image_token_id] == -100).all()
+    one = json.loads(records.read_text())[:1]  # one record with an image: it twice, the copy's image mirrored
+    (tmp_path / "one.json").write_text(json.dumps([{**one[0], "images": [str(records.parent / one[0]["images"][0])]}]))
+    twice = sample_pair_batch(source, tmp_path / "one.json", cfg, None, False)
+    half = twice["pixel_values"].shape[0] // 2
+    assert not torch.equal(twice["pixel_values"][:half], twice["pixel_values"][half:])
+    (tmp_path / "none.json").write_text(json.dumps([{"messages": one[0]["messages"]}]))
+    assert sample_pair_batch(source, tmp_path / "none.json", cfg, None, False) is None

@@ -90,6 +90,49 @@ def sample_batch(folder, data_path, config, params, trust_remote_code):
     return {k: v for k, v in batch.items() if k in params}
 
 
+def sample_pair_batch(folder, data_path, config, params, trust_remote_code):
+    """The source processor's inputs for TWO samples with an image each, in one padded batch: what a single-sample
+    batch cannot show — one sample's tokens or image patches reaching the other's (an attention span over every
+    image of the batch, a position count over the batch), padding taken for tokens. The first two samples with images;
+    where the records hold one, it twice, the second copy's image mirrored (two identical images attend alike either
+    way). Labels as ``sample_batch`` makes them; None when the records have no image or the processor refuses a
+    batch."""
+    import os
+
+    import torch
+    from PIL import Image, ImageOps
+
+    with open(data_path, encoding="utf-8") as fh:
+        samples = [s for s in json.load(fh) if s.get("images")]
+    if not samples:
+        return None
+    root = os.path.dirname(os.path.abspath(data_path))
+    pair = (samples * 2)[:2]
+    images = [[Image.open(p if os.path.isabs(p) else os.path.join(root, p)).convert("RGB") for p in s["images"]]
+              for s in pair]
+    if pair[0] is pair[1]:
+        images[1] = [ImageOps.mirror(im) for im in images[1]]
+    proc = load_processor(folder, trust_remote_code)[0]
+    texts = [render_messages(proc, s["messages"], False) for s in pair]
+    tok = getattr(proc, "tokenizer", proc)
+    bos = getattr(tok, "bos_token", None)
+    kwargs = {"add_special_tokens": False} if bos and texts[0].startswith(bos) else {}
+    flat = [im for group in images for im in group]
+    try:
+        batch = dict(proc(text=texts, images=flat, return_tensors="pt", padding=True, **kwargs))
+    except (ValueError, TypeError):
+        return None
+    ids = batch["input_ids"]
+    labels = ids.clone()
+    labels[batch.get("attention_mask", torch.ones_like(ids)) == 0] = -100
+    for key in ("image_token_id", "image_token_index"):
+        tid = getattr(config, key, None)
+        if isinstance(tid, int):
+            labels[ids == tid] = -100
+    batch["labels"] = labels
+    return {k: v for k, v in batch.items() if params is None or k in params}
+
+
 def load_batch(path):
     import torch
 

@@ -354,6 +354,58 @@ def source_forward(source, batch, facts, model_dir):
     return logits.detach().float(), float(loss.detach().float())
 
 
+def source_pair(source, args, src_cfg, facts):
+    """(the two-sample batch of the source processor, the source's (logits, loss) on it) — computed before the
+    plugin is imported, like every reference here; (None, None) where there is none (the source's own pipeline or a
+    target batch decides G1's batch, no records with an image, a processor that refuses a batch, a source that
+    refuses it)."""
+    if facts is not None or args.batch_file or not args.sample_data:
+        return None, None
+    from forward_smoke import sample_pair_batch
+
+    params, takes_kwargs = forward_params(type(source))
+    try:
+        pair = sample_pair_batch(args.model, args.sample_data, src_cfg, None if takes_kwargs else params,
+                                 args.trust_remote_code)
+        if pair is None or required_params(type(source), pair):
+            return None, None
+        pair = to_compute_dtype(pair, source)
+        return pair, run_forward(source, pair)
+    except Exception:  # probe boundary: no such batch for this source; the one-sample comparison stands alone
+        return None, None
+
+
+def pair_parity(plugin, pair, pair_ref, logit_tol=LOGIT_TOL, loss_tol=LOSS_TOL):
+    """The plugin against the source on the two-sample batch, over the positions the batch attends (padding's logits
+    are nobody's): ``{"examined", "max_abs_dlogit", "dloss", "problem"}``."""
+    if pair is None:
+        return {"examined": False}
+    import torch
+
+    ref_logits, ref_loss = pair_ref
+    try:
+        logits, loss = run_forward(plugin, pair)
+    except Exception as exc:  # probe boundary: a batch the source takes and the plugin rejects is the finding
+        return {"examined": True, "problem": f"two-sample batch (the source processor's, two samples with an image "
+                                             f"each, padded): the source's own model takes it and the plugin's "
+                                             f"forward raises {type(exc).__name__}: {str(exc)[:300]}"}
+    mask = pair.get("attention_mask")
+    if mask is not None and logits is not None and ref_logits is not None and logits.shape == ref_logits.shape:
+        keep = mask.bool().unsqueeze(-1)
+        logits, ref_logits = torch.where(keep, logits, 0.0), torch.where(keep, ref_logits, 0.0)
+    dlogit, dloss = compare(ref_logits, ref_loss, logits, loss)
+    out = {"examined": True, "max_abs_dlogit": dlogit, "dloss": dloss, "problem": None,
+           "samples": int(pair["input_ids"].shape[0]) if "input_ids" in pair else None}
+    if (dlogit is not None and not dlogit <= logit_tol) or (dloss is not None and not dloss <= loss_tol):
+        figs = ", ".join(f"{label} {value:.3g}" for label, value in (("max |Δlogit|", dlogit), ("|Δloss|", dloss))
+                         if value is not None)
+        out["problem"] = (f"two-sample batch (the source processor's, two samples with an image each, padded): {figs} "
+                          f"against the source class on the attended positions, where the one-sample batch may agree "
+                          f"— the plugin lets one sample's tokens or image patches reach the other's (an attention "
+                          f"span over every image of the batch), or reads the padding")
+    return out
+
+
 def import_effects(source, batch, facts, args, before, ref_logits, ref_loss):
     """What importing and building the plugin changed in the source's own code (``_import_effects``) and in what the
     source computes on the same batch: ``{"patched": [...], "max_abs_dlogit", "dloss", "problem"}``; a patch that
@@ -515,6 +567,7 @@ def main(argv):
         elif args.dropped_key:
             dropped = [{"key": k, "examined": False, "why_not": f"the batch is the {batch_source}'s, not the source "
                                                                "processor's"} for k in args.dropped_key]
+        pair, pair_ref = source_pair(source, args, src_cfg, facts)
         state = source.state_dict()
         nonpersistent = persistent_keys(source)
         source_tied = tie_facts(source)
@@ -539,6 +592,7 @@ def main(argv):
                                 time.monotonic() - start))
             return 0
         e_dlogit, e_dloss = compare(ref_logits, ref_loss, e_logits, e_loss)
+        pair_check = pair_parity(eager, pair, pair_ref, args.logit_tol, args.loss_tol)
         divergence = None
         if e_dlogit is not None and not e_dlogit <= args.logit_tol and \
                 (facts is None or facts.get("forward_call") == "kwargs"):
@@ -580,6 +634,8 @@ def main(argv):
         problems.append(cast_found)
     if import_effect.get("problem"):
         problems.append(import_effect["problem"])
+    if pair_check.get("problem"):
+        problems.append(pair_check["problem"])
     problems += dropped_problems
     if source_tied and not meta_tied:
         problems.append("meta init + load: input and output embeddings are no longer tied (the source ties them)")
@@ -594,7 +650,7 @@ def main(argv):
         "source_loss": ref_loss, "logits_shape": list(ref_logits.shape) if ref_logits is not None else None,
         "attn_implementation": attention, "mode": "train, dropout 0", "dropout_zeroed": dropout_zeroed,
         "first_divergence": divergence, "caller_set": media_ids_set, "source_called_as": called_as,
-        "plugin_import_changes": import_effect,
+        "plugin_import_changes": import_effect, "two_sample_batch": pair_check,
         "eager": {"loss": fig(e_loss), "max_abs_dlogit": fig(e_dlogit), "dloss": fig(e_dloss)},
         "meta": {"loss": fig(m_loss), "max_abs_dlogit": fig(m_dlogit), "dloss": fig(m_dloss)},
         "tolerance": {"max_abs_dlogit": args.logit_tol, "dloss": args.loss_tol},
