@@ -646,7 +646,7 @@ def plugin_import_owner(text: str, artifacts: Artifacts, architecture: str | Non
                           f"that import in {path}")
 
 
-_REMEDY = re.compile(r"\b(?:raise|lower|set|change) `?(?P<key>[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+)`?")
+_REMEDY = re.compile(r"\b(?:raise|lower|set|change|remove) `?(?P<key>[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+)`?")
 
 
 # a gate's own check that traced the cause to the code object doing it: "the collator X (defined in path.py)"

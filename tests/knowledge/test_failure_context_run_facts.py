@@ -132,6 +132,23 @@ def test_g2s_as_derived_remedy_line_is_read_as_the_gates_remedy():
     assert verdict.owner == "config" and "train_on_prompt" in verdict.reason
 
 
+def test_a_key_the_delivered_yaml_adds_to_a_derived_section_is_unset_in_the_recheck_and_named_to_remove():
+    from msmigrate.agent.routes.fsdp2.gates.data_settings import compare_data_settings
+
+    attr = {"images": "images", "messages": "messages"}
+    derived = {"data": {"dataset_param": {"attr": dict(attr)}}}
+    delivered = {"data": {"dataset_param": {"attr": {**attr, "videos": "images", "cache_dir": "/c"}},
+                          "extra_section": {"k": 1}}}
+    differ, same = compare_data_settings(delivered, derived)
+    # a pasted key in a section the migration writes; not an input path, not a section it does not write
+    assert differ == {"data.dataset_param.attr.videos": ("images", None)}
+    line = ("data settings: the same check passes with the YAML's data settings that differ from what this migration "
+            "derives set as derived: remove `data.dataset_param.attr.videos` (it is 'images'; this migration derives "
+            "no such key) in c.yaml")
+    keys = {"videos": "data.dataset_param.attr.videos"}
+    assert gate_remedy_owner(line, Artifacts(config=("c.yaml",), yaml_keys=keys)).owner == "config"
+
+
 def test_a_call_that_does_not_fit_a_plugin_class_is_the_plugins_signature():
     from msmigrate.knowledge.failure_context import signature_owner
 

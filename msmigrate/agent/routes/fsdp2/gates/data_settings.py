@@ -40,6 +40,13 @@ def compare_data_settings(delivered: dict[str, Any], derived: dict[str, Any]) ->
             same.append(dotted)
         else:
             differ[dotted] = (ours.get(dotted, MISSING), theirs[dotted])
+    # a leaf the delivered YAML adds to a section the derived one writes (a pasted `videos:` under attr): unset as
+    # derived (None is the target's "not given")
+    sections = {d.rsplit(".", 1)[0] for d in theirs}
+    for dotted in sorted(set(ours) - set(theirs)):
+        if dotted.rsplit(".", 1)[0] in sections and ours[dotted] is not None and \
+                dotted.rsplit(".", 1)[-1] not in _INPUT_LEAVES:
+            differ[dotted] = (ours[dotted], None)
     return differ, same
 
 
@@ -85,7 +92,8 @@ def settings_check(deps: Any, state: dict[str, Any], config: Path, run_check: An
     record["passes_as_derived"] = passed = run_check(path)
     if passed:
         config_name = state["plan"].get("config_path") or Path(config).name
-        sets = "; ".join(f"set `{k}` to {v[1]!r} (it is {'not set there' if v[0] == MISSING else repr(v[0])})"
+        sets = "; ".join(f"remove `{k}` (it is {v[0]!r}; this migration derives no such key)" if v[1] is None else
+                         f"set `{k}` to {v[1]!r} (it is {'not set there' if v[0] == MISSING else repr(v[0])})"
                          for k, v in differ.items())
         record["problems"] = [f"data settings: the same check passes with the YAML's data settings that differ from "
                               f"what this migration derives set as derived: {sets} in {config_name}"]
