@@ -297,3 +297,21 @@ def test_a_folder_the_trainer_writes_to_that_this_host_cannot_make_is_g3s(tmp_pa
     assert classify(line, finding_codes=[found[1]["code"]]).owner == "config"
     # a folder that exists and is writable, a variable the shell decides, no such key: nothing
     assert written_folder_findings({"training": {"save": "out", "output_dir": "$OUT/x"}}, tmp_path, "c.yaml") == []
+
+
+def test_a_records_file_the_dataset_list_names_twice_is_g3s(tmp_path):
+    from msmigrate.agent.routes.fsdp2.gates.settings_fit import dataset_records, repeated_dataset_findings
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.json").write_text(json.dumps([{"messages": []}] * 3))
+    (tmp_path / "data" / "more.json").write_text(json.dumps([{"messages": []}] * 2))
+
+    def cfg(dataset):
+        return {"data": {"dataset_param": {"basic_parameters": {"dataset": dataset, "dataset_dir": "data"}}}}
+
+    twice = cfg(f"train.json,{tmp_path}/data/train.json")  # one file, listed as written and by its absolute path
+    (f,) = repeated_dataset_findings(twice, tmp_path, "c.yaml")
+    assert (f["code"], f["path"]) == ("bad-value", "data.dataset_param.basic_parameters.dataset")
+    assert "2 times" in f["message"] and dataset_records(twice, tmp_path) == 6
+    assert repeated_dataset_findings(cfg("train.json,more.json"), tmp_path, "c.yaml") == []
+    assert len(repeated_dataset_findings(cfg(["gone.json", "gone.json"]), tmp_path, "c.yaml")) == 1

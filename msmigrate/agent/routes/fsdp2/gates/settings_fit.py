@@ -15,6 +15,7 @@ their own), so a value copied from another recipe would first show in the user's
   per step, against the records the delivered YAML's own dataset files hold (capped by ``max_samples``): with fewer,
   every step repeats samples and an epoch is less than one step. Counted only where those files are here and
   readable (a JSON or JSON-lines file); otherwise not judged.
+- A records file the dataset list names twice: every record of it is trained twice an epoch.
 - A folder the YAML has the trainer write to (``save``, ``cache_dir``, ``output_dir``, ``log_dir`` …) that this host
   cannot create: the nearest folder of it that exists is a file, or is not writable (a read-only mount, another
   user's folder). The gates' launches save and cache under the run's own folder, so the first checkpoint of the
@@ -118,21 +119,50 @@ def dataset_records(cfg: dict[str, Any], target: Path) -> int | None:
     relative ones from the checkout's root or from ``dataset_dir``), capped by ``max_samples``; None when one of
     them is not here, not JSON / JSON lines, or too large to parse."""
     basic = _section(cfg, "data", "dataset_param", "basic_parameters")
-    names = basic.get("dataset")
-    if not isinstance(names, str) or not names.strip():
+    files = dataset_files(cfg, target)
+    if not files:
         return None
     total = 0
-    for name in (n.strip() for n in names.split(",") if n.strip()):
-        where = [Path(name)] if Path(name).is_absolute() else \
-            [Path(target) / name] + ([Path(target) / str(basic["dataset_dir"]) / name]
-                                     if isinstance(basic.get("dataset_dir"), str) else [])
-        path = next((p for p in where if p.is_file()), None)
+    for _, path in files:
         count = _count(path) if path is not None else None
         if count is None:
             return None
         total += count
     cap = _int(basic.get("max_samples"))
     return min(total, cap) if cap and cap > 0 else total
+
+
+def dataset_files(cfg: dict[str, Any], target: Path) -> list[tuple[str, Path | None]]:
+    """(name as listed, the file it resolves to — None when not here) for each entry of ``basic_parameters.dataset``
+    (comma-separated; relative ones from the checkout's root or from ``dataset_dir``)."""
+    basic = _section(cfg, "data", "dataset_param", "basic_parameters")
+    names = basic.get("dataset")
+    if isinstance(names, list):
+        names = ",".join(str(n) for n in names)
+    if not isinstance(names, str) or not names.strip():
+        return []
+    out = []
+    for name in (n.strip() for n in names.split(",") if n.strip()):
+        where = [Path(name)] if Path(name).is_absolute() else \
+            [Path(target) / name] + ([Path(target) / str(basic["dataset_dir"]) / name]
+                                     if isinstance(basic.get("dataset_dir"), str) else [])
+        out.append((name, next((p for p in where if p.is_file()), None)))
+    return out
+
+
+def repeated_dataset_findings(cfg: dict[str, Any], target: Path, config: str) -> list[dict[str, Any]]:
+    """A records file the YAML's dataset list names more than once (as written, or resolving to one file): the
+    data path reads each entry, so every record of it is trained that many times an epoch and steps see
+    duplicates."""
+    seen: dict[str, list[str]] = {}
+    for name, path in dataset_files(cfg, target):
+        seen.setdefault(str(path.resolve()) if path is not None else name, []).append(name)
+    return [{"severity": "error", "code": "bad-value", "path": "data.dataset_param.basic_parameters.dataset",
+             "value": ", ".join(names),
+             "message": f"data.dataset_param.basic_parameters.dataset lists {names[0]} {len(names)} times: the data "
+                        f"path reads every entry, so each of its records is trained {len(names)} times an epoch; "
+                        f"list it once in {config}"}
+            for names in seen.values() if len(names) > 1]
 
 
 def _count(path: Path) -> int | None:
