@@ -79,6 +79,11 @@ def call_findings(parsed: dict[str, Any], cwd: str | None, target: Path, text: s
                                              f"it: {parsed['parse_error']}")]
     base = None if cwd is None else Path(target) / cwd
     out = []
+    if parsed.get("nproc_per_node_error"):
+        out.append({**_finding(script, "--nproc_per_node", f"{where}: torchrun is handed --nproc_per_node "
+                                f"{parsed.get('nproc_per_node')}, and its own resolution of that on this host refuses "
+                                f"it ({parsed['nproc_per_node_error']}): no rank starts; give the process count as a "
+                                f"number (the run's size, as NPUS_PER_NODE sets it)"), "code": "launch-size"})
     entry = str(parsed.get("training_script") or "")
     if entry and not parsed.get("module") and not parsed.get("no_python") and not entry.startswith("/"):
         if re.search(r"\s", entry.strip()) or entry != entry.strip():
@@ -196,7 +201,8 @@ def dry_run_findings(script_path: str, target: Path, parse: Callable[[list[str]]
             continue
         parsed_calls.append({"launcher": call.launcher, "cwd": call.cwd, "argv": call.argv[:40],
                              "training_script": parsed.get("training_script"),
-                             "training_script_args": (parsed.get("training_script_args") or [])[:40]})
+                             "training_script_args": (parsed.get("training_script_args") or [])[:40],
+                             "local_world_size": parsed.get("local_world_size")})
         out += call_findings(parsed, call.cwd, target, text, script_path)
         out += trainer_findings(parsed, ahead, call.cwd, text, script_path, read, trainer)
     out += output_findings(result.stderr_tail, text, script_path) + background_findings(text, script_path)

@@ -115,6 +115,25 @@ def test_a_module_launcher_is_recorded_and_its_parse_error_reported(checkout):
     assert [f["key"] for f in found] == ["torchrun"] and "invalid int value" in found[0]["message"]
 
 
+def test_a_process_count_keyword_torchrun_refuses_on_this_host_is_a_finding(checkout):
+    """`--nproc_per_node gpu` parses, and torchrun's own resolution of it counts CUDA devices: on a host without
+    CUDA it refuses to start any rank. `cpu` resolves here (the CPU count): no finding."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA host resolves gpu")
+    text = (STANDIN / SCRIPT).read_text().replace("--nproc_per_node $NPUS_PER_NODE", "--nproc_per_node gpu")
+    assert "--nproc_per_node gpu" in text
+    found, facts = dry_run_findings(SCRIPT, _with(checkout, text), _parse)
+    assert [(f["code"], f["key"]) for f in found] == [("launch-size", "--nproc_per_node")]
+    assert "Cuda is not available" in found[0]["message"] and facts["parsed"][0].get("local_world_size") is None
+    verdict = classify(f"[launch-size] {SCRIPT}: {found[0]['message']}", finding_codes=["launch-size"])
+    assert verdict.owner == "config"
+    found, facts = dry_run_findings(SCRIPT, _with(checkout, text.replace("nproc_per_node gpu", "nproc_per_node cpu")),
+                                    _parse)
+    assert found == [] and facts["parsed"][0]["local_world_size"] >= 1
+
+
 def test_an_option_left_without_its_value_by_the_host_is_not_judged(checkout):
     # a multi-node script's rank and rendezvous come from a hostfile only the cluster has: here they are empty
     text = ('NODE_RANK=$(awk \'{print $1}\' /nonexistent/hostfile)\nMASTER_ADDR=$(head -n1 /nonexistent/hostfile)\n'
