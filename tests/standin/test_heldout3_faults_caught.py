@@ -61,6 +61,27 @@ def test_g2_finds_a_collator_that_attends_padding():
         bp.collation_parity(EXAMPLES, masked, _Collator())["problems"][0]
 
 
+def test_g2_finds_padding_input_ids_no_embedding_has_a_row_for():
+    """A collator that pads input_ids with the labels' ignore index (-100): the embedding has no row for it. An id
+    the example itself holds (a -200 media placeholder of a LLaVA-style pipeline) is not padding: not judged here."""
+    class _Sized(_Tok):
+        def __len__(self):
+            return 16
+
+    class _SizedCollator:
+        tokenizer = _Sized()
+
+    batch = _collated(EXAMPLES, 0)
+    batch["input_ids"][1, 3:] = -100
+    (p,) = bp.collation_parity(EXAMPLES, batch, _SizedCollator())["problems"]
+    assert "row 1: 2 of the 2 positions the collator added (padding) hold input id(s) [-100]" in p
+    assert "[0, 16)" in p and "the labels' ignore index" in p
+    batch["input_ids"][1, 3:] = 99  # past the vocabulary
+    assert "a value that is no token id" in bp.collation_parity(EXAMPLES, batch, _SizedCollator())["problems"][0]
+    own = [{**EXAMPLES[0], "input_ids": [5, -200, 7, 8, 9]}, EXAMPLES[1]]
+    assert bp.collation_parity(own, _collated(own, 0), _SizedCollator())["problems"] == []
+
+
 def test_g2_does_not_count_a_fake_image_the_collator_adds_as_padding():
     """A collator may append a fake image's tokens (attended or not): they hold media ids, not the pad id."""
     batch = _collated(EXAMPLES, 0)

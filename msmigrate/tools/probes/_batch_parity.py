@@ -83,6 +83,14 @@ def _named(collate_fn):
     return f" {defined_at(collate_fn)}" if collate_fn is not None else ""
 
 
+def _vocab_size(tokenizer):
+    """How many ids the tokenizer hands out (added tokens included); None when it cannot say."""
+    try:
+        return len(tokenizer) if tokenizer is not None else None
+    except TypeError:
+        return None
+
+
 def collation_parity(examples, batch, collate_fn=None, media_id=None):
     """Problems and figures: each collated row against its example (trained positions, added positions); with
     ``media_id`` (the example's media token), the media positions the collator re-marked are counted, not failed."""
@@ -116,6 +124,15 @@ def collation_parity(examples, batch, collate_fn=None, media_id=None):
                             f"(first at position {moved[0]}: {labels[moved[0]]} -> {inside[moved[0]]})")
         added = [j for j in range(len(row)) if not start <= j < start + len(ids)]
         padded += len(added)
+        vocab = _vocab_size(tokenizer)
+        outside = [j for j in added if row[j] < 0 or (vocab and row[j] >= vocab)]
+        if outside:
+            values = sorted({row[j] for j in outside})
+            problems.append(f"row {i}: {len(outside)} of the {len(added)} positions the collator added (padding) hold "
+                            f"input id(s) {values[:4]}, outside the tokenizer's vocabulary [0, {vocab or '?'}): no "
+                            f"embedding row exists for them; the collator{_named(collate_fn)} pads input_ids with "
+                            + ("the labels' ignore index" if IGNORE in values else "a value that is no token id")
+                            + f" instead of the tokenizer's pad id ({pad_id})")
         problems += attention_parity(i, example, masks[i] if masks else None, start, added, row, pad_id,
                                      collate_fn)
         trained = [j for j in added if row_labels[j] != IGNORE]
