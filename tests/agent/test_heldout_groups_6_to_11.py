@@ -1,13 +1,13 @@
-"""The sixth, seventh, eighth, ninth and tenth held-out fault groups (msmigrate/testbeds/faults/heldout6.py,
-heldout7.py, heldout8.py, heldout9.py, heldout10.py) are each well formed, selectable on their own and apply: every edit
-fault's anchors are in a green rules migration of qwen2_vl on the stand-in (built once here, for all five) and change
-the files they name,
-leaving Python that compiles, YAML that parses and shell that bash parses; the faults in the data path and the plugin
-change what the data path or the model computes on the same records (or make it fail); every runtime fault's simulation,
-run in a wrapped interpreter, produces the condition it stands for, and the same program without it gets past that
-point. Nothing here runs the gates on a faulted copy or classifies anything: that measurement is the routing benchmark's
-(``--group heldout6`` …), made by someone other than the faults' authors. Each group was written blind by its own
-author; their checks share this one file (they differed only in the group and the runtime programs)."""
+"""The sixth, seventh, eighth, ninth, tenth and eleventh held-out fault groups (msmigrate/testbeds/faults/heldout6.py,
+heldout7.py, heldout8.py, heldout9.py, heldout10.py, heldout11.py) are each well formed, selectable on their own and
+apply: every edit fault's anchors are in a green rules migration of qwen2_vl on the stand-in (built once here, for all
+six) and change the files they name, leaving Python that compiles, YAML that parses and shell that bash parses; the
+faults in the data path and the plugin change what the data path or the model computes on the same records (or make it
+fail); every runtime fault's simulation, run in a wrapped interpreter, produces the condition it stands for, and the
+same program without it gets past that point. Nothing here runs the gates on a faulted copy or classifies anything: that
+measurement is the routing benchmark's (``--group heldout6`` …), made by someone other than the faults' authors. Each
+group was written blind by its own author; their checks share this one file (they differed only in the group and the
+runtime programs)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from heldout_checks import (assert_bench_reports_every_group, assert_computes_ot
                             computed_on_green, run_wrapped_and_plain)
 from standin_migration import apply_fault_checked, fault_copy, green_for_faults
 
-from msmigrate.testbeds.faults import heldout6, heldout7, heldout8, heldout9, heldout10
+from msmigrate.testbeds.faults import heldout6, heldout7, heldout8, heldout9, heldout10, heldout11
 
 GROUPS = {"heldout6": ("h6-", heldout6.FAULTS), "heldout7": ("h7-", heldout7.FAULTS),
           "heldout8": ("h8-", heldout8.FAULTS), "heldout9": ("h9-", heldout9.FAULTS),
-          "heldout10": ("h10-", heldout10.FAULTS)}
+          "heldout10": ("h10-", heldout10.FAULTS), "heldout11": ("h11-", heldout11.FAULTS)}
 FAULTS = {f.id: f for _, faults in GROUPS.values() for f in faults}
 EDITS = sorted(i for i, f in FAULTS.items() if f.edits)
 RUNTIMES = sorted(i for i, f in FAULTS.items() if f.runtime is not None)
@@ -157,6 +157,22 @@ SIMULATED = {
             "Image.open({source!r} + '/data/images/sample_00.png').load()\n",
         "No such file or directory"),
     "h10-env-stale-torch-npu-autoloaded": ({}, "import torch\n", "Failed to load the backend extension: torch_npu"),
+    "h11-env-torch-cuda-wheel-without-deps": ({}, "import torch\n", "libcudnn.so.9: cannot open shared object file"),
+    "h11-env-mkl-threading-layer-intel": (
+        {}, "import torch\nimport numpy\n", "MKL_THREADING_LAYER=INTEL is incompatible with libgomp.so.1"),
+    "h11-env-ephemeral-ports-exhausted": (
+        {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "{port}"},
+        "import torch.distributed as dist\ndist.init_process_group('gloo')\ndist.destroy_process_group()\n",
+        "Cannot assign requested address"),
+    "h11-env-weights-copy-truncated": (
+        {}, "from safetensors import safe_open\n"
+            "with safe_open({source!r} + '/model.safetensors', framework='pt') as f:\n"
+            "    f.get_tensor(next(iter(f.keys())))\n",
+        "incomplete metadata, file not fully covered"),
+    "h11-env-stale-visible-devices": (
+        {"RANK": "0"}, "import torch\ntry:\n    torch.accelerator.set_device_index(0)\n"
+                       "except RuntimeError as e:\n    if 'none is available' not in str(e):\n        raise\n",
+        "invalid device ID"),
 }
 
 
