@@ -315,3 +315,16 @@ def test_a_records_file_the_dataset_list_names_twice_is_g3s(tmp_path):
     assert "2 times" in f["message"] and dataset_records(twice, tmp_path) == 6
     assert repeated_dataset_findings(cfg("train.json,more.json"), tmp_path, "c.yaml") == []
     assert len(repeated_dataset_findings(cfg(["gone.json", "gone.json"]), tmp_path, "c.yaml")) == 1
+
+
+def test_a_log_interval_longer_than_the_run_is_g3s():
+    from msmigrate.agent.routes.fsdp2.gates.settings_fit import log_interval_findings
+    from msmigrate.agent.routes.fsdp2.rules.autofix import restore_values
+
+    cfg = {"training": {"train_iters": 6, "log_interval": 10}}
+    (f,) = log_interval_findings(cfg, "c.yaml")
+    assert (f["code"], f["path"], f["maximum"]) == ("value-out-of-range", "training.log_interval", 6)
+    assert "no iteration line" in f["message"]
+    assert restore_values(cfg, [f], {"training": {"train_iters": 6}}) and "log_interval" not in cfg["training"]
+    assert log_interval_findings({"training": {"train_iters": 6, "log_interval": 6}}, "c.yaml") == []
+    assert log_interval_findings({"training": {"log_interval": 10}}, "c.yaml") == []  # no length: not judged

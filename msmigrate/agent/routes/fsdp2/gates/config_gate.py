@@ -26,7 +26,8 @@ from msmigrate.agent.routes.fsdp2.draft_config import derived_script
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
 from msmigrate.agent.routes.fsdp2.optimizer_recipe import data_order_findings, decay_group_findings, recipe_findings
 from msmigrate.agent.routes.fsdp2.gates.settings_fit import (expert_parallel_findings, ignored_trained_findings,
-                                                             other_model_findings, reduce_dtype_findings,
+                                                             log_interval_findings, other_model_findings,
+                                                             reduce_dtype_findings,
                                                              repeated_dataset_findings, step_records_findings,
                                                              written_folder_findings)
 from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_findings, optimizer_state_findings,
@@ -223,7 +224,8 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                        *ignored_trained_findings(_yaml(config), tree, plan["config_path"]),
                        *reduce_dtype_findings(_yaml(config), plan["config_path"]),
                        *written_folder_findings(_yaml(config), ctx.target, plan["config_path"]),
-                       *repeated_dataset_findings(_yaml(config), ctx.target, plan["config_path"])]
+                       *repeated_dataset_findings(_yaml(config), ctx.target, plan["config_path"]),
+                       *log_interval_findings(_yaml(config), plan["config_path"])]
         findings += unexercised
         # a warning (a weight decay the user chose against a source that states none) is reported, not gating
         blocking = [f for f in unexercised if f["severity"] == "error"]

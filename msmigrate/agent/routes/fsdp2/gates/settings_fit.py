@@ -16,6 +16,8 @@ their own), so a value copied from another recipe would first show in the user's
   every step repeats samples and an epoch is less than one step. Counted only where those files are here and
   readable (a JSON or JSON-lines file); otherwise not judged.
 - A records file the dataset list names twice: every record of it is trained twice an epoch.
+- A log interval longer than the run (``log_interval`` > ``train_iters``): no iteration line, no loss, is ever
+  printed.
 - A folder the YAML has the trainer write to (``save``, ``cache_dir``, ``output_dir``, ``log_dir`` …) that this host
   cannot create: the nearest folder of it that exists is a file, or is not writable (a read-only mount, another
   user's folder). The gates' launches save and cache under the run's own folder, so the first checkpoint of the
@@ -297,3 +299,16 @@ def written_folder_findings(cfg: dict[str, Any], target: Path, config: str) -> l
                                f"fails where it first writes there (a checkpoint, the dataset cache); set {key} in "
                                f"{config} to a folder this host can create"})
     return out
+
+
+def log_interval_findings(cfg: dict[str, Any], config: str) -> list[dict[str, Any]]:
+    """``training.log_interval`` above ``training.train_iters``: the trainer prints an iteration's line (its loss,
+    its step time) every ``log_interval`` iterations, so a run shorter than that never reports one."""
+    training = _section(cfg, "training")
+    every, iters = _int(training.get("log_interval")), _int(training.get("train_iters"))
+    if not every or not iters or every <= iters:
+        return []
+    return [{"severity": "error", "code": "value-out-of-range", "path": "training.log_interval", "value": every,
+             "message": f"training.log_interval is {every}, but the run trains training.train_iters {iters} "
+                        f"iteration(s): no iteration line — no loss, no step time — is ever printed; set "
+                        f"training.log_interval in {config} to at most {iters}", "maximum": iters}]
