@@ -59,11 +59,24 @@ def vocab_size(config):
     return 32
 
 
+def labels_for(batch, config):
+    """The processor batch's input ids as labels, padding and the config's media token ignored (-100)."""
+    import torch
+
+    ids = batch["input_ids"]
+    labels = ids.clone()
+    labels[batch.get("attention_mask", torch.ones_like(ids)) == 0] = -100
+    for key in ("image_token_id", "image_token_index"):
+        tid = getattr(config, key, None)
+        if isinstance(tid, int):
+            labels[ids == tid] = -100
+    return labels
+
+
 def sample_batch(folder, data_path, config, params, trust_remote_code):
     """The source processor's inputs for the first sample with an image; labels = input_ids minus media tokens."""
     import os
 
-    import torch
     from PIL import Image
 
     with open(data_path, encoding="utf-8") as fh:
@@ -79,14 +92,7 @@ def sample_batch(folder, data_path, config, params, trust_remote_code):
     bos = getattr(tok, "bos_token", None)
     kwargs = {"add_special_tokens": False} if bos and text.startswith(bos) else {}
     batch = dict(call_with_images(proc, text, images, return_tensors="pt", **kwargs))
-    ids = batch["input_ids"]
-    labels = ids.clone()
-    labels[batch.get("attention_mask", torch.ones_like(ids)) == 0] = -100
-    for key in ("image_token_id", "image_token_index"):
-        tid = getattr(config, key, None)
-        if isinstance(tid, int):
-            labels[ids == tid] = -100
-    batch["labels"] = labels
+    batch["labels"] = labels_for(batch, config)
     return {k: v for k, v in batch.items() if k in params}
 
 
@@ -99,7 +105,6 @@ def sample_pair_batch(folder, data_path, config, params, trust_remote_code):
     batch."""
     import os
 
-    import torch
     from PIL import Image, ImageOps
 
     with open(data_path, encoding="utf-8") as fh:
@@ -122,14 +127,7 @@ def sample_pair_batch(folder, data_path, config, params, trust_remote_code):
         batch = dict(proc(text=texts, images=flat, return_tensors="pt", padding=True, **kwargs))
     except (ValueError, TypeError):
         return None
-    ids = batch["input_ids"]
-    labels = ids.clone()
-    labels[batch.get("attention_mask", torch.ones_like(ids)) == 0] = -100
-    for key in ("image_token_id", "image_token_index"):
-        tid = getattr(config, key, None)
-        if isinstance(tid, int):
-            labels[ids == tid] = -100
-    batch["labels"] = labels
+    batch["labels"] = labels_for(batch, config)
     return {k: v for k, v in batch.items() if params is None or k in params}
 
 

@@ -354,6 +354,15 @@ def source_forward(source, batch, facts, model_dir):
     return logits.detach().float(), float(loss.detach().float())
 
 
+def beyond(dlogit, dloss, logit_tol, loss_tol):
+    """The differences as words (``max |Δlogit| 0.003, |Δloss| 1.3e-05``) when either is past its tolerance, else
+    None."""
+    if not ((dlogit is not None and not dlogit <= logit_tol) or (dloss is not None and not dloss <= loss_tol)):
+        return None
+    return ", ".join(f"{label} {value:.3g}" for label, value in (("max |Δlogit|", dlogit), ("|Δloss|", dloss))
+                     if value is not None)
+
+
 def source_pair(source, args, src_cfg, facts):
     """(the two-sample batch of the source processor, the source's (logits, loss) on it) — computed before the
     plugin is imported, like every reference here; (None, None) where there is none (the source's own pipeline or a
@@ -396,9 +405,8 @@ def pair_parity(plugin, pair, pair_ref, logit_tol=LOGIT_TOL, loss_tol=LOSS_TOL):
     dlogit, dloss = compare(ref_logits, ref_loss, logits, loss)
     out = {"examined": True, "max_abs_dlogit": dlogit, "dloss": dloss, "problem": None,
            "samples": int(pair["input_ids"].shape[0]) if "input_ids" in pair else None}
-    if (dlogit is not None and not dlogit <= logit_tol) or (dloss is not None and not dloss <= loss_tol):
-        figs = ", ".join(f"{label} {value:.3g}" for label, value in (("max |Δlogit|", dlogit), ("|Δloss|", dloss))
-                         if value is not None)
+    figs = beyond(dlogit, dloss, logit_tol, loss_tol)
+    if figs:
         out["problem"] = (f"two-sample batch (the source processor's, two samples with an image each, padded): {figs} "
                           f"against the source class on the attended positions, where the one-sample batch agrees — "
                           f"the plugin lets one sample's tokens or image patches reach the other's (an attention "
@@ -414,11 +422,10 @@ def import_effects(source, batch, facts, args, before, ref_logits, ref_loss):
     logits, loss = source_forward(source, batch, facts, args.model)
     dlogit, dloss = compare(ref_logits, ref_loss, logits, loss)
     out = {"patched": patched[:20], "max_abs_dlogit": dlogit, "dloss": dloss, "problem": None}
-    if (dlogit is not None and not dlogit <= args.logit_tol) or (dloss is not None and not dloss <= args.loss_tol):
+    figs = beyond(dlogit, dloss, args.logit_tol, args.loss_tol)
+    if figs:
         named = ", ".join(f"{p['name']} (now {p['now_from'] or 'a builtin'})" for p in patched[:5]) or \
             "no class or function the source's modules name (a patch deeper in a library)"
-        figs = ", ".join(f"{label} {value:.3g}" for label, value in (("max |Δlogit|", dlogit), ("|Δloss|", dloss))
-                         if value is not None)
         out["problem"] = (f"importing and building the plugin changes what the source's own model computes on the "
                           f"same batch ({figs}): the plugin package patches code the source runs — {named}; the "
                           f"source's reference was computed before the import, so the plugin is compared with the "

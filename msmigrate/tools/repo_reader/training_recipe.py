@@ -58,16 +58,25 @@ def _field_defaults(cls: ast.ClassDef) -> dict[str, float]:
     return out
 
 
-def hf_trainer_defaults() -> dict[str, Any] | None:
-    """The installed transformers' ``TrainingArguments`` defaults for the knobs; None when it is not installed."""
+def _transformers_module(name: str) -> tuple[Path, ast.Module] | None:
+    """(path, parsed tree) of a module file of the installed transformers (read, never imported); None when it is not
+    installed or the file does not parse."""
     spec = importlib.util.find_spec("transformers")
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "training_args.py"
+    path = Path(list(spec.submodule_search_locations)[0]) / name
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        return path, ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError):
         return None
+
+
+def hf_trainer_defaults() -> dict[str, Any] | None:
+    """The installed transformers' ``TrainingArguments`` defaults for the knobs; None when it is not installed."""
+    found = _transformers_module("training_args.py")
+    if found is None:
+        return None
+    path, tree = found
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TrainingArguments"), None)
     values = _field_defaults(cls) if cls is not None else {}
     return {"values": values, "where": str(path)} if set(values) == set(KNOBS) else None
@@ -84,19 +93,27 @@ def _argparse_defaults(tree: ast.AST) -> dict[str, float]:
     return out
 
 
+_HF_TRAINER = re.compile(r"TrainingArguments|\bTrainer\(")  # training code that trains through the HF Trainer
+
+
+def _parsed(files: list[Path]):
+    """(path, text, tree) of each training file that reads and parses."""
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            yield path, text, ast.parse(text)
+        except (OSError, SyntaxError, ValueError):
+            continue
+
+
 def _from_code(files: list[Path]) -> tuple[dict[str, tuple[float, str]], bool, bool, str | None]:
     """(knob -> (value, where), trains through the HF Trainer, builds its own optimizer, the file that builds its own
     decay groups)."""
     found: dict[str, tuple[float, str]] = {}
     hf = own_optimizer = False
     own_groups = None
-    for path in files:
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-            tree = ast.parse(text)
-        except (OSError, SyntaxError, ValueError):
-            continue
-        hf = hf or "TrainingArguments" in text or re.search(r"\bTrainer\(", text) is not None
+    for path, text, tree in _parsed(files):
+        hf = hf or _HF_TRAINER.search(text) is not None
         own_optimizer = own_optimizer or _OWN_OPTIMIZER.search(text) is not None
         if own_groups is None and (m := _OWN_GROUPS.search(text)):
             own_groups = f"{path.name}:{text.count(chr(10), 0, m.start()) + 1}"
@@ -118,9 +135,14 @@ def _from_code(files: list[Path]) -> tuple[dict[str, tuple[float, str]], bool, b
     return found, hf, own_optimizer, own_groups
 
 
+def _scripts(source: Path) -> list[Path]:
+    """The source's launch scripts: ``*.sh`` at its top and in its training folders."""
+    return sorted(source.glob("*.sh")) + [p for d in TRAINING_DIRS for p in sorted((source / d).glob("*.sh"))]
+
+
 def _from_scripts(source: Path) -> dict[str, tuple[float, str]]:
     found: dict[str, tuple[float, str]] = {}
-    scripts = sorted(source.glob("*.sh")) + [p for d in TRAINING_DIRS for p in sorted((source / d).glob("*.sh"))]
+    scripts = _scripts(source)
     for path in scripts:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -165,14 +187,10 @@ def hf_trainer_order() -> dict[str, Any] | None:
     """Whether the installed transformers' ``Trainer`` draws its training records shuffled, read from its own code:
     ``_get_train_sampler`` returns a ``RandomSampler`` (for ``train_sampling_strategy`` "random", the default where
     the argument exists). None when the Trainer's code cannot be read or says neither."""
-    spec = importlib.util.find_spec("transformers")
-    if spec is None or not spec.submodule_search_locations:
+    found = _transformers_module("trainer.py")
+    if found is None:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "trainer.py"
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
-        return None
+    path, tree = found
     sampler = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_get_train_sampler"),
                    None)
     if sampler is None or "RandomSampler" not in ast.unparse(sampler):
@@ -194,13 +212,8 @@ def _order_from_code(files: list[Path]) -> tuple[bool | None, str | None, bool]:
     ``_get_train_sampler``, a ``train_sampling_strategy`` keyword, a ``DataLoader`` it builds with a literal
     ``shuffle=`` (or a named sampler class)."""
     hf = False
-    for path in files:
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-            tree = ast.parse(text)
-        except (OSError, SyntaxError, ValueError):
-            continue
-        hf = hf or "TrainingArguments" in text or re.search(r"\bTrainer\(", text) is not None
+    for path, text, tree in _parsed(files):
+        hf = hf or _HF_TRAINER.search(text) is not None
         for node in ast.walk(tree):
             where = f"{path.name}:{getattr(node, 'lineno', 0)}"
             if isinstance(node, ast.FunctionDef) and node.name == "_get_train_sampler":
@@ -227,7 +240,7 @@ def source_data_order(source: Path) -> dict[str, Any]:
     Trainer's own sampler for a source that trains through it or ships no training code. None where the source's
     own loop decides it in a way not read here (never a guess)."""
     source = Path(source)
-    scripts = sorted(source.glob("*.sh")) + [p for d in TRAINING_DIRS for p in sorted((source / d).glob("*.sh"))]
+    scripts = _scripts(source)
     for path in scripts:
         try:
             m = _ORDER_FLAG.search(path.read_text(encoding="utf-8", errors="replace"))
