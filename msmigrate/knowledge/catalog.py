@@ -47,7 +47,7 @@ FINDING_CODES = (
     "launch-entry-missing", "attn-unsupported", "launch-size", "launch-port", "launch-env",
     "checkpoint-state-absent", "precision-diverges", "launch-continuation", "launch-rendezvous-host",
     "rendezvous-host-unresolved", "runtime-default-dtype", "launch-dry-run", "optimizer-recipe",
-    "optimizer-decay-groups", "data-order-recipe", "output-folder-unwritable",
+    "optimizer-decay-groups", "data-order-recipe", "output-folder-unwritable", "freeze-recipe",
 )
 
 # Codes the concurrently written validator (msmigrate/tools/yaml_validator) actually emits that differ from the

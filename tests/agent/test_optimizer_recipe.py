@@ -226,3 +226,54 @@ def test_the_draft_follows_the_sources_order_over_the_examples(workspace, tmp_pa
     cfg = draft_config(PLAN, baseline, source=workspace["source"], data_json=workspace["source"] / "data" /
                        "train.json", tree=TREE, notes=notes)
     assert _loader(cfg)["shuffle"] is True and any("data.dataloader_param.shuffle" in n for n in notes)
+
+
+def test_what_the_source_trains_is_read_from_the_source_or_the_hf_trainers_optimizer(tmp_path):
+    from msmigrate.tools.repo_reader.trained_parts import source_trained_parts
+
+    (tmp_path / "src").mkdir()
+    hf = source_trained_parts(tmp_path / "src")  # no training code: the HF Trainer trains what requires a gradient
+    assert hf["all"] is True and "trainer.py:" in hf["where"] and hf["why_not"] is None
+    own = tmp_path / "own"
+    (own / "finetune").mkdir(parents=True)
+    (own / "finetune" / "train.py").write_text(
+        "from transformers import Trainer, TrainingArguments\n\ndef main(model):\n"
+        "    model.visual.requires_grad_(False)\n    Trainer(model, TrainingArguments('o')).train()\n")
+    found = source_trained_parts(own)
+    assert found["all"] is None and found["where"] == "train.py:4"  # its own choice: not read, never guessed
+    (own / "finetune" / "train.py").write_text(
+        "from transformers import Trainer, TrainingArguments\n\ndef main(model):\n"
+        "    Trainer(model, TrainingArguments('o')).train()\n")
+    assert source_trained_parts(own)["all"] is True
+    (own / "modeling_x.py").write_text("class M:\n    def __init__(self):\n        self.tower.requires_grad = False\n")
+    assert source_trained_parts(own)["where"] == "modeling_x.py:3"  # the model code it ships freezes a part
+    (own / "modeling_x.py").unlink()
+    (own / "run.sh").write_text("torchrun finetune/train.py --freeze_vision_tower True\n")
+    assert "--freeze_vision_tower" in source_trained_parts(own)["why_not"]
+    (own / "run.sh").unlink()
+    (own / "finetune" / "train.py").write_text("import torch\n\ndef main(model, ds):\n"
+                                               "    opt = torch.optim.AdamW(model.parameters())\n")
+    assert source_trained_parts(own)["all"] is None  # its own loop: not read
+
+
+def test_a_freeze_the_source_does_not_have_is_g3s_and_the_repair_sets_it_back(tmp_path):
+    from msmigrate.agent.routes.fsdp2.optimizer_recipe import freeze_findings
+    from msmigrate.tools.repo_reader.trained_parts import source_trained_parts
+
+    (tmp_path / "src").mkdir()
+    trained = source_trained_parts(tmp_path / "src")
+    green = yaml.safe_load((STANDIN / CONFIG).read_text())
+    assert green["model"]["freeze"] == [] and freeze_findings(green, trained, CONFIG) == []
+    cfg = yaml.safe_load((STANDIN / CONFIG).read_text())
+    cfg["model"]["freeze"] = ["model.visual"]
+    (f,) = freeze_findings(cfg, trained, CONFIG)
+    assert (f["severity"], f["code"], f["path"], f["value"]) == ("error", "freeze-recipe", "model.freeze",
+                                                                 ["model.visual"])
+    assert "model.visual" in f["message"] and f"model.freeze: [] in {CONFIG}" in f["message"]
+    verdict = classify(f"[{f['code']}] {f['path']}: {f['message']}", finding_codes=[f["code"]])
+    assert verdict.owner == "config"
+    assert restore_values(cfg, [f], green) and freeze_findings(cfg, trained, CONFIG) == []
+    # a mapping's true entries freeze; a source that decides what trains itself: nothing compared
+    assert freeze_findings({"model": {"freeze": {"model.visual": True}}}, trained, CONFIG)
+    assert freeze_findings({"model": {"freeze": {"model.visual": False}}}, trained, CONFIG) == []
+    assert freeze_findings(cfg | {"model": {"freeze": ["model.visual"]}}, {"all": None, "where": None}, CONFIG) == []

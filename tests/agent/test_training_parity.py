@@ -103,6 +103,21 @@ def _vision_tower_bf16(target: Path) -> None:
                               "        self.model.visual.to(torch.bfloat16)\n")
 
 
+def _fused_norm_backward_halved(target: Path) -> None:
+    # the plugin package patches the library's RMSNorm at import with a "fused" wrapper whose forward is exact and
+    # whose backward halves the gradient: the source's class is that library class, so in one process the source's
+    # side would run the wrapper too and agree; G1's no-grad forward sees the same numbers on both sides
+    _append_to_plugin(target, "\n\nimport torch as _torch\n"
+                              "from transformers.models.qwen2_vl import modeling_qwen2_vl as _lib\n\n\n"
+                              "class _HalfGrad(_torch.autograd.Function):\n"
+                              "    @staticmethod\n    def forward(ctx, x):\n        return x.clone()\n\n"
+                              "    @staticmethod\n    def backward(ctx, grad):\n        return grad * 0.5\n\n\n"
+                              "_unfused = _lib.Qwen2VLRMSNorm.forward\n\n\n"
+                              "def _fused_rms_norm(self, hidden_states):\n"
+                              "    return _HalfGrad.apply(_unfused(self, hidden_states))\n\n\n"
+                              "_lib.Qwen2VLRMSNorm.forward = _fused_rms_norm\n")
+
+
 def _run(migrated, name, mutate=None, nproc=1):
     deps, state = copy_at_head(migrated, name)
     if mutate:
@@ -114,6 +129,7 @@ def _run(migrated, name, mutate=None, nproc=1):
 def test_green_migration_trains_like_the_source(migrated, tmp_path):
     ev, problems, record = _run(migrated, "green")
     assert record["status"] == "pass" and not problems, record["problems"]
+    assert record["source_unpatched"] == []  # the generated plugin patches nothing of the source's code
     assert record["steps"] == STEPS and len(record["source"]["loss"]) == STEPS == len(record["target"]["loss"])
     assert record["max_dloss"] <= 1e-4 and record["max_rel_dgrad_norm"] <= 1e-3
     assert all(g["ok"] and g["no_grad"] == 0 for g in record["grad_groups"])
@@ -306,6 +322,10 @@ def test_two_ranks_name_a_gradient_summed_over_the_ranks(migrated):
                                                         "model.visual.merger"),
     ("no_learning", _no_learning, "no learning: the loss on a fixed batch"),
     ("adam_eps_crippled", _adam_eps_crippled, "the target optimizer's first step moved the weights by a median"),
+    ("fused_norm_backward_halved", _fused_norm_backward_halved, "the plugin's import replaces "
+                                                                "transformers.models.qwen2_vl.modeling_qwen2_vl."
+                                                                "Qwen2VLRMSNorm.forward (by mindspeed_mm/fsdp/models/"
+                                                                "qwen2_vl/modeling_qwen2_vl.py:"),
     ("vision_tower_bf16", _vision_tower_bf16, "first module model.visual (Qwen2VisionTransformerPretrainedModel) in "
                                               "bfloat16 where the source builds float32"),
 ])

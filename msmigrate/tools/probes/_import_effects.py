@@ -10,6 +10,7 @@ torch's ``Module``), every function of the modules defining those classes, and `
 before, compared by identity after. A patch that computes the same numbers (a fused kernel wrapper with an exact
 fallback) is named but is no finding; the probe decides that by running the source again on the same batch.
 """
+import contextlib
 import inspect
 import os
 import sys
@@ -76,3 +77,35 @@ def changed(before, root=None):
         if now is not value:
             out.append({"name": name, "now_from": _where(now, root) if now is not None else None})
     return out
+
+
+@contextlib.contextmanager
+def unpatched(before):
+    """The source's own code while inside: every entry of ``before`` (``snapshot``) the plugin's import replaced is
+    put back, and every class attribute it added is taken away; on leaving, the plugin's objects return, so its side
+    runs as its import left it. For a probe whose two sides run one after the other in one process (the training
+    parity), so the source's side is the source's, backward included. Yields the names it put back."""
+    swapped, added = [], []
+    for name, (owner, attr, value) in before.items():
+        if attr is None:
+            for extra in sorted(set(vars(owner)) - value):
+                added.append((owner, extra, vars(owner)[extra]))
+            continue
+        now = vars(owner).get(attr)
+        if now is not value:
+            swapped.append((owner, attr, now, name))
+    try:
+        for owner, attr, _, name in swapped:
+            setattr(owner, attr, before[name][2])
+        for owner, extra, _ in added:
+            delattr(owner, extra)
+        yield [n for *_, n in swapped] + [f"{o.__module__}.{o.__qualname__}.{a}" if isinstance(o, type)
+                                          else f"{o.__name__}.{a}" for o, a, _ in added]
+    finally:
+        for owner, extra, now in added:
+            setattr(owner, extra, now)
+        for owner, attr, now, _ in swapped:
+            if now is None:
+                delattr(owner, attr)
+            else:
+                setattr(owner, attr, now)

@@ -82,6 +82,8 @@ it average: ``cpu_shim.gloo_averages``. "CPU" means no accelerator available at 
 the real MindSpeed-MM runtime's CUDA wheel names cuda as its accelerator on a host without a GPU
 (``cpu_shim.accelerator_present``). A gradient N× the source's in every group is named as such a reduction.)
 """
+import contextlib
+import copy
 import math
 import os
 import sys
@@ -387,16 +389,19 @@ def on_ranks(argv, args):
 
             # the user's step takes the whole micro batch (labels too) and feeds its forward itself
             src_keys = None if takes_kwargs or args.step else set(params)
-            source = fresh_source()
-            why_not, source_before = source_precheck(source, tgt["per_rank"][0][0], src_keys, args.dtype, args.step)
+            with as_the_source(args):
+                source = fresh_source()
+                why_not, source_before = source_precheck(source, tgt["per_rank"][0][0], src_keys, args.dtype,
+                                                         args.step)
             if why_not:  # G1 says the same through its own probe; nothing to train side by side
                 emit({"source_class": class_name(src_cls), "passed": None, "why_not": why_not[:600], "problems": [],
                       "launch": launch, "seconds": round(time.monotonic() - start, 2)})
                 return 0
             held = [source]
             del source
-            found = source_side(args, held.pop, fresh_source, tgt, target_grads, tgt["settings"], src_keys,
-                                args.ranks, source_before)
+            with as_the_source(args):
+                found = source_side(args, held.pop, fresh_source, tgt, target_grads, tgt["settings"], src_keys,
+                                    args.ranks, source_before)
             del target_grads
     except Exception as exc:  # probe boundary: the failure is the result
         import traceback
@@ -652,7 +657,31 @@ def open_sides(args, start):
     if "labels" not in params and not takes_kwargs and args.step is None:
         emit(no_labels(src_cls, start))
         return None
+    args.before_import = source_code_before(src_cls, src_cfg)
     return (src_cls, src_cfg, params, takes_kwargs, *plugin_config(args))
+
+
+def source_code_before(src_cls, src_cfg):
+    """The callables the source's model runs through, before the plugin package is imported (``_import_effects``):
+    read from a copy built on meta (no weights), so that the source's side can run without what the plugin's import
+    patches into them (a fused kernel whose backward differs would otherwise be on both sides of the comparison)."""
+    from _import_effects import snapshot
+    from _model_build import instantiate
+
+    return snapshot(instantiate(src_cls, copy.deepcopy(src_cfg), meta=True))
+
+
+@contextlib.contextmanager
+def as_the_source(args):
+    """The source's own code while inside (``_import_effects.unpatched``); what was put back, with where the
+    plugin's replacement is defined, is kept in ``args.unpatched`` for the result."""
+    from _import_effects import changed, unpatched
+
+    before = getattr(args, "before_import", None) or {}
+    args.unpatched = [f"{c['name']}" + (f" (by {c['now_from']})" if c.get("now_from") else "")
+                      for c in changed(before, args.target)]
+    with unpatched(before):
+        yield
 
 
 def no_labels(src_cls, start):
@@ -849,6 +878,11 @@ def result(args, start, src_cls, plg_name, tgt, settings, source_recs, groups, s
     duplicated = same_draws(tgt.get("per_rank") or [], tgt.get("samples"), tgt.get("dataloader"))
     if duplicated:
         problems.append(duplicated)
+    unpatched = getattr(args, "unpatched", [])
+    if problems and unpatched:  # the source ran as written; the plugin's side with what its import replaced
+        problems.append(f"the plugin's import replaces {', '.join(unpatched[:4])}{' …' if len(unpatched) > 4 else ''}"
+                        " in the source's own code: the source side ran without the replacement, the plugin's side "
+                        "with it — a difference there is the plugin's")
     if problems and args.source_step:  # the reference is the user's own code: say so beside what differs
         problems.append(f"the source side of this comparison is the user's step {args.source_step}: a difference is a "
                         "fault of the migration or of that step (its loss, its label shift, its scale)")
@@ -865,7 +899,8 @@ def result(args, start, src_cls, plg_name, tgt, settings, source_recs, groups, s
             "tolerance": {"loss_rtol": LOSS_RTOL, "grad_norm_rtol": GRAD_NORM_RTOL, "grad_rtol": GRAD_RTOL,
                           "learn_fraction": args.learn_fraction, "learn_floor": LEARN_FLOOR,
                           "dtype": TORCH_DTYPE[args.dtype]},
-            "first_loss_cause": cause, "dtype": TORCH_DTYPE[args.dtype], "device": "cpu",
+            "first_loss_cause": cause, "source_unpatched": unpatched, "dtype": TORCH_DTYPE[args.dtype],
+            "device": "cpu",
             "precision": PRECISION[args.dtype], "attention": attention, "nproc": nproc,
             "weights": weights, "layers_per_tower": args.shrink_layers,
             "sharding": ("the target's ParallelApplier (FSDP2, fp32) over {} gloo ranks; the source one process on "
@@ -955,7 +990,8 @@ def one_process(args, start, scratch, classes, pipeline, src_keys):
     checked = {}
 
     def precheck(fixed):  # a copy of the source for its loss on the fixed batch, freed before the target trains
-        why_not, checked["before"] = source_precheck(fresh_source(), fixed, src_keys, args.dtype, args.step)
+        with as_the_source(args):
+            why_not, checked["before"] = source_precheck(fresh_source(), fixed, src_keys, args.dtype, args.step)
         gc.collect()
         return why_not
 
@@ -972,8 +1008,9 @@ def one_process(args, start, scratch, classes, pipeline, src_keys):
     del plugin
     gc.collect()
     target_grads = torch.load(grads_file, mmap=True, weights_only=True)
-    found = source_side(args, fresh_source, fresh_source, tgt, target_grads, settings, src_keys, 1,
-                        checked["before"])
+    with as_the_source(args):
+        found = source_side(args, fresh_source, fresh_source, tgt, target_grads, settings, src_keys, 1,
+                            checked["before"])
     del target_grads
     return tgt, found, attention, weights
 

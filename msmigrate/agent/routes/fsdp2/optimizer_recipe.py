@@ -25,6 +25,10 @@ training does in kind, each for its reason:
 - **the order the records are drawn in** (``data_order_findings``): the delivered sampler's ``shuffle`` against the
   order the source's training draws its records in (``training_recipe.source_data_order``: its scripts, its code,
   else the HF Trainer's own ``RandomSampler``); G4's training parity draws both sides from the delivered loader.
+- **parts frozen that the source trains** (``freeze_findings``): the delivered ``model.freeze`` against what the
+  source's training trains (``trained_parts.source_trained_parts``: every parameter, where its code freezes none and
+  the HF Trainer's optimizer takes every parameter that requires a gradient); G4 steps both sides with the delivered
+  trainable set.
 
 The delivered value of a knob is the YAML's, else the target schema's default; a knob the target does not define,
 or one the source's recipe does not state, is not compared (``examined`` says what was).
@@ -182,3 +186,21 @@ def data_order_findings(delivered: dict[str, Any], order: dict[str, Any], config
              "value": value, "source_value": source,
              "message": f"data.dataloader_param.shuffle is {str(value).lower()}: the sampler {said} ({order['where']});"
                         f" set data.dataloader_param.shuffle: {str(source).lower()} in {config} as the source trains"}]
+
+
+def freeze_findings(delivered: dict[str, Any], trained: dict[str, Any], config: str) -> list[dict[str, Any]]:
+    """The delivered ``model.freeze`` (a list of module names, or a mapping whose true entries are) against what the
+    source's training trains (``trained_parts.source_trained_parts``): a frozen part where the source trains every
+    parameter trains another set of parameters from the first update on. Nothing is compared where the source decides
+    what trains itself (``all`` None)."""
+    model = delivered.get("model") if isinstance(delivered.get("model"), dict) else {}
+    said = model.get("freeze")
+    frozen = [str(k) for k, v in said.items() if v] if isinstance(said, dict) else \
+        [str(v) for v in said if v] if isinstance(said, list) else [said] if isinstance(said, str) and said else []
+    if not frozen or trained.get("all") is not True:
+        return []
+    return [{"severity": "error", "code": "freeze-recipe", "path": "model.freeze", "value": frozen,
+             "source_value": [],
+             "message": f"model.freeze freezes {', '.join(frozen)}, which the source's training trains "
+                        f"({trained['where']}): the run trains another set of parameters than the source from the "
+                        f"first update on; set model.freeze: [] in {config} as the source trains"}]

@@ -24,7 +24,8 @@ from msmigrate.agent.launch_size import launch_size_findings
 from msmigrate.agent.routes.fsdp2.attention_choice import attention_findings
 from msmigrate.agent.routes.fsdp2.draft_config import derived_script
 from msmigrate.agent.routes.fsdp2.gates.bound_inputs import bound_config
-from msmigrate.agent.routes.fsdp2.optimizer_recipe import data_order_findings, decay_group_findings, recipe_findings
+from msmigrate.agent.routes.fsdp2.optimizer_recipe import (data_order_findings, decay_group_findings, freeze_findings,
+                                                            recipe_findings)
 from msmigrate.agent.routes.fsdp2.gates.settings_fit import (expert_parallel_findings, ignored_trained_findings,
                                                              log_interval_findings, other_model_findings,
                                                              reduce_dtype_findings,
@@ -34,6 +35,7 @@ from msmigrate.agent.routes.fsdp2.gates.source_settings import (default_dtype_fi
                                                                 precision_findings)
 from msmigrate.agent.gates.evidence import evidence_item
 from msmigrate.agent.routes.fsdp2.weights_load import hf_weight_dir, weights_origin
+from msmigrate.tools.repo_reader.trained_parts import source_trained_parts
 from msmigrate.tools.repo_reader.training_recipe import source_data_order, source_recipe
 from msmigrate.tools.launcher.command import TRAINER_REL
 from msmigrate.tools.yaml_validator.yaml_lines import load_yaml
@@ -220,6 +222,7 @@ def gate_config(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
                        *default_dtype_findings(_yaml(config), state.get("runtime"), plan["config_path"]),
                        *recipe_findings(_yaml(config), defaults, recipe, plan["config_path"]), *decay_found,
                        *data_order_findings(_yaml(config), source_data_order(ctx.source), plan["config_path"]),
+                       *freeze_findings(_yaml(config), source_trained_parts(ctx.source), plan["config_path"]),
                        *expert_parallel_findings(_yaml(config), tree, ctx.source, plan["config_path"]),
                        *ignored_trained_findings(_yaml(config), tree, plan["config_path"]),
                        *reduce_dtype_findings(_yaml(config), plan["config_path"]),

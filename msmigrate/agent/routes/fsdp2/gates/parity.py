@@ -181,7 +181,7 @@ def training_parity_check(deps: Any, state: dict[str, Any], nproc: int = 1,
               **{k: r.get(k) for k in ("steps", "source", "target", "grad_groups", "fixed_batch", "tolerance",
                                        "settings", "source_step", "first_loss_cause", "why_not", "source_class",
                                        "plugin_class", "target_param_groups", "nproc", "sharding", "launch", "weights",
-                                       "layers_per_tower", "dtype", "precision")},
+                                       "layers_per_tower", "dtype", "precision", "source_unpatched")},
               "problems": list(r.get("problems") or ([] if res.ok else [f"training parity probe: {res.error}"]))}
     if user_step:  # the report names the user's file, not the run folder's copy the probe ran
         named = f"{user_step['file']}:{user_step['function']}"

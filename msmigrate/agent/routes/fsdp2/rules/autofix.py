@@ -82,7 +82,7 @@ def apply_action(cfg: dict[str, Any], action: dict[str, Any], tree: dict[str, An
 _VALUE_FINDINGS = ("value-out-of-range", "bad-value", "weakened-train-iters", "weakened-zero-lr", "weakened-all-frozen",
                    "weakened-all-blocks-frozen", "checkpoint-state-absent", "precision-diverges", "attn-unsupported",
                    "attn-unavailable", "type-mismatch", "bad-type", "bad-dtype", "optimizer-recipe",
-                   "optimizer-decay-groups", "data-order-recipe")
+                   "optimizer-decay-groups", "data-order-recipe", "freeze-recipe")
 _DEFAULT_ACCEPTED = ("value-out-of-range", "bad-value", "optimizer-recipe", "optimizer-decay-groups")
 # a registry id the YAML names that nobody registers: the draft's id is the one the run's plan registered (the model
 # phase's plugin, the data path it chose), so it is set back; never deleted (the key is required)
