@@ -339,7 +339,7 @@ def test_parameter_groups_and_verdict_without_a_runtime():
     """The probe's pure parts: grouping, and a verdict that names the first group without gradient."""
     sys.path.insert(0, str(PROBES_DIR))
     try:
-        import training_parity as tp
+        import _training_verdict as tp
     finally:
         sys.path.remove(str(PROBES_DIR))
     assert tp.group_of("model.visual.blocks.0.attn.qkv.weight") == "model.visual.blocks"
@@ -362,7 +362,7 @@ def test_a_gradient_n_times_the_source_in_every_group_is_named_by_the_rank_count
     FSDP2 asks the backend for the mean); the same scale on one process, or another scale, is a loss scale."""
     sys.path.insert(0, str(PROBES_DIR))
     try:
-        import training_parity as tp
+        import _training_verdict as tp
     finally:
         sys.path.remove(str(PROBES_DIR))
     recs = [{"loss": 2.0, "grad_norm": 1.0}, {"loss": 1.9, "grad_norm": 1.0}]
@@ -384,7 +384,7 @@ def test_a_slow_fall_passes_only_where_the_source_falls_no_more():
     source, or not moving at all (lr 0, a zeroed loss), fails whatever the source does."""
     sys.path.insert(0, str(PROBES_DIR))
     try:
-        import training_parity as tp
+        import _training_verdict as tp
     finally:
         sys.path.remove(str(PROBES_DIR))
     before, after = 6.23837, 6.20965  # a 0.46 % fall in 20 steps
