@@ -311,8 +311,9 @@ def totals(results: list[dict[str, Any]]) -> dict[str, Any]:
 def grouped_totals(results: list[dict[str, Any]]) -> dict[str, Any]:
     """The totals of the faults written with the changes, and apart (``heldout``) those of the held-out group
     (faults/heldout.py, heldout2.py: written blind, never run while the classifier changed), the third, fourth,
-    fifth, sixth, seventh, eighth, ninth, tenth and eleventh blind sets (``heldout3``, ``heldout4``, ``heldout5``,
-    ``heldout6``, ``heldout7``, ``heldout8``, ``heldout9``, ``heldout10``, ``heldout11``);
+    fifth, sixth, seventh, eighth, ninth, tenth, eleventh and twelfth blind sets (``heldout3``, ``heldout4``,
+    ``heldout5``, ``heldout6``, ``heldout7``, ``heldout8``, ``heldout9``, ``heldout10``, ``heldout11``,
+    ``heldout12``);
     repaired counts per group too."""
     group_of = {f.id: fault_group(f) for f in all_faults()}
     summary: dict[str, Any] = {}
@@ -420,8 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated fault ids, run in that order")
     parser.add_argument("--group", choices=("all", *GROUPS), default="all", help="only one group: the held-out "
                         "faults (faults/heldout.py, heldout2.py), the third, fourth, fifth, sixth, seventh, "
-                        "eighth, ninth, tenth or eleventh blind set (faults/heldout3.py, heldout4.py, heldout5.py, "
-                        "heldout6.py, heldout7.py, heldout8.py, heldout9.py, heldout10.py, heldout11.py) or the rest")
+                        "eighth, ninth, tenth, eleventh or twelfth blind set (faults/heldout3.py, heldout4.py, "
+                        "heldout5.py, heldout6.py, heldout7.py, heldout8.py, heldout9.py, heldout10.py, heldout11.py, "
+                        "heldout12.py) or the rest")
     parser.add_argument("--target", choices=("standin", "real"), default="standin", help="the stand-in target, or a "
                         "copy of the real MindSpeed-MM checkout run by its real runtime (use its own --workdir)")
     parser.add_argument("--real-checkout", type=Path, default=None, help="the real checkout (default: "

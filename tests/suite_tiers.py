@@ -19,7 +19,7 @@ LONG: dict[str, str] = {
     "tests/agent/test_heldout3_faults.py": _FAULT_SETS,
     "tests/agent/test_heldout4_faults.py": _FAULT_SETS,
     "tests/agent/test_heldout5_faults.py": _FAULT_SETS,
-    "tests/agent/test_heldout_groups_6_to_11.py": _FAULT_SETS,
+    "tests/agent/test_heldout_groups_6_to_12.py": _FAULT_SETS,
     # a second recorded LLM play replayed end to end (~2.5 min CPU)
     "tests/agent/test_llm_recorded_http.py::test_recorded_live_run_replays_over_http[phi3_v_relay]": _PHI3_REPLAY,
     "tests/agent/test_llm_recorded_http.py::test_the_gate_the_live_run_stopped_at_passes_on_what_it_delivered"

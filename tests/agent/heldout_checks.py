@@ -1,5 +1,5 @@
 """Checks shared by the blind fault groups' tests (tests/agent/test_heldout3_faults.py, test_heldout4_faults.py,
-test_heldout5_faults.py, test_heldout_groups_6_to_11.py): a group is registered apart and well formed, the routing
+test_heldout5_faults.py, test_heldout_groups_6_to_12.py): a group is registered apart and well formed, the routing
 bench reports every group, a runtime fault's simulation is the cause of the condition it stands for, and a data-path or
 plugin fault changes what a green copy computes (or makes it fail)."""
 

@@ -23,11 +23,12 @@ from msmigrate.testbeds.faults.injection import (OWNERS, Fault, FaultError, Layo
 def all_faults() -> list[Fault]:
     from msmigrate.testbeds.faults import (config, data, environment, heldout, heldout2, heldout3, heldout4,
                                            heldout5, heldout6, heldout7, heldout8, heldout9, heldout10, heldout11,
-                                           model)
+                                           heldout12, model)
 
     faults = [*model.FAULTS, *data.FAULTS, *config.FAULTS, *environment.FAULTS, *heldout.FAULTS,
               *heldout2.FAULTS, *heldout3.FAULTS, *heldout4.FAULTS, *heldout5.FAULTS, *heldout6.FAULTS,
-              *heldout7.FAULTS, *heldout8.FAULTS, *heldout9.FAULTS, *heldout10.FAULTS, *heldout11.FAULTS]
+              *heldout7.FAULTS, *heldout8.FAULTS, *heldout9.FAULTS, *heldout10.FAULTS, *heldout11.FAULTS,
+              *heldout12.FAULTS]
     ids = [f.id for f in faults]
     if len(ids) != len(set(ids)):
         raise ValueError("fault ids must be unique")
@@ -37,20 +38,21 @@ def all_faults() -> list[Fault]:
 # The groups a benchmark selects and reports apart: ``main`` (written with the changes), ``heldout`` (faults/heldout.py
 # and heldout2.py, written blind), ``heldout3`` (faults/heldout3.py, a later blind set measured on its own) and
 # ``heldout4`` / ``heldout5`` / ``heldout6`` / ``heldout7`` / ``heldout8`` / ``heldout9`` / ``heldout10`` /
-# ``heldout11`` (faults/heldout4.py, heldout5.py, heldout6.py, heldout7.py, heldout8.py, heldout9.py, heldout10.py,
-# heldout11.py: the next blind sets, each measured on its own)
+# ``heldout11`` / ``heldout12`` (faults/heldout4.py, heldout5.py, heldout6.py, heldout7.py, heldout8.py, heldout9.py,
+# heldout10.py, heldout11.py, heldout12.py: the next blind sets, each measured on its own)
 GROUPS = ("main", "heldout", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8", "heldout9",
-          "heldout10", "heldout11")
+          "heldout10", "heldout11", "heldout12")
 
 
 def fault_group(fault: Fault) -> str:
     """The group ``fault`` is reported in (one of GROUPS)."""
     from msmigrate.testbeds.faults import (heldout3, heldout4, heldout5, heldout6, heldout7, heldout8, heldout9,
-                                           heldout10, heldout11)
+                                           heldout10, heldout11, heldout12)
 
     for name, group in (("heldout3", heldout3), ("heldout4", heldout4), ("heldout5", heldout5),
                         ("heldout6", heldout6), ("heldout7", heldout7), ("heldout8", heldout8),
-                        ("heldout9", heldout9), ("heldout10", heldout10), ("heldout11", heldout11)):
+                        ("heldout9", heldout9), ("heldout10", heldout10), ("heldout11", heldout11),
+                        ("heldout12", heldout12)):
         if fault.id in {f.id for f in group.FAULTS}:
             return name
     return "heldout" if fault.heldout else "main"

@@ -1,10 +1,10 @@
-"""The sixth, seventh, eighth, ninth, tenth and eleventh held-out fault groups (msmigrate/testbeds/faults/heldout6.py,
-heldout7.py, heldout8.py, heldout9.py, heldout10.py, heldout11.py) are each well formed, selectable on their own and
-apply: every edit fault's anchors are in a green rules migration of qwen2_vl on the stand-in (built once here, for all
-six) and change the files they name, leaving Python that compiles, YAML that parses and shell that bash parses; the
-faults in the data path and the plugin change what the data path or the model computes on the same records (or make it
-fail); every runtime fault's simulation, run in a wrapped interpreter, produces the condition it stands for, and the
-same program without it gets past that point. Nothing here runs the gates on a faulted copy or classifies anything: that
+"""The sixth to twelfth held-out fault groups (msmigrate/testbeds/faults/heldout6.py, heldout7.py, heldout8.py,
+heldout9.py, heldout10.py, heldout11.py, heldout12.py) are each well formed, selectable on their own and apply: every
+edit fault's anchors are in a green rules migration of qwen2_vl on the stand-in (built once here, for all seven) and
+change the files they name, leaving Python that compiles, YAML that parses and shell that bash parses; the faults in
+the data path and the plugin change what the data path or the model computes on the same records (or make it fail);
+every runtime fault's simulation, run in a wrapped interpreter, produces the condition it stands for, and the same
+program without it gets past that point. Nothing here runs the gates on a faulted copy or classifies anything: that
 measurement is the routing benchmark's (``--group heldout6`` …), made by someone other than the faults' authors. Each
 group was written blind by its own author; their checks share this one file (they differed only in the group and the
 runtime programs)."""
@@ -19,11 +19,12 @@ from heldout_checks import (assert_bench_reports_every_group, assert_computes_ot
                             computed_on_green, run_wrapped_and_plain)
 from standin_migration import apply_fault_checked, fault_copy, green_for_faults
 
-from msmigrate.testbeds.faults import heldout6, heldout7, heldout8, heldout9, heldout10, heldout11
+from msmigrate.testbeds.faults import heldout6, heldout7, heldout8, heldout9, heldout10, heldout11, heldout12
 
 GROUPS = {"heldout6": ("h6-", heldout6.FAULTS), "heldout7": ("h7-", heldout7.FAULTS),
           "heldout8": ("h8-", heldout8.FAULTS), "heldout9": ("h9-", heldout9.FAULTS),
-          "heldout10": ("h10-", heldout10.FAULTS), "heldout11": ("h11-", heldout11.FAULTS)}
+          "heldout10": ("h10-", heldout10.FAULTS), "heldout11": ("h11-", heldout11.FAULTS),
+          "heldout12": ("h12-", heldout12.FAULTS)}
 FAULTS = {f.id: f for _, faults in GROUPS.values() for f in faults}
 EDITS = sorted(i for i, f in FAULTS.items() if f.edits)
 RUNTIMES = sorted(i for i, f in FAULTS.items() if f.runtime is not None)
@@ -173,6 +174,22 @@ SIMULATED = {
         {"RANK": "0"}, "import torch\ntry:\n    torch.accelerator.set_device_index(0)\n"
                        "except RuntimeError as e:\n    if 'none is available' not in str(e):\n        raise\n",
         "invalid device ID"),
+    "h12-env-jemalloc-preloaded-page-size": ({}, "import json\n", (signal.SIGABRT, "Unsupported system page size")),
+    "h12-env-conda-mkl-2024-under-pip-torch": ({}, "import torch\n", "undefined symbol: iJIT_NotifyEvent"),
+    "h12-env-weights-on-fuse-without-mmap": (
+        {}, "from safetensors import safe_open\n"
+            "with safe_open({source!r} + '/model.safetensors', framework='pt') as f:\n"
+            "    f.get_tensor(next(iter(f.keys())))\n",
+        "No such device (os error 19)"),
+    "h12-env-hub-cache-symlinks-dangling": (
+        {}, "from safetensors import safe_open\n"
+            "with safe_open({source!r} + '/model.safetensors', framework='pt') as f:\n"
+            "    f.get_tensor(next(iter(f.keys())))\n",
+        "No such file or directory (os error 2)"),
+    "h12-env-localhost-ipv6-only-ipv6-disabled": (
+        {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "{port}"},
+        "import torch.distributed as dist\ndist.init_process_group('gloo')\ndist.destroy_process_group()\n",
+        "address family not supported by protocol"),
 }
 
 
