@@ -56,6 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from msmigrate.knowledge.host_files import host_file_error
+
 # `File "/x/y.py", line 12, in f` (tracebacks) and `/x/y.py:12 in f` (the probes' raised-in / called-from notes)
 _FRAME = re.compile(r'File "(?P<a>[^"]+)", line (?P<al>\d+)|(?P<b>[\w./\\-]+\.(?:py|yaml|yml|sh|json))'
                     r':(?P<bl>\d+)')
@@ -238,6 +240,9 @@ def context_owner(text: str, artifacts: Artifacts, changed_last: str | None = No
         return ContextVerdict("config", "config-loading",
                               f"the failure is raised while loading the training YAML{where}: {what}; fix "
                               f"{_names(artifacts.config[:1]) or 'the YAML'}{where}")
+    damaged = host_file_error(text)
+    if damaged:
+        return ContextVerdict("environment", "host", damaged)
     own = run_frames(text, artifacts)
     if own:
         path, line, owner = own[-1]
