@@ -392,13 +392,24 @@ def where_to_fix(owner: str | None, ctx: Any, state: dict[str, Any], text: str =
         return "This run's data path: " + "; ".join(named) + under + f"; the training records {records}."
     if owner == "config":
         files = [p for p in (plan.get("config_path"), plan.get("script_path")) if p]
-        keys = list(dict.fromkeys(finding_keys(text, artifacts) + keys_named(text, artifacts) +
-                                  keys_valued(text, artifacts)))[:4] if artifacts is not None else []
+        keys = config_keys(text, artifacts)
         said = f" (the failure names {', '.join(keys)})" if keys else ""
         return f"This run's settings: {', '.join(files)}{said}." if files else ""
     if owner == "environment":
         return f"The target runtime: {getattr(ctx, 'runtime_python', '')} (its installed packages and host)."
     return ""
+
+
+def config_keys(text: str, artifacts: Artifacts | None, facts: Iterable[str] = (), limit: int = 4) -> list[str]:
+    """The run's YAML keys a failure names (at most ``limit``): the dotted keys ``facts`` state (the reasons of the
+    context rules that decided on this run's own files, which name the key they decided on), G3's own finding paths,
+    dotted keys or specific leaves the error lines name, keys whose value they quote."""
+    if artifacts is None:
+        return []
+    stated = [d for d in artifacts.yaml_keys.values()
+              if any(re.search(rf"(?<![\w.]){re.escape(d)}(?![\w])", f) for f in facts)]
+    return list(dict.fromkeys(stated + finding_keys(text, artifacts) + keys_named(text, artifacts) +
+                              keys_valued(text, artifacts)))[:limit]
 
 
 # G3's problem lines: "[finding-code] dotted.key: message" (routes/fsdp2/gates/config_gate.py)

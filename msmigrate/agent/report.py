@@ -333,7 +333,7 @@ def _review(deps: Any, state: dict[str, Any]) -> dict[str, Any]:
         return review_delivery(ctx.target, state.get("artifacts", {}).get("base_commit"), ctx.work_branch,
                                plan=state["plan"], source=ctx.source, data_path=ctx.data_path,
                                run_id=str(state.get("run_id") or ctx.run_id))
-    except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+    except (GitError, OSError) as exc:  # (core.git runs the git CLI: a failed command, or a folder gone)
         return {"problems": [], "skipped": f"the work branch cannot be read ({exc})"}
 
 

@@ -393,3 +393,37 @@ def test_a_timed_out_probe_is_routed_as_environment_with_the_setting_that_raises
     (record,) = run.trajectory.records("classify")
     assert (record["case_id"], record["owner"], record["route"]) == ("probe-timeout", "environment", "config")
     assert PROBE_TIMEOUT_SETTING in record["diagnosis"]
+
+
+def test_the_yaml_keys_a_config_failure_names_reach_the_config_phase_as_data(fast_prepare, tmp_path):
+    """The config phase's last-resort repair sets the keys a failure names back to the derived values: it gets them
+    as a list in the failure, read from the error and the run's own YAML, not parsed from the diagnosis's prose
+    (which quotes the catalog's advice and its keys too)."""
+    failure = ("[value-out-of-range] training.lr_min: 0.5 is above training.lr 0.0001 (the schedule would rise); "
+               "set lr_min below lr")
+    run = make_run(fast_prepare, tmp_path, ScriptedPolicy(), FakeGates({"G3": [failure, None]}))
+    examples = run.ctx.target / "examples" / run.ctx.model_name
+    examples.mkdir(parents=True, exist_ok=True)
+    (examples / f"{run.ctx.model_name}_config.yaml").write_text(
+        "training:\n  lr: 0.0001\n  lr_min: 0.5\n  micro_batch_size: 1\n")
+    drive(run)
+    (record,) = run.trajectory.records("classify")
+    assert record["route"] == "config" and record["keys"][0] == "training.lr_min"
+    assert "training.micro_batch_size" not in record["keys"]
+
+
+def test_the_keys_a_config_failure_names_come_from_its_error_and_the_rules_that_decided_not_from_advice():
+    from msmigrate.agent.failure_artifacts import config_keys
+    from msmigrate.knowledge.failure_context import Artifacts
+
+    art = Artifacts(config=("examples/m/m_config.yaml",),
+                    yaml_keys={"dataset_dir": "data.dataset_param.basic_parameters.dataset_dir", "lr": "training.lr",
+                               "ulysses_parallel_size": "parallel.ulysses_parallel_size"},
+                    yaml_values={"data.dataset_param.basic_parameters.dataset_dir": "~/m/data", "training.lr": "0.0001"})
+    error = "FileNotFoundError: [Errno 2] No such file or directory: 'images/sample_00.png'"
+    assert config_keys(error, art) == []  # the error names no key
+    reason = ("set data.dataset_param.basic_parameters.dataset_dir (~/m/data in examples/m/m_config.yaml) to /d: "
+              "`images/sample_00.png` exists in that training records' folder")
+    assert config_keys(error, art, [reason]) == ["data.dataset_param.basic_parameters.dataset_dir"]
+    pydantic = "ValueError: World size should be a multiple of ulysses_parallel_size: 2"
+    assert config_keys(pydantic, art) == ["parallel.ulysses_parallel_size"]

@@ -109,3 +109,15 @@ def test_a_converted_checkpoint_under_the_run_is_the_delivery_s_weights(tmp_path
     (converted / "model.safetensors").write_bytes(b"")
     assert review(converted, "converted") == []  # its path (with the run id) is the one the plan wrote
     assert any(f"training.load names {source}, but transformers converts" in p for p in review(source, "source"))
+
+
+def test_a_work_branch_that_cannot_be_read_is_said_in_the_report_not_a_crash(tmp_path):
+    from types import SimpleNamespace
+
+    from msmigrate.agent.report import _review
+
+    ctx = SimpleNamespace(target=tmp_path / "gone", source=tmp_path, data_path=None, work_branch="msmigrate/x",
+                          run_id="r1")
+    state = {"artifacts": {"base_commit": "0" * 40}, "plan": {"config_path": "examples/x/x.yaml"}}
+    found = _review(SimpleNamespace(ctx=ctx), state)
+    assert found["problems"] == [] and found["skipped"].startswith("the work branch cannot be read")

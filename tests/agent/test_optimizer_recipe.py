@@ -277,3 +277,17 @@ def test_a_freeze_the_source_does_not_have_is_g3s_and_the_repair_sets_it_back(tm
     assert freeze_findings({"model": {"freeze": {"model.visual": True}}}, trained, CONFIG)
     assert freeze_findings({"model": {"freeze": {"model.visual": False}}}, trained, CONFIG) == []
     assert freeze_findings(cfg | {"model": {"freeze": ["model.visual"]}}, {"all": None, "where": None}, CONFIG) == []
+
+
+def test_a_named_key_that_departs_from_the_draft_is_set_back_and_one_the_draft_lacks_goes():
+    from msmigrate.agent.routes.fsdp2.rules.autofix import restore_named
+
+    reference = yaml.safe_load((STANDIN / CONFIG).read_text())
+    cfg = yaml.safe_load((STANDIN / CONFIG).read_text())
+    cfg["parallel"]["ulysses_parallel_size"] = 2
+    cfg["training"]["made_up_knob"] = 3
+    keys = ["parallel.tensor_parallel_size", "parallel.ulysses_parallel_size", "training.made_up_knob"]
+    done = restore_named(cfg, keys, reference)
+    assert cfg["parallel"]["ulysses_parallel_size"] == reference["parallel"]["ulysses_parallel_size"]
+    assert "made_up_knob" not in cfg["training"] and len(done) == 2  # tensor_parallel_size is the draft's: untouched
+    assert restore_named(cfg, keys, reference) == [] and restore_named(cfg, keys, None) == []

@@ -48,3 +48,4 @@ def test_an_address_family_the_host_lacks_is_not_a_port_in_use():
     busy = ("RuntimeError: The server socket has failed to listen on any local network address. port: 6000, "
             "useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use")
     assert classify(busy).case_id == "rendezvous-port-in-use"
+

@@ -16,7 +16,7 @@ from msmigrate.agent.policies.base import PolicyView
 from msmigrate.agent.run_settings import run_settings
 from msmigrate.agent.runtime_facts import runtime_facts
 from msmigrate.agent.state import EXIT_GATE_FAILED, gates_before
-from msmigrate.agent.failure_artifacts import run_artifacts, run_facts_owner, where_to_fix
+from msmigrate.agent.failure_artifacts import config_keys, run_artifacts, run_facts_owner, where_to_fix
 from msmigrate.knowledge.catalog import load_catalog
 from msmigrate.knowledge.classifier import Classification, classify, load_calibration
 from msmigrate.knowledge.failure_context import (ContextVerdict, context_owner, derived_settings_owner, fix_in_place_owner,
@@ -263,6 +263,10 @@ def make_classify_node(deps: RunDeps):
                                diagnosis=f"Unknown failure: no failure case fits and no LLM verdict; returning to "
                                          f"{phase_of_gate}, the phase whose gate ({failed['gate']}) failed. "
                                          f"Root cause: {primary.get('text') or 'none found in the log'}")
+        if (failure.get("owner") or phase_owner(route_to, failed["gate"])) == "config":
+            # the YAML keys the failure names, as data for the config phase's repair: from the error and the run's
+            # own facts about it (a context rule's reason names the key it decided on), never from a case's advice
+            failure["keys"] = config_keys(said, artifacts, [v.reason for v in (context, decided) if v is not None])
         pointer = where_to_fix(failure.get("owner") or phase_owner(route_to, failed["gate"]), deps.ctx, state, said,
                                artifacts)
         if pointer and pointer not in failure.get("diagnosis", ""):

@@ -194,3 +194,24 @@ def apply_failure(cfg: dict[str, Any], failure: dict[str, Any] | None, findings:
     done = [d for d in (apply_action(cfg, a, tree) for a in actions) if d]
     return (done + apply_findings(cfg, findings) + restore_values(cfg, findings, reference)
             + raise_minimums(cfg, findings))
+
+
+def restore_named(cfg: dict[str, Any], keys: list[str] | None, reference: dict[str, Any] | None) -> list[str]:
+    """The last resort of a config repair, where nothing more specific applies: each YAML key the failure names (the
+    classify node's ``keys``) whose value departs from the value the config is derived with (the draft from the
+    similar example and the source) gets that value back; a key the draft does not write goes, so the target's own
+    default applies. Keys whose value is the draft's are left alone: the failure is then not theirs to fix."""
+    if reference is None:
+        return []
+    done = []
+    for key in keys or []:
+        now, wanted = get_path(cfg, key), get_path(reference, key)
+        if now is None or now == wanted:
+            continue
+        if wanted is None:
+            delete_path(cfg, key)
+            done.append(f"deleted {key} (the failure names it; the config is derived without it)")
+        else:
+            set_path(cfg, key, wanted)
+            done.append(f"set {key} = {wanted!r} (the failure names it; the value the config is derived with)")
+    return done

@@ -17,7 +17,8 @@ from msmigrate.agent.policies.rules.steps import last_results, step_of, write
 from msmigrate.agent.routes.fsdp2.attention_choice import launch_host_attention
 from msmigrate.agent.routes.fsdp2.draft_config import (derived_script, draft_config, example_launch_script,
                                                       load_baseline, tied_embeddings)
-from msmigrate.agent.routes.fsdp2.rules.autofix import apply_failure, drop_repeated_keys, raise_minimums
+from msmigrate.agent.routes.fsdp2.rules.autofix import (apply_failure, drop_repeated_keys, raise_minimums,
+                                                        restore_named)
 from msmigrate.agent.code_templates import render_template
 from msmigrate.agent.routes.fsdp2.weights_load import weights_origin
 from msmigrate.tools import yaml_roundtrip as rt
@@ -108,6 +109,8 @@ def _write_step(view: PolicyView, policy: Any, tree: dict[str, Any]) -> tuple[st
         if resized is not None and not fixes:  # only the launch script's size was wrong: the YAML stays
             return (f"Auto-fix: {plan['script_path']} sized again ({plan['launch_size']['why']}).",
                     [write(plan["script_path"], resized, "launch script sized again: G3 rejected its size")])
+        if not fixes:
+            fixes = restore_named(cfg, failure.get("keys"), fresh)
         if not fixes:
             return (f"No deterministic fix for {failure.get('case_id') or failure.get('diagnosis', '')[:120]}; "
                     "leaving the config as it is.", [])
