@@ -395,3 +395,25 @@ def test_a_slow_fall_passes_only_where_the_source_falls_no_more():
     flat = tp.learning_problem(6.2, 6.2 - 6.2e-5, 0.005, 20, source_fall=0.0)  # 1e-5: noise, not learning
     assert flat is not None and "≥ 0.0001 where the source falls less" in flat
     assert tp.learning_problem(6.2, 6.0, 0.005, 20, source_fall=0.5) is None  # the stated fraction is enough
+
+
+def test_a_source_that_will_not_build_on_meta_leaves_the_import_guard_unexamined_not_the_probe_failed(monkeypatch):
+    import torch
+
+    monkeypatch.syspath_prepend(str(PROBES_DIR))
+    import training_parity as tp
+
+    class Source(torch.nn.Module):  # a remote-code class that reads a tensor's value in its constructor
+        def __init__(self, config):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(2))
+            self.scale = float(self.w.detach().sum())  # no value on the meta device
+
+    class Config:
+        _attn_implementation = "eager"
+
+    assert tp.source_code_before(Source, Config()) is None
+    ns = type("Args", (), {"before_import": None, "target": None})()
+    with tp.as_the_source(ns):
+        pass
+    assert ns.unpatched is None  # not examined: the record says None, not [] (nothing patched)
