@@ -23,7 +23,9 @@ order: the target's own pipeline (the delivered config's dataset, collator and `
   ``function(model, batch) -> loss`` is the source's loss path on each whole micro batch (labels aligned with the
   ids, as the target feeds them), inside the same step and AdamW; its loop form ``function(model, micro_batches,
   settings) -> [{"loss", "grad_norm"}, ...]`` is the whole source side, the first record carrying ``grads``
-  ({name: tensor} before clipping) for the step-1 gradient parity (``_source_step.py``).
+  ({name: tensor} before clipping) for the step-1 gradient parity (``_source_step.py``). The source side runs
+  without what the plugin package's import patched into the source's own code (``as_the_source``: a fused-kernel
+  wrapper on a library class the source runs would otherwise be on both sides of the comparison, its backward too).
 
 Both sides use the delivered optimizer settings (lr, weight decay, betas, eps, clip_grad) at a CONSTANT learning rate:
 a warmup or decay in the delivered config is set aside on both sides (recorded), so only the step itself is compared.
