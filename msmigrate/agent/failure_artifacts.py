@@ -28,6 +28,7 @@ from msmigrate.knowledge.failure_context import (IMPORT_FAILED, Artifacts, Conte
 from msmigrate.tools.launcher.command import TRAINER_REL
 from msmigrate.tools.repo_reader.target_inventory import target_inventory
 from msmigrate.tools.worktree import git
+from msmigrate.tools.yaml_validator.patterns import frozen_parts
 
 
 def run_artifacts(ctx: Any, state: dict[str, Any], failed: dict[str, Any]) -> tuple[Artifacts, str | None]:
@@ -40,7 +41,7 @@ def run_artifacts(ctx: Any, state: dict[str, Any], failed: dict[str, Any]) -> tu
     records = tuple(str(p) for p in dict.fromkeys([records_dir, records_dir.resolve()]))
     loaded = _yaml_data(target, plan.get("config_path")) or {}  # (a YAML that does not load: no keys)
     artifacts = Artifacts(model=model, data=data, config=config, records=records, yaml_keys=yaml_keys(loaded),
-                          yaml_values=yaml_values(loaded), frozen=_frozen(loaded) if loaded else None,
+                          yaml_values=yaml_values(loaded), frozen=frozen_parts(loaded) if loaded else None,
                           environment=runtime_variables(state.get("runtime")),
                           host_memory=host_memory(), runtime_env=target_env(state.get("runtime")),
                           interpreter_env={k: str(v) for k, v in
@@ -323,16 +324,6 @@ def model_classes(state: dict[str, Any], ctx: Any) -> set[str]:
     for folder in folders:
         found |= set(defined_classes(folder))
     return found - {""}
-
-
-def _frozen(data: Any) -> tuple[str, ...]:
-    """What the YAML's model.freeze freezes: a list of module names, or a mapping whose true entries are."""
-    said = _get(data, "model.freeze")
-    if isinstance(said, dict):
-        return tuple(str(k) for k, v in said.items() if v)
-    if isinstance(said, (list, tuple)):
-        return tuple(str(v) for v in said if v)
-    return (str(said),) if isinstance(said, str) and said else ()
 
 
 def _get(data: Any, dotted: str) -> Any:

@@ -62,6 +62,16 @@ PATTERN_LISTS = (
 PARALLELISM_SIZE = {"parallel.ep_plan.apply_modules": "parallel.expert_parallel_size"}
 
 
+def frozen_parts(data: Any) -> tuple[str, ...]:
+    """What a YAML's model.freeze freezes: a list of module names, or a mapping whose true entries are."""
+    said = get(data, "model.freeze") if isinstance(data, dict) else None
+    if isinstance(said, dict):
+        return tuple(str(k) for k, v in said.items() if v)
+    if isinstance(said, (list, tuple)):
+        return tuple(str(v) for v in said if v)
+    return (str(said),) if isinstance(said, str) and said else ()
+
+
 def _parallelism_off(data: dict, list_path: str) -> bool:
     size_key = PARALLELISM_SIZE.get(list_path)
     if size_key is None:

@@ -39,6 +39,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from msmigrate.tools.yaml_validator.patterns import frozen_parts
+
 EPS_FACTOR = 1e3
 HF_DEFAULT = "the HF Trainer's default"  # training_recipe's ``where`` for a knob the source itself does not state
 # the target's names for each knob of the source's recipe (HF TrainingArguments' names on the right)
@@ -193,10 +195,7 @@ def freeze_findings(delivered: dict[str, Any], trained: dict[str, Any], config: 
     source's training trains (``trained_parts.source_trained_parts``): a frozen part where the source trains every
     parameter trains another set of parameters from the first update on. Nothing is compared where the source decides
     what trains itself (``all`` None)."""
-    model = delivered.get("model") if isinstance(delivered.get("model"), dict) else {}
-    said = model.get("freeze")
-    frozen = [str(k) for k, v in said.items() if v] if isinstance(said, dict) else \
-        [str(v) for v in said if v] if isinstance(said, list) else [said] if isinstance(said, str) and said else []
+    frozen = list(frozen_parts(delivered))
     if not frozen or trained.get("all") is not True:
         return []
     return [{"severity": "error", "code": "freeze-recipe", "path": "model.freeze", "value": frozen,
